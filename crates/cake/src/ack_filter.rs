@@ -1,0 +1,1 @@
+//! The TCP ACK filter. To be implemented.

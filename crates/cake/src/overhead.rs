@@ -1,0 +1,140 @@
+//! Link-layer overhead compensation: the length the shaper charges for a packet.
+
+use crate::config::{AtmMode, CakeConfig};
+
+/// The overhead settings, copied out of the config (per-packet path reads only this).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Overhead {
+    /// Subtract the MAC header before adding `overhead`.
+    pub subtract_mac: bool,
+    /// Signed per-packet overhead.
+    pub overhead: i32,
+    /// Minimum packet unit.
+    pub mpu: u32,
+    /// Cell framing.
+    pub atm: AtmMode,
+}
+
+/// Size statistics the kernel reports (`min/max network layer size`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SizeStats {
+    /// Smallest network-layer length seen.
+    pub min_netlen: u32,
+    /// Largest network-layer length seen.
+    pub max_netlen: u32,
+    /// Smallest overhead-adjusted length seen.
+    pub min_adjlen: u32,
+    /// Largest overhead-adjusted length seen.
+    pub max_adjlen: u32,
+    /// EWMA of the network header offset, Q16 (report with [`SizeStats::avg_netoff`]).
+    pub avg_netoff_q16: u32,
+}
+
+impl Default for SizeStats {
+    fn default() -> Self {
+        SizeStats {
+            min_netlen: u32::MAX,
+            max_netlen: 0,
+            min_adjlen: u32::MAX,
+            max_adjlen: 0,
+            avg_netoff_q16: 0,
+        }
+    }
+}
+
+impl SizeStats {
+    /// The average network header offset, rounded, as tc prints it.
+    pub fn avg_netoff(&self) -> u32 {
+        ((u64::from(self.avg_netoff_q16) + 0x8000) >> 16) as u32
+    }
+}
+
+impl Overhead {
+    /// The overhead settings of `cfg`.
+    pub fn from_config(cfg: &CakeConfig) -> Self {
+        Overhead {
+            subtract_mac: cfg.overhead_set,
+            overhead: cfg.overhead,
+            mpu: cfg.mpu,
+            atm: cfg.atm,
+        }
+    }
+
+    /// The adjusted length of one (segment) of `len` bytes whose network header starts at
+    /// `net_off`, updating the size statistics.
+    #[inline]
+    pub fn calc(&self, stats: &mut SizeStats, len: u32, net_off: u32) -> u32 {
+        let mut len = if self.subtract_mac { len.saturating_sub(net_off) } else { len };
+        stats.max_netlen = stats.max_netlen.max(len);
+        stats.min_netlen = stats.min_netlen.min(len);
+        len = (i64::from(len) + i64::from(self.overhead)).max(0) as u32;
+        len = len.max(self.mpu);
+        match self.atm {
+            AtmMode::None => {}
+            AtmMode::Atm => len = len.div_ceil(48) * 53,
+            AtmMode::Ptm => len += len.div_ceil(64),
+        }
+        stats.max_adjlen = stats.max_adjlen.max(len);
+        stats.min_adjlen = stats.min_adjlen.min(len);
+        len
+    }
+
+    /// The adjusted length of a whole packet, GSO super-packets included: `segs - 1` full
+    /// segments of `gso_size + hdr_len` plus the last. Also feeds the offset EWMA.
+    pub fn packet_len(
+        &self,
+        stats: &mut SizeStats,
+        len: u32,
+        net_off: u32,
+        gso: Option<(u32, u32)>,
+    ) -> u32 {
+        stats.avg_netoff_q16 = ewma(stats.avg_netoff_q16, net_off << 16, 8);
+        match gso {
+            Some((gso_size, hdr_len)) if gso_size > 0 && len > hdr_len + gso_size => {
+                let segs = (len - hdr_len).div_ceil(gso_size);
+                let last = len - gso_size * (segs - 1);
+                self.calc(stats, gso_size + hdr_len, net_off) * (segs - 1)
+                    + self.calc(stats, last, net_off)
+            }
+            _ => self.calc(stats, len, net_off),
+        }
+    }
+}
+
+/// The kernel's shift-based EWMA: `avg - (avg >> shift) + (sample >> shift)`.
+#[inline]
+pub fn ewma(avg: u32, sample: u32, shift: u32) -> u32 {
+    avg - (avg >> shift) + (sample >> shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn oh(overhead: i32, mpu: u32, atm: AtmMode) -> Overhead {
+        Overhead { subtract_mac: true, overhead, mpu, atm }
+    }
+
+    #[test]
+    fn atm_rounds_up_to_whole_cells() {
+        let mut s = SizeStats::default();
+        // 1500 IP bytes + 10 (pppoa-vcmux) = 1510 -> 32 cells -> 1696 bytes.
+        assert_eq!(oh(10, 0, AtmMode::Atm).calc(&mut s, 1514, 14), 32 * 53);
+        assert_eq!(oh(0, 0, AtmMode::Atm).calc(&mut s, 14 + 48, 14), 53);
+        assert_eq!(oh(0, 0, AtmMode::Atm).calc(&mut s, 14 + 49, 14), 106);
+    }
+
+    #[test]
+    fn ptm_adds_a_byte_per_64_and_mpu_raises_small_packets() {
+        let mut s = SizeStats::default();
+        assert_eq!(oh(30, 0, AtmMode::Ptm).calc(&mut s, 1514, 14), 1530 + 24);
+        assert_eq!(oh(38, 84, AtmMode::None).calc(&mut s, 14 + 28, 14), 84);
+        assert_eq!((s.min_netlen, s.max_netlen), (28, 1500));
+    }
+
+    #[test]
+    fn raw_uses_the_l2_length_as_is() {
+        let mut s = SizeStats::default();
+        assert_eq!(Overhead::default().calc(&mut s, 1514, 14), 1514);
+    }
+}

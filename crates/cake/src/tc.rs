@@ -1,0 +1,2 @@
+//! tc's language for cake: argument parsing, canonical printing, stats in text and JSON.
+//! To be implemented.

@@ -1,0 +1,1 @@
+//! codel (to be implemented).

@@ -1,0 +1,1 @@
+//! fq_codel (to be implemented).

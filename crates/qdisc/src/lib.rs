@@ -1,0 +1,20 @@
+//! The sans-IO core of purple: time values, packet views, the [`Qdisc`] trait, and the baseline
+//! queue managers CAKE is compared against (FIFO, CoDel, FQ-CoDel, PIE).
+//!
+//! Nothing in this crate reads a clock, touches a socket or draws entropy: time and random seeds
+//! come from the caller.
+#![deny(unsafe_code)]
+
+pub mod codel;
+pub mod fifo;
+pub mod fq_codel;
+pub mod packet;
+pub mod pie;
+pub mod qdisc;
+pub mod rng;
+pub mod time;
+
+pub use packet::{Headers, Packet, PacketMeta};
+pub use qdisc::{Counter, Dequeue, DropReason, Dropped, NoShaper, Qdisc, QdiscStats};
+pub use rng::Rng;
+pub use time::{Duration, Instant};

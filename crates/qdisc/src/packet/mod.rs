@@ -1,0 +1,202 @@
+//! Packets as the qdiscs see them: a raw Ethernet frame plus metadata the caller supplies, and a
+//! parsed view of its headers.
+//!
+//! Parsing never panics and never reads out of bounds: a truncated or malformed frame parses to
+//! whatever layers could be read in full (at worst [`NetKind::Other`] with no IP header), and is
+//! then queued as non-IP traffic.
+
+mod build;
+mod gso;
+mod parse;
+mod rewrite;
+mod tcp_options;
+
+pub use build::{FrameSpec, L4Spec};
+pub use gso::segment;
+pub use rewrite::{mark_ce, set_dscp};
+pub use tcp_options::{TcpOption, TcpOptions};
+
+/// One packet: the frame bytes and the metadata that does not live in them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Packet {
+    /// The frame as it would appear on the wire, starting at the Ethernet header.
+    pub data: Vec<u8>,
+    /// Metadata supplied by the caller.
+    pub meta: PacketMeta,
+}
+
+/// Metadata carried beside the frame (the parts of a Linux skb that CAKE reads).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketMeta {
+    /// Firewall mark (skb->mark), used by CAKE's `fwmark` tin override.
+    pub mark: u32,
+    /// Priority (skb->priority, `major:minor`), used by CAKE's priority tin override.
+    pub priority: u32,
+    /// The pre-NAT 5-tuple (conntrack's original direction), used by CAKE's `nat` option.
+    pub nat: Option<FlowTuple>,
+    /// Present when this is a GSO super-packet (e.g. from a virtio-net header).
+    pub gso: Option<Gso>,
+    /// Payload bytes the caller did not materialise (the simulator uses this to avoid copying
+    /// payloads). They count towards [`Packet::len`] but are never read.
+    pub pad: u32,
+    /// An opaque value for the caller (flow id, sequence number, ...). Never read by a qdisc.
+    pub tag: u64,
+}
+
+/// Which protocol a GSO super-packet segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GsoKind {
+    /// TCP over IPv4.
+    TcpV4,
+    /// TCP over IPv6.
+    TcpV6,
+    /// UDP (USO / UFO).
+    Udp,
+}
+
+/// A GSO descriptor: the super-packet is cut into segments of `size` payload bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gso {
+    /// The segmentation kind.
+    pub kind: GsoKind,
+    /// Payload bytes per segment (MSS).
+    pub size: u16,
+}
+
+/// An IP 5-tuple. IPv4 addresses are stored IPv4-mapped (`::ffff:a.b.c.d`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowTuple {
+    /// Source address.
+    pub src: [u8; 16],
+    /// Destination address.
+    pub dst: [u8; 16],
+    /// Transport protocol number.
+    pub proto: u8,
+    /// Source port (0 where the protocol has none).
+    pub src_port: u16,
+    /// Destination port (0 where the protocol has none).
+    pub dst_port: u16,
+}
+
+/// What the network layer is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NetKind {
+    /// Not ARP or IP, or too malformed to tell.
+    #[default]
+    Other,
+    /// ARP.
+    Arp,
+    /// IPv4 (possibly carrying IPv6, 6in4).
+    Ipv4,
+    /// IPv6.
+    Ipv6,
+}
+
+/// The IP layer of a frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IpInfo {
+    /// Offset of the outer IP header in the frame (DSCP and ECN live there).
+    pub outer_offset: u16,
+    /// Offset of the innermost IP header (differs from `outer_offset` for 6in4).
+    pub inner_offset: u16,
+    /// Version of the innermost IP header (6 for 6in4).
+    pub inner_version: u8,
+    /// The 5-tuple of the innermost IP header and its transport (ports 0 if none or a
+    /// non-first fragment).
+    pub tuple: FlowTuple,
+    /// DSCP of the outer header (0..=63).
+    pub dscp: u8,
+    /// ECN field of the outer header (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE).
+    pub ecn: u8,
+    /// Bytes from the outer IP header to the end of the IP datagram, by the header's length field.
+    pub ip_len: u32,
+}
+
+/// The TCP layer of a frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    /// Offset of the TCP header in the frame.
+    pub offset: u16,
+    /// TCP header length in bytes (data offset * 4), options included.
+    pub header_len: u16,
+    /// The 9 flag bits: FIN=0x01 SYN=0x02 RST=0x04 PSH=0x08 ACK=0x10 URG=0x20 ECE=0x40
+    /// CWR=0x80 AE(NS)=0x100, plus the three reserved bits as 0x200, 0x400, 0x800.
+    pub flags: u16,
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgement number.
+    pub ack: u32,
+    /// Payload length (from the IP length fields, not the frame length).
+    pub payload_len: u32,
+}
+
+/// TCP flag bits as in [`TcpInfo::flags`].
+pub mod tcp_flags {
+    /// FIN
+    pub const FIN: u16 = 0x01;
+    /// SYN
+    pub const SYN: u16 = 0x02;
+    /// RST
+    pub const RST: u16 = 0x04;
+    /// PSH
+    pub const PSH: u16 = 0x08;
+    /// ACK
+    pub const ACK: u16 = 0x10;
+    /// URG
+    pub const URG: u16 = 0x20;
+    /// ECE
+    pub const ECE: u16 = 0x40;
+    /// CWR
+    pub const CWR: u16 = 0x80;
+    /// AE (formerly NS)
+    pub const AE: u16 = 0x100;
+    /// The three reserved bits.
+    pub const RESERVED: u16 = 0xE00;
+}
+
+/// The parsed headers of a frame: offsets into the frame plus the fields the qdiscs use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Headers {
+    /// Bytes before the network header (Ethernet + VLAN tags + PPPoE); CAKE's "network offset".
+    /// Equals the frame length when no network header was found.
+    pub network_offset: u16,
+    /// The network layer.
+    pub kind: NetKind,
+    /// Present for IPv4 and IPv6 frames whose IP header could be read.
+    pub ip: Option<IpInfo>,
+    /// Present when the innermost transport is TCP and its header could be read in full.
+    pub tcp: Option<TcpInfo>,
+}
+
+impl Headers {
+    /// Parses `frame` (starting at the Ethernet header). Never panics; see the module docs.
+    #[inline]
+    pub fn parse(frame: &[u8]) -> Headers {
+        parse::parse(frame)
+    }
+}
+
+impl Packet {
+    /// A packet with default metadata.
+    pub fn new(data: Vec<u8>) -> Self {
+        Packet { data, meta: PacketMeta::default() }
+    }
+
+    /// Length in bytes as a qdisc counts it (frame bytes plus unmaterialised `pad`).
+    #[inline]
+    pub fn len(&self) -> u32 {
+        (self.data.len() as u32).saturating_add(self.meta.pad)
+    }
+
+    /// True for a zero-length packet.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Parses this packet's headers.
+    #[inline]
+    pub fn headers(&self) -> Headers {
+        Headers::parse(&self.data)
+    }
+}

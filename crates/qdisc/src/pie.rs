@@ -1,0 +1,1 @@
+//! pie (to be implemented).
