@@ -15,9 +15,22 @@ const REC_INV_SQRT_CACHE: usize = 16;
 /// `floor(2^32 / sqrt(count))` for counts 0..16 (0 and 1 saturate to `u32::MAX`), the values the
 /// kernel's Newton iteration converges to.
 const INV_SQRT_CACHE: [u32; REC_INV_SQRT_CACHE] = [
-    !0, !0, 3_037_000_500, 2_479_700_525, 2_147_483_647, 1_920_767_767, 1_753_413_056,
-    1_623_345_051, 1_518_500_250, 1_431_655_765, 1_358_187_914, 1_294_981_364, 1_239_850_263,
-    1_191_209_601, 1_147_878_294, 1_108_955_788,
+    !0,
+    !0,
+    3_037_000_500,
+    2_479_700_525,
+    2_147_483_647,
+    1_920_767_767,
+    1_753_413_056,
+    1_623_345_051,
+    1_518_500_250,
+    1_431_655_765,
+    1_358_187_914,
+    1_294_981_364,
+    1_239_850_263,
+    1_191_209_601,
+    1_147_878_294,
+    1_108_955_788,
 ];
 
 /// Per-queue COBALT state (the kernel's `cobalt_vars`).
@@ -141,7 +154,10 @@ impl CobaltVars {
         let sojourn = now.saturating_duration_since(sojourn_since).as_nanos();
         let mut schedule = signed_diff(now, self.drop_next);
         let over_target = sojourn > p.target
-            && sojourn > p.mtu_time.saturating_mul(u64::from(bulk_flows)).saturating_mul(2)
+            && sojourn
+                > p.mtu_time
+                    .saturating_mul(u64::from(bulk_flows))
+                    .saturating_mul(2)
             && sojourn > p.mtu_time.saturating_mul(4);
         let mut next_due = self.count != 0 && schedule >= 0;
         let mut verdict = Verdict::Pass;
@@ -216,12 +232,20 @@ mod tests {
     #[test]
     fn newton_step_converges_to_the_cached_inverse_square_roots() {
         // Iterating Newton from the cached value at 15 gives ~2^32/sqrt(16) at 16.
-        let mut v = CobaltVars { count: 16, rec_inv_sqrt: INV_SQRT_CACHE[15], ..Default::default() };
+        let mut v = CobaltVars {
+            count: 16,
+            rec_inv_sqrt: INV_SQRT_CACHE[15],
+            ..Default::default()
+        };
         for _ in 0..4 {
             v.newton_step();
         }
         let exact = (4_294_967_296.0f64 / 4.0) as i64;
-        assert!((i64::from(v.rec_inv_sqrt) - exact).abs() < exact / 1000, "{}", v.rec_inv_sqrt);
+        assert!(
+            (i64::from(v.rec_inv_sqrt) - exact).abs() < exact / 1000,
+            "{}",
+            v.rec_inv_sqrt
+        );
     }
 
     #[test]
@@ -233,14 +257,23 @@ mod tests {
         // Below target: never drops.
         for i in 0..100 {
             let now = t0 + Duration::from_millis(i);
-            let d = v.should_drop(&p, now, now - Duration::from_millis(1), 0, &mut rng, || false);
+            let d = v.should_drop(&p, now, now - Duration::from_millis(1), 0, &mut rng, || {
+                false
+            });
             assert_eq!(d, Verdict::Pass);
         }
         // Persistently 20 ms of sojourn: drops come, with shrinking gaps.
         let mut drops = Vec::new();
         for i in 0..2000u64 {
             let now = t0 + Duration::from_millis(200 + i);
-            let d = v.should_drop(&p, now, now - Duration::from_millis(20), 0, &mut rng, || false);
+            let d = v.should_drop(
+                &p,
+                now,
+                now - Duration::from_millis(20),
+                0,
+                &mut rng,
+                || false,
+            );
             if d.is_drop() {
                 drops.push(i);
             }
@@ -261,7 +294,14 @@ mod tests {
         let mut marks = 0;
         for i in 0..1000u64 {
             let now = Instant::from_millis(i);
-            let d = v.should_drop(&p, now, now - Duration::from_millis(30), 0, &mut rng, || true);
+            let d = v.should_drop(
+                &p,
+                now,
+                now - Duration::from_millis(30),
+                0,
+                &mut rng,
+                || true,
+            );
             assert_eq!(d, Verdict::Pass);
             marks += usize::from(v.ecn_marked);
         }

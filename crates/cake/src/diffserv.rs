@@ -72,7 +72,9 @@ pub fn tin_names(mode: DiffservMode) -> &'static [&'static str] {
         DiffservMode::Diffserv3 => &["Bulk", "Best Effort", "Voice"],
         DiffservMode::Diffserv4 => &["Bulk", "Best Effort", "Video", "Voice"],
         DiffservMode::Besteffort => &["Tin 0"],
-        _ => &["Tin 0", "Tin 1", "Tin 2", "Tin 3", "Tin 4", "Tin 5", "Tin 6", "Tin 7"],
+        _ => &[
+            "Tin 0", "Tin 1", "Tin 2", "Tin 3", "Tin 4", "Tin 5", "Tin 6", "Tin 7",
+        ],
     }
 }
 
@@ -87,7 +89,10 @@ mod tests {
         let d4 = dscp_table(DiffservMode::Diffserv4);
         assert_eq!((d4[34], d4[32], d4[10], d4[24]), (2, 3, 0, 2));
         let d8 = dscp_table(DiffservMode::Diffserv8);
-        assert_eq!((d8[0], d8[1], d8[16], d8[46], d8[56], d8[26]), (2, 0, 5, 6, 7, 3));
+        assert_eq!(
+            (d8[0], d8[1], d8[16], d8[46], d8[56], d8[26]),
+            (2, 0, 5, 6, 7, 3)
+        );
         assert_eq!(dscp_table(DiffservMode::Precedence)[46], 5);
     }
 }

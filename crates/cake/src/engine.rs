@@ -18,7 +18,9 @@ use crate::slab::Slab;
 use crate::stats::{CakeStats, FlowStats, TinStats};
 use crate::tin::{FlowSet, ListId, Tin, NIL, QUEUES};
 use qdisc::packet::{self, Headers, NetKind, Packet};
-use qdisc::{Counter, Dequeue, DropReason, Dropped, Duration, Instant, NoShaper, Qdisc, QdiscStats, Rng};
+use qdisc::{
+    Counter, Dequeue, DropReason, Dropped, Duration, Instant, NoShaper, Qdisc, QdiscStats, Rng,
+};
 
 /// `65535 / i` (and 65535 for 0): the host-load quantum divisors.
 static QUANTUM_DIV: [u16; QUEUES + 1] = {
@@ -73,8 +75,13 @@ impl Cake {
         let params = DerivedParams::new(&cfg);
         let mut rng = Rng::new(seed);
         let hasher = FlowHasher::new(&mut rng);
-        let tins = (0..params.tin_count).map(|i| Tin::new(params.tins[i])).collect();
-        let autorate = Autorate { avg_peak_bandwidth: cfg.rate_bps, ..Autorate::default() };
+        let tins = (0..params.tin_count)
+            .map(|i| Tin::new(params.tins[i]))
+            .collect();
+        let autorate = Autorate {
+            avg_peak_bandwidth: cfg.rate_bps,
+            ..Autorate::default()
+        };
         Cake {
             overhead: Overhead::from_config(&cfg),
             rate_bps: cfg.rate_bps,
@@ -347,14 +354,20 @@ impl Cake {
         self.heap.timeout = 65535;
         let id = self.heap.top();
         let (tin, flow) = (id as usize / QUEUES, (id as usize % QUEUES) as u16);
-        let Some(slot) = (if tin < self.tins.len() { self.queue_pop(tin, flow) } else { None })
-        else {
+        let Some(slot) = (if tin < self.tins.len() {
+            self.queue_pop(tin, flow)
+        } else {
+            None
+        }) else {
             // The heap went stale; rebuild it next time.
             self.heap.timeout = 0;
             return id;
         };
         let t = &mut self.tins[tin];
-        if t.flows[flow as usize].cvars.queue_full(&t.params.cobalt, now) {
+        if t.flows[flow as usize]
+            .cvars
+            .queue_full(&t.params.cobalt, now)
+        {
             t.unresponsive_flow_count += 1;
         }
         t.flows[flow as usize].dropped += 1;
@@ -362,8 +375,13 @@ impl Cake {
         if self.cfg.ingress {
             self.advance_shaper(tin, slot.adj_len, now, true);
         }
-        self.stats.drop_counter(DropReason::Overflow).add(slot.pkt.len());
-        drops.push(Dropped { packet: slot.pkt, reason: DropReason::Overflow });
+        self.stats
+            .drop_counter(DropReason::Overflow)
+            .add(slot.pkt.len());
+        drops.push(Dropped {
+            packet: slot.pkt,
+            reason: DropReason::Overflow,
+        });
         let tins = &self.tins;
         let backlog = |id: FlatId| flat_backlog(tins, id);
         self.heap.heapify(0, &backlog);
@@ -379,7 +397,11 @@ impl Cake {
             return;
         }
         let interval = (now - a.last_packet_time).as_nanos().min(1_000_000_000);
-        let k = if interval > a.avg_packet_interval { 2 } else { 8 };
+        let k = if interval > a.avg_packet_interval {
+            2
+        } else {
+            8
+        };
         a.avg_packet_interval = ewma64(a.avg_packet_interval, interval, k);
         a.last_packet_time = now;
         if interval > a.avg_packet_interval {
@@ -428,7 +450,9 @@ impl Cake {
             packet::segment(pkt, &mut segs);
             for seg in segs.drain(..) {
                 let slen = seg.len();
-                let adj = self.overhead.packet_len(&mut self.sizes, slen, net_off, None);
+                let adj = self
+                    .overhead
+                    .packet_len(&mut self.sizes, slen, net_off, None);
                 self.queue_push(tin, flow, seg, now, adj);
                 let t = &mut self.tins[tin];
                 t.packets += 1;
@@ -437,7 +461,10 @@ impl Cake {
             }
             self.seg_buf = segs;
         } else {
-            let gso = pkt.meta.gso.map(|g| (u32::from(g.size), gso_header_len(&h)));
+            let gso = pkt
+                .meta
+                .gso
+                .map(|g| (u32::from(g.size), gso_header_len(&h)));
             let adj = self.overhead.packet_len(&mut self.sizes, len, net_off, gso);
             self.queue_push(tin, flow, pkt, now, adj);
             let t = &mut self.tins[tin];
@@ -452,8 +479,13 @@ impl Cake {
                         if self.cfg.ingress {
                             self.advance_shaper(tin, ack.adj_len, now, true);
                         }
-                        self.stats.drop_counter(DropReason::AckFilter).add(ack.pkt.len());
-                        drops.push(Dropped { packet: ack.pkt, reason: DropReason::AckFilter });
+                        self.stats
+                            .drop_counter(DropReason::AckFilter)
+                            .add(ack.pkt.len());
+                        drops.push(Dropped {
+                            packet: ack.pkt,
+                            reason: DropReason::AckFilter,
+                        });
                     }
                 }
             }
@@ -637,26 +669,42 @@ impl Cake {
                     };
                     self.heap_down(tin, flow);
                     let t = &mut self.tins[tin];
-                    let bulk = if self.cfg.ingress { t.bulk_flow_count } else { 0 };
+                    let bulk = if self.cfg.ingress {
+                        t.bulk_flow_count
+                    } else {
+                        0
+                    };
                     let params = t.params.cobalt;
                     let f = &mut t.flows[flow as usize];
                     let pkt = &mut slot.pkt;
-                    let verdict =
-                        f.cvars.should_drop(&params, now, slot.enqueued, bulk, &mut self.rng, || {
+                    let verdict = f.cvars.should_drop(
+                        &params,
+                        now,
+                        slot.enqueued,
+                        bulk,
+                        &mut self.rng,
+                        || {
                             let h = Headers::parse(&pkt.data);
                             packet::mark_ce(&mut pkt.data, &h)
-                        });
+                        },
+                    );
                     let last = f.head == NIL;
                     if !verdict.is_drop() || last {
                         break slot;
                     }
                     f.dropped += 1;
                     t.dropped += 1;
-                    let reason =
-                        if verdict == Verdict::DropBlue { DropReason::Blue } else { DropReason::Aqm };
+                    let reason = if verdict == Verdict::DropBlue {
+                        DropReason::Blue
+                    } else {
+                        DropReason::Aqm
+                    };
                     self.stats.drop_counter(reason).add(slot.pkt.len());
                     let adj = slot.adj_len;
-                    drops.push(Dropped { packet: slot.pkt, reason });
+                    drops.push(Dropped {
+                        packet: slot.pkt,
+                        reason,
+                    });
                     if self.cfg.ingress {
                         self.advance_shaper(tin, adj, now, true);
                         let t = &mut self.tins[tin];
@@ -674,8 +722,16 @@ impl Cake {
                 }
                 let delay = (now - slot.enqueued).as_nanos();
                 t.avge_delay = ewma64(t.avge_delay, delay, 8);
-                t.peak_delay = ewma64(t.peak_delay, delay, if delay > t.peak_delay { 2 } else { 8 });
-                t.base_delay = ewma64(t.base_delay, delay, if delay < t.base_delay { 2 } else { 8 });
+                t.peak_delay = ewma64(
+                    t.peak_delay,
+                    delay,
+                    if delay > t.peak_delay { 2 } else { 8 },
+                );
+                t.base_delay = ewma64(
+                    t.base_delay,
+                    delay,
+                    if delay < t.base_delay { 2 } else { 8 },
+                );
                 let adj = slot.adj_len;
                 self.advance_shaper(tin, adj, now, false);
                 let t = &mut self.tins[tin];

@@ -40,7 +40,14 @@ fn halves(a: &[u8; 16]) -> (u64, u64) {
 impl FlowHasher {
     /// A hasher keyed from `rng`.
     pub fn new(rng: &mut Rng) -> Self {
-        FlowHasher { key: [rng.next_u64(), rng.next_u64(), rng.next_u64(), rng.next_u64()] }
+        FlowHasher {
+            key: [
+                rng.next_u64(),
+                rng.next_u64(),
+                rng.next_u64(),
+                rng.next_u64(),
+            ],
+        }
     }
 
     #[inline]
@@ -50,7 +57,10 @@ impl FlowHasher {
         let k = &self.key;
         let mut h = fold(a0 ^ k[0], a1 ^ k[1]);
         h = fold(h ^ b0 ^ k[2], b1 ^ k[3]);
-        h = fold(h ^ (u64::from(ports) | u64::from(proto) << 32), k[0] ^ 0x9E37_79B9_7F4A_7C15);
+        h = fold(
+            h ^ (u64::from(ports) | u64::from(proto) << 32),
+            k[0] ^ 0x9E37_79B9_7F4A_7C15,
+        );
         (h ^ (h >> 32)) as u32
     }
 
@@ -75,7 +85,11 @@ impl FlowHasher {
     /// The hashes of a non-IP packet: a fixed flow hash, host hashes 0.
     pub fn non_ip(&self) -> PacketHashes {
         const ZERO: [u8; 16] = [0; 16];
-        PacketHashes { flow: self.hash(&ZERO, &ZERO, 0, 0), src_host: 0, dst_host: 0 }
+        PacketHashes {
+            flow: self.hash(&ZERO, &ZERO, 0, 0),
+            src_host: 0,
+            dst_host: 0,
+        }
     }
 }
 
@@ -88,7 +102,13 @@ mod tests {
         let mut dst = [0u8; 16];
         src[15] = s;
         dst[15] = d;
-        FlowTuple { src, dst, proto: 6, src_port: sp, dst_port: dp }
+        FlowTuple {
+            src,
+            dst,
+            proto: 6,
+            src_port: sp,
+            dst_port: dp,
+        }
     }
 
     #[test]

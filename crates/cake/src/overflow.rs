@@ -21,7 +21,11 @@ pub struct OverflowHeap {
 
 impl Default for OverflowHeap {
     fn default() -> Self {
-        OverflowHeap { heap: (0..N as u16).collect(), pos: (0..N as u16).collect(), timeout: 0 }
+        OverflowHeap {
+            heap: (0..N as u16).collect(),
+            pos: (0..N as u16).collect(),
+            timeout: 0,
+        }
     }
 }
 

@@ -33,14 +33,23 @@ pub const SLOT_OVERHEAD: u32 = std::mem::size_of::<Slot>() as u32;
 impl Slab {
     /// An empty slab.
     pub fn new() -> Self {
-        Slab { slots: Vec::new(), free: NIL }
+        Slab {
+            slots: Vec::new(),
+            free: NIL,
+        }
     }
 
     /// Stores a packet, returning its index.
     #[inline]
     pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> u32 {
         let mem = pkt.len().saturating_add(SLOT_OVERHEAD);
-        let slot = Slot { pkt, next: NIL, enqueued, adj_len, mem };
+        let slot = Slot {
+            pkt,
+            next: NIL,
+            enqueued,
+            adj_len,
+            mem,
+        };
         if self.free != NIL {
             let i = self.free;
             let s = &mut self.slots[i as usize];

@@ -114,7 +114,10 @@ struct List {
 
 impl Default for List {
     fn default() -> Self {
-        List { head: NIL16, tail: NIL16 }
+        List {
+            head: NIL16,
+            tail: NIL16,
+        }
     }
 }
 
@@ -237,7 +240,9 @@ impl Tin {
 
     /// Removes flow `i` from whatever list it is on.
     pub fn unlink(&mut self, i: u16) {
-        let Flow { list, prev, next, .. } = self.flows[i as usize];
+        let Flow {
+            list, prev, next, ..
+        } = self.flows[i as usize];
         if list == ListId::None {
             return;
         }
@@ -419,7 +424,11 @@ impl Tin {
         }
         for _ in 0..SET_WAYS {
             let h = &self.hosts[outer + k];
-            let count = if src { h.srchost_bulk_flow_count } else { h.dsthost_bulk_flow_count };
+            let count = if src {
+                h.srchost_bulk_flow_count
+            } else {
+                h.dsthost_bulk_flow_count
+            };
             if count == 0 {
                 break;
             }
