@@ -3,7 +3,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "purple", version, about = "CAKE in userspace, and PURPLE to keep it tuned")]
+#[command(
+    name = "purple",
+    version,
+    about = "CAKE in userspace, and PURPLE to keep it tuned"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
