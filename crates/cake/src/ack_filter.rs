@@ -95,7 +95,9 @@ where
     let mut count = 0usize;
     for (pos, frame) in queue.enumerate() {
         count = pos + 1;
-        let Some(cand) = Segment::parse(frame) else { continue };
+        let Some(cand) = Segment::parse(frame) else {
+            continue;
+        };
         if !cand.same_flow(&trig) {
             continue;
         }
@@ -181,7 +183,8 @@ impl<'a> Segment<'a> {
             }
             _ => return None,
         };
-        let options = frame.get(tcp_off.checked_add(TCP_BASE_LEN)?..tcp_off.checked_add(tcp_len)?)?;
+        let options =
+            frame.get(tcp_off.checked_add(TCP_BASE_LEN)?..tcp_off.checked_add(tcp_len)?)?;
         Some(Segment {
             version: ip.inner_version,
             tuple: ip.tuple,
@@ -265,7 +268,11 @@ impl<'a> TriggerOptions<'a> {
     /// One walk over the trigger's options, keeping the first timestamp and SACK options.
     #[inline]
     fn scan(options: &'a [u8]) -> Self {
-        let mut out = TriggerOptions { tsval: 0, tsecr: 0, sack: None };
+        let mut out = TriggerOptions {
+            tsval: 0,
+            tsecr: 0,
+            sack: None,
+        };
         let mut seen_ts = false;
         for (kind, body) in OptionWalk::new(options) {
             match kind {
@@ -433,7 +440,9 @@ mod tests {
     }
 
     fn blocks(bs: &[(u32, u32)]) -> Vec<u8> {
-        bs.iter().flat_map(|&(l, r)| l.to_be_bytes().into_iter().chain(r.to_be_bytes())).collect()
+        bs.iter()
+            .flat_map(|&(l, r)| l.to_be_bytes().into_iter().chain(r.to_be_bytes()))
+            .collect()
     }
 
     #[test]
@@ -442,7 +451,10 @@ mod tests {
         let wider = blocks(&[(150, 400)]);
         let same = blocks(&[(200, 300)]);
         let split = blocks(&[(200, 250), (250, 300)]);
-        assert_eq!(sack_compare(100, Some(&cand), Some(&wider)), Ordering::Greater);
+        assert_eq!(
+            sack_compare(100, Some(&cand), Some(&wider)),
+            Ordering::Greater
+        );
         assert_eq!(sack_compare(100, Some(&cand), Some(&same)), Ordering::Equal);
         // Covered only by two blocks together, not by one: not covered.
         assert_eq!(sack_compare(100, Some(&cand), Some(&split)), Ordering::Less);
@@ -452,6 +464,9 @@ mod tests {
         assert_eq!(sack_compare(100, None, Some(&cand)), Ordering::Greater);
         assert_eq!(sack_compare(100, None, None), Ordering::Equal);
         // A body shorter than one block counts as none.
-        assert_eq!(sack_compare(100, Some(&cand), Some(&[0, 0, 0])), Ordering::Less);
+        assert_eq!(
+            sack_compare(100, Some(&cand), Some(&[0, 0, 0])),
+            Ordering::Less
+        );
     }
 }
