@@ -19,9 +19,10 @@
 //!   AE and the reserved bits make it ineligible); no TCP payload (by the IP length field); only
 //!   NOP, EOL, MD5SIG, SACK (length 2 + 8n) and TIMESTAMP (length 10, TSval and TSecr each not
 //!   after the trigger's, in wrapping sequence space) options; any other option (MSS, WS,
-//!   SACK_PERM, Fast Open, experimental, unknown) makes it ineligible. An option with an invalid
-//!   length ends the option walk without making the packet ineligible, as in the kernel. Its
-//!   cumulative ACK must not be after the trigger's (wrapping compare).
+//!   SACK_PERM, Fast Open, experimental, unknown) makes it ineligible. As in the kernel, EOL ends
+//!   the option walk, and so does an option whose length byte is missing, below 2 or runs past
+//!   the header, without making the packet ineligible. Its cumulative ACK must not be after the
+//!   trigger's (wrapping compare).
 //! * **SACK.** The candidate is ineligible if it has SACK blocks and the trigger has none, if any
 //!   of its blocks starts before its own cumulative ACK (a D-SACK), or if any of its blocks is
 //!   not contained in a single block of the trigger. If it has the same cumulative ACK as the
@@ -212,12 +213,13 @@ impl<'a> Segment<'a> {
         if self.flags & DROP_CHECK_FLAGS != tcp_flags::ACK {
             return false;
         }
-        let Some(sack) = self.droppable_options(trig_opts) else {
-            return false;
-        };
+        // Cheap field checks before the option walk (the outcome does not depend on order).
         if !self.no_payload || seq_after(self.ack, trig.ack) {
             return false;
         }
+        let Some(sack) = self.droppable_options(trig_opts) else {
+            return false;
+        };
         match sack_compare(self.ack, sack, trig_opts.sack) {
             Ordering::Less => false,
             Ordering::Equal => self.ack != trig.ack,
