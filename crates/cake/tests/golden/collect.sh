@@ -109,6 +109,15 @@ mtu9000_slow|9000|bandwidth 10Mbit diffserv4
 mtu576|576|bandwidth 1Mbit
 mtu576_unl|576|
 mtu576_d8|576|bandwidth 2Mbit diffserv8 rtt 20ms
+rtt_zero|1500|rtt 0
+bw_zero|1500|bandwidth 0
+autorate_then_bw|1500|autorate-ingress bandwidth 20Mbit
+diffserv_alias|1500|diffserv
+via_ethernet|1500|via-ethernet
+raw_then_vlan|1500|raw ether-vlan
+fwmark_octal|1500|fwmark 010
+rtt_preset_then_rtt|1500|satellite rtt 40ms
+memlimit_rate_1g|1500|bandwidth 10gbit
 CASES
 
 cat > "$OUT/errors.txt" <<'CASES'
@@ -126,8 +135,8 @@ mpu_neg|mpu -1
 fwmark_bad|fwmark xyz
 memlimit_bad|memlimit abc
 memlimit_unit|memlimit 10q
-rtt_zero|rtt 0
-bw_zero|bandwidth 0
+two_presets|lan metro
+help|help
 handle_word|handle 1:
 rtt_ns|rtt 1000000ns
 CASES
