@@ -118,6 +118,7 @@ raw_then_vlan|1500|raw ether-vlan
 fwmark_octal|1500|fwmark 010
 rtt_preset_then_rtt|1500|satellite rtt 40ms
 memlimit_rate_1g|1500|bandwidth 10gbit
+explicit_defaults|1500|diffserv3 triple-isolate nonat nowash split-gso no-ack-filter egress internet noatm
 CASES
 
 cat > "$OUT/errors.txt" <<'CASES'
