@@ -15,7 +15,12 @@ pub const DEFAULT_ARGS: &[&str] = &["bandwidth", "20Mbit", "diffserv3", "triple-
 #[derive(Clone, Copy, Debug)]
 enum Behaviour {
     /// Rate-based AIMD: +`incr` bit/s per second, halve on loss or CE (once per `rtt`).
-    Aimd { rate: f64, incr: f64, rtt: Duration, last_cut: Instant },
+    Aimd {
+        rate: f64,
+        incr: f64,
+        rtt: Duration,
+        last_cut: Instant,
+    },
     /// Fixed rate, ignores feedback.
     Fixed { rate: f64 },
 }
@@ -50,7 +55,10 @@ impl Source {
         behaviour: Behaviour,
         start: Instant,
     ) -> Self {
-        let (s, d) = (IpAddr::V4(Ipv4Addr::from(src)), IpAddr::V4(Ipv4Addr::from(dst)));
+        let (s, d) = (
+            IpAddr::V4(Ipv4Addr::from(src)),
+            IpAddr::V4(Ipv4Addr::from(dst)),
+        );
         let template = FrameSpec::udp(s, d, port, 5001)
             .with_dscp_ecn(dscp, ecn)
             .with_payload(size.saturating_sub(42))
@@ -78,7 +86,13 @@ impl Source {
     }
 
     fn congestion(&mut self, now: Instant) {
-        if let Behaviour::Aimd { rate, rtt, last_cut, .. } = &mut self.behaviour {
+        if let Behaviour::Aimd {
+            rate,
+            rtt,
+            last_cut,
+            ..
+        } = &mut self.behaviour
+        {
             if now >= *last_cut + *rtt {
                 *rate = (*rate / 2.0).max(100_000.0);
                 *last_cut = now;
@@ -136,9 +150,42 @@ pub fn run(args: &[String], seconds: u64, seed: u64) -> Result<String, String> {
         Source::new("bulk-3", "A", a, server, 1003, 0, 0, 1514, aimd(2e6), t(2)),
         Source::new("bulk-4", "A", a, server, 1004, 0, 0, 1514, aimd(2e6), t(2)),
         Source::new("bulk-B", "B", b, server, 2001, 0, 0, 1514, aimd(2e6), t(0)),
-        Source::new("flood-B", "B", b, server, 2002, 0, 0, 1514, Behaviour::Fixed { rate: 30e6 }, t(4)),
-        Source::new("voip-A", "A", a, server, 3001, 46, 0, 214, Behaviour::Fixed { rate: 85_600.0 }, t(0)),
-        Source::new("backup-B", "B", b, server, 4001, 8, 0, 1514, aimd(1e6), t(0)),
+        Source::new(
+            "flood-B",
+            "B",
+            b,
+            server,
+            2002,
+            0,
+            0,
+            1514,
+            Behaviour::Fixed { rate: 30e6 },
+            t(4),
+        ),
+        Source::new(
+            "voip-A",
+            "A",
+            a,
+            server,
+            3001,
+            46,
+            0,
+            214,
+            Behaviour::Fixed { rate: 85_600.0 },
+            t(0),
+        ),
+        Source::new(
+            "backup-B",
+            "B",
+            b,
+            server,
+            4001,
+            8,
+            0,
+            1514,
+            aimd(1e6),
+            t(0),
+        ),
     ];
     let end = Instant::from_secs(seconds);
     let mut now = Instant::ZERO;
@@ -212,7 +259,9 @@ pub fn run(args: &[String], seconds: u64, seed: u64) -> Result<String, String> {
         let mean = if s.delays_us.is_empty() {
             0.0
         } else {
-            s.delays_us.iter().map(|&d| f64::from(d)).sum::<f64>() / s.delays_us.len() as f64 / 1000.0
+            s.delays_us.iter().map(|&d| f64::from(d)).sum::<f64>()
+                / s.delays_us.len() as f64
+                / 1000.0
         };
         out.push_str(&format!(
             "{:<9} {:<4} {:>4} {:>10.2} {:>10.2} {:>9.2} {:>9.2} {:>9.2} {:>7} {:>7}\n",
@@ -235,9 +284,17 @@ pub fn run(args: &[String], seconds: u64, seed: u64) -> Result<String, String> {
         stats.qdisc.dequeued.packets,
         stats.qdisc.dropped_total().packets,
         stats.qdisc.backlog.packets,
-        if stats.qdisc.is_balanced() { "balanced" } else { "UNBALANCED" }
+        if stats.qdisc.is_balanced() {
+            "balanced"
+        } else {
+            "UNBALANCED"
+        }
     ));
     out.push_str("$ tc -s qdisc show (purple's CAKE, same layout)\n");
-    out.push_str(&cake::tc::stats_text(&cfg, &stats, cake::tc::QdiscHeader::for_config(&cfg)));
+    out.push_str(&cake::tc::stats_text(
+        &cfg,
+        &stats,
+        cake::tc::QdiscHeader::for_config(&cfg),
+    ));
     Ok(out)
 }
