@@ -523,3 +523,60 @@ fn pie_marks_instead_of_dropping_when_ecn_enabled_and_probability_low() {
     assert_eq!(d.ecn_marks, 0);
     assert!(d.dropped(DropReason::Aqm).packets > 0);
 }
+
+/// Feeds `q` one packet per ms from `start` for up to `ms` ms, each dequeued 50 ms after it
+/// arrived (sojourn 50 ms, ten times the target). With `until_drop`, stops after the step that
+/// dropped a packet. Returns the time after the last step.
+fn codel_standing_queue(
+    q: &mut Codel,
+    start: u64,
+    ms: u64,
+    until_drop: bool,
+    drops: &mut Vec<Dropped>,
+) -> u64 {
+    let tmpl = frame(1, 1514, 0);
+    for k in 0..ms {
+        let t = Instant::from_millis(start + k);
+        q.enqueue(t, packet(&tmpl, 1, t), drops);
+        if k >= 50 {
+            let before = drops.len();
+            let _ = q.dequeue(t, drops);
+            if until_drop && drops.len() > before {
+                return start + k + 1;
+            }
+        }
+    }
+    start + ms
+}
+
+fn codel_drain(q: &mut Codel, at: u64, drops: &mut Vec<Dropped>) {
+    while let Dequeue::Packet(_) = q.dequeue(Instant::from_millis(at), drops) {}
+    assert!(!q.vars().is_dropping());
+}
+
+#[test]
+fn codel_reentering_soon_resumes_count_at_count_minus_lastcount() {
+    let mut q = Codel::new(CodelConfig::default());
+    let mut drops = Vec::new();
+    let end = codel_standing_queue(&mut q, 0, 1000, false, &mut drops);
+    assert!(q.vars().is_dropping());
+    codel_drain(&mut q, end, &mut drops);
+    let c1 = q.vars().count();
+    assert!(c1 > 3, "count {c1}");
+    // Re-enter well within 16 intervals: count resumes at c1 - lastcount (lastcount was 1).
+    codel_standing_queue(&mut q, end + 10, 1000, true, &mut drops);
+    assert!(q.vars().is_dropping());
+    assert_eq!(q.vars().count(), c1 - 1);
+}
+
+#[test]
+fn codel_reentering_after_16_intervals_restarts_count_at_one() {
+    let mut q = Codel::new(CodelConfig::default());
+    let mut drops = Vec::new();
+    let end = codel_standing_queue(&mut q, 0, 1000, false, &mut drops);
+    assert!(q.vars().count() > 3);
+    codel_drain(&mut q, end, &mut drops);
+    codel_standing_queue(&mut q, end + 2000, 1000, true, &mut drops);
+    assert!(q.vars().is_dropping());
+    assert_eq!(q.vars().count(), 1);
+}
