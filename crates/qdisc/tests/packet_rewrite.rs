@@ -187,8 +187,8 @@ fn sack_with_one_to_four_blocks() {
             panic!("{got:?}")
         };
         assert_eq!(u32::from(got_n), n);
-        for i in 0..n as usize {
-            assert_eq!(blocks[i], (i as u32 * 100, i as u32 * 100 + 50));
+        for (i, b) in blocks.iter().enumerate().take(n as usize) {
+            assert_eq!(*b, (i as u32 * 100, i as u32 * 100 + 50));
         }
         assert!(blocks[n as usize..].iter().all(|&b| b == (0, 0)));
     }

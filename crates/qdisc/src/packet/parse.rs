@@ -7,6 +7,14 @@
 //! legacy 0x9100 VLAN tags, PPPoE session (PPP IPv4 / IPv6), ARP, IPv4 (options, fragments),
 //! IPv6 (hop-by-hop, routing, fragment, destination options and AH extension headers), 6in4
 //! (IPv4 protocol 41 carrying IPv6), and TCP, UDP, UDP-Lite, SCTP and DCCP ports.
+//!
+//! Outcomes for partial frames: if the link layer cannot be read, the ethertype (or PPP
+//! protocol) is not ARP/IPv4/IPv6, or the IP header is truncated or has a bad version / IHL, the
+//! result is [`NetKind::Other`] with `network_offset` = frame length and no `ip`. If the IP
+//! header is complete but the transport header is not, `ip` is present with ports 0 (ports are
+//! read whenever their 4 bytes are present) and `tcp` is `None`. A 6in4 frame whose inner IPv6
+//! header is truncated reports the outer IPv4 tuple (protocol 41). Lengths (`ip_len`,
+//! `payload_len`) come from the IP length fields and are not checked against the frame length.
 use super::{FlowTuple, Headers, IpInfo, NetKind, TcpInfo};
 
 /// The most VLAN tags skipped before giving up (a sane bound against tag floods).
