@@ -11,13 +11,20 @@ const ETH_HLEN: u32 = 14;
 pub fn render(mtu: u32, json: bool, args: &[String]) -> Result<String, String> {
     let argv: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut cfg = CakeConfig::from_tc_args(&argv).map_err(|e| e.to_string())?;
-    cfg.psched_mtu = mtu.checked_add(ETH_HLEN).ok_or_else(|| format!("MTU {mtu} too large"))?;
+    cfg.psched_mtu = mtu
+        .checked_add(ETH_HLEN)
+        .ok_or_else(|| format!("MTU {mtu} too large"))?;
     let stats = CakeStats::fresh(&cfg);
     let header = QdiscHeader::for_config(&cfg);
-    Ok(if json { stats_json(&cfg, &stats, header) } else { stats_text(&cfg, &stats, header) })
+    Ok(if json {
+        stats_json(&cfg, &stats, header)
+    } else {
+        stats_text(&cfg, &stats, header)
+    })
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -5,7 +5,11 @@ mod cake_config;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "purple", version, about = "CAKE in userspace, and PURPLE to keep it tuned")]
+#[command(
+    name = "purple",
+    version,
+    about = "CAKE in userspace, and PURPLE to keep it tuned"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,14 +37,12 @@ fn main() {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo => println!("demo: not yet"),
-        Command::CakeConfig { mtu, json, args } => {
-            match cake_config::render(mtu, json, &args) {
-                Ok(out) => print!("{out}"),
-                Err(e) => {
-                    eprintln!("{e}");
-                    std::process::exit(1);
-                }
+        Command::CakeConfig { mtu, json, args } => match cake_config::render(mtu, json, &args) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
             }
-        }
+        },
     }
 }
