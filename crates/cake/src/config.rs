@@ -87,7 +87,10 @@ impl FlowMode {
     pub fn uses_flows(self) -> bool {
         matches!(
             self,
-            FlowMode::Flows | FlowMode::DualSrchost | FlowMode::DualDsthost | FlowMode::TripleIsolate
+            FlowMode::Flows
+                | FlowMode::DualSrchost
+                | FlowMode::DualDsthost
+                | FlowMode::TripleIsolate
         )
     }
     /// Whether host-load quantum scaling uses source host bulk counts.
@@ -200,6 +203,9 @@ impl Default for CakeConfig {
 impl CakeConfig {
     /// The default configuration shaped at `rate_bps` bytes per second.
     pub fn with_rate(rate_bps: u64) -> Self {
-        CakeConfig { rate_bps, ..CakeConfig::default() }
+        CakeConfig {
+            rate_bps,
+            ..CakeConfig::default()
+        }
     }
 }

@@ -13,3 +13,13 @@ pub mod tc;
 pub use config::{AckFilterMode, AtmMode, CakeConfig, DiffservMode, FlowMode};
 pub use params::DerivedParams;
 pub use stats::{CakeStats, FlowStats, TinStats};
+
+mod diffserv;
+mod engine;
+mod hash;
+mod overflow;
+mod slab;
+mod tin;
+
+pub use diffserv::{tin_names, tin_order};
+pub use engine::Cake;

@@ -64,7 +64,11 @@ impl Overhead {
     /// `net_off`, updating the size statistics.
     #[inline]
     pub fn calc(&self, stats: &mut SizeStats, len: u32, net_off: u32) -> u32 {
-        let mut len = if self.subtract_mac { len.saturating_sub(net_off) } else { len };
+        let mut len = if self.subtract_mac {
+            len.saturating_sub(net_off)
+        } else {
+            len
+        };
         stats.max_netlen = stats.max_netlen.max(len);
         stats.min_netlen = stats.min_netlen.min(len);
         len = (i64::from(len) + i64::from(self.overhead)).max(0) as u32;
@@ -112,7 +116,12 @@ mod tests {
     use super::*;
 
     fn oh(overhead: i32, mpu: u32, atm: AtmMode) -> Overhead {
-        Overhead { subtract_mac: true, overhead, mpu, atm }
+        Overhead {
+            subtract_mac: true,
+            overhead,
+            mpu,
+            atm,
+        }
     }
 
     #[test]

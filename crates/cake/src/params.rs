@@ -39,7 +39,11 @@ impl RateFixed {
             ns >>= 1;
             shift -= 1;
         }
-        RateFixed { bytes_per_sec, ns, shift }
+        RateFixed {
+            bytes_per_sec,
+            ns,
+            shift,
+        }
     }
 
     /// Serialisation time of `len` bytes in nanoseconds.
@@ -114,7 +118,13 @@ fn tin_params(rate_bps: u64, mtu: u32, target_ns: u64, rtt_ns: u64, tin_quantum:
         rate,
         flow_quantum: flow_quantum(rate_bps),
         tin_quantum,
-        cobalt: CobaltParams { interval, target, mtu_time, p_inc: BLUE_P_INC, p_dec: BLUE_P_DEC },
+        cobalt: CobaltParams {
+            interval,
+            target,
+            mtu_time,
+            p_inc: BLUE_P_INC,
+            p_dec: BLUE_P_DEC,
+        },
     }
 }
 
@@ -162,7 +172,12 @@ impl DerivedParams {
             tin.cobalt.mtu_time = mtu_time;
         }
         let buffer_limit = buffer_limit(cfg, rate_bps);
-        DerivedParams { tin_count, tins, rate: tins[0].rate, buffer_limit }
+        DerivedParams {
+            tin_count,
+            tins,
+            rate: tins[0].rate,
+            buffer_limit,
+        }
     }
 }
 
@@ -198,7 +213,11 @@ mod tests {
         let d = DerivedParams::new(&CakeConfig::with_rate(2_500_000));
         assert_eq!(d.buffer_limit, 4_194_304);
         assert_eq!(
-            [d.tins[0].flow_quantum, d.tins[1].flow_quantum, d.tins[2].flow_quantum],
+            [
+                d.tins[0].flow_quantum,
+                d.tins[1].flow_quantum,
+                d.tins[2].flow_quantum
+            ],
             [610, 300, 300]
         );
         assert_eq!(d.tins[0].cobalt.target, 5_000_000);
@@ -215,7 +234,10 @@ mod tests {
 
     #[test]
     fn diffserv8_tin_quanta_follow_seven_eighths() {
-        let cfg = CakeConfig { diffserv: DiffservMode::Diffserv8, ..CakeConfig::default() };
+        let cfg = CakeConfig {
+            diffserv: DiffservMode::Diffserv8,
+            ..CakeConfig::default()
+        };
         let d = DerivedParams::new(&cfg);
         let q: Vec<u32> = d.tins.iter().map(|t| t.tin_quantum).collect();
         assert_eq!(q, vec![256, 224, 196, 171, 149, 130, 113, 98]);

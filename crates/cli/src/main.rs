@@ -1,6 +1,7 @@
 //! `purple`: the command-line front end.
 
 mod cake_config;
+mod demo;
 
 use clap::{Parser, Subcommand};
 
@@ -17,8 +18,20 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the built-in demo: synthetic traffic through CAKE, printed as `tc -s qdisc show`.
-    Demo,
+    /// Run the built-in scenario: synthetic flows from two hosts (AIMD bulk, a UDP flood, VoIP
+    /// on EF, a CS1 backup) through CAKE in virtual time; prints per-flow goodput and delay and
+    /// `tc -s qdisc show` for the CAKE instance.
+    Demo {
+        /// Seconds of virtual time.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// Seed for all randomness (same seed, same numbers).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// cake's arguments as given to tc (default: `bandwidth 20Mbit diffserv3 triple-isolate`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Print a freshly attached cake for tc-cake ARGS, as `tc -s qdisc show` (or `-j`) would.
     CakeConfig {
         /// Device MTU (psched_mtu = MTU + 14).
@@ -36,7 +49,17 @@ enum Command {
 fn main() {
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo => println!("demo: not yet"),
+        Command::Demo {
+            seconds,
+            seed,
+            args,
+        } => match demo::run(&args, seconds, seed) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        },
         Command::CakeConfig { mtu, json, args } => match cake_config::render(mtu, json, &args) {
             Ok(out) => print!("{out}"),
             Err(e) => {

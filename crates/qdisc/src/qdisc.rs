@@ -19,8 +19,12 @@ pub enum DropReason {
 
 impl DropReason {
     /// All reasons, in a fixed order (for tables).
-    pub const ALL: [DropReason; 4] =
-        [DropReason::Overflow, DropReason::Aqm, DropReason::Blue, DropReason::AckFilter];
+    pub const ALL: [DropReason; 4] = [
+        DropReason::Overflow,
+        DropReason::Aqm,
+        DropReason::Blue,
+        DropReason::AckFilter,
+    ];
 
     /// A short lowercase name.
     pub fn name(self) -> &'static str {

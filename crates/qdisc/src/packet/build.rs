@@ -1,5 +1,8 @@
-//! Building frames (for tests, benchmarks and the simulator).
-use std::net::IpAddr;
+//! Building frames (for tests, benchmarks and the simulator), and the Internet checksum helpers
+//! the rewriting and segmentation code share.
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::{tcp_flags, Packet, PacketMeta};
 
 /// The transport part of a frame to build.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,10 +57,309 @@ pub struct FrameSpec {
     pub payload_len: usize,
 }
 
+/// Source MAC address of built frames (locally administered).
+pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
+/// Destination MAC address of built frames (locally administered).
+pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+/// Most TCP option bytes a header can hold; longer option lists are truncated.
+const MAX_TCP_OPTIONS: usize = 40;
+
 impl FrameSpec {
-    /// Builds the frame with correct length fields and checksums. If `src` and `dst` are of
-    /// different families, `dst` is taken as the family.
-    pub fn build(&self) -> Vec<u8> {
-        Vec::new()
+    /// A TCP segment `src:src_port -> dst:dst_port` with ACK set, seq/ack 0, window 65535, no
+    /// options, TOS 0, no VLAN and no payload. Adjust with the `with_*` methods.
+    pub fn tcp(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16) -> Self {
+        FrameSpec {
+            src,
+            dst,
+            tos: 0,
+            vlan: None,
+            l4: L4Spec::Tcp {
+                src_port,
+                dst_port,
+                seq: 0,
+                ack: 0,
+                flags: tcp_flags::ACK,
+                window: 65535,
+                options: Vec::new(),
+            },
+            payload_len: 0,
+        }
     }
+
+    /// A UDP datagram `src:src_port -> dst:dst_port` with TOS 0, no VLAN and no payload.
+    pub fn udp(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16) -> Self {
+        FrameSpec {
+            src,
+            dst,
+            tos: 0,
+            vlan: None,
+            l4: L4Spec::Udp { src_port, dst_port },
+            payload_len: 0,
+        }
+    }
+
+    /// An ICMP (IPv4) or ICMPv6 (IPv6) echo request with TOS 0, no VLAN and no payload.
+    pub fn icmp_echo(src: IpAddr, dst: IpAddr, id: u16, seq: u16) -> Self {
+        FrameSpec {
+            src,
+            dst,
+            tos: 0,
+            vlan: None,
+            l4: L4Spec::IcmpEcho { id, seq },
+            payload_len: 0,
+        }
+    }
+
+    /// Sets the payload length.
+    #[must_use]
+    pub fn with_payload(mut self, payload_len: usize) -> Self {
+        self.payload_len = payload_len;
+        self
+    }
+
+    /// Sets the TOS / traffic class byte (DSCP << 2 | ECN).
+    #[must_use]
+    pub fn with_tos(mut self, tos: u8) -> Self {
+        self.tos = tos;
+        self
+    }
+
+    /// Sets DSCP (0..=63, masked) and ECN (0..=3, masked).
+    #[must_use]
+    pub fn with_dscp_ecn(mut self, dscp: u8, ecn: u8) -> Self {
+        self.tos = (dscp << 2) | (ecn & 3);
+        self
+    }
+
+    /// Adds an 802.1Q tag with this VLAN id (12 bits, masked).
+    #[must_use]
+    pub fn with_vlan(mut self, vlan: u16) -> Self {
+        self.vlan = Some(vlan);
+        self
+    }
+
+    /// Sets the TCP flags (no effect unless this is a TCP spec).
+    #[must_use]
+    pub fn with_tcp_flags(mut self, new_flags: u16) -> Self {
+        if let L4Spec::Tcp { flags, .. } = &mut self.l4 {
+            *flags = new_flags;
+        }
+        self
+    }
+
+    /// Sets the TCP sequence and acknowledgement numbers (no effect unless TCP).
+    #[must_use]
+    pub fn with_seq_ack(mut self, new_seq: u32, new_ack: u32) -> Self {
+        if let L4Spec::Tcp { seq, ack, .. } = &mut self.l4 {
+            *seq = new_seq;
+            *ack = new_ack;
+        }
+        self
+    }
+
+    /// Sets the raw TCP option bytes (no effect unless TCP).
+    #[must_use]
+    pub fn with_tcp_options(mut self, new_options: Vec<u8>) -> Self {
+        if let L4Spec::Tcp { options, .. } = &mut self.l4 {
+            *options = new_options;
+        }
+        self
+    }
+
+    /// Builds the frame with correct length fields and checksums. If `src` and `dst` are of
+    /// different families, `dst` is taken as the family (an IPv4 `src` becomes IPv4-mapped; an
+    /// IPv6 `src` that is not IPv4-mapped becomes 0.0.0.0).
+    ///
+    /// Layout: Ethernet II (MACs [`SRC_MAC`] -> [`DST_MAC`]), an optional 802.1Q tag, IPv4
+    /// (IHL 5, id 0, DF, TTL 64) or IPv6 (flow label 0, hop limit 64), the transport header
+    /// (TCP options padded with EOL bytes to a multiple of 4, at most 40 bytes), then
+    /// `payload_len` zero bytes. No Ethernet padding to 60 bytes is added. IP length fields
+    /// saturate at 65535 for oversized (GSO super-packet) payloads.
+    pub fn build(&self) -> Vec<u8> {
+        self.build_frame(true)
+    }
+
+    /// [`Self::build`] wrapped in a [`Packet`] with default metadata.
+    pub fn packet(&self) -> Packet {
+        Packet::new(self.build())
+    }
+
+    /// Like [`Self::packet`] but the payload is not materialised: the frame holds only the
+    /// headers and `meta.pad` is `payload_len`. Length fields and checksums are exactly those of
+    /// [`Self::build`] (the payload is zeros, which do not change a checksum).
+    pub fn packet_padded(&self) -> Packet {
+        let data = self.build_frame(false);
+        let pad = u32::try_from(self.payload_len).unwrap_or(u32::MAX);
+        Packet {
+            data,
+            meta: PacketMeta {
+                pad,
+                ..PacketMeta::default()
+            },
+        }
+    }
+
+    fn build_frame(&self, materialise: bool) -> Vec<u8> {
+        let (src, dst): (IpAddr, IpAddr) = match (self.src, self.dst) {
+            (IpAddr::V6(s), IpAddr::V4(d)) => (
+                IpAddr::V4(s.to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED)),
+                IpAddr::V4(d),
+            ),
+            (IpAddr::V4(s), IpAddr::V6(d)) => (IpAddr::V6(s.to_ipv6_mapped()), IpAddr::V6(d)),
+            pair => pair,
+        };
+        let v6 = dst.is_ipv6();
+        let options: &[u8] = match &self.l4 {
+            L4Spec::Tcp { options, .. } => &options[..options.len().min(MAX_TCP_OPTIONS)],
+            _ => &[],
+        };
+        let l4_hlen = match self.l4 {
+            L4Spec::Tcp { .. } => 20 + options.len().div_ceil(4) * 4,
+            L4Spec::Udp { .. } | L4Spec::IcmpEcho { .. } => 8,
+        };
+        let ip_hlen = if v6 { 40 } else { 20 };
+        let l2 = if self.vlan.is_some() { 18 } else { 14 };
+        let l4_len = l4_hlen + self.payload_len;
+        let body = if materialise { self.payload_len } else { 0 };
+        let mut f = Vec::with_capacity(l2 + ip_hlen + l4_hlen + body);
+
+        f.extend_from_slice(&DST_MAC);
+        f.extend_from_slice(&SRC_MAC);
+        if let Some(vlan) = self.vlan {
+            f.extend_from_slice(&0x8100u16.to_be_bytes());
+            f.extend_from_slice(&(vlan & 0x0fff).to_be_bytes());
+        }
+        let proto = match (&self.l4, v6) {
+            (L4Spec::Tcp { .. }, _) => 6u8,
+            (L4Spec::Udp { .. }, _) => 17,
+            (L4Spec::IcmpEcho { .. }, false) => 1,
+            (L4Spec::IcmpEcho { .. }, true) => 58,
+        };
+        let sat16 = |x: usize| x.min(usize::from(u16::MAX)) as u16;
+        let ip_off = f.len();
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                f.extend_from_slice(&0x0800u16.to_be_bytes());
+                let ip_off = f.len();
+                f.extend_from_slice(&[0x45, self.tos]);
+                f.extend_from_slice(&sat16(20 + l4_len).to_be_bytes());
+                f.extend_from_slice(&[0, 0, 0x40, 0, 64, proto, 0, 0]);
+                f.extend_from_slice(&s.octets());
+                f.extend_from_slice(&d.octets());
+                let c = checksum(0, &f[ip_off..]);
+                f[ip_off + 10..ip_off + 12].copy_from_slice(&c.to_be_bytes());
+            }
+            (s, d) => {
+                let s = as_v6(s);
+                let d = as_v6(d);
+                f.extend_from_slice(&0x86DDu16.to_be_bytes());
+                f.extend_from_slice(&[0x60 | (self.tos >> 4), self.tos << 4, 0, 0]);
+                f.extend_from_slice(&sat16(l4_len).to_be_bytes());
+                f.extend_from_slice(&[proto, 64]);
+                f.extend_from_slice(&s.octets());
+                f.extend_from_slice(&d.octets());
+            }
+        }
+        let ip_off = ip_off + 2;
+        let l4_off = f.len();
+        match &self.l4 {
+            L4Spec::Tcp {
+                src_port,
+                dst_port,
+                seq,
+                ack,
+                flags,
+                window,
+                ..
+            } => {
+                f.extend_from_slice(&src_port.to_be_bytes());
+                f.extend_from_slice(&dst_port.to_be_bytes());
+                f.extend_from_slice(&seq.to_be_bytes());
+                f.extend_from_slice(&ack.to_be_bytes());
+                let doff = (l4_hlen as u16 / 4) << 12;
+                f.extend_from_slice(&(doff | (flags & 0x0fff)).to_be_bytes());
+                f.extend_from_slice(&window.to_be_bytes());
+                f.extend_from_slice(&[0, 0, 0, 0]);
+                f.extend_from_slice(options);
+                f.resize(l4_off + l4_hlen, 0);
+            }
+            L4Spec::Udp { src_port, dst_port } => {
+                f.extend_from_slice(&src_port.to_be_bytes());
+                f.extend_from_slice(&dst_port.to_be_bytes());
+                f.extend_from_slice(&sat16(l4_len).to_be_bytes());
+                f.extend_from_slice(&[0, 0]);
+            }
+            L4Spec::IcmpEcho { id, seq } => {
+                f.push(if v6 { 128 } else { 8 });
+                f.push(0);
+                f.extend_from_slice(&[0, 0]);
+                f.extend_from_slice(&id.to_be_bytes());
+                f.extend_from_slice(&seq.to_be_bytes());
+            }
+        }
+        f.resize(l4_off + l4_hlen + body, 0);
+        // Checksum over the transport header (payload is zeros) plus the pseudo header (none for
+        // ICMPv4).
+        let pseudo = if proto == 1 {
+            0
+        } else {
+            pseudo_header_sum(&f, ip_off, v6, proto, l4_len as u64)
+        };
+        let mut c = checksum(pseudo, &f[l4_off..l4_off + l4_hlen]);
+        if proto == 17 && c == 0 {
+            c = 0xffff;
+        }
+        let at = match proto {
+            6 => l4_off + 16,
+            17 => l4_off + 6,
+            _ => l4_off + 2,
+        };
+        f[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        f
+    }
+}
+
+fn as_v6(a: IpAddr) -> Ipv6Addr {
+    match a {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    }
+}
+
+/// Adds `data` to a ones-complement accumulator as big-endian 16-bit words (an odd trailing byte
+/// is padded with zero). The accumulator is folded by [`checksum`].
+#[inline]
+pub(crate) fn sum_words(mut acc: u64, data: &[u8]) -> u64 {
+    let mut chunks = data.chunks_exact(2);
+    for w in &mut chunks {
+        acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
+    }
+    if let [last] = chunks.remainder() {
+        acc += u64::from(*last) << 8;
+    }
+    acc
+}
+
+/// The Internet checksum (RFC 1071) of `data` with an initial accumulator `acc`: the ones
+/// complement of the folded ones-complement sum.
+#[inline]
+pub(crate) fn checksum(acc: u64, data: &[u8]) -> u16 {
+    let mut s = sum_words(acc, data);
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// The unfolded sum of the TCP/UDP pseudo header for the IP header at `ip_off` (addresses read
+/// from the frame; 0 if they are out of bounds) with transport length `l4_len`.
+#[inline]
+pub(crate) fn pseudo_header_sum(f: &[u8], ip_off: usize, v6: bool, proto: u8, l4_len: u64) -> u64 {
+    let addrs = if v6 {
+        f.get(ip_off + 8..ip_off + 40)
+    } else {
+        f.get(ip_off + 12..ip_off + 20)
+    };
+    let acc = sum_words(0, addrs.unwrap_or(&[]));
+    acc + u64::from(proto) + (l4_len & 0xffff) + (l4_len >> 16)
 }

@@ -179,7 +179,10 @@ impl Headers {
 impl Packet {
     /// A packet with default metadata.
     pub fn new(data: Vec<u8>) -> Self {
-        Packet { data, meta: PacketMeta::default() }
+        Packet {
+            data,
+            meta: PacketMeta::default(),
+        }
     }
 
     /// Length in bytes as a qdisc counts it (frame bytes plus unmaterialised `pad`).

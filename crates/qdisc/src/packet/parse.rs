@@ -1,7 +1,320 @@
-//! Header parsing (to be implemented).
-use super::Headers;
+//! Header parsing: plain offset arithmetic over the frame slice, no allocation.
+//!
+//! Every read goes through [`slice::get`], so a truncated or malformed frame can never cause an
+//! out-of-bounds access; parsing simply stops at the last layer that could be read in full.
+//!
+//! Layers understood: Ethernet II, any number (up to [`MAX_VLAN_TAGS`]) of 802.1Q / 802.1ad /
+//! legacy 0x9100 VLAN tags, PPPoE session (PPP IPv4 / IPv6), ARP, IPv4 (options, fragments),
+//! IPv6 (hop-by-hop, routing, fragment, destination options and AH extension headers), 6in4
+//! (IPv4 protocol 41 carrying IPv6), and TCP, UDP, UDP-Lite, SCTP and DCCP ports.
+//!
+//! Outcomes for partial frames: if the link layer cannot be read, the ethertype (or PPP
+//! protocol) is not ARP/IPv4/IPv6, or the IP header is truncated or has a bad version / IHL, the
+//! result is [`NetKind::Other`] with `network_offset` = frame length and no `ip`. If the IP
+//! header is complete but the transport header is not, `ip` is present with ports 0 (ports are
+//! read whenever their 4 bytes are present) and `tcp` is `None`. A 6in4 frame whose inner IPv6
+//! header is truncated reports the outer IPv4 tuple (protocol 41). Lengths (`ip_len`,
+//! `payload_len`) come from the IP length fields and are not checked against the frame length.
+use super::{FlowTuple, Headers, IpInfo, NetKind, TcpInfo};
 
-pub(super) fn parse(frame: &[u8]) -> Headers {
-    let _ = frame;
-    Headers { network_offset: frame.len().min(u16::MAX as usize) as u16, ..Headers::default() }
+/// The most VLAN tags skipped before giving up (a sane bound against tag floods).
+pub(crate) const MAX_VLAN_TAGS: usize = 8;
+/// The most IPv6 extension headers followed before giving up.
+pub(crate) const MAX_IPV6_EXT: usize = 8;
+
+const ETH_HLEN: usize = 14;
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86DD;
+const ETHERTYPE_ARP: u16 = 0x0806;
+const ETHERTYPE_VLAN: u16 = 0x8100;
+const ETHERTYPE_QINQ: u16 = 0x88A8;
+const ETHERTYPE_QINQ_OLD: u16 = 0x9100;
+const ETHERTYPE_PPPOE_SESSION: u16 = 0x8864;
+const PPP_IPV4: u16 = 0x0021;
+const PPP_IPV6: u16 = 0x0057;
+/// PPPoE header (6 bytes) plus the PPP protocol field (2 bytes).
+const PPPOE_HLEN: usize = 8;
+
+pub(crate) const IPPROTO_HOPOPTS: u8 = 0;
+pub(crate) const IPPROTO_TCP: u8 = 6;
+pub(crate) const IPPROTO_UDP: u8 = 17;
+const IPPROTO_DCCP: u8 = 33;
+const IPPROTO_IPV6: u8 = 41;
+const IPPROTO_ROUTING: u8 = 43;
+const IPPROTO_FRAGMENT: u8 = 44;
+const IPPROTO_AH: u8 = 51;
+const IPPROTO_DSTOPTS: u8 = 60;
+const IPPROTO_SCTP: u8 = 132;
+const IPPROTO_UDPLITE: u8 = 136;
+
+/// Reads a big-endian u16 at `off`, or `None` if it is not fully inside `f`.
+#[inline(always)]
+pub(crate) fn rd16(f: &[u8], off: usize) -> Option<u16> {
+    match f.get(off..off.checked_add(2)?) {
+        Some(&[a, b]) => Some(u16::from_be_bytes([a, b])),
+        _ => None,
+    }
+}
+
+/// Reads a big-endian u32 at `off`, or `None` if it is not fully inside `f`.
+#[inline(always)]
+pub(crate) fn rd32(f: &[u8], off: usize) -> Option<u32> {
+    match f.get(off..off.checked_add(4)?) {
+        Some(&[a, b, c, d]) => Some(u32::from_be_bytes([a, b, c, d])),
+        _ => None,
+    }
+}
+
+#[inline(always)]
+fn to_u16(x: usize) -> u16 {
+    x.min(u16::MAX as usize) as u16
+}
+
+/// Finds the network header: returns (offset, ethertype-like kind) after skipping VLAN tags and
+/// PPPoE, or `None` if the link layer could not be read.
+#[inline(always)]
+fn link_layer(f: &[u8]) -> Option<(usize, u16)> {
+    let mut off = ETH_HLEN;
+    let mut ethertype = rd16(f, 12)?;
+    let mut tags = 0;
+    while matches!(
+        ethertype,
+        ETHERTYPE_VLAN | ETHERTYPE_QINQ | ETHERTYPE_QINQ_OLD
+    ) {
+        if tags == MAX_VLAN_TAGS {
+            return None;
+        }
+        tags += 1;
+        // Tag: TCI (2 bytes) then the next ethertype (2 bytes).
+        ethertype = rd16(f, off + 2)?;
+        off += 4;
+    }
+    if ethertype == ETHERTYPE_PPPOE_SESSION {
+        // ver/type, code, session id (2), length (2), PPP protocol (2).
+        let proto = rd16(f, off + 6)?;
+        off += PPPOE_HLEN;
+        ethertype = match proto {
+            PPP_IPV4 => ETHERTYPE_IPV4,
+            PPP_IPV6 => ETHERTYPE_IPV6,
+            _ => return None,
+        };
+    }
+    Some((off, ethertype))
+}
+
+/// The result of reading one IP header.
+struct IpHdr {
+    /// DSCP << 2 | ECN.
+    tos: u8,
+    /// Datagram length by the header's length field(s).
+    ip_len: u32,
+    /// Offset of the transport header (after options / extension headers).
+    l4_off: usize,
+    /// The transport protocol (or the last next-header value reached).
+    proto: u8,
+    /// False for non-first fragments and when the extension chain could not be followed to
+    /// a transport header: ports must not be read.
+    l4_valid: bool,
+    src: [u8; 16],
+    dst: [u8; 16],
+}
+
+#[inline(always)]
+fn mapped_v4(b: [u8; 4]) -> [u8; 16] {
+    [
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, b[0], b[1], b[2], b[3],
+    ]
+}
+
+#[inline(always)]
+fn addr16(f: &[u8], off: usize) -> Option<[u8; 16]> {
+    f.get(off..off + 16)?.try_into().ok()
+}
+
+#[inline(always)]
+fn ipv4(f: &[u8], off: usize) -> Option<IpHdr> {
+    let h: &[u8; 20] = f.get(off..off + 20)?.try_into().ok()?;
+    let vihl = h[0];
+    if vihl >> 4 != 4 {
+        return None;
+    }
+    let ihl = usize::from(vihl & 0x0f) * 4;
+    if ihl < 20 || f.len() < off + ihl {
+        return None;
+    }
+    let frag = u16::from_be_bytes([h[6], h[7]]);
+    Some(IpHdr {
+        tos: h[1],
+        ip_len: u32::from(u16::from_be_bytes([h[2], h[3]])),
+        l4_off: off + ihl,
+        proto: h[9],
+        l4_valid: frag & 0x1fff == 0,
+        src: mapped_v4([h[12], h[13], h[14], h[15]]),
+        dst: mapped_v4([h[16], h[17], h[18], h[19]]),
+    })
+}
+
+#[inline(always)]
+fn ipv6(f: &[u8], off: usize) -> Option<IpHdr> {
+    let h: &[u8; 40] = f.get(off..off + 40)?.try_into().ok()?;
+    if h[0] >> 4 != 6 {
+        return None;
+    }
+    let tos = (h[0] << 4) | (h[1] >> 4);
+    let payload = u32::from(u16::from_be_bytes([h[4], h[5]]));
+    let src = addr16(f, off + 8)?;
+    let dst = addr16(f, off + 24)?;
+    let mut next = h[6];
+    let mut l4 = off + 40;
+    let mut l4_valid = true;
+    let mut hops = 0;
+    loop {
+        let len = match next {
+            IPPROTO_HOPOPTS | IPPROTO_ROUTING | IPPROTO_DSTOPTS => {
+                f.get(l4 + 1).map(|&l| (usize::from(l) + 1) * 8)
+            }
+            IPPROTO_AH => f.get(l4 + 1).map(|&l| (usize::from(l) + 2) * 4),
+            IPPROTO_FRAGMENT => {
+                // A non-first fragment has no transport header: take its protocol, no ports.
+                match rd16(f, l4 + 2) {
+                    Some(fo) if fo >> 3 != 0 => {
+                        if let Some(&n) = f.get(l4) {
+                            next = n;
+                        }
+                        l4_valid = false;
+                        break;
+                    }
+                    Some(_) => Some(8),
+                    None => None,
+                }
+            }
+            _ => break,
+        };
+        // The whole extension header must be present before we step over it.
+        match len {
+            Some(len) if hops < MAX_IPV6_EXT && l4 + len <= f.len() => {
+                // Bounds checked above (len >= 8 > 0 means l4 < f.len()).
+                next = f.get(l4).copied().unwrap_or(next);
+                l4 += len;
+                hops += 1;
+            }
+            _ => {
+                l4_valid = false;
+                break;
+            }
+        }
+    }
+    Some(IpHdr {
+        tos,
+        ip_len: 40 + payload,
+        l4_off: l4,
+        proto: next,
+        l4_valid,
+        src,
+        dst,
+    })
+}
+
+/// Parses a frame; see the module docs.
+pub(super) fn parse(f: &[u8]) -> Headers {
+    let none = Headers {
+        network_offset: to_u16(f.len()),
+        ..Headers::default()
+    };
+    let Some((noff, ethertype)) = link_layer(f) else {
+        return none;
+    };
+    let outer = match ethertype {
+        ETHERTYPE_IPV4 => ipv4(f, noff),
+        ETHERTYPE_IPV6 => ipv6(f, noff),
+        ETHERTYPE_ARP if noff < f.len() => {
+            return Headers {
+                network_offset: to_u16(noff),
+                kind: NetKind::Arp,
+                ..none
+            };
+        }
+        _ => return none,
+    };
+    let Some(outer) = outer else {
+        return none;
+    };
+    let kind = if ethertype == ETHERTYPE_IPV4 {
+        NetKind::Ipv4
+    } else {
+        NetKind::Ipv6
+    };
+    let tos = outer.tos;
+    let ip_len = outer.ip_len;
+
+    // 6in4: the tuple comes from the inner IPv6 header when it can be read.
+    let (inner_off, inner_version, inner) =
+        if kind == NetKind::Ipv4 && outer.proto == IPPROTO_IPV6 && outer.l4_valid {
+            match ipv6(f, outer.l4_off) {
+                Some(inner) => (outer.l4_off, 6, inner),
+                None => (noff, 4, outer),
+            }
+        } else {
+            (noff, if kind == NetKind::Ipv4 { 4 } else { 6 }, outer)
+        };
+
+    let mut tuple = FlowTuple {
+        src: inner.src,
+        dst: inner.dst,
+        proto: inner.proto,
+        src_port: 0,
+        dst_port: 0,
+    };
+    let mut tcp = None;
+    let t = inner.l4_off;
+    if inner.l4_valid {
+        match inner.proto {
+            IPPROTO_TCP | IPPROTO_UDP | IPPROTO_UDPLITE | IPPROTO_SCTP | IPPROTO_DCCP => {
+                if let (Some(sp), Some(dp)) = (rd16(f, t), rd16(f, t + 2)) {
+                    tuple.src_port = sp;
+                    tuple.dst_port = dp;
+                }
+            }
+            _ => {}
+        }
+        if inner.proto == IPPROTO_TCP {
+            tcp = tcp_header(f, t, inner_off, inner.ip_len);
+        }
+    }
+
+    Headers {
+        network_offset: to_u16(noff),
+        kind,
+        ip: Some(IpInfo {
+            outer_offset: to_u16(noff),
+            inner_offset: to_u16(inner_off),
+            inner_version,
+            tuple,
+            dscp: tos >> 2,
+            ecn: tos & 3,
+            ip_len,
+        }),
+        tcp,
+    }
+}
+
+/// Reads the TCP header at `t`; `ip_off`/`ip_len` describe the innermost IP datagram.
+#[inline(always)]
+fn tcp_header(f: &[u8], t: usize, ip_off: usize, ip_len: u32) -> Option<TcpInfo> {
+    let h: &[u8; 20] = f.get(t..t + 20)?.try_into().ok()?;
+    let doff_flags = u16::from_be_bytes([h[12], h[13]]);
+    let header_len = usize::from(doff_flags >> 12) * 4;
+    if header_len < 20 || f.len() < t + header_len {
+        return None;
+    }
+    let datagram_end = ip_off as u64 + u64::from(ip_len);
+    let payload_len = datagram_end.saturating_sub((t + header_len) as u64);
+    Some(TcpInfo {
+        offset: to_u16(t),
+        header_len: header_len as u16,
+        flags: doff_flags & 0x0fff,
+        seq: u32::from_be_bytes([h[4], h[5], h[6], h[7]]),
+        ack: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
+        payload_len: payload_len.min(u64::from(u32::MAX)) as u32,
+    })
 }

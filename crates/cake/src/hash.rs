@@ -1,0 +1,124 @@
+//! Keyed flow and host hashes. Field selection follows the kernel (symmetric 5-tuple for flows;
+//! one address with the other zeroed, ports and protocol cleared, for hosts); the hash function
+//! itself is our own keyed mixer, seeded by the caller.
+
+use qdisc::packet::FlowTuple;
+use qdisc::Rng;
+
+/// The three hashes CAKE derives from one packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketHashes {
+    /// Hash of the (sorted) 5-tuple.
+    pub flow: u32,
+    /// Hash of the source address alone.
+    pub src_host: u32,
+    /// Hash of the destination address alone.
+    pub dst_host: u32,
+}
+
+/// A keyed hasher; the key comes from the caller's seed.
+#[derive(Clone, Debug)]
+pub struct FlowHasher {
+    key: [u64; 4],
+}
+
+#[inline]
+fn fold(a: u64, b: u64) -> u64 {
+    let r = u128::from(a) * u128::from(b);
+    (r as u64) ^ ((r >> 64) as u64)
+}
+
+#[inline]
+fn halves(a: &[u8; 16]) -> (u64, u64) {
+    let mut lo = [0u8; 8];
+    let mut hi = [0u8; 8];
+    lo.copy_from_slice(&a[..8]);
+    hi.copy_from_slice(&a[8..]);
+    (u64::from_le_bytes(lo), u64::from_le_bytes(hi))
+}
+
+impl FlowHasher {
+    /// A hasher keyed from `rng`.
+    pub fn new(rng: &mut Rng) -> Self {
+        FlowHasher {
+            key: [
+                rng.next_u64(),
+                rng.next_u64(),
+                rng.next_u64(),
+                rng.next_u64(),
+            ],
+        }
+    }
+
+    #[inline]
+    fn hash(&self, a: &[u8; 16], b: &[u8; 16], ports: u32, proto: u8) -> u32 {
+        let (a0, a1) = halves(a);
+        let (b0, b1) = halves(b);
+        let k = &self.key;
+        let mut h = fold(a0 ^ k[0], a1 ^ k[1]);
+        h = fold(h ^ b0 ^ k[2], b1 ^ k[3]);
+        h = fold(
+            h ^ (u64::from(ports) | u64::from(proto) << 32),
+            k[0] ^ 0x9E37_79B9_7F4A_7C15,
+        );
+        (h ^ (h >> 32)) as u32
+    }
+
+    /// The hashes of an IP packet's tuple (the same for both directions of a flow).
+    #[inline]
+    pub fn hashes(&self, t: &FlowTuple) -> PacketHashes {
+        const ZERO: [u8; 16] = [0; 16];
+        // Sort so that both directions hash alike, as the kernel's flow_hash_from_keys does.
+        let swap = t.dst < t.src || (t.dst == t.src && t.dst_port < t.src_port);
+        let (a, b, pa, pb) = if swap {
+            (&t.dst, &t.src, t.dst_port, t.src_port)
+        } else {
+            (&t.src, &t.dst, t.src_port, t.dst_port)
+        };
+        PacketHashes {
+            flow: self.hash(a, b, u32::from(pa) << 16 | u32::from(pb), t.proto),
+            src_host: self.hash(&ZERO, &t.src, 0, 0),
+            dst_host: self.hash(&ZERO, &t.dst, 0, 0),
+        }
+    }
+
+    /// The hashes of a non-IP packet: a fixed flow hash, host hashes 0.
+    pub fn non_ip(&self) -> PacketHashes {
+        const ZERO: [u8; 16] = [0; 16];
+        PacketHashes {
+            flow: self.hash(&ZERO, &ZERO, 0, 0),
+            src_host: 0,
+            dst_host: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tuple(s: u8, d: u8, sp: u16, dp: u16) -> FlowTuple {
+        let mut src = [0u8; 16];
+        let mut dst = [0u8; 16];
+        src[15] = s;
+        dst[15] = d;
+        FlowTuple {
+            src,
+            dst,
+            proto: 6,
+            src_port: sp,
+            dst_port: dp,
+        }
+    }
+
+    #[test]
+    fn flow_hash_is_symmetric_and_host_hashes_select_one_address() {
+        let h = FlowHasher::new(&mut Rng::new(3));
+        let f = h.hashes(&tuple(1, 2, 1000, 80));
+        let r = h.hashes(&tuple(2, 1, 80, 1000));
+        assert_eq!(f.flow, r.flow);
+        assert_eq!(f.src_host, r.dst_host);
+        assert_ne!(f.flow, h.hashes(&tuple(1, 2, 1001, 80)).flow);
+        assert_eq!(f.src_host, h.hashes(&tuple(1, 9, 5, 6)).src_host);
+    }
+}

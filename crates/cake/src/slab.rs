@@ -1,0 +1,85 @@
+//! Storage for queued packets: a slab of slots linked into per-flow FIFOs by index. Slots are
+//! reused, so steady-state enqueue/dequeue allocates nothing.
+
+use crate::tin::NIL;
+use qdisc::{Instant, Packet};
+
+/// One queued packet with its CAKE metadata (the kernel's skb cb).
+#[derive(Debug, Default)]
+pub struct Slot {
+    /// The packet (empty while the slot is free).
+    pub pkt: Packet,
+    /// Next slot in the same flow, or the next free slot.
+    pub next: u32,
+    /// Enqueue time.
+    pub enqueued: Instant,
+    /// Overhead-adjusted length.
+    pub adj_len: u32,
+    /// Memory charged for it.
+    pub mem: u32,
+}
+
+/// The slab.
+#[derive(Debug, Default)]
+pub struct Slab {
+    slots: Vec<Slot>,
+    free: u32,
+}
+
+/// Memory charged per queued packet on top of its length: our own bookkeeping (the slot). The
+/// kernel charges skb truesize instead; this is the userspace equivalent.
+pub const SLOT_OVERHEAD: u32 = std::mem::size_of::<Slot>() as u32;
+
+impl Slab {
+    /// An empty slab.
+    pub fn new() -> Self {
+        Slab {
+            slots: Vec::new(),
+            free: NIL,
+        }
+    }
+
+    /// Stores a packet, returning its index.
+    #[inline]
+    pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> u32 {
+        let mem = pkt.len().saturating_add(SLOT_OVERHEAD);
+        let slot = Slot {
+            pkt,
+            next: NIL,
+            enqueued,
+            adj_len,
+            mem,
+        };
+        if self.free != NIL {
+            let i = self.free;
+            let s = &mut self.slots[i as usize];
+            self.free = s.next;
+            *s = slot;
+            i
+        } else {
+            self.slots.push(slot);
+            (self.slots.len() - 1) as u32
+        }
+    }
+
+    /// Frees slot `i`, returning its packet.
+    #[inline]
+    pub fn remove(&mut self, i: u32) -> Slot {
+        let s = std::mem::take(&mut self.slots[i as usize]);
+        self.slots[i as usize].next = self.free;
+        self.free = i;
+        s
+    }
+
+    /// Slot `i`.
+    #[inline]
+    pub fn get(&self, i: u32) -> &Slot {
+        &self.slots[i as usize]
+    }
+
+    /// Slot `i`, mutably.
+    #[inline]
+    pub fn get_mut(&mut self, i: u32) -> &mut Slot {
+        &mut self.slots[i as usize]
+    }
+}

@@ -1,0 +1,445 @@
+//! One tin: 1024 flow queues with 8-way set-associative tags, per-host bulk counts, the three
+//! DRR++ lists (new, old, decaying), the tin shaper clock and the tin's statistics.
+
+use crate::cobalt::CobaltVars;
+use crate::config::FlowMode;
+use crate::hash::PacketHashes;
+use crate::params::TinParams;
+use qdisc::Instant;
+
+/// Flow queues per tin.
+pub const QUEUES: usize = 1024;
+/// Ways per set.
+pub const SET_WAYS: usize = 8;
+/// "No packet" in the packet slab's links.
+pub const NIL: u32 = u32::MAX;
+const NIL16: u16 = u16::MAX;
+
+/// A flow's place in DRR++.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlowSet {
+    /// Not on any list.
+    #[default]
+    None,
+    /// New (sparse) flow.
+    Sparse,
+    /// Empty, in the old list, still counted sparse.
+    SparseWait,
+    /// Bulk flow.
+    Bulk,
+    /// Empty, COBALT state still decaying.
+    Decaying,
+}
+
+/// Which list a flow is on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ListId {
+    /// None.
+    #[default]
+    None,
+    /// The new-flows list.
+    New,
+    /// The old-flows list.
+    Old,
+    /// The decaying-flows list.
+    Decaying,
+}
+
+/// One flow queue.
+#[derive(Clone, Copy, Debug)]
+pub struct Flow {
+    /// First packet (slab index) or NIL.
+    pub head: u32,
+    /// Last packet or NIL.
+    pub tail: u32,
+    /// Packets queued.
+    pub qlen: u32,
+    /// Bytes queued.
+    pub backlog: u32,
+    /// DRR deficit.
+    pub deficit: i32,
+    /// DRR++ state.
+    pub set: FlowSet,
+    /// Source host slot.
+    pub srchost: u16,
+    /// Destination host slot.
+    pub dsthost: u16,
+    /// COBALT state.
+    pub cvars: CobaltVars,
+    /// Packets dropped from this flow.
+    pub dropped: u32,
+    list: ListId,
+    prev: u16,
+    next: u16,
+}
+
+impl Default for Flow {
+    fn default() -> Self {
+        Flow {
+            head: NIL,
+            tail: NIL,
+            qlen: 0,
+            backlog: 0,
+            deficit: 0,
+            set: FlowSet::None,
+            srchost: 0,
+            dsthost: 0,
+            cvars: CobaltVars::default(),
+            dropped: 0,
+            list: ListId::None,
+            prev: NIL16,
+            next: NIL16,
+        }
+    }
+}
+
+/// Per-host bulk flow counts and tags.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Host {
+    /// Tag (source-host hash) owning this slot as a source.
+    pub srchost_tag: u32,
+    /// Tag owning this slot as a destination.
+    pub dsthost_tag: u32,
+    /// Bulk flows from this source host.
+    pub srchost_bulk_flow_count: u16,
+    /// Bulk flows to this destination host.
+    pub dsthost_bulk_flow_count: u16,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct List {
+    head: u16,
+    tail: u16,
+}
+
+impl Default for List {
+    fn default() -> Self {
+        List {
+            head: NIL16,
+            tail: NIL16,
+        }
+    }
+}
+
+/// One tin's state.
+#[derive(Clone, Debug)]
+pub struct Tin {
+    /// Flow queues.
+    pub flows: Vec<Flow>,
+    /// Set-associative tags (full flow hashes).
+    pub tags: Vec<u32>,
+    /// Host table.
+    pub hosts: Vec<Host>,
+    new: List,
+    old: List,
+    decaying: List,
+    /// Derived parameters.
+    pub params: TinParams,
+    /// Tin shaper clock.
+    pub time_next: Instant,
+    /// Tin DRR deficit (unlimited mode).
+    pub deficit: i32,
+    /// Bytes queued.
+    pub backlog: u64,
+    /// Flow counts.
+    pub sparse_flow_count: u32,
+    /// Bulk flows.
+    pub bulk_flow_count: u32,
+    /// Decaying flows.
+    pub decaying_flow_count: u32,
+    /// Flows with BLUE engaged.
+    pub unresponsive_flow_count: u32,
+    /// Delay EWMAs, ns.
+    pub avge_delay: u64,
+    /// Peak delay EWMA.
+    pub peak_delay: u64,
+    /// Base delay EWMA.
+    pub base_delay: u64,
+    /// Counters.
+    pub packets: u64,
+    /// Bytes enqueued.
+    pub bytes: u64,
+    /// Way statistics.
+    pub way_directs: u64,
+    /// Indirect hits.
+    pub way_hits: u64,
+    /// Misses.
+    pub way_misses: u64,
+    /// Collisions.
+    pub way_collisions: u64,
+    /// Drops (AQM + overflow).
+    pub dropped: u64,
+    /// Overflow drops.
+    pub drop_overlimit: u64,
+    /// ECN marks.
+    pub ecn_marks: u64,
+    /// ACK filter drops.
+    pub ack_drops: u64,
+    /// Largest packet length seen.
+    pub max_skblen: u32,
+}
+
+#[inline]
+fn dsrc(mode: FlowMode) -> bool {
+    mode.dual_src()
+}
+#[inline]
+fn ddst(mode: FlowMode) -> bool {
+    mode.dual_dst()
+}
+
+impl Tin {
+    /// A tin with no flows.
+    pub fn new(params: TinParams) -> Self {
+        Tin {
+            flows: vec![Flow::default(); QUEUES],
+            tags: vec![0; QUEUES],
+            hosts: vec![Host::default(); QUEUES],
+            new: List::default(),
+            old: List::default(),
+            decaying: List::default(),
+            params,
+            time_next: Instant::ZERO,
+            deficit: 0,
+            backlog: 0,
+            sparse_flow_count: 0,
+            bulk_flow_count: 0,
+            decaying_flow_count: 0,
+            unresponsive_flow_count: 0,
+            avge_delay: 0,
+            peak_delay: 0,
+            base_delay: 0,
+            packets: 0,
+            bytes: 0,
+            way_directs: 0,
+            way_hits: 0,
+            way_misses: 0,
+            way_collisions: 0,
+            dropped: 0,
+            drop_overlimit: 0,
+            ecn_marks: 0,
+            ack_drops: 0,
+            max_skblen: 0,
+        }
+    }
+
+    /// Flows eligible for scheduling (sparse + bulk).
+    #[inline]
+    pub fn active_flows(&self) -> u32 {
+        self.sparse_flow_count + self.bulk_flow_count
+    }
+
+    fn list_mut(&mut self, id: ListId) -> Option<&mut List> {
+        match id {
+            ListId::None => None,
+            ListId::New => Some(&mut self.new),
+            ListId::Old => Some(&mut self.old),
+            ListId::Decaying => Some(&mut self.decaying),
+        }
+    }
+
+    /// Removes flow `i` from whatever list it is on.
+    pub fn unlink(&mut self, i: u16) {
+        let Flow {
+            list, prev, next, ..
+        } = self.flows[i as usize];
+        if list == ListId::None {
+            return;
+        }
+        if prev != NIL16 {
+            self.flows[prev as usize].next = next;
+        }
+        if next != NIL16 {
+            self.flows[next as usize].prev = prev;
+        }
+        if let Some(l) = self.list_mut(list) {
+            if l.head == i {
+                l.head = next;
+            }
+            if l.tail == i {
+                l.tail = prev;
+            }
+        }
+        let f = &mut self.flows[i as usize];
+        f.list = ListId::None;
+        f.prev = NIL16;
+        f.next = NIL16;
+    }
+
+    /// Moves flow `i` to the tail of list `to`.
+    pub fn move_tail(&mut self, i: u16, to: ListId) {
+        self.unlink(i);
+        let Some(l) = self.list_mut(to) else { return };
+        let old_tail = l.tail;
+        l.tail = i;
+        if l.head == NIL16 {
+            l.head = i;
+        }
+        if old_tail != NIL16 {
+            self.flows[old_tail as usize].next = i;
+        }
+        let f = &mut self.flows[i as usize];
+        f.list = to;
+        f.prev = old_tail;
+        f.next = NIL16;
+    }
+
+    /// The head of list `id`, if any.
+    #[inline]
+    pub fn list_head(&self, id: ListId) -> Option<u16> {
+        let h = match id {
+            ListId::None => NIL16,
+            ListId::New => self.new.head,
+            ListId::Old => self.old.head,
+            ListId::Decaying => self.decaying.head,
+        };
+        (h != NIL16).then_some(h)
+    }
+
+    /// Raises the bulk counts of flow `i`'s hosts (dual modes only), clamped at 1024.
+    pub fn inc_host_bulk(&mut self, i: u16, mode: FlowMode) {
+        let f = self.flows[i as usize];
+        if dsrc(mode) {
+            let h = &mut self.hosts[f.srchost as usize];
+            if (h.srchost_bulk_flow_count as usize) < QUEUES {
+                h.srchost_bulk_flow_count += 1;
+            }
+        }
+        if ddst(mode) {
+            let h = &mut self.hosts[f.dsthost as usize];
+            if (h.dsthost_bulk_flow_count as usize) < QUEUES {
+                h.dsthost_bulk_flow_count += 1;
+            }
+        }
+    }
+
+    /// Lowers the bulk counts of flow `i`'s hosts (dual modes only), floored at 0.
+    pub fn dec_host_bulk(&mut self, i: u16, mode: FlowMode) {
+        let f = self.flows[i as usize];
+        if dsrc(mode) {
+            let h = &mut self.hosts[f.srchost as usize];
+            h.srchost_bulk_flow_count = h.srchost_bulk_flow_count.saturating_sub(1);
+        }
+        if ddst(mode) {
+            let h = &mut self.hosts[f.dsthost as usize];
+            h.dsthost_bulk_flow_count = h.dsthost_bulk_flow_count.saturating_sub(1);
+        }
+    }
+
+    /// The host load of flow `i`: the larger bulk count of its hosts that the mode isolates.
+    #[inline]
+    pub fn host_load(&self, i: u16, mode: FlowMode) -> u16 {
+        let f = &self.flows[i as usize];
+        let mut load = 1u16;
+        if dsrc(mode) {
+            load = load.max(self.hosts[f.srchost as usize].srchost_bulk_flow_count);
+        }
+        if ddst(mode) {
+            load = load.max(self.hosts[f.dsthost as usize].dsthost_bulk_flow_count);
+        }
+        load
+    }
+
+    /// Maps a packet's hashes to a flow queue with the 8-way set-associative lookup, allocating
+    /// host slots for dual modes. Updates the way statistics.
+    pub fn classify(&mut self, h: &PacketHashes, mode: FlowMode) -> u16 {
+        if mode == FlowMode::Flowblind {
+            return 0;
+        }
+        let mut flow_hash = if mode.uses_flows() { h.flow } else { 0 };
+        if !mode.uses_flows() {
+            if mode.uses_src_host() {
+                flow_hash ^= h.src_host;
+            }
+            if mode.uses_dst_host() {
+                flow_hash ^= h.dst_host;
+            }
+        }
+        let reduced = flow_hash as usize % QUEUES;
+        if self.tags[reduced] == flow_hash && self.flows[reduced].set != FlowSet::None {
+            self.way_directs += 1;
+            return reduced as u16;
+        }
+        let inner = reduced % SET_WAYS;
+        let outer = reduced - inner;
+        let mut allocate = false;
+        let mut k = inner;
+        let mut found = false;
+        for i in 0..SET_WAYS {
+            if self.tags[outer + k] == flow_hash {
+                if i != 0 {
+                    self.way_hits += 1;
+                }
+                if self.flows[outer + k].set == FlowSet::None {
+                    allocate = true;
+                }
+                found = true;
+                break;
+            }
+            k = (k + 1) % SET_WAYS;
+        }
+        if !found {
+            for _ in 0..SET_WAYS {
+                if self.flows[outer + k].set == FlowSet::None {
+                    self.way_misses += 1;
+                    allocate = true;
+                    found = true;
+                    break;
+                }
+                k = (k + 1) % SET_WAYS;
+            }
+        }
+        if !found {
+            // No free way: accept the collision in the original slot.
+            self.way_collisions += 1;
+            allocate = true;
+            if self.flows[outer + k].set == FlowSet::Bulk {
+                self.dec_host_bulk((outer + k) as u16, mode);
+            }
+        }
+        let idx = outer + k;
+        self.tags[idx] = flow_hash;
+        if allocate {
+            if dsrc(mode) {
+                self.flows[idx].srchost = self.host_slot(h.src_host, true);
+            }
+            if ddst(mode) {
+                self.flows[idx].dsthost = self.host_slot(h.dst_host, false);
+            }
+        }
+        idx as u16
+    }
+
+    fn host_slot(&mut self, hash: u32, src: bool) -> u16 {
+        let idx = hash as usize % QUEUES;
+        let inner = idx % SET_WAYS;
+        let outer = idx - inner;
+        let mut k = inner;
+        let tag = |h: &Host| if src { h.srchost_tag } else { h.dsthost_tag };
+        for _ in 0..SET_WAYS {
+            if tag(&self.hosts[outer + k]) == hash {
+                return (outer + k) as u16;
+            }
+            k = (k + 1) % SET_WAYS;
+        }
+        for _ in 0..SET_WAYS {
+            let h = &self.hosts[outer + k];
+            let count = if src {
+                h.srchost_bulk_flow_count
+            } else {
+                h.dsthost_bulk_flow_count
+            };
+            if count == 0 {
+                break;
+            }
+            k = (k + 1) % SET_WAYS;
+        }
+        let h = &mut self.hosts[outer + k];
+        if src {
+            h.srchost_tag = hash;
+        } else {
+            h.dsthost_tag = hash;
+        }
+        (outer + k) as u16
+    }
+}
