@@ -2,6 +2,8 @@
 //! see tests/golden/collect.sh) through our parser and printers and compares the output exactly.
 //! Only the qdisc's refcnt is taken from the golden file (it depends on the device's queues).
 
+#![allow(clippy::unwrap_used)]
+
 use std::path::PathBuf;
 
 use cake::tc::{stats_json, stats_text, QdiscHeader};

@@ -24,6 +24,7 @@ pub fn render(mtu: u32, json: bool, args: &[String]) -> Result<String, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -178,7 +178,10 @@ pub fn format_rate(bytes_per_sec: u64) -> String {
     let mut rate = bytes_per_sec.wrapping_shl(3);
     let mut i = 0;
     while i < UNITS.len() - 1 {
-        if rate < 1000 || (rate % 1000 != 0 && rate < 1_000_000) {
+        // `is_multiple_of` is newer than the workspace's rust-version (1.80).
+        #[allow(clippy::manual_is_multiple_of)]
+        let inexact = rate % 1000 != 0;
+        if rate < 1000 || (inexact && rate < 1_000_000) {
             break;
         }
         rate /= 1000;
@@ -253,6 +256,7 @@ fn strip_zeros(s: &str) -> &str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

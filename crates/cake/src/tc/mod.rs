@@ -10,5 +10,5 @@ mod parse;
 mod print;
 
 pub use json::stats_json;
-pub use parse::{TcArgs, TcError, KEYWORDS};
+pub use parse::{TcArgs, TcError, KEYWORDS, USAGE};
 pub use print::{fresh_stats, options_text, stats_text, user_tin_order, QdiscHeader};

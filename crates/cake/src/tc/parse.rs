@@ -70,6 +70,23 @@ pub const KEYWORDS: &[&str] = &[
     "docsis",
 ];
 
+/// tc 6.1's usage text for cake (printed for `help` and after an unknown word).
+pub const USAGE: &str = r#"Usage: ... cake [ bandwidth RATE | unlimited* | autorate-ingress ]
+                [ rtt TIME | datacentre | lan | metro | regional |
+                  internet* | oceanic | satellite | interplanetary ]
+                [ besteffort | diffserv8 | diffserv4 | diffserv3* ]
+                [ flowblind | srchost | dsthost | hosts | flows |
+                  dual-srchost | dual-dsthost | triple-isolate* ]
+                [ nat | nonat* ]
+                [ wash | nowash* ]
+                [ split-gso* | no-split-gso ]
+                [ ack-filter | ack-filter-aggressive | no-ack-filter* ]
+                [ memlimit LIMIT ]
+                [ fwmark MASK ]
+                [ ptm | atm | noatm* ] [ overhead N | conservative | raw* ]
+                [ mpu N ] [ ingress | egress* ]
+                (* marks defaults)"#;
+
 /// RTT presets: (name, target µs, interval µs).
 const PRESETS: [(&str, u32, u32); 8] = [
     ("datacentre", 5, 100),
@@ -152,7 +169,7 @@ impl fmt::Display for TcError {
                     "duplicate \"{second}\": \"{first}\" is the second value."
                 )
             }
-            TcError::Help => write!(f, "cake arguments: {}", KEYWORDS.join(", ")),
+            TcError::Help => f.write_str(USAGE),
         }
     }
 }

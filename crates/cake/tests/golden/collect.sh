@@ -1,7 +1,7 @@
 #!/bin/sh
 # Regenerates the tc-cake golden files from the real kernel (Debian 6.1 sch_cake, iproute2 6.1).
 # Run on the host:
-#   /work/shared/tools/refkernel/run-in-guest.sh -o crates/cake/tests/golden/out \
+#   /work/shared/tools/refkernel/run-in-guest.sh -o crates/cake/tests/golden \
 #       crates/cake/tests/golden/collect.sh
 # For every case below (NAME|MTU|ARGS) it attaches a fresh cake to a veth of that MTU and writes
 #   NAME.json  = tc -j -s qdisc show     NAME.stats = tc -s qdisc show     NAME.show = tc qdisc show
