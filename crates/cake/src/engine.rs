@@ -774,15 +774,14 @@ impl Cake {
                 flow_quantum: t.params.flow_quantum,
             })
             .collect();
-        let seen = self.sizes.max_netlen > 0 || self.sizes.min_netlen != u32::MAX;
         CakeStats {
             qdisc: self.stats,
             capacity_estimate: self.autorate.avg_peak_bandwidth,
             memory_used: self.buffer_max_used,
             memory_limit: u64::from(self.params.buffer_limit),
-            min_network_size: if seen { self.sizes.min_netlen } else { 0 },
+            min_network_size: self.sizes.min_netlen,
             max_network_size: self.sizes.max_netlen,
-            min_adj_size: if seen { self.sizes.min_adjlen } else { 0 },
+            min_adj_size: self.sizes.min_adjlen,
             max_adj_size: self.sizes.max_adjlen,
             avg_hdr_offset: self.sizes.avg_netoff(),
             tins,

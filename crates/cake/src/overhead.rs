@@ -33,9 +33,11 @@ pub struct SizeStats {
 impl Default for SizeStats {
     fn default() -> Self {
         SizeStats {
-            min_netlen: u32::MAX,
+            // The kernel keeps these in u16 fields initialised to ~0, so a fresh qdisc reports
+            // 65535.
+            min_netlen: u16::MAX as u32,
             max_netlen: 0,
-            min_adjlen: u32::MAX,
+            min_adjlen: u16::MAX as u32,
             max_adjlen: 0,
             avg_netoff_q16: 0,
         }

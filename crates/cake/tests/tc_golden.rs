@@ -197,3 +197,23 @@ fn rejected_arguments_are_rejected_with_tcs_wording() {
         }
     }
 }
+
+/// A freshly built engine reports exactly what the kernel reports for a freshly attached cake,
+/// for every golden argument set (so `tc -s` output of a running instance starts where the
+/// kernel's does).
+#[test]
+fn fresh_engine_stats_equal_the_kernels_fresh_stats_for_every_case() {
+    let mut checked = 0;
+    for case in cases() {
+        let cfg = config(&case);
+        let engine = cake::Cake::new(cfg.clone(), 7);
+        assert_eq!(
+            engine.cake_stats(),
+            cake::CakeStats::fresh(&cfg),
+            "case {}",
+            case.name
+        );
+        checked += 1;
+    }
+    assert!(checked >= 50, "only {checked} cases checked");
+}
