@@ -125,7 +125,7 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
 
 /// Runs the demo for `seconds` of virtual time with CAKE configured by `args`; returns the text
 /// to print.
-pub fn run(args: &[String], seconds: u64, seed: u64) -> Result<String, String> {
+pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<String, String> {
     let words: Vec<&str> = if args.is_empty() {
         DEFAULT_ARGS.to_vec()
     } else {
@@ -240,6 +240,11 @@ pub fn run(args: &[String], seconds: u64, seed: u64) -> Result<String, String> {
         now = next_arrival.min(next_dequeue).min(end);
     }
 
+    let stats = q.cake_stats();
+    if json {
+        let header = cake::tc::QdiscHeader::for_config(&cfg);
+        return Ok(cake::tc::stats_json(&cfg, &stats, header) + "\n");
+    }
     let mut out = String::new();
     out.push_str(&format!(
         "purple demo: {seconds} s of virtual time through `cake {}` (seed {seed})\n\n",
@@ -277,7 +282,6 @@ pub fn run(args: &[String], seconds: u64, seed: u64) -> Result<String, String> {
             s.marks,
         ));
     }
-    let stats = q.cake_stats();
     out.push_str(&format!(
         "\naccounting: enqueued {} = dequeued {} + dropped {} + queued {} -> {}\n\n",
         stats.qdisc.enqueued.packets,

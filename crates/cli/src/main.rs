@@ -28,6 +28,9 @@ enum Command {
         /// Seed for all randomness (same seed, same numbers).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Print the CAKE instance's statistics as `tc -j -s qdisc show` JSON instead.
+        #[arg(long)]
+        json: bool,
         /// cake's arguments as given to tc (default: `bandwidth 20Mbit diffserv3 triple-isolate`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
@@ -52,8 +55,9 @@ fn main() {
         Command::Demo {
             seconds,
             seed,
+            json,
             args,
-        } => match demo::run(&args, seconds, seed) {
+        } => match demo::run(&args, seconds, seed, json) {
             Ok(out) => print!("{out}"),
             Err(e) => {
                 eprintln!("{e}");
