@@ -616,6 +616,9 @@ impl Cake {
 
     fn dequeue_inner(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
         let mode = self.cfg.flow_mode;
+        // Only the very first flow pick of a dequeue call prefers the decaying list; like the
+        // kernel's `first_flow`, this is not reset when flow selection restarts.
+        let mut first_flow = true;
         'begin: loop {
             if self.qlen == 0 {
                 return Dequeue::Empty;
@@ -627,7 +630,6 @@ impl Cake {
             let Some(tin) = self.choose_tin(now) else {
                 return Dequeue::Empty;
             };
-            let mut first_flow = true;
             'retry: loop {
                 let t = &self.tins[tin];
                 let head = if first_flow && t.list_head(ListId::Decaying).is_some() {
