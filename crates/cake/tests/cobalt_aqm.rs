@@ -60,7 +60,11 @@ fn ecn_capable_flow_gets_ce_marks_instead_of_drops() {
     let s = sim.q.cake_stats();
     assert!(s.tins[0].ecn_marks > 0 && s.qdisc.ecn_marks > 0);
     assert_eq!(s.qdisc.dropped_total().packets, 0);
-    assert!(a.mean_delay() <= TARGET.saturating_mul(2), "{:?}", a.mean_delay());
+    assert!(
+        a.mean_delay() <= TARGET.saturating_mul(2),
+        "{:?}",
+        a.mean_delay()
+    );
 }
 
 #[test]
@@ -97,7 +101,11 @@ fn blue_engages_for_an_unresponsive_flow_overflowing_memory_and_the_limit_holds(
         s.memory_used
     );
     assert!(s.qdisc.dropped(DropReason::Overflow).packets > 0);
-    assert!(s.tins[0].unresponsive_flows >= 1, "un_flows {}", s.tins[0].unresponsive_flows);
+    assert!(
+        s.tins[0].unresponsive_flows >= 1,
+        "un_flows {}",
+        s.tins[0].unresponsive_flows
+    );
     let now = sim.now;
     let max_p = (0..1024)
         .filter_map(|f| sim.q.flow_stats(0, f, now))
@@ -105,7 +113,10 @@ fn blue_engages_for_an_unresponsive_flow_overflowing_memory_and_the_limit_holds(
         .max()
         .unwrap_or(0);
     assert!(max_p > 0, "p_drop engaged");
-    assert!(s.qdisc.dropped(DropReason::Blue).packets > 0, "BLUE dropped");
+    assert!(
+        s.qdisc.dropped(DropReason::Blue).packets > 0,
+        "BLUE dropped"
+    );
     assert_eq!(sim.acct[1].dropped_pkts, 0, "the sparse flow lost nothing");
     assert!(sim.q.stats().is_balanced());
 }

@@ -72,8 +72,14 @@ fn set_associative_hash_has_almost_no_collisions_well_below_1024_flows() {
     for k in [100, 200, 300] {
         let (sa, direct) = collisions(k, runs);
         // Direct mapping: about K^2 / 2048 collisions per run (5, 19, 39).
-        assert!(direct >= runs * (k * k / 4096) as u64, "k={k}: direct {direct}");
-        assert!(sa * 20 <= direct, "k={k}: set-associative {sa} vs direct {direct}");
+        assert!(
+            direct >= runs * (k * k / 4096) as u64,
+            "k={k}: direct {direct}"
+        );
+        assert!(
+            sa * 20 <= direct,
+            "k={k}: set-associative {sa} vs direct {direct}"
+        );
     }
 }
 
@@ -81,8 +87,14 @@ fn set_associative_hash_has_almost_no_collisions_well_below_1024_flows() {
 fn set_associative_hash_stays_far_below_direct_mapping_up_to_half_full_and_below_when_full() {
     let runs = 4;
     let (sa, direct) = collisions(500, runs);
-    assert!(sa * 5 <= direct, "k=500: set-associative {sa} vs direct {direct}");
+    assert!(
+        sa * 5 <= direct,
+        "k=500: set-associative {sa} vs direct {direct}"
+    );
     let (sa, direct) = collisions(1000, runs);
-    assert!(sa < direct, "k=1000: set-associative {sa} vs direct {direct}");
+    assert!(
+        sa < direct,
+        "k=1000: set-associative {sa} vs direct {direct}"
+    );
     assert!(sa > 0, "a nearly full table must collide sometimes");
 }

@@ -25,7 +25,7 @@ fn smoke_shapes_two_flows() {
         match q.dequeue(now, &mut drops) {
             Dequeue::Packet(p) => {
                 let h = p.headers();
-                let port = h.ip.unwrap().tuple.src_port;
+                let port = h.ip.expect("an IP packet").tuple.src_port;
                 sent[usize::from(port == 2000)] += u64::from(p.len());
             }
             Dequeue::NotBefore(t) => now = t.min(next_arrival).max(now + Duration::from_nanos(1)),

@@ -40,7 +40,10 @@ fn delay_ewmas_are_nonzero_after_traffic_and_flow_counts_split_sparse_from_bulk(
     let mut sim = loaded_sim();
     sim.run_until(Instant::from_millis(2_005));
     let t = sim.q.cake_stats().tins[0];
-    assert!(t.avg_delay_us > 0 && t.peak_delay_us > 0 && t.base_delay_us > 0, "{t:?}");
+    assert!(
+        t.avg_delay_us > 0 && t.peak_delay_us > 0 && t.base_delay_us > 0,
+        "{t:?}"
+    );
     assert!(t.peak_delay_us >= t.base_delay_us, "{t:?}");
     // Two backlogged greedy flows are bulk; the ping flow is sparse (or decaying, which tc
     // counts as sparse).
@@ -49,7 +52,10 @@ fn delay_ewmas_are_nonzero_after_traffic_and_flow_counts_split_sparse_from_bulk(
     assert_eq!(t.max_pkt_len, 1514);
     // The ping flow's packets waited far less than the bulk flows'.
     let (bulk, ping) = (sim.acct[0].mean_delay(), sim.acct[2].mean_delay());
-    assert!(ping.saturating_mul(10) < bulk, "ping {ping:?} bulk {bulk:?}");
+    assert!(
+        ping.saturating_mul(10) < bulk,
+        "ping {ping:?} bulk {bulk:?}"
+    );
 }
 
 #[test]
@@ -74,7 +80,10 @@ fn size_stats_track_network_and_adjusted_lengths() {
     assert_eq!((s.min_network_size, s.max_network_size), (46, 1500));
     assert_eq!((s.min_adj_size, s.max_adj_size), (84, 1538));
     assert_eq!(s.tins[0].max_pkt_len, 1514, "max_len is the frame length");
-    assert_eq!(s.avg_hdr_offset, 0, "three samples of an EWMA with weight 1/256 round to 0");
+    assert_eq!(
+        s.avg_hdr_offset, 0,
+        "three samples of an EWMA with weight 1/256 round to 0"
+    );
 
     // raw: nothing is subtracted, so the "network" size is the frame length (the kernel only
     // strips the MAC header when an overhead is configured).
@@ -137,7 +146,11 @@ fn accounting_balances_through_overflow_aqm_ecn_and_gso() {
     sim.add(Source::greedy(gso, 0.3 * RATE as f64).jittered(0.5));
     for step in 1..=30 {
         sim.run_until(Instant::from_millis(100 * step));
-        assert!(sim.q.stats().is_balanced(), "at {step}: {:?}", sim.q.stats());
+        assert!(
+            sim.q.stats().is_balanced(),
+            "at {step}: {:?}",
+            sim.q.stats()
+        );
     }
     let s = sim.q.stats();
     assert!(s.dropped_total().packets > 0 && s.ecn_marks > 0, "{s:?}");
@@ -223,8 +236,7 @@ fn autorate_estimate(start: u64, secs: u64) -> (f64, f64) {
     // arrival gaps (an inter-arrival time above its running average), and a perfectly periodic
     // stream stops producing gaps once that average has settled exactly.
     sim.add(
-        Source::greedy(udp(v4(10, 0, 0, 1), v4(192, 0, 2, 1), 1, 2, 1514), ARRIVAL)
-            .jittered(0.02),
+        Source::greedy(udp(v4(10, 0, 0, 1), v4(192, 0, 2, 1), 1, 2, 1514), ARRIVAL).jittered(0.02),
     );
     sim.run_until(Instant::from_secs(secs));
     (
@@ -290,7 +302,10 @@ fn ingress_mode_charges_dropped_packets_against_the_shaper() {
         delivered <= RATE as f64 / 1.5 * 1.01,
         "ingress delivered {delivered} above the failsafe pace"
     );
-    assert!(delivered >= 0.5 * RATE as f64, "ingress delivered {delivered}");
+    assert!(
+        delivered >= 0.5 * RATE as f64,
+        "ingress delivered {delivered}"
+    );
 }
 
 fn gso_packet() -> Packet {

@@ -416,7 +416,8 @@ impl Sim {
             }
             self.now = t;
             for i in 0..self.sources.len() {
-                while self.sources[i].next <= self.now && self.sources[i].next < self.sources[i].stop
+                while self.sources[i].next <= self.now
+                    && self.sources[i].next < self.sources[i].stop
                 {
                     let pkt = self.sources[i].template.clone();
                     self.inject(i, pkt);
