@@ -12,6 +12,7 @@ pub mod packet;
 pub mod pie;
 pub mod qdisc;
 pub mod rng;
+pub mod tc_units;
 pub mod time;
 
 pub use packet::{Headers, Packet, PacketMeta};
