@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod bench;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "purple",
@@ -17,11 +19,37 @@ struct Cli {
 enum Command {
     /// Run the built-in demo: synthetic traffic through CAKE, printed as `tc -s qdisc show`.
     Demo,
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Cost per packet of enqueue + dequeue for CAKE and the baselines at 1, 1,024 and 10,000
+    /// active flows (the loop of `cargo bench -p purple-cake`).
+    Engine {
+        /// Print `{"benchmarks":[{"qdisc":..,"flows":..,"ns_per_packet":..},..]}` instead of a
+        /// table.
+        #[arg(long)]
+        json: bool,
+        /// Wall-clock seconds to run each case.
+        #[arg(long, default_value_t = 0.5)]
+        seconds: f64,
+    },
 }
 
 fn main() {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo => println!("demo: not yet"),
+        Command::Bench(BenchCommand::Engine { json, seconds }) => {
+            let results = bench::run_engine(seconds);
+            if json {
+                println!("{}", bench::to_json(&results));
+            } else {
+                print!("{}", bench::to_table(&results));
+            }
+        }
     }
 }
