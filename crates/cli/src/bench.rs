@@ -19,12 +19,20 @@ pub struct EngineResult {
 /// Steps between clock reads.
 const BATCH: u64 = 4096;
 
-/// Runs every (qdisc, flows) case for about `seconds` of wall-clock time each.
-pub fn run_engine(seconds: f64) -> Vec<EngineResult> {
-    let budget = Duration::from_secs_f64(seconds.max(0.001));
+/// Runs every (qdisc, flows) case for about `seconds` of wall-clock time each; `qdisc` and
+/// `flows`, when given, restrict the cases to that qdisc name and that flow count.
+pub fn run_engine(seconds: f64, qdisc: Option<&str>, flows: Option<usize>) -> Vec<EngineResult> {
+    let budget = Duration::from_secs_f64(seconds.clamp(0.001, 3600.0));
     let mut out = Vec::new();
+    let counts: Vec<usize> = match flows {
+        Some(n) => vec![n.max(1)],
+        None => FLOW_COUNTS.to_vec(),
+    };
     for kind in BenchQdisc::ALL {
-        for flows in FLOW_COUNTS {
+        if qdisc.is_some_and(|q| q != kind.name()) {
+            continue;
+        }
+        for &flows in &counts {
             let mut b = EngineBench::new(kind, flows);
             let start = Instant::now();
             let mut elapsed;

@@ -36,6 +36,12 @@ enum BenchCommand {
         /// Wall-clock seconds to run each case.
         #[arg(long, default_value_t = 0.5)]
         seconds: f64,
+        /// Only this qdisc (cake, pfifo, bfifo, codel, fq_codel, pie).
+        #[arg(long)]
+        qdisc: Option<String>,
+        /// Only this many flows (instead of 1, 1024 and 10000).
+        #[arg(long)]
+        flows: Option<usize>,
     },
 }
 
@@ -43,8 +49,13 @@ fn main() {
     let cli = Cli::parse();
     match cli.command {
         Command::Demo => println!("demo: not yet"),
-        Command::Bench(BenchCommand::Engine { json, seconds }) => {
-            let results = bench::run_engine(seconds);
+        Command::Bench(BenchCommand::Engine {
+            json,
+            seconds,
+            qdisc,
+            flows,
+        }) => {
+            let results = bench::run_engine(seconds, qdisc.as_deref(), flows);
             if json {
                 println!("{}", bench::to_json(&results));
             } else {
