@@ -616,6 +616,10 @@ impl Cake {
 
     fn dequeue_inner(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
         let mode = self.cfg.flow_mode;
+        // As in the kernel, only the very first pass of a dequeue call prefers the decaying
+        // list; `continue 'begin` must not reset this, or an empty decaying flow whose COBALT
+        // state is still active is picked, retired to the decaying tail and picked again forever.
+        let mut first_flow = true;
         'begin: loop {
             if self.qlen == 0 {
                 return Dequeue::Empty;
@@ -627,7 +631,6 @@ impl Cake {
             let Some(tin) = self.choose_tin(now) else {
                 return Dequeue::Empty;
             };
-            let mut first_flow = true;
             'retry: loop {
                 let t = &self.tins[tin];
                 let head = if first_flow && t.list_head(ListId::Decaying).is_some() {
