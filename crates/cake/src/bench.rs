@@ -121,7 +121,11 @@ pub fn standing_packets(flows: usize) -> usize {
 /// Frame size of packet `k` of flow `flow`: deterministic, spread over 64..=1500 bytes.
 fn frame_size(flow: usize, k: usize) -> usize {
     let span = MAX_FRAME - MIN_FRAME + 1;
-    MIN_FRAME + (flow.wrapping_mul(7919).wrapping_add(k.wrapping_mul(104_729))) % span
+    MIN_FRAME
+        + (flow
+            .wrapping_mul(7919)
+            .wrapping_add(k.wrapping_mul(104_729)))
+            % span
 }
 
 /// The UDP frame of packet `k` of flow `flow`. Every flow has its own source and destination

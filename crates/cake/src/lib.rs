@@ -12,8 +12,8 @@ pub mod params;
 pub mod stats;
 pub mod tc;
 
-pub use config::{AckFilterMode, AtmMode, CakeConfig, DiffservMode, FlowMode};
 pub use any::AnyQdisc;
+pub use config::{AckFilterMode, AtmMode, CakeConfig, DiffservMode, FlowMode};
 pub use params::DerivedParams;
 pub use stats::{CakeStats, FlowStats, TinStats};
 

@@ -123,7 +123,11 @@ fn pkt_spec() -> impl Strategy<Value = PktSpec> {
         prop::option::weighted(0.15, 0u16..80),
         prop::collection::vec(any::<u8>(), 0..80),
         prop_oneof![Just(0u32), any::<u32>()],
-        prop_oneof![Just(0u32), (0u32..10).prop_map(|m| 0x8001_0000 | m), any::<u32>()],
+        prop_oneof![
+            Just(0u32),
+            (0u32..10).prop_map(|m| 0x8001_0000 | m),
+            any::<u32>()
+        ],
         prop::option::weighted(0.15, (0u8..3, prop_oneof![Just(0u16), 1u16..3000])),
         prop_oneof![Just(0u16), 0u16..3000],
         prop::option::weighted(0.2, (any::<u8>(), any::<u16>())),
@@ -176,21 +180,29 @@ fn baseline() -> impl Strategy<Value = AnyQdisc> {
             ..CodelConfig::default()
         })
         .into()),
-        (1u32..64, 1u32..3000, 1u32..50, 0u64..60_000, any::<bool>(), 1u32..8).prop_map(
-            |(flows, quantum, limit, memory_limit, ecn, drop_batch)| FqCodel::new(
-                FqCodelConfig {
-                    flows,
-                    quantum,
-                    limit,
-                    memory_limit,
-                    ecn,
-                    drop_batch,
-                    ..FqCodelConfig::default()
-                },
-                7
-            )
-            .into()
-        ),
+        (
+            1u32..64,
+            1u32..3000,
+            1u32..50,
+            0u64..60_000,
+            any::<bool>(),
+            1u32..8
+        )
+            .prop_map(|(flows, quantum, limit, memory_limit, ecn, drop_batch)| {
+                FqCodel::new(
+                    FqCodelConfig {
+                        flows,
+                        quantum,
+                        limit,
+                        memory_limit,
+                        ecn,
+                        drop_batch,
+                        ..FqCodelConfig::default()
+                    },
+                    7,
+                )
+                .into()
+            }),
         (1u32..50, any::<bool>(), any::<bool>(), 1u64..30).prop_map(
             |(limit, ecn, bytemode, ms)| Pie::new(
                 PieConfig {

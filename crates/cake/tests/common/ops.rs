@@ -222,7 +222,10 @@ impl Harness {
 
     /// Dequeues until empty (advancing time to each "not before"), checking as it goes.
     pub fn drain(&mut self) -> Result<(), String> {
-        for _ in 0..100_000 {
+        // Each call either sends a packet, drops some, or moves time to a "not before" after
+        // which the next call sends: twice the backlog plus slack bounds a correct qdisc.
+        let bound = self.q.stats().backlog.packets.saturating_mul(2) + 10_000;
+        for _ in 0..bound {
             self.drops.clear();
             match self.q.dequeue(self.now, &mut self.drops) {
                 Dequeue::Packet(p) => self.dequeued.add(p.len()),
