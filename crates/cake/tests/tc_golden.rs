@@ -29,12 +29,7 @@ fn cases() -> Vec<Case> {
             let mut it = l.splitn(3, '|');
             let name = it.next().unwrap().to_string();
             let mtu = it.next().unwrap().parse().unwrap();
-            let args = it
-                .next()
-                .unwrap_or("")
-                .split_whitespace()
-                .map(String::from)
-                .collect();
+            let args = it.next().unwrap_or("").split_whitespace().map(String::from).collect();
             Case { name, mtu, args }
         })
         .collect()
@@ -50,20 +45,14 @@ fn config(c: &Case) -> CakeConfig {
 
 fn header_of(json: &serde_json::Value) -> QdiscHeader {
     let refcnt = json[0]["refcnt"].as_u64().unwrap() as u32;
-    QdiscHeader {
-        handle_major: 0x8001,
-        refcnt,
-    }
+    QdiscHeader { handle_major: 0x8001, refcnt }
 }
 
 #[test]
 fn golden_set_is_large_and_covers_every_keyword() {
     let cs = cases();
     assert!(cs.len() >= 40, "only {} cases", cs.len());
-    let all: Vec<&str> = cs
-        .iter()
-        .flat_map(|c| c.args.iter().map(String::as_str))
-        .collect();
+    let all: Vec<&str> = cs.iter().flat_map(|c| c.args.iter().map(String::as_str)).collect();
     for kw in cake::tc::KEYWORDS {
         if ["help", "diffserv", "via-ethernet"].contains(kw) && !all.contains(kw) {
             continue;
@@ -77,27 +66,15 @@ fn tc_qdisc_show_line_matches_the_kernel_for_every_case() {
     let mut failures = Vec::new();
     for c in cases() {
         let cfg = config(&c);
-        let json: serde_json::Value =
-            serde_json::from_str(&read(&format!("{}.json", c.name))).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&read(&format!("{}.json", c.name))).unwrap();
         let h = header_of(&json);
-        let ours = format!(
-            "qdisc cake {:x}: root refcnt {} {} \n",
-            h.handle_major, h.refcnt, cfg
-        );
+        let ours = format!("qdisc cake {:x}: root refcnt {} {} \n", h.handle_major, h.refcnt, cfg);
         let theirs = read(&format!("{}.show", c.name));
         if ours != theirs {
-            failures.push(format!(
-                "{}:\n ours:   {ours:?}\n kernel: {theirs:?}",
-                c.name
-            ));
+            failures.push(format!("{}:\n ours:   {ours:?}\n kernel: {theirs:?}", c.name));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -105,36 +82,20 @@ fn tc_s_qdisc_show_text_matches_the_kernel_line_by_line() {
     let mut failures = Vec::new();
     for c in cases() {
         let cfg = config(&c);
-        let json: serde_json::Value =
-            serde_json::from_str(&read(&format!("{}.json", c.name))).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&read(&format!("{}.json", c.name))).unwrap();
         let ours = stats_text(&cfg, &CakeStats::fresh(&cfg), header_of(&json));
         let theirs = read(&format!("{}.stats", c.name));
-        let (o, t): (Vec<&str>, Vec<&str>) =
-            (ours.split('\n').collect(), theirs.split('\n').collect());
+        let (o, t): (Vec<&str>, Vec<&str>) = (ours.split('\n').collect(), theirs.split('\n').collect());
         if o.len() != t.len() {
-            failures.push(format!(
-                "{}: {} lines vs kernel {}",
-                c.name,
-                o.len(),
-                t.len()
-            ));
+            failures.push(format!("{}: {} lines vs kernel {}", c.name, o.len(), t.len()));
         }
         for (i, (a, b)) in o.iter().zip(&t).enumerate() {
             if a != b {
-                failures.push(format!(
-                    "{} line {}:\n ours:   {a:?}\n kernel: {b:?}",
-                    c.name,
-                    i + 1
-                ));
+                failures.push(format!("{} line {}:\n ours:   {a:?}\n kernel: {b:?}", c.name, i + 1));
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -147,24 +108,13 @@ fn tc_j_s_qdisc_show_json_matches_the_kernel_values_and_key_order() {
         let ours_s = stats_json(&cfg, &CakeStats::fresh(&cfg), header_of(&theirs));
         let ours: serde_json::Value = serde_json::from_str(&ours_s).unwrap();
         if ours != theirs {
-            failures.push(format!(
-                "{} values differ:\n ours:   {ours}\n kernel: {theirs}",
-                c.name
-            ));
+            failures.push(format!("{} values differ:\n ours:   {ours}\n kernel: {theirs}", c.name));
         } else if ours_s != raw {
             // Same values: the difference is key order or formatting.
-            failures.push(format!(
-                "{} text differs:\n ours:   {ours_s}\n kernel: {raw}",
-                c.name
-            ));
+            failures.push(format!("{} text differs:\n ours:   {ours_s}\n kernel: {raw}", c.name));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} mismatches:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
 #[test]
@@ -188,10 +138,7 @@ fn rejected_arguments_are_rejected_with_tcs_wording() {
             // tc prints `Error: duplicate "metro": "lan" is the second value.`
             assert!(first.contains(&msg), "{name}: {msg:?} vs tc {first:?}");
         } else {
-            assert!(
-                msg.starts_with(first),
-                "{name}: ours {msg:?} does not start with tc's {first:?}"
-            );
+            assert!(msg.starts_with(first), "{name}: ours {msg:?} does not start with tc's {first:?}");
         }
     }
 }

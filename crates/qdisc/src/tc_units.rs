@@ -223,13 +223,7 @@ pub fn format_g(v: f64, precision: usize) -> String {
         return "0".to_string();
     }
     if !v.is_finite() {
-        return if v.is_nan() {
-            "nan".into()
-        } else if v > 0.0 {
-            "inf".into()
-        } else {
-            "-inf".into()
-        };
+        return if v.is_nan() { "nan".into() } else if v > 0.0 { "inf".into() } else { "-inf".into() };
     }
     let sci = format!("{:.*e}", p - 1, v);
     let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));

@@ -45,11 +45,7 @@ fn options_json(cfg: &CakeConfig) -> Value {
     if let Some(m) = cfg.memlimit.filter(|&m| m != 0) {
         o.insert("memlimit".into(), json!(m));
     }
-    let fwmark = if cfg.fwmark_mask == 0 {
-        "0".to_string()
-    } else {
-        format!("{:#x}", cfg.fwmark_mask)
-    };
+    let fwmark = if cfg.fwmark_mask == 0 { "0".to_string() } else { format!("{:#x}", cfg.fwmark_mask) };
     o.insert("fwmark".into(), json!(fwmark));
     Value::Object(o)
 }
@@ -60,10 +56,7 @@ pub fn stats_json(cfg: &CakeConfig, stats: &CakeStats, header: QdiscHeader) -> S
     let q = &stats.qdisc;
     let mut o = Map::new();
     o.insert("kind".into(), json!("cake"));
-    o.insert(
-        "handle".into(),
-        json!(format!("{:x}:", header.handle_major)),
-    );
+    o.insert("handle".into(), json!(format!("{:x}:", header.handle_major)));
     o.insert("root".into(), json!(true));
     o.insert("refcnt".into(), json!(header.refcnt));
     o.insert("options".into(), options_json(cfg));
@@ -95,10 +88,7 @@ pub fn stats_json(cfg: &CakeConfig, stats: &CakeStats, header: QdiscHeader) -> S
             m.insert("avg_delay_us".into(), json!(u32_sat(t.avg_delay_us)));
             m.insert("base_delay_us".into(), json!(u32_sat(t.base_delay_us)));
             m.insert("sent_packets".into(), json!(u32_sat(t.packets)));
-            m.insert(
-                "way_indirect_hits".into(),
-                json!(u32_sat(t.way_indirect_hits)),
-            );
+            m.insert("way_indirect_hits".into(), json!(u32_sat(t.way_indirect_hits)));
             m.insert("way_misses".into(), json!(u32_sat(t.way_misses)));
             m.insert("way_collisions".into(), json!(u32_sat(t.way_collisions)));
             m.insert("drops".into(), json!(u32_sat(t.drops)));

@@ -119,26 +119,15 @@ impl fmt::Display for TcError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TcError::UnknownKeyword { word } => {
-                write!(
-                    f,
-                    "What is \"{word}\"? cake accepts: {}",
-                    KEYWORDS.join(", ")
-                )
+                write!(f, "What is \"{word}\"? cake accepts: {}", KEYWORDS.join(", "))
             }
             TcError::MissingValue { option } => write!(
                 f,
                 "Command line is not complete. Try option \"help\" (\"{option}\" needs a value)"
             ),
-            TcError::BadValue {
-                option,
-                value,
-                expected,
-            } => match *option {
+            TcError::BadValue { option, value, expected } => match *option {
                 "overhead" | "mpu" => {
-                    write!(
-                        f,
-                        "Illegal \"{option}\", valid range is {expected} (got \"{value}\")"
-                    )
+                    write!(f, "Illegal \"{option}\", valid range is {expected} (got \"{value}\")")
                 }
                 "memlimit" | "fwmark" => write!(
                     f,
@@ -147,10 +136,7 @@ impl fmt::Display for TcError {
                 _ => write!(f, "Illegal \"{option}\": \"{value}\" (expected {expected})"),
             },
             TcError::DuplicatePreset { first, second } => {
-                write!(
-                    f,
-                    "duplicate \"{second}\": \"{first}\" is the second value."
-                )
+                write!(f, "duplicate \"{second}\": \"{first}\" is the second value.")
             }
             TcError::Help => write!(f, "cake arguments: {}", KEYWORDS.join(", ")),
         }
@@ -201,25 +187,17 @@ pub struct TcArgs {
 
 fn value<'a>(args: &[&'a str], i: &mut usize, option: &'static str) -> Result<&'a str, TcError> {
     *i += 1;
-    args.get(*i)
-        .copied()
-        .ok_or(TcError::MissingValue { option })
+    args.get(*i).copied().ok_or(TcError::MissingValue { option })
 }
 
 fn bad(option: &'static str, value: &str, expected: &'static str) -> TcError {
-    TcError::BadValue {
-        option,
-        value: value.to_string(),
-        expected,
-    }
+    TcError::BadValue { option, value: value.to_string(), expected }
 }
 
 /// C `strtol(s, &p, 10)` requiring the whole string to be consumed.
 fn parse_c_long(s: &str) -> Option<i64> {
     // Rust's integer parsing accepts an optional sign like strtol; overflow is out of range.
-    s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c'])
-        .parse::<i64>()
-        .ok()
+    s.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']).parse::<i64>().ok()
 }
 
 /// C `strtoul(s, &p, 0)` as tc's `get_u32(.., 0)` uses it: `0x` hex, leading-0 octal, decimal.
@@ -282,8 +260,8 @@ impl TcArgs {
                 "autorate-ingress" => out.autorate = Some(true),
                 "rtt" => {
                     let v = value(args, &mut i, "rtt")?;
-                    interval = tc_units::parse_time(v)
-                        .map_err(|_| bad("rtt", v, tc_units::TIME_FORMAT))?;
+                    interval =
+                        tc_units::parse_time(v).map_err(|_| bad("rtt", v, tc_units::TIME_FORMAT))?;
                     target = (interval / 20).max(1);
                 }
                 "besteffort" => out.diffserv = Some(DiffservMode::Besteffort),
@@ -373,18 +351,13 @@ impl TcArgs {
                 _ => {
                     if let Some(&(name, t, iv)) = PRESETS.iter().find(|p| p.0 == w) {
                         if let Some(first) = preset_set {
-                            return Err(TcError::DuplicatePreset {
-                                first,
-                                second: w.to_string(),
-                            });
+                            return Err(TcError::DuplicatePreset { first, second: w.to_string() });
                         }
                         preset_set = Some(name);
                         target = t;
                         interval = iv;
                     } else {
-                        return Err(TcError::UnknownKeyword {
-                            word: w.to_string(),
-                        });
+                        return Err(TcError::UnknownKeyword { word: w.to_string() });
                     }
                 }
             }

@@ -20,10 +20,7 @@ pub struct QdiscHeader {
 impl QdiscHeader {
     /// The header for `cfg`'s handle on a single-queue device (`refcnt 2`).
     pub fn for_config(cfg: &CakeConfig) -> Self {
-        QdiscHeader {
-            handle_major: cfg.handle_major,
-            refcnt: 2,
-        }
+        QdiscHeader { handle_major: cfg.handle_major, refcnt: 2 }
     }
 }
 
@@ -96,14 +93,7 @@ pub fn options_text(cfg: &CakeConfig) -> String {
         }
         .into(),
     );
-    w.push(
-        if cfg.split_gso {
-            "split-gso"
-        } else {
-            "no-split-gso"
-        }
-        .into(),
-    );
+    w.push(if cfg.split_gso { "split-gso" } else { "no-split-gso" }.into());
     if cfg.rtt_us != 0 {
         w.push(format!("rtt {}", format_time(rtt_u32(cfg))));
     }
@@ -154,10 +144,7 @@ pub fn user_tin_order(d: DiffservMode) -> &'static [usize] {
 
 /// The tins of `stats` in user order (any tin the mode expects but `stats` lacks is skipped).
 pub(crate) fn ordered_tins<'a>(cfg: &CakeConfig, stats: &'a CakeStats) -> Vec<&'a TinStats> {
-    user_tin_order(cfg.diffserv)
-        .iter()
-        .filter_map(|&i| stats.tins.get(i))
-        .collect()
+    user_tin_order(cfg.diffserv).iter().filter_map(|&i| stats.tins.get(i)).collect()
 }
 
 fn u32_sat(v: u64) -> u32 {
@@ -229,11 +216,7 @@ pub fn stats_text(cfg: &CakeConfig, stats: &CakeStats, header: QdiscHeader) -> S
         format_size(u32_sat(stats.memory_used)),
         format_size(u32_sat(stats.memory_limit))
     );
-    let _ = writeln!(
-        s,
-        " capacity estimate: {}",
-        format_rate(stats.capacity_estimate)
-    );
+    let _ = writeln!(s, " capacity estimate: {}", format_rate(stats.capacity_estimate));
     let _ = writeln!(
         s,
         " min/max network layer size: {:>12} /{:>8}",
@@ -244,11 +227,7 @@ pub fn stats_text(cfg: &CakeConfig, stats: &CakeStats, header: QdiscHeader) -> S
         " min/max overhead-adjusted size: {:>8} /{:>8}",
         stats.min_adj_size, stats.max_adj_size
     );
-    let _ = writeln!(
-        s,
-        " average network hdr offset: {:>12}\n",
-        stats.avg_hdr_offset
-    );
+    let _ = writeln!(s, " average network hdr offset: {:>12}\n", stats.avg_hdr_offset);
     let tins = ordered_tins(cfg, stats);
     if !tins.is_empty() {
         match tins.len() {
