@@ -111,7 +111,10 @@ fn baseline(u: &mut Unstructured) -> Result<AnyQdisc> {
     })
 }
 
-fn opt<T>(u: &mut Unstructured, f: impl FnOnce(&mut Unstructured) -> Result<T>) -> Result<Option<T>> {
+fn opt<T>(
+    u: &mut Unstructured,
+    f: impl FnOnce(&mut Unstructured) -> Result<T>,
+) -> Result<Option<T>> {
     Ok(if u.ratio(1, 6)? { Some(f(u)?) } else { None })
 }
 
@@ -147,7 +150,9 @@ fn pkt(u: &mut Unstructured) -> Result<PktSpec> {
         } else {
             u.arbitrary()?
         },
-        gso: opt(u, |u| Ok((u.int_in_range(0..=2)?, u.int_in_range(0..=3000)?)))?,
+        gso: opt(u, |u| {
+            Ok((u.int_in_range(0..=2)?, u.int_in_range(0..=3000)?))
+        })?,
         pad: u.int_in_range(0..=3000)?,
         nat: opt(u, |u| u.arbitrary())?,
     })
@@ -161,7 +166,11 @@ fn op(u: &mut Unstructured) -> Result<Op> {
             1 => u.int_in_range(0..=100_000)?,
             _ => u.int_in_range(0..=50_000_000)?,
         }),
-        _ => Op::SetRate(if u.arbitrary()? { None } else { Some(rate(u)?.max(1)) }),
+        _ => Op::SetRate(if u.arbitrary()? {
+            None
+        } else {
+            Some(rate(u)?.max(1))
+        }),
     })
 }
 
