@@ -293,3 +293,26 @@ fn cake_with_tiny_memlimit_stays_within_it_under_a_burst() {
         panic!("{e}");
     }
 }
+
+/// Found by the `qdisc_ops` fuzz target: with only zero-length packets queued, every flow's byte
+/// backlog is 0, the fattest-flow heap pointed at an empty flow, and the memory-limit loop in
+/// enqueue spun forever.
+#[test]
+fn cake_memlimit_overflow_with_zero_length_packets_terminates() {
+    let cfg = CakeConfig {
+        memlimit: Some(500),
+        ..CakeConfig::default()
+    };
+    let mut q = Cake::new(cfg, 3);
+    let mut drops = Vec::new();
+    for i in 0..50u64 {
+        let mut p = qdisc::Packet::new(Vec::new());
+        p.meta.tag = i;
+        q.enqueue(qdisc::Instant::ZERO, p, &mut drops);
+        assert!(q.memory_used() <= 500);
+    }
+    let st = q.stats();
+    assert!(st.is_balanced());
+    assert_eq!(st.dropped(qdisc::DropReason::Overflow).packets, drops.len() as u64);
+    assert!(!drops.is_empty());
+}
