@@ -313,6 +313,9 @@ fn cake_memlimit_overflow_with_zero_length_packets_terminates() {
     }
     let st = q.stats();
     assert!(st.is_balanced());
-    assert_eq!(st.dropped(qdisc::DropReason::Overflow).packets, drops.len() as u64);
+    assert_eq!(
+        st.dropped(qdisc::DropReason::Overflow).packets,
+        drops.len() as u64
+    );
     assert!(!drops.is_empty());
 }
