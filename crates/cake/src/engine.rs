@@ -352,16 +352,30 @@ impl Cake {
             self.heap.rebuild(&backlog);
         }
         self.heap.timeout = 65535;
-        let id = self.heap.top();
-        let (tin, flow) = (id as usize / QUEUES, (id as usize % QUEUES) as u16);
-        let Some(slot) = (if tin < self.tins.len() {
+        let mut id = self.heap.top();
+        let (mut tin, mut flow) = (id as usize / QUEUES, (id as usize % QUEUES) as u16);
+        let popped = if tin < self.tins.len() {
             self.queue_pop(tin, flow)
         } else {
             None
-        }) else {
-            // The heap went stale; rebuild it next time.
-            self.heap.timeout = 0;
-            return id;
+        };
+        let slot = match popped {
+            Some(slot) => slot,
+            None => {
+                // The top flow holds no packet: the heap went stale (rebuild it next time), or
+                // every queued packet is zero bytes long, so byte backlogs cannot tell flows
+                // apart. Drop from the first flow that holds a packet, so that the caller's
+                // loop always makes progress.
+                self.heap.timeout = 0;
+                let Some((t, f)) = self.first_nonempty_flow() else {
+                    return id;
+                };
+                (tin, flow, id) = (t, f, Self::flat(t, f));
+                match self.queue_pop(tin, flow) {
+                    Some(slot) => slot,
+                    None => return id,
+                }
+            }
         };
         let t = &mut self.tins[tin];
         if t.flows[flow as usize]
@@ -386,6 +400,17 @@ impl Cake {
         let backlog = |id: FlatId| flat_backlog(tins, id);
         self.heap.heapify(0, &backlog);
         id
+    }
+
+    /// The first (tin, flow) holding a packet, scanning every flow: only for the degenerate
+    /// cases of [`Cake::drop_fattest`].
+    fn first_nonempty_flow(&self) -> Option<(usize, u16)> {
+        self.tins.iter().enumerate().find_map(|(i, t)| {
+            t.flows
+                .iter()
+                .position(|f| f.head != NIL)
+                .map(|f| (i, f as u16))
+        })
     }
 
     fn update_autorate(&mut self, now: Instant, bytes: u64) {
@@ -616,8 +641,9 @@ impl Cake {
 
     fn dequeue_inner(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
         let mode = self.cfg.flow_mode;
-        // As in the kernel, only the very first flow choice of a dequeue call prefers the
-        // decaying list; restarts keep it off.
+        // As in the kernel, only the very first pass of a dequeue call prefers the decaying
+        // list; `continue 'begin` must not reset this, or an empty decaying flow whose COBALT
+        // state is still active is picked, retired to the decaying tail and picked again forever.
         let mut first_flow = true;
         'begin: loop {
             if self.qlen == 0 {

@@ -69,7 +69,10 @@ impl FlowHasher {
     pub fn hashes(&self, t: &FlowTuple) -> PacketHashes {
         const ZERO: [u8; 16] = [0; 16];
         // Sort so that both directions hash alike, as the kernel's flow_hash_from_keys does.
-        let swap = t.dst < t.src || (t.dst == t.src && t.dst_port < t.src_port);
+        // Big-endian u128 order is the arrays' lexicographic order, in two compares instead of
+        // a byte-wise slice comparison.
+        let (s, d) = (u128::from_be_bytes(t.src), u128::from_be_bytes(t.dst));
+        let swap = d < s || (d == s && t.dst_port < t.src_port);
         let (a, b, pa, pb) = if swap {
             (&t.dst, &t.src, t.dst_port, t.src_port)
         } else {
@@ -108,6 +111,23 @@ mod tests {
             proto: 6,
             src_port: sp,
             dst_port: dp,
+        }
+    }
+
+    #[test]
+    fn big_endian_u128_order_matches_byte_array_order() {
+        let mut rng = Rng::new(11);
+        for _ in 0..10_000 {
+            let mut a = [0u8; 16];
+            let mut b = [0u8; 16];
+            for i in 0..16 {
+                a[i] = (rng.next_u32() % 3) as u8;
+                b[i] = (rng.next_u32() % 3) as u8;
+            }
+            assert_eq!(
+                u128::from_be_bytes(a).cmp(&u128::from_be_bytes(b)),
+                a.cmp(&b)
+            );
         }
     }
 

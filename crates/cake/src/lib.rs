@@ -3,6 +3,8 @@
 #![deny(unsafe_code)]
 
 pub mod ack_filter;
+pub mod any;
+pub mod bench;
 pub mod cobalt;
 pub mod config;
 pub mod overhead;
@@ -10,6 +12,7 @@ pub mod params;
 pub mod stats;
 pub mod tc;
 
+pub use any::AnyQdisc;
 pub use config::{AckFilterMode, AtmMode, CakeConfig, DiffservMode, FlowMode};
 pub use params::DerivedParams;
 pub use stats::{CakeStats, FlowStats, TinStats};

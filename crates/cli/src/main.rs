@@ -1,5 +1,6 @@
 //! `purple`: the command-line front end.
 
+mod bench;
 mod cake_config;
 mod demo;
 
@@ -47,6 +48,30 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Cost per packet of enqueue + dequeue for CAKE and the baselines at 1, 1,024 and 10,000
+    /// active flows (the loop of `cargo bench -p purple-cake`).
+    Engine {
+        /// Print `{"benchmarks":[{"qdisc":..,"flows":..,"ns_per_packet":..},..]}` instead of a
+        /// table.
+        #[arg(long)]
+        json: bool,
+        /// Wall-clock seconds to run each case.
+        #[arg(long, default_value_t = 0.5)]
+        seconds: f64,
+        /// Only this qdisc (cake, pfifo, bfifo, codel, fq_codel, pie).
+        #[arg(long)]
+        qdisc: Option<String>,
+        /// Only this many flows (instead of 1, 1024 and 10000).
+        #[arg(long)]
+        flows: Option<usize>,
+    },
 }
 
 fn main() {
@@ -71,5 +96,18 @@ fn main() {
                 std::process::exit(1);
             }
         },
+        Command::Bench(BenchCommand::Engine {
+            json,
+            seconds,
+            qdisc,
+            flows,
+        }) => {
+            let results = bench::run_engine(seconds, qdisc.as_deref(), flows);
+            if json {
+                println!("{}", bench::to_json(&results));
+            } else {
+                print!("{}", bench::to_table(&results));
+            }
+        }
     }
 }

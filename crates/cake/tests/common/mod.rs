@@ -472,3 +472,4 @@ pub fn assert_rel(got: f64, want: f64, tol: f64, what: &str) {
         tol * 100.0
     );
 }
+pub mod ops;
