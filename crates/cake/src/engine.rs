@@ -10,14 +10,14 @@ use crate::ack_filter;
 use crate::cobalt::Verdict;
 use crate::config::{AckFilterMode, CakeConfig, DiffservMode, FlowMode};
 use crate::diffserv::{dscp_table, tin_order};
-use crate::hash::{FlowHasher, PacketHashes};
+use crate::hash::FlowHasher;
 use crate::overflow::{FlatId, OverflowHeap};
 use crate::overhead::{ewma, Overhead, SizeStats};
 use crate::params::{DerivedParams, RateFixed, MAX_TINS};
 use crate::slab::Slab;
 use crate::stats::{CakeStats, FlowStats, TinStats};
 use crate::tin::{FlowSet, ListId, Tin, NIL, QUEUES};
-use qdisc::packet::{self, Headers, NetKind, Packet};
+use qdisc::packet::{self, FlowTuple, Headers, NetKind, Packet};
 use qdisc::{
     Counter, Dequeue, DropReason, Dropped, Duration, Instant, NoShaper, Qdisc, QdiscStats, Rng,
 };
@@ -182,19 +182,38 @@ impl Cake {
         }
     }
 
-    fn hashes(&self, pkt: &Packet, h: &Headers) -> PacketHashes {
-        if self.cfg.flow_mode == FlowMode::Flowblind {
-            return PacketHashes::default();
+    /// The tuple CAKE hashes: the caller's pre-NAT tuple with `nat`, else the parsed one;
+    /// `None` for non-IP.
+    #[inline]
+    fn hash_tuple(&self, pkt: &Packet, h: &Headers) -> Option<FlowTuple> {
+        match pkt.meta.nat {
+            Some(t) if self.cfg.nat => Some(t),
+            _ => h.ip.map(|ip| ip.tuple),
         }
-        if self.cfg.nat {
-            if let Some(t) = pkt.meta.nat {
-                return self.hasher.hashes(&t);
+    }
+
+    /// Picks the flow queue for a packet in `tin`.
+    fn classify(&mut self, tin: usize, tuple: Option<FlowTuple>) -> u16 {
+        let mode = self.cfg.flow_mode;
+        if mode == FlowMode::Flowblind {
+            return 0;
+        }
+        let hasher = &self.hasher;
+        let host_hashes = || tuple.map_or((0, 0), |t| hasher.host_hashes(&t));
+        let key = if mode.uses_flows() {
+            tuple.map_or_else(|| hasher.non_ip_flow_hash(), |t| hasher.flow_hash(&t))
+        } else {
+            let (src, dst) = host_hashes();
+            let mut key = 0;
+            if mode.uses_src_host() {
+                key ^= src;
             }
-        }
-        match h.ip {
-            Some(ip) => self.hasher.hashes(&ip.tuple),
-            None => self.hasher.non_ip(),
-        }
+            if mode.uses_dst_host() {
+                key ^= dst;
+            }
+            key
+        };
+        self.tins[tin].classify(key, host_hashes, mode)
     }
 
     #[inline]
@@ -446,8 +465,8 @@ impl Cake {
     fn enqueue_inner(&mut self, now: Instant, mut pkt: Packet, drops: &mut Vec<Dropped>) {
         let h = pkt.headers();
         let tin = self.select_tin(&mut pkt, &h);
-        let hashes = self.hashes(&pkt, &h);
-        let flow = self.tins[tin].classify(&hashes, self.cfg.flow_mode);
+        let tuple = self.hash_tuple(&pkt, &h);
+        let flow = self.classify(tin, tuple);
         let len = pkt.len();
 
         // Ensure the shaper state isn't stale.

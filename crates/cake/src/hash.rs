@@ -5,17 +5,6 @@
 use qdisc::packet::FlowTuple;
 use qdisc::Rng;
 
-/// The three hashes CAKE derives from one packet.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PacketHashes {
-    /// Hash of the (sorted) 5-tuple.
-    pub flow: u32,
-    /// Hash of the source address alone.
-    pub src_host: u32,
-    /// Hash of the destination address alone.
-    pub dst_host: u32,
-}
-
 /// A keyed hasher; the key comes from the caller's seed.
 #[derive(Clone, Debug)]
 pub struct FlowHasher {
@@ -64,10 +53,9 @@ impl FlowHasher {
         (h ^ (h >> 32)) as u32
     }
 
-    /// The hashes of an IP packet's tuple (the same for both directions of a flow).
+    /// The flow hash of an IP packet's tuple (the same for both directions of a flow).
     #[inline]
-    pub fn hashes(&self, t: &FlowTuple) -> PacketHashes {
-        const ZERO: [u8; 16] = [0; 16];
+    pub fn flow_hash(&self, t: &FlowTuple) -> u32 {
         // Sort so that both directions hash alike, as the kernel's flow_hash_from_keys does.
         // Big-endian u128 order is the arrays' lexicographic order, in two compares instead of
         // a byte-wise slice comparison.
@@ -78,21 +66,24 @@ impl FlowHasher {
         } else {
             (&t.src, &t.dst, t.src_port, t.dst_port)
         };
-        PacketHashes {
-            flow: self.hash(a, b, u32::from(pa) << 16 | u32::from(pb), t.proto),
-            src_host: self.hash(&ZERO, &t.src, 0, 0),
-            dst_host: self.hash(&ZERO, &t.dst, 0, 0),
-        }
+        self.hash(a, b, u32::from(pa) << 16 | u32::from(pb), t.proto)
     }
 
-    /// The hashes of a non-IP packet: a fixed flow hash, host hashes 0.
-    pub fn non_ip(&self) -> PacketHashes {
+    /// The (source host, destination host) hashes: each address alone, ports and protocol
+    /// cleared. The engine computes these only when a queue needs host slots, not per packet.
+    #[inline]
+    pub fn host_hashes(&self, t: &FlowTuple) -> (u32, u32) {
         const ZERO: [u8; 16] = [0; 16];
-        PacketHashes {
-            flow: self.hash(&ZERO, &ZERO, 0, 0),
-            src_host: 0,
-            dst_host: 0,
-        }
+        (
+            self.hash(&ZERO, &t.src, 0, 0),
+            self.hash(&ZERO, &t.dst, 0, 0),
+        )
+    }
+
+    /// The flow hash of a non-IP packet (all non-IP traffic shares it; its host hashes are 0).
+    pub fn non_ip_flow_hash(&self) -> u32 {
+        const ZERO: [u8; 16] = [0; 16];
+        self.hash(&ZERO, &ZERO, 0, 0)
     }
 }
 
@@ -134,11 +125,11 @@ mod tests {
     #[test]
     fn flow_hash_is_symmetric_and_host_hashes_select_one_address() {
         let h = FlowHasher::new(&mut Rng::new(3));
-        let f = h.hashes(&tuple(1, 2, 1000, 80));
-        let r = h.hashes(&tuple(2, 1, 80, 1000));
-        assert_eq!(f.flow, r.flow);
-        assert_eq!(f.src_host, r.dst_host);
-        assert_ne!(f.flow, h.hashes(&tuple(1, 2, 1001, 80)).flow);
-        assert_eq!(f.src_host, h.hashes(&tuple(1, 9, 5, 6)).src_host);
+        let (f, r) = (tuple(1, 2, 1000, 80), tuple(2, 1, 80, 1000));
+        assert_eq!(h.flow_hash(&f), h.flow_hash(&r));
+        assert_eq!(h.host_hashes(&f).0, h.host_hashes(&r).1);
+        assert_ne!(h.flow_hash(&f), h.flow_hash(&tuple(1, 2, 1001, 80)));
+        assert_eq!(h.host_hashes(&f).0, h.host_hashes(&tuple(1, 9, 5, 6)).0);
+        assert_ne!(h.host_hashes(&f).0, h.host_hashes(&f).1);
     }
 }

@@ -3,7 +3,6 @@
 
 use crate::cobalt::CobaltVars;
 use crate::config::FlowMode;
-use crate::hash::PacketHashes;
 use crate::params::TinParams;
 use qdisc::Instant;
 
@@ -340,20 +339,18 @@ impl Tin {
         load
     }
 
-    /// Maps a packet's hashes to a flow queue with the 8-way set-associative lookup, allocating
-    /// host slots for dual modes. Updates the way statistics.
-    pub fn classify(&mut self, h: &PacketHashes, mode: FlowMode) -> u16 {
+    /// Maps a packet to a flow queue with the 8-way set-associative lookup, allocating host
+    /// slots for dual modes. `flow_hash` is the queue key (the 5-tuple hash, or the host hashes
+    /// combined for host modes); `host_hashes` yields (source, destination) host hashes and is
+    /// called only when host slots must be (re)allocated. Updates the way statistics.
+    pub fn classify(
+        &mut self,
+        flow_hash: u32,
+        host_hashes: impl FnOnce() -> (u32, u32),
+        mode: FlowMode,
+    ) -> u16 {
         if mode == FlowMode::Flowblind {
             return 0;
-        }
-        let mut flow_hash = if mode.uses_flows() { h.flow } else { 0 };
-        if !mode.uses_flows() {
-            if mode.uses_src_host() {
-                flow_hash ^= h.src_host;
-            }
-            if mode.uses_dst_host() {
-                flow_hash ^= h.dst_host;
-            }
         }
         let reduced = flow_hash as usize % QUEUES;
         if self.tags[reduced] == flow_hash && self.flows[reduced].set != FlowSet::None {
@@ -399,12 +396,13 @@ impl Tin {
         }
         let idx = outer + k;
         self.tags[idx] = flow_hash;
-        if allocate {
+        if allocate && (dsrc(mode) || ddst(mode)) {
+            let (src_host, dst_host) = host_hashes();
             if dsrc(mode) {
-                self.flows[idx].srchost = self.host_slot(h.src_host, true);
+                self.flows[idx].srchost = self.host_slot(src_host, true);
             }
             if ddst(mode) {
-                self.flows[idx].dsthost = self.host_slot(h.dst_host, false);
+                self.flows[idx].dsthost = self.host_slot(dst_host, false);
             }
         }
         idx as u16
