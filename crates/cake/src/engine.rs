@@ -135,6 +135,7 @@ impl Cake {
         &self.params.rate
     }
 
+    #[inline]
     fn select_tin(&self, pkt: &mut Packet, h: &Headers) -> usize {
         let cfg = &self.cfg;
         let tin_count = self.params.tin_count;
@@ -226,6 +227,7 @@ impl Cake {
     }
 
     /// Charges `adj_len` to the tin and global shaper clocks.
+    #[inline]
     fn advance_shaper(&mut self, tin: usize, adj_len: u32, now: Instant, drop: bool) {
         if self.global_rate().is_unlimited() {
             return;
@@ -248,6 +250,7 @@ impl Cake {
         (tin * QUEUES + flow as usize) as FlatId
     }
 
+    #[inline]
     fn heap_up(&mut self, tin: usize, flow: u16) {
         if self.heap.timeout != 0 {
             let tins = &self.tins;
@@ -256,6 +259,7 @@ impl Cake {
         }
     }
 
+    #[inline]
     fn heap_down(&mut self, tin: usize, flow: u16) {
         if self.heap.timeout != 0 {
             let tins = &self.tins;
@@ -265,6 +269,7 @@ impl Cake {
     }
 
     /// Appends a packet to a flow's queue.
+    #[inline]
     fn queue_push(&mut self, tin: usize, flow: u16, pkt: Packet, now: Instant, adj_len: u32) {
         let len = pkt.len();
         let i = self.slab.insert(pkt, now, adj_len);
@@ -287,6 +292,7 @@ impl Cake {
     }
 
     /// Removes the head packet of a flow queue, updating backlogs.
+    #[inline]
     fn queue_pop(&mut self, tin: usize, flow: u16) -> Option<crate::slab::Slot> {
         let f = &mut self.tins[tin].flows[flow as usize];
         if f.head == NIL {
@@ -302,6 +308,7 @@ impl Cake {
         Some(slot)
     }
 
+    #[inline]
     fn unaccount(&mut self, tin: usize, flow: u16, slot: &crate::slab::Slot) {
         let len = slot.pkt.len();
         let f = &mut self.tins[tin].flows[flow as usize];
@@ -432,6 +439,7 @@ impl Cake {
         })
     }
 
+    #[inline]
     fn update_autorate(&mut self, now: Instant, bytes: u64) {
         let a = &mut self.autorate;
         a.avg_window_bytes += bytes;
@@ -572,6 +580,7 @@ impl Cake {
     }
 
     /// Picks the tin to serve; `None` when nothing can be sent.
+    #[inline]
     fn choose_tin(&mut self, now: Instant) -> Option<usize> {
         let n = self.tins.len();
         if self.global_rate().is_unlimited() {
