@@ -16,7 +16,7 @@ use crate::overhead::{ewma, Overhead, SizeStats};
 use crate::params::{DerivedParams, RateFixed, MAX_TINS};
 use crate::slab::Slab;
 use crate::stats::{CakeStats, FlowStats, TinStats};
-use crate::tin::{FlowSet, ListId, Tin, NIL, QUEUES};
+use crate::tin::{qi, FlowSet, ListId, Tin, NIL, QUEUES};
 use qdisc::packet::{self, FlowTuple, Headers, NetKind, Packet};
 use qdisc::{
     Counter, Dequeue, DropReason, Dropped, Duration, Instant, NoShaper, Qdisc, QdiscStats, Rng,
@@ -274,7 +274,7 @@ impl Cake {
         let len = pkt.len();
         let i = self.slab.insert(pkt, now, adj_len);
         let mem = self.slab.get(i).mem;
-        let f = &mut self.tins[tin].flows[flow as usize];
+        let f = &mut self.tins[tin].flows[qi(flow)];
         if f.tail == NIL {
             f.head = i;
         } else {
@@ -294,7 +294,7 @@ impl Cake {
     /// Removes the head packet of a flow queue, updating backlogs.
     #[inline]
     fn queue_pop(&mut self, tin: usize, flow: u16) -> Option<crate::slab::Slot> {
-        let f = &mut self.tins[tin].flows[flow as usize];
+        let f = &mut self.tins[tin].flows[qi(flow)];
         if f.head == NIL {
             return None;
         }
@@ -311,7 +311,7 @@ impl Cake {
     #[inline]
     fn unaccount(&mut self, tin: usize, flow: u16, slot: &crate::slab::Slot) {
         let len = slot.pkt.len();
-        let f = &mut self.tins[tin].flows[flow as usize];
+        let f = &mut self.tins[tin].flows[qi(flow)];
         f.qlen -= 1;
         f.backlog -= len;
         self.tins[tin].backlog -= u64::from(len);
@@ -326,7 +326,7 @@ impl Cake {
         if pos == 0 {
             return self.queue_pop(tin, flow);
         }
-        let mut prev = self.tins[tin].flows[flow as usize].head;
+        let mut prev = self.tins[tin].flows[qi(flow)].head;
         for _ in 1..pos {
             if prev == NIL {
                 return None;
@@ -342,7 +342,7 @@ impl Cake {
         }
         let slot = self.slab.remove(i);
         self.slab.get_mut(prev).next = slot.next;
-        let f = &mut self.tins[tin].flows[flow as usize];
+        let f = &mut self.tins[tin].flows[qi(flow)];
         if f.tail == i {
             f.tail = prev;
         }
@@ -351,7 +351,7 @@ impl Cake {
     }
 
     fn run_ack_filter(&mut self, tin: usize, flow: u16) -> Option<usize> {
-        let f = &self.tins[tin].flows[flow as usize];
+        let f = &self.tins[tin].flows[qi(flow)];
         if f.qlen < 2 {
             return None;
         }
@@ -404,13 +404,13 @@ impl Cake {
             }
         };
         let t = &mut self.tins[tin];
-        if t.flows[flow as usize]
+        if t.flows[qi(flow)]
             .cvars
             .queue_full(&t.params.cobalt, now)
         {
             t.unresponsive_flow_count += 1;
         }
-        t.flows[flow as usize].dropped += 1;
+        t.flows[qi(flow)].dropped += 1;
         t.dropped += 1;
         if self.cfg.ingress {
             self.advance_shaper(tin, slot.adj_len, now, true);
@@ -547,7 +547,7 @@ impl Cake {
 
         // Flow chain.
         let mode = self.cfg.flow_mode;
-        let set = self.tins[tin].flows[flow as usize].set;
+        let set = self.tins[tin].flows[qi(flow)].set;
         match set {
             FlowSet::None | FlowSet::Decaying => {
                 let t = &mut self.tins[tin];
@@ -555,14 +555,14 @@ impl Cake {
                     t.decaying_flow_count -= 1;
                 }
                 t.move_tail(flow, ListId::New);
-                t.flows[flow as usize].set = FlowSet::Sparse;
+                t.flows[qi(flow)].set = FlowSet::Sparse;
                 t.sparse_flow_count += 1;
                 let q = self.flow_quantum(tin, flow);
-                self.tins[tin].flows[flow as usize].deficit = q;
+                self.tins[tin].flows[qi(flow)].deficit = q;
             }
             FlowSet::SparseWait => {
                 let t = &mut self.tins[tin];
-                t.flows[flow as usize].set = FlowSet::Bulk;
+                t.flows[qi(flow)].set = FlowSet::Bulk;
                 t.sparse_flow_count -= 1;
                 t.bulk_flow_count += 1;
                 t.inc_host_bulk(flow, mode);
@@ -633,11 +633,11 @@ impl Cake {
         let mode = self.cfg.flow_mode;
         let t = &mut self.tins[tin];
         let params = t.params.cobalt;
-        let f = &mut t.flows[flow as usize];
+        let f = &mut t.flows[qi(flow)];
         if f.cvars.queue_empty(&params, now) {
             t.unresponsive_flow_count = t.unresponsive_flow_count.saturating_sub(1);
         }
-        let f = t.flows[flow as usize];
+        let f = t.flows[qi(flow)];
         if f.cvars.is_active(now) {
             t.move_tail(flow, ListId::Decaying);
             match f.set {
@@ -652,7 +652,7 @@ impl Cake {
                 }
                 _ => {}
             }
-            t.flows[flow as usize].set = FlowSet::Decaying;
+            t.flows[qi(flow)].set = FlowSet::Decaying;
         } else {
             t.unlink(flow);
             match f.set {
@@ -663,7 +663,7 @@ impl Cake {
                 }
                 _ => t.decaying_flow_count -= 1,
             }
-            t.flows[flow as usize].set = FlowSet::None;
+            t.flows[qi(flow)].set = FlowSet::None;
         }
     }
 
@@ -696,9 +696,9 @@ impl Cake {
                 let Some(flow) = head else { continue 'begin };
                 first_flow = false;
 
-                if self.tins[tin].flows[flow as usize].deficit <= 0 {
+                if self.tins[tin].flows[qi(flow)].deficit <= 0 {
                     let t = &mut self.tins[tin];
-                    let f = &mut t.flows[flow as usize];
+                    let f = &mut t.flows[qi(flow)];
                     if f.set == FlowSet::Sparse {
                         if f.head != NIL {
                             f.set = FlowSet::Bulk;
@@ -711,7 +711,7 @@ impl Cake {
                     }
                     let q = self.flow_quantum(tin, flow);
                     let t = &mut self.tins[tin];
-                    t.flows[flow as usize].deficit += q;
+                    t.flows[qi(flow)].deficit += q;
                     t.move_tail(flow, ListId::Old);
                     continue 'retry;
                 }
@@ -731,7 +731,7 @@ impl Cake {
                         0
                     };
                     let params = t.params.cobalt;
-                    let f = &mut t.flows[flow as usize];
+                    let f = &mut t.flows[qi(flow)];
                     let pkt = &mut slot.pkt;
                     let verdict = f.cvars.should_drop(
                         &params,
@@ -764,14 +764,14 @@ impl Cake {
                     if self.cfg.ingress {
                         self.advance_shaper(tin, adj, now, true);
                         let t = &mut self.tins[tin];
-                        t.flows[flow as usize].deficit -= adj as i32;
+                        t.flows[qi(flow)].deficit -= adj as i32;
                         t.deficit -= adj as i32;
                         continue 'retry;
                     }
                 };
 
                 let t = &mut self.tins[tin];
-                let f = &t.flows[flow as usize];
+                let f = &t.flows[qi(flow)];
                 if f.cvars.ecn_marked {
                     t.ecn_marks += 1;
                     self.stats.ecn_marks += 1;
@@ -791,7 +791,7 @@ impl Cake {
                 let adj = slot.adj_len;
                 self.advance_shaper(tin, adj, now, false);
                 let t = &mut self.tins[tin];
-                t.flows[flow as usize].deficit -= adj as i32;
+                t.flows[qi(flow)].deficit -= adj as i32;
                 t.deficit -= adj as i32;
                 self.heap.timeout = self.heap.timeout.saturating_sub(1);
                 self.stats.dequeued.add(slot.pkt.len());

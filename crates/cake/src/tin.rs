@@ -14,6 +14,23 @@ pub const SET_WAYS: usize = 8;
 pub const NIL: u32 = u32::MAX;
 const NIL16: u16 = u16::MAX;
 
+/// Index of queue (or host slot) `i` in a tin's fixed-size tables. Queue ids are always below
+/// [`QUEUES`] (the classifier only hands out such ids), so the mask never changes an index; it
+/// lets the compiler drop the bounds check on every per-packet table access.
+#[inline(always)]
+pub fn qi(i: u16) -> usize {
+    usize::from(i) % QUEUES
+}
+
+/// A `QUEUES`-long table filled with `v`, allocated directly on the heap.
+fn table<T: Clone>(v: T) -> Box<[T; QUEUES]> {
+    match vec![v; QUEUES].into_boxed_slice().try_into() {
+        Ok(t) => t,
+        // The vector has exactly QUEUES elements, so the conversion cannot fail.
+        Err(_) => unreachable!("table length is QUEUES"),
+    }
+}
+
 /// A flow's place in DRR++.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FlowSet {
@@ -124,11 +141,11 @@ impl Default for List {
 #[derive(Clone, Debug)]
 pub struct Tin {
     /// Flow queues.
-    pub flows: Vec<Flow>,
+    pub flows: Box<[Flow; QUEUES]>,
     /// Set-associative tags (full flow hashes).
-    pub tags: Vec<u32>,
+    pub tags: Box<[u32; QUEUES]>,
     /// Host table.
-    pub hosts: Vec<Host>,
+    pub hosts: Box<[Host; QUEUES]>,
     new: List,
     old: List,
     decaying: List,
@@ -191,9 +208,9 @@ impl Tin {
     /// A tin with no flows.
     pub fn new(params: TinParams) -> Self {
         Tin {
-            flows: vec![Flow::default(); QUEUES],
-            tags: vec![0; QUEUES],
-            hosts: vec![Host::default(); QUEUES],
+            flows: table(Flow::default()),
+            tags: table(0),
+            hosts: table(Host::default()),
             new: List::default(),
             old: List::default(),
             decaying: List::default(),
@@ -241,15 +258,15 @@ impl Tin {
     pub fn unlink(&mut self, i: u16) {
         let Flow {
             list, prev, next, ..
-        } = self.flows[i as usize];
+        } = self.flows[qi(i)];
         if list == ListId::None {
             return;
         }
         if prev != NIL16 {
-            self.flows[prev as usize].next = next;
+            self.flows[qi(prev)].next = next;
         }
         if next != NIL16 {
-            self.flows[next as usize].prev = prev;
+            self.flows[qi(next)].prev = prev;
         }
         if let Some(l) = self.list_mut(list) {
             if l.head == i {
@@ -259,7 +276,7 @@ impl Tin {
                 l.tail = prev;
             }
         }
-        let f = &mut self.flows[i as usize];
+        let f = &mut self.flows[qi(i)];
         f.list = ListId::None;
         f.prev = NIL16;
         f.next = NIL16;
@@ -275,9 +292,9 @@ impl Tin {
             l.head = i;
         }
         if old_tail != NIL16 {
-            self.flows[old_tail as usize].next = i;
+            self.flows[qi(old_tail)].next = i;
         }
-        let f = &mut self.flows[i as usize];
+        let f = &mut self.flows[qi(i)];
         f.list = to;
         f.prev = old_tail;
         f.next = NIL16;
@@ -297,15 +314,15 @@ impl Tin {
 
     /// Raises the bulk counts of flow `i`'s hosts (dual modes only), clamped at 1024.
     pub fn inc_host_bulk(&mut self, i: u16, mode: FlowMode) {
-        let f = self.flows[i as usize];
+        let f = self.flows[qi(i)];
         if dsrc(mode) {
-            let h = &mut self.hosts[f.srchost as usize];
+            let h = &mut self.hosts[qi(f.srchost)];
             if (h.srchost_bulk_flow_count as usize) < QUEUES {
                 h.srchost_bulk_flow_count += 1;
             }
         }
         if ddst(mode) {
-            let h = &mut self.hosts[f.dsthost as usize];
+            let h = &mut self.hosts[qi(f.dsthost)];
             if (h.dsthost_bulk_flow_count as usize) < QUEUES {
                 h.dsthost_bulk_flow_count += 1;
             }
@@ -314,13 +331,13 @@ impl Tin {
 
     /// Lowers the bulk counts of flow `i`'s hosts (dual modes only), floored at 0.
     pub fn dec_host_bulk(&mut self, i: u16, mode: FlowMode) {
-        let f = self.flows[i as usize];
+        let f = self.flows[qi(i)];
         if dsrc(mode) {
-            let h = &mut self.hosts[f.srchost as usize];
+            let h = &mut self.hosts[qi(f.srchost)];
             h.srchost_bulk_flow_count = h.srchost_bulk_flow_count.saturating_sub(1);
         }
         if ddst(mode) {
-            let h = &mut self.hosts[f.dsthost as usize];
+            let h = &mut self.hosts[qi(f.dsthost)];
             h.dsthost_bulk_flow_count = h.dsthost_bulk_flow_count.saturating_sub(1);
         }
     }
@@ -328,13 +345,13 @@ impl Tin {
     /// The host load of flow `i`: the larger bulk count of its hosts that the mode isolates.
     #[inline]
     pub fn host_load(&self, i: u16, mode: FlowMode) -> u16 {
-        let f = &self.flows[i as usize];
+        let f = &self.flows[qi(i)];
         let mut load = 1u16;
         if dsrc(mode) {
-            load = load.max(self.hosts[f.srchost as usize].srchost_bulk_flow_count);
+            load = load.max(self.hosts[qi(f.srchost)].srchost_bulk_flow_count);
         }
         if ddst(mode) {
-            load = load.max(self.hosts[f.dsthost as usize].dsthost_bulk_flow_count);
+            load = load.max(self.hosts[qi(f.dsthost)].dsthost_bulk_flow_count);
         }
         load
     }
