@@ -217,7 +217,7 @@ impl Cake {
         self.tins[tin].classify(key, host_hashes, mode)
     }
 
-    #[inline]
+    #[inline(always)]
     fn flow_quantum(&mut self, tin: usize, flow: u16) -> i32 {
         let t = &self.tins[tin];
         let load = t.host_load(flow, self.cfg.flow_mode) as usize;
@@ -269,7 +269,7 @@ impl Cake {
     }
 
     /// Appends a packet to a flow's queue.
-    #[inline]
+    #[inline(always)]
     fn queue_push(&mut self, tin: usize, flow: u16, pkt: Packet, now: Instant, adj_len: u32) {
         let len = pkt.len();
         let i = self.slab.insert(pkt, now, adj_len);
@@ -292,7 +292,7 @@ impl Cake {
     }
 
     /// Removes the head packet of a flow queue, updating backlogs.
-    #[inline]
+    #[inline(always)]
     fn queue_pop(&mut self, tin: usize, flow: u16) -> Option<crate::slab::Slot> {
         let f = &mut self.tins[tin].flows[qi(flow)];
         if f.head == NIL {

@@ -7,7 +7,7 @@ use qdisc::{Instant, Packet};
 /// One queued packet with its CAKE metadata (the kernel's skb cb).
 #[derive(Debug, Default)]
 pub struct Slot {
-    /// The packet (empty while the slot is free).
+    /// The packet (its frame buffer is empty while the slot is free).
     pub pkt: Packet,
     /// Next slot in the same flow, or the next free slot.
     pub next: u32,
@@ -65,10 +65,22 @@ impl Slab {
     /// Frees slot `i`, returning its packet.
     #[inline]
     pub fn remove(&mut self, i: u32) -> Slot {
-        let s = std::mem::take(&mut self.slots[i as usize]);
-        self.slots[i as usize].next = self.free;
+        let s = &mut self.slots[i as usize];
+        // Only the frame buffer must leave the slot (it owns the allocation); the metadata is
+        // plain data that the next `insert` overwrites, so it is copied rather than reset.
+        let out = Slot {
+            pkt: Packet {
+                data: std::mem::take(&mut s.pkt.data),
+                meta: s.pkt.meta,
+            },
+            next: s.next,
+            enqueued: s.enqueued,
+            adj_len: s.adj_len,
+            mem: s.mem,
+        };
+        s.next = self.free;
         self.free = i;
-        s
+        out
     }
 
     /// Slot `i`.
