@@ -172,7 +172,12 @@ impl Headers {
     /// Parses `frame` (starting at the Ethernet header). Never panics; see the module docs.
     #[inline]
     pub fn parse(frame: &[u8]) -> Headers {
-        parse::parse(frame)
+        // The common case inline (so callers can keep just the fields they read), the rest
+        // out of line.
+        match parse::parse_fast(frame) {
+            Some(h) => h,
+            None => parse::parse(frame),
+        }
     }
 }
 

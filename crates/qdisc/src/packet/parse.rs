@@ -215,6 +215,85 @@ fn ipv6(f: &[u8], off: usize) -> Option<IpHdr> {
     })
 }
 
+/// The common case, parsed without the general machinery: an untagged Ethernet II frame with
+/// an option-less, unfragmented IPv4 header, or an IPv6 header without extension headers,
+/// carrying TCP or UDP with both ports present. `None` sends the frame to [`parse`], which gives
+/// the same result for frames this accepts (the tests check that).
+#[inline(always)]
+pub(super) fn parse_fast(f: &[u8]) -> Option<Headers> {
+    let eth: &[u8; ETH_HLEN] = f.get(..ETH_HLEN)?.try_into().ok()?;
+    let (kind, tos, ip_len, proto, l4, src, dst) =
+        match u16::from_be_bytes([eth[12], eth[13]]) {
+            ETHERTYPE_IPV4 => {
+                // IPv4 header (20 bytes, IHL 5) plus the two ports.
+                let h: &[u8; 24] = f.get(ETH_HLEN..ETH_HLEN + 24)?.try_into().ok()?;
+                let frag = u16::from_be_bytes([h[6], h[7]]);
+                if h[0] != 0x45 || frag & 0x1fff != 0 {
+                    return None;
+                }
+                (
+                    NetKind::Ipv4,
+                    h[1],
+                    u32::from(u16::from_be_bytes([h[2], h[3]])),
+                    h[9],
+                    ETH_HLEN + 20,
+                    mapped_v4([h[12], h[13], h[14], h[15]]),
+                    mapped_v4([h[16], h[17], h[18], h[19]]),
+                )
+            }
+            ETHERTYPE_IPV6 => {
+                // IPv6 header (40 bytes) plus the two ports.
+                let h: &[u8; 44] = f.get(ETH_HLEN..ETH_HLEN + 44)?.try_into().ok()?;
+                if h[0] >> 4 != 6 {
+                    return None;
+                }
+                let mut src = [0u8; 16];
+                let mut dst = [0u8; 16];
+                src.copy_from_slice(&h[8..24]);
+                dst.copy_from_slice(&h[24..40]);
+                (
+                    NetKind::Ipv6,
+                    (h[0] << 4) | (h[1] >> 4),
+                    40 + u32::from(u16::from_be_bytes([h[4], h[5]])),
+                    h[6],
+                    ETH_HLEN + 40,
+                    src,
+                    dst,
+                )
+            }
+            _ => return None,
+        };
+    if proto != IPPROTO_TCP && proto != IPPROTO_UDP {
+        return None;
+    }
+    let p: &[u8; 4] = f.get(l4..l4 + 4)?.try_into().ok()?;
+    let tcp = if proto == IPPROTO_TCP {
+        tcp_header(f, l4, ETH_HLEN, ip_len)
+    } else {
+        None
+    };
+    Some(Headers {
+        network_offset: ETH_HLEN as u16,
+        kind,
+        ip: Some(IpInfo {
+            outer_offset: ETH_HLEN as u16,
+            inner_offset: ETH_HLEN as u16,
+            inner_version: if kind == NetKind::Ipv4 { 4 } else { 6 },
+            tuple: FlowTuple {
+                src,
+                dst,
+                proto,
+                src_port: u16::from_be_bytes([p[0], p[1]]),
+                dst_port: u16::from_be_bytes([p[2], p[3]]),
+            },
+            dscp: tos >> 2,
+            ecn: tos & 3,
+            ip_len,
+        }),
+        tcp,
+    })
+}
+
 /// Parses a frame; see the module docs.
 pub(super) fn parse(f: &[u8]) -> Headers {
     let none = Headers {
@@ -317,4 +396,58 @@ fn tcp_header(f: &[u8], t: usize, ip_off: usize, ip_len: u32) -> Option<TcpInfo>
         ack: u32::from_be_bytes([h[8], h[9], h[10], h[11]]),
         payload_len: payload_len.min(u64::from(u32::MAX)) as u32,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::FrameSpec;
+    use crate::Rng;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    fn frames() -> Vec<Vec<u8>> {
+        let v4 = |a| IpAddr::V4(Ipv4Addr::new(10, 0, 0, a));
+        let v6 = |a| IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, a));
+        let mut out = Vec::new();
+        for (s, d) in [(v4(1), v4(2)), (v6(1), v6(2))] {
+            for spec in [
+                FrameSpec::tcp(s, d, 1000, 80),
+                FrameSpec::udp(s, d, 5000, 53),
+                FrameSpec::icmp_echo(s, d, 7, 9),
+            ] {
+                out.push(spec.clone().build());
+                out.push(spec.clone().with_payload(100).with_dscp_ecn(46, 1).build());
+                out.push(spec.clone().with_vlan(5).build());
+                out.push(spec.clone().with_tcp_options(vec![1, 1, 1, 1]).build());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn fast_path_agrees_with_the_general_parser_on_valid_truncated_and_mutated_frames() {
+        let mut rng = Rng::new(42);
+        let mut fast_hits = 0;
+        for frame in frames() {
+            for cut in 0..=frame.len() {
+                let f = &frame[..cut];
+                if let Some(h) = parse_fast(f) {
+                    fast_hits += 1;
+                    assert_eq!(h, parse(f), "{f:?}");
+                }
+            }
+            for _ in 0..2000 {
+                let mut f = frame.clone();
+                for _ in 0..1 + rng.next_u32() % 3 {
+                    let i = rng.next_u32() as usize % f.len().min(80);
+                    f[i] = rng.next_u32() as u8;
+                }
+                if let Some(h) = parse_fast(&f) {
+                    fast_hits += 1;
+                    assert_eq!(h, parse(&f), "{f:?}");
+                }
+            }
+        }
+        assert!(fast_hits > 1000, "the fast path is taken: {fast_hits}");
+    }
 }
