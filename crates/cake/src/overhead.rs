@@ -87,6 +87,7 @@ impl Overhead {
 
     /// The adjusted length of a whole packet, GSO super-packets included: `segs - 1` full
     /// segments of `gso_size + hdr_len` plus the last. Also feeds the offset EWMA.
+    #[inline]
     pub fn packet_len(
         &self,
         stats: &mut SizeStats,

@@ -40,7 +40,7 @@ impl Slab {
     }
 
     /// Stores a packet, returning its index.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> u32 {
         let mem = pkt.len().saturating_add(SLOT_OVERHEAD);
         let slot = Slot {
