@@ -404,10 +404,7 @@ impl Cake {
             }
         };
         let t = &mut self.tins[tin];
-        if t.flows[qi(flow)]
-            .cvars
-            .queue_full(&t.params.cobalt, now)
-        {
+        if t.flows[qi(flow)].cvars.queue_full(&t.params.cobalt, now) {
             t.unresponsive_flow_count += 1;
         }
         t.flows[qi(flow)].dropped += 1;

@@ -222,47 +222,46 @@ fn ipv6(f: &[u8], off: usize) -> Option<IpHdr> {
 #[inline(always)]
 pub(super) fn parse_fast(f: &[u8]) -> Option<Headers> {
     let eth: &[u8; ETH_HLEN] = f.get(..ETH_HLEN)?.try_into().ok()?;
-    let (kind, tos, ip_len, proto, l4, src, dst) =
-        match u16::from_be_bytes([eth[12], eth[13]]) {
-            ETHERTYPE_IPV4 => {
-                // IPv4 header (20 bytes, IHL 5) plus the two ports.
-                let h: &[u8; 24] = f.get(ETH_HLEN..ETH_HLEN + 24)?.try_into().ok()?;
-                let frag = u16::from_be_bytes([h[6], h[7]]);
-                if h[0] != 0x45 || frag & 0x1fff != 0 {
-                    return None;
-                }
-                (
-                    NetKind::Ipv4,
-                    h[1],
-                    u32::from(u16::from_be_bytes([h[2], h[3]])),
-                    h[9],
-                    ETH_HLEN + 20,
-                    mapped_v4([h[12], h[13], h[14], h[15]]),
-                    mapped_v4([h[16], h[17], h[18], h[19]]),
-                )
+    let (kind, tos, ip_len, proto, l4, src, dst) = match u16::from_be_bytes([eth[12], eth[13]]) {
+        ETHERTYPE_IPV4 => {
+            // IPv4 header (20 bytes, IHL 5) plus the two ports.
+            let h: &[u8; 24] = f.get(ETH_HLEN..ETH_HLEN + 24)?.try_into().ok()?;
+            let frag = u16::from_be_bytes([h[6], h[7]]);
+            if h[0] != 0x45 || frag & 0x1fff != 0 {
+                return None;
             }
-            ETHERTYPE_IPV6 => {
-                // IPv6 header (40 bytes) plus the two ports.
-                let h: &[u8; 44] = f.get(ETH_HLEN..ETH_HLEN + 44)?.try_into().ok()?;
-                if h[0] >> 4 != 6 {
-                    return None;
-                }
-                let mut src = [0u8; 16];
-                let mut dst = [0u8; 16];
-                src.copy_from_slice(&h[8..24]);
-                dst.copy_from_slice(&h[24..40]);
-                (
-                    NetKind::Ipv6,
-                    (h[0] << 4) | (h[1] >> 4),
-                    40 + u32::from(u16::from_be_bytes([h[4], h[5]])),
-                    h[6],
-                    ETH_HLEN + 40,
-                    src,
-                    dst,
-                )
+            (
+                NetKind::Ipv4,
+                h[1],
+                u32::from(u16::from_be_bytes([h[2], h[3]])),
+                h[9],
+                ETH_HLEN + 20,
+                mapped_v4([h[12], h[13], h[14], h[15]]),
+                mapped_v4([h[16], h[17], h[18], h[19]]),
+            )
+        }
+        ETHERTYPE_IPV6 => {
+            // IPv6 header (40 bytes) plus the two ports.
+            let h: &[u8; 44] = f.get(ETH_HLEN..ETH_HLEN + 44)?.try_into().ok()?;
+            if h[0] >> 4 != 6 {
+                return None;
             }
-            _ => return None,
-        };
+            let mut src = [0u8; 16];
+            let mut dst = [0u8; 16];
+            src.copy_from_slice(&h[8..24]);
+            dst.copy_from_slice(&h[24..40]);
+            (
+                NetKind::Ipv6,
+                (h[0] << 4) | (h[1] >> 4),
+                40 + u32::from(u16::from_be_bytes([h[4], h[5]])),
+                h[6],
+                ETH_HLEN + 40,
+                src,
+                dst,
+            )
+        }
+        _ => return None,
+    };
     if proto != IPPROTO_TCP && proto != IPPROTO_UDP {
         return None;
     }
