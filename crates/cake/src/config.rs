@@ -18,6 +18,15 @@ pub enum DiffservMode {
 }
 
 impl DiffservMode {
+    /// Every mode.
+    pub const ALL: [DiffservMode; 5] = [
+        DiffservMode::Diffserv3,
+        DiffservMode::Diffserv4,
+        DiffservMode::Diffserv8,
+        DiffservMode::Besteffort,
+        DiffservMode::Precedence,
+    ];
+
     /// Number of tins.
     pub fn tin_count(self) -> usize {
         match self {
@@ -62,6 +71,18 @@ pub enum FlowMode {
 }
 
 impl FlowMode {
+    /// Every mode.
+    pub const ALL: [FlowMode; 8] = [
+        FlowMode::Flowblind,
+        FlowMode::Srchost,
+        FlowMode::Dsthost,
+        FlowMode::Hosts,
+        FlowMode::Flows,
+        FlowMode::DualSrchost,
+        FlowMode::DualDsthost,
+        FlowMode::TripleIsolate,
+    ];
+
     /// The netlink enum value (without the NAT flag).
     pub fn netlink(self) -> u32 {
         match self {

@@ -370,6 +370,13 @@ impl Cake {
         ack_filter::filter(self.cfg.ack_filter, trigger, queue)
     }
 
+    /// Counts a dropped packet under `reason` and hands it back to the caller.
+    #[inline]
+    fn hand_back(&mut self, packet: Packet, reason: DropReason, drops: &mut Vec<Dropped>) {
+        self.stats.drop_counter(reason).add(packet.len());
+        drops.push(Dropped { packet, reason });
+    }
+
     /// Drops the head of the fattest queue to relieve memory pressure; returns its flat id.
     fn drop_fattest(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> FlatId {
         if self.heap.timeout == 0 {
@@ -412,13 +419,7 @@ impl Cake {
         if self.cfg.ingress {
             self.advance_shaper(tin, slot.adj_len, now, true);
         }
-        self.stats
-            .drop_counter(DropReason::Overflow)
-            .add(slot.pkt.len());
-        drops.push(Dropped {
-            packet: slot.pkt,
-            reason: DropReason::Overflow,
-        });
+        self.hand_back(slot.pkt, DropReason::Overflow, drops);
         let tins = &self.tins;
         let backlog = |id: FlatId| flat_backlog(tins, id);
         self.heap.heapify(0, &backlog);
@@ -528,13 +529,7 @@ impl Cake {
                         if self.cfg.ingress {
                             self.advance_shaper(tin, ack.adj_len, now, true);
                         }
-                        self.stats
-                            .drop_counter(DropReason::AckFilter)
-                            .add(ack.pkt.len());
-                        drops.push(Dropped {
-                            packet: ack.pkt,
-                            reason: DropReason::AckFilter,
-                        });
+                        self.hand_back(ack.pkt, DropReason::AckFilter, drops);
                     }
                 }
             }
@@ -752,12 +747,8 @@ impl Cake {
                     } else {
                         DropReason::Aqm
                     };
-                    self.stats.drop_counter(reason).add(slot.pkt.len());
                     let adj = slot.adj_len;
-                    drops.push(Dropped {
-                        packet: slot.pkt,
-                        reason,
-                    });
+                    self.hand_back(slot.pkt, reason, drops);
                     if self.cfg.ingress {
                         self.advance_shaper(tin, adj, now, true);
                         let t = &mut self.tins[tin];
