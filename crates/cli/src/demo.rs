@@ -302,3 +302,49 @@ pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<Strin
     ));
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_identical_output_and_another_seed_differs() {
+        let a = run(&[], 5, 7, false).expect("default args are valid");
+        let b = run(&[], 5, 7, false).expect("default args are valid");
+        let c = run(&[], 5, 8, false).expect("default args are valid");
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn demo_accounts_for_every_packet_and_protects_voip() {
+        let out = run(&[], 10, 1, false).expect("default args are valid");
+        assert!(out.contains("-> balanced"), "{out}");
+        let voip = out
+            .lines()
+            .find(|l| l.starts_with("voip-A"))
+            .expect("voip row");
+        let cols: Vec<f64> = voip
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        // dscp, offered, goodput, mean, p50, p99, drops, marks
+        let (p99, drops) = (cols[5], cols[6]);
+        assert!(p99 < 5.0, "VoIP p99 {p99} ms beside a flood");
+        assert_eq!(drops, 0.0);
+    }
+
+    #[test]
+    fn bad_cake_arguments_are_reported_not_panicked() {
+        let err = run(&["diffserv5".to_string()], 1, 1, false).expect_err("must be rejected");
+        assert!(err.contains("diffserv5"), "{err}");
+    }
+
+    #[test]
+    fn json_output_is_tc_json() {
+        let out = run(&[], 2, 1, true).expect("default args are valid");
+        let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
+        assert_eq!(v[0]["kind"], "cake");
+        assert!(v[0]["packets"].as_u64().unwrap_or(0) > 0);
+    }
+}
