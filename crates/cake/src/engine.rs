@@ -854,6 +854,13 @@ impl Cake {
     pub fn tin_count(&self) -> usize {
         self.tins.len()
     }
+
+    /// The classes `tc -s class show` lists at `now`: every flow on a DRR++ list (holding
+    /// packets, or empty and decaying), tins in user order, queues ascending, with the kernel's
+    /// class ids and values. Allocates; meant for statistics, not the packet path.
+    pub fn class_stats(&self, now: Instant) -> Vec<crate::tc::ClassStats> {
+        crate::tc::collect_classes(&self.tins, tin_order(self.cfg.diffserv), now)
+    }
 }
 
 fn flat_backlog(tins: &[Tin], id: FlatId) -> u32 {
