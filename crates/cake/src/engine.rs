@@ -34,6 +34,66 @@ static QUANTUM_DIV: [u16; QUEUES + 1] = {
     t
 };
 
+/// The tins: a fixed table of [`MAX_TINS`] of which the first `len` are in use. Indexing masks
+/// the index to the table size, so the per-packet `tins[tin]` accesses need no bounds check;
+/// callers only ever index with `tin < len` (the classifier and the scheduler hand out no
+/// other), so the mask never changes an index.
+#[derive(Debug)]
+struct Tins {
+    t: Box<[Tin; MAX_TINS]>,
+    len: usize,
+}
+
+impl Tins {
+    fn new(params: &DerivedParams) -> Self {
+        let all: Vec<Tin> = params.tins.iter().map(|p| Tin::new(*p)).collect();
+        let t = match all.into_boxed_slice().try_into() {
+            Ok(t) => t,
+            // `params.tins` has exactly MAX_TINS entries, so the conversion cannot fail.
+            Err(_) => unreachable!("params.tins has MAX_TINS entries"),
+        };
+        Tins {
+            t,
+            len: params.tin_count.min(MAX_TINS),
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> Option<&Tin> {
+        self.t[..self.len].get(i)
+    }
+
+    #[inline]
+    fn iter(&self) -> std::slice::Iter<'_, Tin> {
+        self.t[..self.len].iter()
+    }
+
+    #[inline]
+    fn iter_mut(&mut self) -> std::slice::IterMut<'_, Tin> {
+        self.t[..self.len].iter_mut()
+    }
+}
+
+impl std::ops::Index<usize> for Tins {
+    type Output = Tin;
+    #[inline(always)]
+    fn index(&self, i: usize) -> &Tin {
+        &self.t[i % MAX_TINS]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Tins {
+    #[inline(always)]
+    fn index_mut(&mut self, i: usize) -> &mut Tin {
+        &mut self.t[i % MAX_TINS]
+    }
+}
+
 /// Autorate-ingress state.
 #[derive(Clone, Copy, Debug, Default)]
 struct Autorate {
@@ -50,7 +110,7 @@ pub struct Cake {
     cfg: CakeConfig,
     params: DerivedParams,
     overhead: Overhead,
-    tins: Vec<Tin>,
+    tins: Tins,
     slab: Slab,
     heap: OverflowHeap,
     hasher: FlowHasher,
@@ -75,9 +135,7 @@ impl Cake {
         let params = DerivedParams::new(&cfg);
         let mut rng = Rng::new(seed);
         let hasher = FlowHasher::new(&mut rng);
-        let tins = (0..params.tin_count)
-            .map(|i| Tin::new(params.tins[i]))
-            .collect();
+        let tins = Tins::new(&params);
         let autorate = Autorate {
             avg_peak_bandwidth: cfg.rate_bps,
             ..Autorate::default()
@@ -863,7 +921,7 @@ impl Cake {
     }
 }
 
-fn flat_backlog(tins: &[Tin], id: FlatId) -> u32 {
+fn flat_backlog(tins: &Tins, id: FlatId) -> u32 {
     let (tin, flow) = (id as usize / QUEUES, id as usize % QUEUES);
     tins.get(tin).map_or(0, |t| t.flows[flow].backlog)
 }
