@@ -70,7 +70,13 @@ impl Tins {
 
     #[inline]
     fn iter(&self) -> std::slice::Iter<'_, Tin> {
-        self.t[..self.len].iter()
+        self.as_slice().iter()
+    }
+
+    /// The tins in use, in kernel index order.
+    #[inline]
+    fn as_slice(&self) -> &[Tin] {
+        &self.t[..self.len]
     }
 
     #[inline]
@@ -917,7 +923,7 @@ impl Cake {
     /// packets, or empty and decaying), tins in user order, queues ascending, with the kernel's
     /// class ids and values. Allocates; meant for statistics, not the packet path.
     pub fn class_stats(&self, now: Instant) -> Vec<crate::tc::ClassStats> {
-        crate::tc::collect_classes(&self.tins, tin_order(self.cfg.diffserv), now)
+        crate::tc::collect_classes(self.tins.as_slice(), tin_order(self.cfg.diffserv), now)
     }
 }
 
