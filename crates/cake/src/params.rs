@@ -160,7 +160,8 @@ impl DerivedParams {
                 let (mut r, mut q) = (rate_bps, 256u32);
                 for tin in tins.iter_mut() {
                     *tin = mk(r, q.max(1));
-                    r = (r * 7) >> 3;
+                    // u64 arithmetic wraps in the kernel too (only reachable with absurd rates).
+                    r = r.wrapping_mul(7) >> 3;
                     q = (q * 7) >> 3;
                 }
             }

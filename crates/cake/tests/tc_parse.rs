@@ -169,3 +169,15 @@ fn change_only_touches_the_options_given() {
     // What tc would send for an empty change: nothing.
     assert_eq!(TcArgs::parse(&[]).unwrap(), TcArgs::default());
 }
+
+/// Found by the tc_config fuzz target: a rate near u64::MAX in diffserv8 overflowed the 7/8
+/// tin-rate step. The kernel's u64 arithmetic wraps; so does ours, without panicking.
+#[test]
+fn absurd_bandwidth_in_diffserv8_does_not_panic() {
+    let args = ["diffserv8", "dsthost", "bandwidth", "00072072000000040000000004"];
+    if let Ok(cfg) = CakeConfig::from_tc_args(&args) {
+        let stats = cake::CakeStats::fresh(&cfg);
+        assert_eq!(stats.tins.len(), 8);
+        let _ = cake::Cake::new(cfg, 1);
+    }
+}
