@@ -11,7 +11,7 @@ mod parse;
 mod rewrite;
 mod tcp_options;
 
-pub use build::{FrameSpec, L4Spec};
+pub use build::{FrameSpec, L4Spec, DST_MAC, SRC_MAC};
 pub use gso::segment;
 pub use rewrite::{mark_ce, set_dscp};
 pub use tcp_options::{TcpOption, TcpOptions};
