@@ -1,0 +1,789 @@
+//! The event loop, topology, links and routing.
+
+use crate::app::{Application, Outbox, TimerCmd};
+use crate::metrics::{FlowMetrics, LinkMetrics};
+use crate::trace::{MahimahiTrace, RateSchedule, MAHIMAHI_MTU};
+use cake::AnyQdisc;
+use qdisc::{Dequeue, Dropped, Duration, Instant, Packet, Qdisc, Rng};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::IpAddr;
+
+/// Index of a host (router or end host) in a [`Sim`].
+pub type NodeId = usize;
+/// Index of a unidirectional link in a [`Sim`].
+pub type LinkId = usize;
+/// Index of an application in a [`Sim`]; also the id of the flow it sends.
+pub type AppId = usize;
+
+/// Bits of `meta.tag` holding the send time (ns); the bits above hold flow id + 1.
+const TAG_TIME_BITS: u32 = 48;
+const TAG_TIME_MASK: u64 = (1 << TAG_TIME_BITS) - 1;
+/// Most applications whose flows are tracked (the tag's flow field is 16 bits, 0 = untracked).
+const MAX_TRACKED_FLOWS: usize = (1 << (64 - TAG_TIME_BITS)) - 1;
+
+/// The send time the simulator stamped on `pkt` when an application sent it, or `None` for a
+/// packet the simulator did not stamp. Echo replies keep their request's stamp. Send times are
+/// kept modulo 2^48 ns (about 78 hours of virtual time).
+#[inline]
+pub fn tag_sent_at(pkt: &Packet) -> Option<Instant> {
+    let t = pkt.meta.tag;
+    (t >> TAG_TIME_BITS != 0).then(|| Instant::from_nanos(t & TAG_TIME_MASK))
+}
+
+#[inline]
+fn tag_flow(pkt: &Packet) -> Option<usize> {
+    let f = (pkt.meta.tag >> TAG_TIME_BITS) as usize;
+    f.checked_sub(1)
+}
+
+/// A link's capacity.
+#[derive(Clone, Debug)]
+pub enum LinkRate {
+    /// A fixed rate in bytes per second (0 is treated as 1).
+    Fixed(u64),
+    /// Mahimahi delivery opportunities: each carries up to 1500 bytes of queued packets (a packet
+    /// larger than what is left of an opportunity continues in the next one); unused capacity
+    /// is lost.
+    Mahimahi(MahimahiTrace),
+    /// A step/ramp schedule. A packet's serialisation time uses the rate at the instant its
+    /// transmission starts (rates below 1000 bytes/s count as 1000).
+    Schedule(RateSchedule),
+}
+
+/// Limits of a link's unmanaged droptail buffer (`None` = unlimited).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Buffer {
+    /// Most packets queued.
+    pub packets: Option<u32>,
+    /// Most bytes queued.
+    pub bytes: Option<u64>,
+}
+
+/// How to build a link.
+#[derive(Debug)]
+pub struct LinkConfig {
+    /// Capacity.
+    pub rate: LinkRate,
+    /// Propagation delay, added after serialisation.
+    pub delay: Duration,
+    /// Probability in [0, 1] that a transmitted packet is lost on the wire (seeded per link).
+    pub loss: f64,
+    /// The droptail buffer in front of the transmitter (the modem/radio queue).
+    pub buffer: Buffer,
+    /// A qdisc at the egress in front of the buffer. It is dequeued whenever the buffer has room
+    /// (fewer packets and bytes than its limits; the packet taken may overshoot the byte limit
+    /// by less than one packet), so a small buffer makes the qdisc the bottleneck queue and a
+    /// deep one leaves the queue to the buffer unless the qdisc shapes below the rate.
+    pub qdisc: Option<AnyQdisc>,
+}
+
+impl LinkConfig {
+    /// A fixed-rate link (`rate_bps` bytes per second), `delay` propagation, 1000-packet buffer,
+    /// no loss, no qdisc.
+    pub fn fixed(rate_bps: u64, delay: Duration) -> Self {
+        LinkConfig {
+            rate: LinkRate::Fixed(rate_bps),
+            delay,
+            loss: 0.0,
+            buffer: Buffer {
+                packets: Some(1000),
+                bytes: None,
+            },
+            qdisc: None,
+        }
+    }
+    /// Like [`LinkConfig::fixed`] but with capacity `rate`.
+    pub fn with_rate(rate: LinkRate, delay: Duration) -> Self {
+        LinkConfig {
+            rate,
+            ..Self::fixed(1, delay)
+        }
+    }
+    /// Sets the random loss probability.
+    #[must_use]
+    pub fn loss(mut self, p: f64) -> Self {
+        self.loss = p;
+        self
+    }
+    /// Sets the droptail buffer limits.
+    #[must_use]
+    pub fn buffer(mut self, packets: Option<u32>, bytes: Option<u64>) -> Self {
+        self.buffer = Buffer { packets, bytes };
+        self
+    }
+    /// Puts `q` at the egress.
+    #[must_use]
+    pub fn qdisc(mut self, q: AnyQdisc) -> Self {
+        self.qdisc = Some(q);
+        self
+    }
+}
+
+#[derive(Debug)]
+struct Link {
+    to: NodeId,
+    rate: LinkRate,
+    delay: Duration,
+    loss: f64,
+    limit: Buffer,
+    qdisc: Option<AnyQdisc>,
+    buf: VecDeque<Packet>,
+    buf_bytes: u64,
+    /// Bytes of the head packet still to send over trace opportunities (0 = whole packet).
+    head_left: u32,
+    busy_until: Instant,
+    next_op: u64,
+    pipe: VecDeque<(Instant, Packet)>,
+    wake_at: Option<Instant>,
+    rng: Rng,
+    metrics: LinkMetrics,
+}
+
+impl Link {
+    #[inline]
+    fn has_room(&self) -> bool {
+        self.limit.packets.is_none_or(|p| (self.buf.len() as u64) < u64::from(p))
+            && self.limit.bytes.is_none_or(|b| self.buf_bytes < b)
+    }
+    #[inline]
+    fn accepts(&self, len: u32) -> bool {
+        self.limit.packets.is_none_or(|p| (self.buf.len() as u64) < u64::from(p))
+            && self
+                .limit
+                .bytes
+                .is_none_or(|b| self.buf_bytes + u64::from(len) <= b)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum What {
+    Arrive(u32),
+    Wake(u32),
+    Timer(u32, u32),
+    Start(u32),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Ev {
+    at: Instant,
+    seq: u64,
+    what: What,
+}
+impl Ord for Ev {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Min-heap on (time, insertion order): ties resolve in scheduling order.
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+impl PartialOrd for Ev {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+#[derive(Debug)]
+struct AppSlot {
+    node: NodeId,
+    app: Box<dyn Application>,
+    timer_gen: u32,
+}
+
+/// The simulator: topology, applications, event queue and metrics.
+#[derive(Debug)]
+pub struct Sim {
+    now: Instant,
+    seq: u64,
+    seed: u64,
+    events: u64,
+    heap: BinaryHeap<Ev>,
+    node_count: usize,
+    owner: HashMap<IpAddr, NodeId>,
+    /// `routes[node][dst_node]`: the next link.
+    routes: Vec<Vec<Option<LinkId>>>,
+    links: Vec<Link>,
+    link_from: Vec<NodeId>,
+    apps: Vec<AppSlot>,
+    bind: HashMap<(NodeId, u16), AppId>,
+    flows: Vec<FlowMetrics>,
+    outbox: Outbox,
+    drops: Vec<Dropped>,
+    bin_width: Duration,
+    /// Packets that reached their host but no bound application (still counted as delivered).
+    pub unbound_deliveries: u64,
+    /// Packets dropped for lack of a route, an unknown destination, or a loopback destination.
+    pub unroutable: u64,
+}
+
+impl Sim {
+    /// An empty simulation at time 0. `seed` seeds every link's loss generator (each link gets
+    /// its own stream, so adding a link does not change another's losses). Time-series bins are
+    /// 100 ms wide.
+    pub fn new(seed: u64) -> Self {
+        Sim {
+            now: Instant::ZERO,
+            seq: 0,
+            seed,
+            events: 0,
+            heap: BinaryHeap::new(),
+            node_count: 0,
+            owner: HashMap::new(),
+            routes: Vec::new(),
+            links: Vec::new(),
+            link_from: Vec::new(),
+            apps: Vec::new(),
+            bind: HashMap::new(),
+            flows: Vec::new(),
+            outbox: Outbox::default(),
+            drops: Vec::new(),
+            bin_width: Duration::from_millis(100),
+            unbound_deliveries: 0,
+            unroutable: 0,
+        }
+    }
+
+    /// Sets the time-series bin width (before running; at least 1 ns).
+    pub fn set_bin_width(&mut self, w: Duration) {
+        self.bin_width = Duration::from_nanos(w.as_nanos().max(1));
+    }
+
+    /// The time-series bin width.
+    pub fn bin_width(&self) -> Duration {
+        self.bin_width
+    }
+
+    /// Current virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Events processed so far.
+    pub fn events_processed(&self) -> u64 {
+        self.events
+    }
+
+    /// Adds a host owning `addrs` (IPv4 and/or IPv6). An address already owned by another host
+    /// is moved to this one.
+    pub fn add_node(&mut self, addrs: &[IpAddr]) -> NodeId {
+        let id = self.node_count;
+        self.node_count += 1;
+        for &a in addrs {
+            self.owner.insert(a, id);
+        }
+        for r in &mut self.routes {
+            r.push(None);
+        }
+        self.routes.push(vec![None; self.node_count]);
+        id
+    }
+
+    /// Adds a unidirectional link `from -> to`. Out-of-range node ids are clamped to the last
+    /// node (add nodes first).
+    pub fn add_link(&mut self, from: NodeId, to: NodeId, cfg: LinkConfig) -> LinkId {
+        let last = self.node_count.saturating_sub(1);
+        let id = self.links.len();
+        self.links.push(Link {
+            to: to.min(last),
+            rate: cfg.rate,
+            delay: cfg.delay,
+            loss: cfg.loss.clamp(0.0, 1.0),
+            limit: cfg.buffer,
+            qdisc: cfg.qdisc,
+            buf: VecDeque::new(),
+            buf_bytes: 0,
+            head_left: 0,
+            busy_until: Instant::ZERO,
+            next_op: 0,
+            pipe: VecDeque::new(),
+            wake_at: None,
+            rng: Rng::new(self.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            metrics: LinkMetrics::default(),
+        });
+        self.link_from.push(from.min(last));
+        id
+    }
+
+    /// Routes packets at `node` destined to any address of `dst` over `link` (which should start
+    /// at `node`). Ignored for out-of-range ids.
+    pub fn add_route(&mut self, node: NodeId, dst: NodeId, link: LinkId) {
+        if link < self.links.len() {
+            if let Some(slot) = self.routes.get_mut(node).and_then(|r| r.get_mut(dst)) {
+                *slot = Some(link);
+            }
+        }
+    }
+
+    /// Fills every missing route with a shortest path (fewest hops; ties go to the lower link
+    /// id). Explicit routes are kept.
+    pub fn compute_routes(&mut self) {
+        let n = self.node_count;
+        for dst in 0..n {
+            // BFS backwards from dst: next[u] = first link on a shortest path u -> dst.
+            let mut dist = vec![usize::MAX; n];
+            let mut next: Vec<Option<LinkId>> = vec![None; n];
+            dist[dst] = 0;
+            let mut q = VecDeque::from([dst]);
+            while let Some(v) = q.pop_front() {
+                for (l, link) in self.links.iter().enumerate() {
+                    let u = self.link_from[l];
+                    if link.to == v && dist[u] == usize::MAX {
+                        dist[u] = dist[v] + 1;
+                        next[u] = Some(l);
+                        q.push_back(u);
+                    }
+                }
+            }
+            for (row, nx) in self.routes.iter_mut().zip(next) {
+                if row[dst].is_none() {
+                    row[dst] = nx;
+                }
+            }
+        }
+    }
+
+    /// Adds `app` at `node`, receiving packets whose destination port (UDP/TCP) or echo id (ICMP
+    /// echo reply) is `port`, started at `start`. Its sent packets form flow number = the
+    /// returned id (flows beyond 65535 apps are not tracked).
+    pub fn add_app(
+        &mut self,
+        node: NodeId,
+        port: u16,
+        start: Instant,
+        app: Box<dyn Application>,
+    ) -> AppId {
+        let id = self.apps.len();
+        self.apps.push(AppSlot {
+            node,
+            app,
+            timer_gen: 0,
+        });
+        self.flows.push(FlowMetrics::default());
+        self.bind.insert((node, port), id);
+        self.push(start.max(self.now), What::Start(id as u32));
+        id
+    }
+
+    /// Metrics of the flow sent by application `app`.
+    pub fn flow(&self, app: AppId) -> Option<&FlowMetrics> {
+        self.flows.get(app)
+    }
+
+    /// Metrics of `link`.
+    pub fn link(&self, link: LinkId) -> Option<&LinkMetrics> {
+        self.links.get(link).map(|l| &l.metrics)
+    }
+
+    /// The qdisc at `link`'s egress.
+    pub fn qdisc(&self, link: LinkId) -> Option<&AnyQdisc> {
+        self.links.get(link).and_then(|l| l.qdisc.as_ref())
+    }
+
+    /// The qdisc at `link`'s egress, mutable (e.g. to change its shaped rate mid-run).
+    pub fn qdisc_mut(&mut self, link: LinkId) -> Option<&mut AnyQdisc> {
+        self.links.get_mut(link).and_then(|l| l.qdisc.as_mut())
+    }
+
+    /// Packets and bytes in `link`'s droptail buffer now.
+    pub fn buffer_backlog(&self, link: LinkId) -> Option<(usize, u64)> {
+        self.links.get(link).map(|l| (l.buf.len(), l.buf_bytes))
+    }
+
+    /// Application `app` as its concrete type, if it exposes itself
+    /// ([`Application::as_any`]).
+    pub fn app_as<T: 'static>(&self, app: AppId) -> Option<&T> {
+        self.apps.get(app)?.app.as_any()?.downcast_ref::<T>()
+    }
+
+    /// Fraction of capacity used up to now: busy time over elapsed time for fixed and scheduled
+    /// links; bytes sent over bytes offered by the opportunities so far for trace links.
+    pub fn link_utilisation(&self, link: LinkId) -> f64 {
+        let Some(l) = self.links.get(link) else {
+            return 0.0;
+        };
+        match &l.rate {
+            LinkRate::Mahimahi(t) => {
+                let cap = t.count_before(self.now) * u64::from(MAHIMAHI_MTU);
+                if cap == 0 {
+                    0.0
+                } else {
+                    l.metrics.tx_bytes as f64 / cap as f64
+                }
+            }
+            _ => l.metrics.utilisation(self.now.saturating_duration_since(Instant::ZERO)),
+        }
+    }
+
+    /// Processes every event up to and including `t`, then sets the clock to `t` (if later).
+    pub fn run_until(&mut self, t: Instant) {
+        while let Some(ev) = self.heap.peek() {
+            if ev.at > t {
+                break;
+            }
+            let Some(ev) = self.heap.pop() else { break };
+            self.now = ev.at;
+            self.events += 1;
+            match ev.what {
+                What::Arrive(l) => self.arrive(l as usize),
+                What::Wake(l) => {
+                    let link = &mut self.links[l as usize];
+                    if link.wake_at == Some(ev.at) {
+                        link.wake_at = None;
+                    }
+                    self.pump(l as usize);
+                }
+                What::Timer(a, gen) => {
+                    if self.apps[a as usize].timer_gen == gen {
+                        self.call_app(a as usize, |app, now, out| app.on_timer(now, out));
+                    }
+                }
+                What::Start(a) => self.call_app(a as usize, |app, now, out| app.start(now, out)),
+            }
+        }
+        self.now = self.now.max(t);
+    }
+
+    #[inline]
+    fn push(&mut self, at: Instant, what: What) {
+        self.seq += 1;
+        self.heap.push(Ev {
+            at,
+            seq: self.seq,
+            what,
+        });
+    }
+
+    #[inline]
+    fn bin(&self) -> usize {
+        (self.now.as_nanos() / self.bin_width.as_nanos()) as usize
+    }
+
+    fn call_app(&mut self, a: usize, f: impl FnOnce(&mut dyn Application, Instant, &mut Outbox)) {
+        let mut out = std::mem::take(&mut self.outbox);
+        out.timer = TimerCmd::Keep;
+        let now = self.now;
+        f(self.apps[a].app.as_mut(), now, &mut out);
+        match out.timer {
+            TimerCmd::Keep => {}
+            TimerCmd::Set(at) => {
+                let slot = &mut self.apps[a];
+                slot.timer_gen = slot.timer_gen.wrapping_add(1);
+                let gen = slot.timer_gen;
+                self.push(at.max(now), What::Timer(a as u32, gen));
+            }
+            TimerCmd::Cancel => {
+                let slot = &mut self.apps[a];
+                slot.timer_gen = slot.timer_gen.wrapping_add(1);
+            }
+        }
+        let node = self.apps[a].node;
+        let flow_tag = if a < MAX_TRACKED_FLOWS {
+            (a as u64 + 1) << TAG_TIME_BITS
+        } else {
+            0
+        };
+        for mut pkt in out.packets.drain(..) {
+            pkt.meta.tag = flow_tag | (now.as_nanos() & TAG_TIME_MASK);
+            let f = &mut self.flows[a];
+            f.sent_packets += 1;
+            f.sent_bytes += u64::from(pkt.len());
+            self.forward(node, pkt);
+        }
+        self.outbox = out;
+    }
+
+    /// Sends `pkt` from `node` towards its destination.
+    fn forward(&mut self, node: NodeId, pkt: Packet) {
+        let dst = pkt
+            .headers()
+            .ip
+            .and_then(|ip| owner_of(&self.owner, &pkt, ip.outer_offset as usize));
+        let link = dst.and_then(|d| self.routes.get(node).and_then(|r| r.get(d).copied().flatten()));
+        match link {
+            Some(l) if dst != Some(node) => self.enqueue(l, pkt),
+            // No route, unknown destination, or a loopback (not modelled).
+            _ => self.unroutable += 1,
+        }
+    }
+
+    /// Offers `pkt` to link `l` (qdisc, else droptail buffer), then lets the link work.
+    fn enqueue(&mut self, l: usize, pkt: Packet) {
+        let now = self.now;
+        let bin = self.bin();
+        let link = &mut self.links[l];
+        if let Some(q) = link.qdisc.as_mut() {
+            self.drops.clear();
+            q.enqueue(now, pkt, &mut self.drops);
+            let n = self.drops.len() as u64;
+            if n > 0 {
+                link.metrics.qdisc_drops += n;
+                link.metrics.bin(bin).drops += n;
+            }
+        } else if link.accepts(pkt.len()) {
+            link.buf_bytes += u64::from(pkt.len());
+            link.buf.push_back(pkt);
+        } else {
+            link.metrics.buffer_drops += 1;
+            link.metrics.bin(bin).drops += 1;
+        }
+        self.pump(l);
+    }
+
+    /// Moves packets qdisc -> buffer -> wire as far as time allows, and schedules the next wake.
+    fn pump(&mut self, l: usize) {
+        let now = self.now;
+        let bin = self.bin();
+        let mut qdisc_at: Option<Instant>;
+        let mut arrivals = 0u32;
+        {
+            let link = &mut self.links[l];
+            if let LinkRate::Mahimahi(t) = &link.rate {
+                link.next_op = link.next_op.max(t.count_before(now));
+            }
+            loop {
+                qdisc_at = feed(link, now, &mut self.drops, bin);
+                let sent = match &link.rate {
+                    LinkRate::Mahimahi(t) => {
+                        if link.buf.is_empty() || t.opportunity(link.next_op) != now {
+                            false
+                        } else {
+                            // One delivery opportunity: up to 1500 bytes of queued packets.
+                            link.next_op += 1;
+                            let mut budget = MAHIMAHI_MTU;
+                            while budget > 0 {
+                                let Some(head) = link.buf.front() else { break };
+                                let left = if link.head_left == 0 {
+                                    head.len()
+                                } else {
+                                    link.head_left
+                                };
+                                if left <= budget {
+                                    budget -= left;
+                                    link.head_left = 0;
+                                    if transmit(link, now, now.saturating_add(link.delay), bin) {
+                                        arrivals += 1;
+                                    }
+                                    if link.buf.is_empty() {
+                                        qdisc_at = feed(link, now, &mut self.drops, bin);
+                                    }
+                                } else {
+                                    link.head_left = left - budget;
+                                    budget = 0;
+                                }
+                            }
+                            true
+                        }
+                    }
+                    rate => {
+                        if link.buf.is_empty() || now < link.busy_until {
+                            false
+                        } else {
+                            let bps = match rate {
+                                LinkRate::Fixed(r) => (*r).max(1) as f64,
+                                LinkRate::Schedule(s) => s.rate_at(now).max(1000.0),
+                                LinkRate::Mahimahi(_) => 1.0, // unreachable: handled above
+                            };
+                            let len = link.buf.front().map_or(0, Packet::len);
+                            let tx = match rate {
+                                LinkRate::Fixed(r) => {
+                                    let r = u128::from((*r).max(1));
+                                    ((u128::from(len) * 1_000_000_000).div_ceil(r)) as u64
+                                }
+                                _ => (f64::from(len) * 1e9 / bps).ceil() as u64,
+                            };
+                            let done = now.saturating_add(Duration::from_nanos(tx));
+                            link.busy_until = done;
+                            link.metrics.busy = Duration::from_nanos(link.metrics.busy.as_nanos() + tx);
+                            if transmit(link, now, done.saturating_add(link.delay), bin) {
+                                arrivals += 1;
+                            }
+                            true
+                        }
+                    }
+                };
+                if !sent {
+                    break;
+                }
+            }
+        }
+        // The pipe is FIFO in arrival time; each Arrive event pops its front.
+        let plen = self.links[l].pipe.len();
+        for i in plen - arrivals as usize..plen {
+            let at = self.links[l].pipe[i].0;
+            self.push(at, What::Arrive(l as u32));
+        }
+        // Next wake: when the transmitter frees up or the next opportunity comes (if packets
+        // wait in the buffer), or when the shaper opens (if the buffer has room).
+        let link = &self.links[l];
+        let mut wake: Option<Instant> = None;
+        if !link.buf.is_empty() {
+            wake = Some(match &link.rate {
+                LinkRate::Mahimahi(t) => t.opportunity(link.next_op),
+                _ => link.busy_until,
+            });
+        }
+        if link.has_room() {
+            if let Some(t) = qdisc_at {
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+            }
+        }
+        if let Some(w) = wake {
+            let w = w.max(now);
+            if link.wake_at.is_none_or(|p| p > w) {
+                self.links[l].wake_at = Some(w);
+                self.push(w, What::Wake(l as u32));
+            }
+        }
+    }
+
+    /// A packet finished crossing link `l`.
+    fn arrive(&mut self, l: usize) {
+        let Some((_, pkt)) = self.links[l].pipe.pop_front() else {
+            return;
+        };
+        let node = self.links[l].to;
+        let Some(ip) = pkt.headers().ip else {
+            self.unroutable += 1;
+            return;
+        };
+        let off = usize::from(ip.outer_offset);
+        if owner_of(&self.owner, &pkt, off) == Some(node) {
+            self.deliver(node, pkt, off, ip.tuple.proto, ip.tuple.dst_port);
+        } else {
+            self.forward(node, pkt);
+        }
+    }
+
+    /// `pkt` reached its destination host `node`.
+    fn deliver(&mut self, node: NodeId, mut pkt: Packet, off: usize, proto: u8, dport: u16) {
+        let port = match proto {
+            1 | 58 => match icmp_echo(&mut pkt.data, off) {
+                // A host answers echo requests; the reply keeps the request's stamp.
+                Some((true, _)) => {
+                    self.forward(node, pkt);
+                    return;
+                }
+                Some((false, id)) => Some(id),
+                None => None,
+            },
+            _ => Some(dport),
+        };
+        if let (Some(f), Some(sent)) = (tag_flow(&pkt), tag_sent_at(&pkt)) {
+            let bin = self.bin();
+            let now = self.now;
+            if let Some(m) = self.flows.get_mut(f) {
+                m.record_delivery(now, sent, pkt.len(), bin);
+            }
+        }
+        match port.and_then(|p| self.bind.get(&(node, p)).copied()) {
+            Some(a) => self.call_app(a, |app, now, out| app.on_packet(now, &pkt, out)),
+            None => self.unbound_deliveries += 1,
+        }
+    }
+}
+
+/// Pulls packets from the qdisc into the buffer while it has room. Returns when the shaper
+/// opens next, if it holds packets back.
+#[inline]
+fn feed(link: &mut Link, now: Instant, drops: &mut Vec<Dropped>, bin: usize) -> Option<Instant> {
+    link.qdisc.as_ref()?;
+    while link.has_room() {
+        drops.clear();
+        let d = match link.qdisc.as_mut() {
+            Some(q) => q.dequeue(now, drops),
+            None => Dequeue::Empty,
+        };
+        let n = drops.len() as u64;
+        if n > 0 {
+            link.metrics.qdisc_drops += n;
+            link.metrics.bin(bin).drops += n;
+        }
+        match d {
+            Dequeue::Packet(p) => {
+                link.buf_bytes += u64::from(p.len());
+                link.buf.push_back(p);
+            }
+            Dequeue::NotBefore(t) => return Some(t),
+            Dequeue::Empty => return None,
+        }
+    }
+    None
+}
+
+/// Takes the head of the buffer onto the wire; returns true when it will arrive (not lost).
+#[inline]
+fn transmit(link: &mut Link, now: Instant, arrival: Instant, bin: usize) -> bool {
+    let _ = now;
+    let Some(pkt) = link.buf.pop_front() else {
+        return false;
+    };
+    let len = pkt.len();
+    link.buf_bytes -= u64::from(len);
+    link.metrics.tx_packets += 1;
+    link.metrics.tx_bytes += u64::from(len);
+    let backlog = link.buf_bytes;
+    let b = link.metrics.bin(bin);
+    b.tx_bytes += u64::from(len);
+    b.max_buffer_bytes = b.max_buffer_bytes.max(backlog + u64::from(len));
+    if link.loss > 0.0 && link.rng.next_f64() < link.loss {
+        link.metrics.random_losses += 1;
+        link.metrics.bin(bin).drops += 1;
+        return false;
+    }
+    link.pipe.push_back((arrival, pkt));
+    true
+}
+
+/// The host owning `pkt`'s destination address (IP header at `off`).
+#[inline]
+fn owner_of(owner: &HashMap<IpAddr, NodeId>, pkt: &Packet, off: usize) -> Option<NodeId> {
+    let d = &pkt.data;
+    let addr: IpAddr = match d.get(off)? >> 4 {
+        4 => {
+            let b: [u8; 4] = d.get(off + 16..off + 20)?.try_into().ok()?;
+            IpAddr::from(b)
+        }
+        6 => {
+            let b: [u8; 16] = d.get(off + 24..off + 40)?.try_into().ok()?;
+            IpAddr::from(b)
+        }
+        _ => return None,
+    };
+    owner.get(&addr).copied()
+}
+
+/// For an ICMP/ICMPv6 echo (IP header at `off`, no IPv6 extension headers): `(true, id)` for a
+/// request, which is turned into the reply in place (addresses swapped, type changed, checksum
+/// updated incrementally per RFC 1624); `(false, id)` for a reply; `None` otherwise.
+fn icmp_echo(d: &mut [u8], off: usize) -> Option<(bool, u16)> {
+    let v = d.get(off)? >> 4;
+    let (l4, req, rep, a, alen) = match v {
+        4 if *d.get(off + 9)? == 1 => (off + usize::from(d[off] & 0xf) * 4, 8u8, 0u8, off + 12, 4),
+        6 if *d.get(off + 6)? == 58 => (off + 40, 128, 129, off + 8, 16),
+        _ => return None,
+    };
+    let hdr = d.get(l4..l4 + 8)?;
+    let id = u16::from_be_bytes([hdr[4], hdr[5]]);
+    let ty = hdr[0];
+    if ty == rep {
+        return Some((false, id));
+    }
+    if ty != req {
+        return None;
+    }
+    // Swapping source and destination changes neither the IPv4 header checksum nor the ICMPv6
+    // pseudo-header sum.
+    for i in 0..alen {
+        d.swap(a + i, a + alen + i);
+    }
+    let old = u16::from_be_bytes([d[l4], d[l4 + 1]]);
+    d[l4] = rep;
+    let new = u16::from_be_bytes([d[l4], d[l4 + 1]]);
+    let hc = u16::from_be_bytes([d[l4 + 2], d[l4 + 3]]);
+    let mut sum = u32::from(!hc) + u32::from(!old) + u32::from(new);
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    let hc2 = !(sum as u16);
+    d[l4 + 2..l4 + 4].copy_from_slice(&hc2.to_be_bytes());
+    Some((true, id))
+}

@@ -1,0 +1,216 @@
+//! Link capacity traces: mahimahi delivery-opportunity files and a step/ramp rate schedule.
+
+use qdisc::{Duration, Instant};
+
+/// Bytes one mahimahi delivery opportunity can carry.
+pub const MAHIMAHI_MTU: u32 = 1500;
+
+/// Why a trace could not be parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceError {
+    /// 1-based line number (0 when the problem is the whole file).
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for TraceError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "trace line {}: {}", self.line, self.message)
+    }
+}
+impl std::error::Error for TraceError {}
+
+/// A mahimahi trace: the millisecond offsets of 1500-byte delivery opportunities, looping with a
+/// period equal to the last offset (as mahimahi does: the next loop's base is the last value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MahimahiTrace {
+    ms: Vec<u64>,
+    period_ms: u64,
+}
+
+impl MahimahiTrace {
+    /// Parses the ASCII format: one non-negative integer per line (blank lines ignored),
+    /// non-decreasing, last value > 0.
+    pub fn parse(text: &str) -> Result<Self, TraceError> {
+        let mut ms = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if t.is_empty() {
+                continue;
+            }
+            let v: u64 = t.parse().map_err(|_| TraceError {
+                line: i + 1,
+                message: format!("not a non-negative integer: {t:?}"),
+            })?;
+            if ms.last().is_some_and(|&l| v < l) {
+                return Err(TraceError {
+                    line: i + 1,
+                    message: "offsets must not decrease".into(),
+                });
+            }
+            ms.push(v);
+        }
+        Self::from_offsets(ms)
+    }
+
+    /// A trace from millisecond offsets (non-decreasing, last > 0).
+    pub fn from_offsets(ms: Vec<u64>) -> Result<Self, TraceError> {
+        let period_ms = ms.last().copied().unwrap_or(0);
+        if period_ms == 0 {
+            return Err(TraceError {
+                line: 0,
+                message: "a trace needs at least one opportunity after 0 ms".into(),
+            });
+        }
+        if ms.windows(2).any(|w| w[1] < w[0]) {
+            return Err(TraceError {
+                line: 0,
+                message: "offsets must not decrease".into(),
+            });
+        }
+        Ok(MahimahiTrace { ms, period_ms })
+    }
+
+    /// The loop period.
+    pub fn period(&self) -> Duration {
+        Duration::from_millis(self.period_ms)
+    }
+
+    /// Opportunities per loop.
+    pub fn len(&self) -> usize {
+        self.ms.len()
+    }
+
+    /// Always false (a parsed trace has at least one opportunity).
+    pub fn is_empty(&self) -> bool {
+        self.ms.is_empty()
+    }
+
+    /// The time of opportunity number `k` (counting across loops from 0).
+    #[inline]
+    pub fn opportunity(&self, k: u64) -> Instant {
+        let n = self.ms.len() as u64;
+        let lap = k / n;
+        let idx = (k % n) as usize;
+        Instant::from_millis(lap * self.period_ms + self.ms[idx])
+    }
+
+    /// Number of opportunities strictly before `t`.
+    pub fn count_before(&self, t: Instant) -> u64 {
+        let t_ns = t.as_nanos();
+        let period_ns = self.period_ms * 1_000_000;
+        let laps = t_ns / period_ns;
+        let rest_ns = t_ns % period_ns;
+        // Within a lap: opportunities with ms*1e6 < rest_ns.
+        let within = self.ms.partition_point(|&m| m * 1_000_000 < rest_ns) as u64;
+        laps * self.ms.len() as u64 + within
+    }
+
+    /// Mean capacity in bytes per second over one loop.
+    pub fn mean_rate(&self) -> f64 {
+        self.ms.len() as f64 * f64::from(MAHIMAHI_MTU) / (self.period_ms as f64 / 1000.0)
+    }
+}
+
+/// One segment of a [`RateSchedule`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RatePoint {
+    /// When the segment starts.
+    pub at: Instant,
+    /// Rate in bytes per second at `at`.
+    pub rate: f64,
+    /// True: the rate moves linearly from this point's rate to the next point's; false: it holds.
+    pub ramp: bool,
+}
+
+/// A piecewise rate: steps and linear ramps. Text format, one point per line (`#` comments):
+/// `<t_seconds> <step|ramp> <rate>` where rate takes a unit suffix `bit`, `kbit`, `mbit`, `gbit`
+/// (bits/s) or `Bps` (bytes/s); e.g. `0 step 10mbit`, `5 ramp 10mbit`, `10 step 2mbit`.
+/// `ramp` at a point means "move linearly from here to the next point's rate". Before the first
+/// point the first rate holds; after the last point the last rate holds (no looping).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateSchedule {
+    points: Vec<RatePoint>,
+}
+
+fn parse_rate(s: &str) -> Option<f64> {
+    let lower = s.to_ascii_lowercase();
+    let (num, mult) = if let Some(n) = lower.strip_suffix("gbit") {
+        (n, 1e9 / 8.0)
+    } else if let Some(n) = lower.strip_suffix("mbit") {
+        (n, 1e6 / 8.0)
+    } else if let Some(n) = lower.strip_suffix("kbit") {
+        (n, 1e3 / 8.0)
+    } else if let Some(n) = lower.strip_suffix("bit") {
+        (n, 1.0 / 8.0)
+    } else if let Some(n) = lower.strip_suffix("bps") {
+        (n, 1.0)
+    } else {
+        return None;
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v * mult)
+}
+
+impl RateSchedule {
+    /// Parses the text format (see the type docs).
+    pub fn parse(text: &str) -> Result<Self, TraceError> {
+        let mut points: Vec<RatePoint> = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let t = line.split('#').next().unwrap_or("").trim();
+            if t.is_empty() {
+                continue;
+            }
+            let err = |m: &str| TraceError {
+                line: i + 1,
+                message: m.to_string(),
+            };
+            let f: Vec<&str> = t.split_whitespace().collect();
+            if f.len() != 3 {
+                return Err(err("expected `<t_seconds> <step|ramp> <rate>`"));
+            }
+            let secs: f64 = f[0].parse().map_err(|_| err("bad time"))?;
+            if !(secs.is_finite() && secs >= 0.0) {
+                return Err(err("bad time"));
+            }
+            let ramp = match f[1] {
+                "step" => false,
+                "ramp" => true,
+                _ => return Err(err("expected `step` or `ramp`")),
+            };
+            let rate = parse_rate(f[2]).ok_or_else(|| err("bad rate (e.g. 10mbit, 1250000Bps)"))?;
+            let at = Instant::ZERO.saturating_add(Duration::from_secs_f64(secs));
+            if points.last().is_some_and(|p| at < p.at) {
+                return Err(err("times must not decrease"));
+            }
+            points.push(RatePoint { at, rate, ramp });
+        }
+        Self::new(points).ok_or(TraceError {
+            line: 0,
+            message: "a schedule needs at least one point".into(),
+        })
+    }
+
+    /// A schedule from points (sorted by time); `None` when empty.
+    pub fn new(points: Vec<RatePoint>) -> Option<Self> {
+        (!points.is_empty()).then_some(RateSchedule { points })
+    }
+
+    /// The rate in bytes per second at `t`.
+    pub fn rate_at(&self, t: Instant) -> f64 {
+        let i = self.points.partition_point(|p| p.at <= t);
+        if i == 0 {
+            return self.points[0].rate;
+        }
+        let p = self.points[i - 1];
+        match self.points.get(i) {
+            Some(n) if p.ramp && n.at > p.at => {
+                let f = (t.as_nanos() - p.at.as_nanos()) as f64
+                    / (n.at.as_nanos() - p.at.as_nanos()) as f64;
+                p.rate + (n.rate - p.rate) * f
+            }
+            _ => p.rate,
+        }
+    }
+}
