@@ -143,12 +143,16 @@ struct Link {
 impl Link {
     #[inline]
     fn has_room(&self) -> bool {
-        self.limit.packets.is_none_or(|p| (self.buf.len() as u64) < u64::from(p))
+        self.limit
+            .packets
+            .is_none_or(|p| (self.buf.len() as u64) < u64::from(p))
             && self.limit.bytes.is_none_or(|b| self.buf_bytes < b)
     }
     #[inline]
     fn accepts(&self, len: u32) -> bool {
-        self.limit.packets.is_none_or(|p| (self.buf.len() as u64) < u64::from(p))
+        self.limit
+            .packets
+            .is_none_or(|p| (self.buf.len() as u64) < u64::from(p))
             && self
                 .limit
                 .bytes
@@ -409,7 +413,9 @@ impl Sim {
                     l.metrics.tx_bytes as f64 / cap as f64
                 }
             }
-            _ => l.metrics.utilisation(self.now.saturating_duration_since(Instant::ZERO)),
+            _ => l
+                .metrics
+                .utilisation(self.now.saturating_duration_since(Instant::ZERO)),
         }
     }
 
@@ -497,7 +503,11 @@ impl Sim {
             .headers()
             .ip
             .and_then(|ip| owner_of(&self.owner, &pkt, ip.outer_offset as usize));
-        let link = dst.and_then(|d| self.routes.get(node).and_then(|r| r.get(d).copied().flatten()));
+        let link = dst.and_then(|d| {
+            self.routes
+                .get(node)
+                .and_then(|r| r.get(d).copied().flatten())
+        });
         match link {
             Some(l) if dst != Some(node) => self.enqueue(l, pkt),
             // No route, unknown destination, or a loopback (not modelled).
@@ -592,7 +602,8 @@ impl Sim {
                             };
                             let done = now.saturating_add(Duration::from_nanos(tx));
                             link.busy_until = done;
-                            link.metrics.busy = Duration::from_nanos(link.metrics.busy.as_nanos() + tx);
+                            link.metrics.busy =
+                                Duration::from_nanos(link.metrics.busy.as_nanos() + tx);
                             if transmit(link, now, done.saturating_add(link.delay), bin) {
                                 arrivals += 1;
                             }

@@ -104,7 +104,18 @@ impl MahimahiTrace {
         let rest_ns = t_ns % period_ns;
         // Within a lap: opportunities with ms*1e6 < rest_ns.
         let within = self.ms.partition_point(|&m| m * 1_000_000 < rest_ns) as u64;
-        laps * self.ms.len() as u64 + within
+        // The previous lap's opportunities at its last offset fall exactly on this lap's start:
+        // they are not before `t` when `t` is a lap boundary.
+        let at_end = if laps > 0 && rest_ns == 0 {
+            self.ms
+                .iter()
+                .rev()
+                .take_while(|&&m| m == self.period_ms)
+                .count() as u64
+        } else {
+            0
+        };
+        laps * self.ms.len() as u64 + within - at_end
     }
 
     /// Mean capacity in bytes per second over one loop.

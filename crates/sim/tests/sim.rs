@@ -1,0 +1,352 @@
+//! Behavioural tests of the simulator core.
+
+use cake::{AnyQdisc, CakeConfig};
+use qdisc::packet::FrameSpec;
+use qdisc::{Duration, Instant};
+use sim::{LinkConfig, LinkRate, MahimahiTrace, Ping, RateSchedule, Sim, UdpSource};
+use std::net::IpAddr;
+
+const MBIT: u64 = 1_000_000 / 8; // bytes per second in one Mbit/s
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// A -> R -> B with a fast access link and the given bottleneck R -> B; reverse B -> R -> A
+/// uncongested. Returns (sim, a, b, bottleneck link id).
+fn dumbbell(seed: u64, bottleneck: LinkConfig, bdelay: Duration) -> (Sim, usize, usize, usize) {
+    let mut s = Sim::new(seed);
+    let a = s.add_node(&[ip("10.0.0.1"), ip("fd00::1")]);
+    let r = s.add_node(&[ip("10.0.0.254")]);
+    let b = s.add_node(&[ip("10.0.0.2"), ip("fd00::2")]);
+    s.add_link(
+        a,
+        r,
+        LinkConfig::fixed(1000 * MBIT, Duration::from_millis(1)),
+    );
+    let bl = s.add_link(r, b, bottleneck);
+    s.add_link(b, r, LinkConfig::fixed(100 * MBIT, bdelay));
+    s.add_link(
+        r,
+        a,
+        LinkConfig::fixed(1000 * MBIT, Duration::from_millis(1)),
+    );
+    s.compute_routes();
+    (s, a, b, bl)
+}
+
+#[test]
+fn greedy_udp_through_fixed_10mbit_link_gets_10mbit_within_half_percent() {
+    let (mut s, a, _b, bl) = dumbbell(
+        1,
+        LinkConfig::fixed(10 * MBIT, Duration::from_millis(10)).buffer(Some(100), None),
+        Duration::from_millis(10),
+    );
+    let f = s.add_app(
+        a,
+        5000,
+        Instant::ZERO,
+        Box::new(UdpSource::greedy(
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            5000,
+            12 * MBIT,
+        )),
+    );
+    s.run_until(Instant::from_secs(10));
+    let m = s.flow(f).unwrap();
+    let g = m.goodput_bps(s.bin_width(), Instant::from_secs(1), Instant::from_secs(10));
+    let want = (10 * MBIT) as f64;
+    assert!((g - want).abs() / want < 0.005, "goodput {g} vs {want}");
+    assert!(s.link_utilisation(bl) > 0.99);
+    assert!(s.link(bl).unwrap().buffer_drops > 0, "excess is dropped");
+}
+
+fn ser(len: u32, rate: u64) -> u64 {
+    (u64::from(len) * 1_000_000_000).div_ceil(rate)
+}
+
+#[test]
+fn ping_rtt_equals_sum_of_propagation_and_serialisation_exactly() {
+    for (src, dst) in [("10.0.0.1", "10.0.0.2"), ("fd00::1", "fd00::2")] {
+        let (mut s, a, _b, _) = dumbbell(
+            2,
+            LinkConfig::fixed(10 * MBIT, Duration::from_millis(20)),
+            Duration::from_millis(20),
+        );
+        let p = s.add_app(
+            a,
+            77,
+            Instant::ZERO,
+            Box::new(Ping::new(ip(src), ip(dst), 77, Duration::from_secs(1))),
+        );
+        s.run_until(Instant::from_secs(5));
+        let len = FrameSpec::icmp_echo(ip(src), ip(dst), 77, 0)
+            .packet_padded()
+            .len();
+        let want = 2 * (ser(len, 1000 * MBIT) + 1_000_000)
+            + ser(len, 10 * MBIT)
+            + ser(len, 100 * MBIT)
+            + 40_000_000;
+        let ping = s.app_as::<Ping>(p).unwrap();
+        assert_eq!(ping.rtts.len(), 5, "{src}");
+        for r in &ping.rtts {
+            assert_eq!(r.as_nanos(), want, "{src}");
+        }
+        let lat = s.flow(p).unwrap().latency();
+        assert_eq!(lat.max.as_nanos(), want);
+        assert_eq!(lat.min.as_nanos(), want);
+    }
+}
+
+#[test]
+fn droptail_buffer_bounds_queueing_delay_and_drops_the_excess() {
+    let (mut s, a, _b, bl) = dumbbell(
+        3,
+        LinkConfig::fixed(10 * MBIT, Duration::from_millis(10)).buffer(Some(50), None),
+        Duration::from_millis(10),
+    );
+    let f = s.add_app(
+        a,
+        5000,
+        Instant::ZERO,
+        Box::new(UdpSource::greedy(
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            5000,
+            20 * MBIT,
+        )),
+    );
+    s.run_until(Instant::from_secs(10));
+    let m = s.flow(f).unwrap();
+    // 50 queued + 1 in service at 1.2 ms each, plus 10 ms + 1 ms propagation + access.
+    let bound = 51 * 1_200_000 + 11_000_000 + 20_000;
+    let lat = m.latency();
+    assert!(lat.max.as_nanos() <= bound, "max {:?}", lat.max);
+    assert!(lat.max.as_nanos() > 50 * 1_200_000, "the buffer fills");
+    let drops = s.link(bl).unwrap().buffer_drops;
+    let frac = drops as f64 / m.sent_packets as f64;
+    assert!((frac - 0.5).abs() < 0.01, "drop fraction {frac}");
+}
+
+#[test]
+fn mahimahi_trace_link_delivers_the_traces_average_rate() {
+    let text = std::fs::read_to_string("/work/shared/traces/ATT-LTE-driving-2016.down").unwrap();
+    let trace = MahimahiTrace::parse(&text).unwrap();
+    let end = Instant::from_secs(60);
+    let capacity = trace.count_before(end) * 1500;
+    let (mut s, a, _b, bl) = dumbbell(
+        4,
+        LinkConfig::with_rate(LinkRate::Mahimahi(trace), Duration::ZERO).buffer(Some(5000), None),
+        Duration::from_millis(10),
+    );
+    let f = s.add_app(
+        a,
+        5000,
+        Instant::ZERO,
+        Box::new(UdpSource::greedy(
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            5000,
+            60 * MBIT,
+        )),
+    );
+    s.run_until(end);
+    let delivered = s.flow(f).unwrap().delivered_bytes;
+    let rel = (delivered as f64 - capacity as f64).abs() / capacity as f64;
+    assert!(rel < 0.005, "delivered {delivered} vs capacity {capacity}");
+    assert!(s.link_utilisation(bl) > 0.995);
+}
+
+fn cake_vs_droptail(with_cake: bool) -> (f64, sim::LatencySummary) {
+    // A deep modem buffer in bytes (1.2 s at 10 Mbit/s): small pings still fit between the
+    // greedy flow's full-size frames (1000 spare bytes), so they measure the standing queue.
+    let mut cfg =
+        LinkConfig::fixed(10 * MBIT, Duration::from_millis(20)).buffer(None, Some(1_501_000));
+    if with_cake {
+        cfg = cfg.qdisc(AnyQdisc::cake(CakeConfig::with_rate(95 * MBIT / 10), 9));
+    }
+    let (mut s, a, _b, _) = dumbbell(5, cfg, Duration::from_millis(20));
+    let g = s.add_app(
+        a,
+        5000,
+        Instant::ZERO,
+        Box::new(UdpSource::greedy(
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            5000,
+            20 * MBIT,
+        )),
+    );
+    let p = s.add_app(
+        a,
+        9,
+        Instant::from_secs(2),
+        Box::new(Ping::new(
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            9,
+            Duration::from_millis(100),
+        )),
+    );
+    s.run_until(Instant::from_secs(20));
+    let gp = s.flow(g).unwrap().goodput_bps(
+        s.bin_width(),
+        Instant::from_secs(5),
+        Instant::from_secs(20),
+    );
+    (gp, s.flow(p).unwrap().latency())
+}
+
+#[test]
+fn cake_shaping_below_the_bottleneck_keeps_ping_latency_low_under_greedy_load() {
+    let base_ms = 42.0;
+    let (gp_cake, lat_cake) = cake_vs_droptail(true);
+    let (gp_tail, lat_tail) = cake_vs_droptail(false);
+    // Deep droptail alone: ~1000 x 1.2 ms of queue.
+    assert!(lat_tail.count >= 160, "{lat_tail:?}");
+    assert!(
+        lat_tail.p50.as_millis_f64() > base_ms + 1000.0,
+        "{lat_tail:?}"
+    );
+    // CAKE: the sparse ping sees a few ms at most.
+    assert!(
+        lat_cake.max.as_millis_f64() < base_ms + 10.0,
+        "{lat_cake:?}"
+    );
+    assert!(lat_cake.count >= 160);
+    // The greedy flow still saturates the shaped rate.
+    assert!(
+        gp_cake > 0.9 * (95 * MBIT / 10) as f64,
+        "cake goodput {gp_cake}"
+    );
+    assert!(
+        gp_tail > 0.99 * (10 * MBIT) as f64,
+        "droptail goodput {gp_tail}"
+    );
+}
+
+fn lossy_run(seed: u64) -> (Vec<u64>, u64, u64) {
+    let (mut s, a, _b, bl) = dumbbell(
+        seed,
+        LinkConfig::fixed(10 * MBIT, Duration::from_millis(10)).loss(0.1),
+        Duration::from_millis(10),
+    );
+    let f = s.add_app(
+        a,
+        5000,
+        Instant::ZERO,
+        Box::new(UdpSource::cbr(
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            5000,
+            1000,
+            8 * MBIT,
+        )),
+    );
+    s.run_until(Instant::from_secs(20));
+    let m = s.flow(f).unwrap();
+    (
+        m.latencies_ns.clone(),
+        m.sent_packets,
+        s.link(bl).unwrap().random_losses,
+    )
+}
+
+#[test]
+fn same_seed_gives_identical_metrics_and_another_seed_differs() {
+    let x = lossy_run(42);
+    let y = lossy_run(42);
+    assert_eq!(x, y);
+    let z = lossy_run(43);
+    assert_ne!(x.0.len(), 0);
+    assert_ne!(x, z);
+}
+
+#[test]
+fn random_loss_rate_matches_the_configured_probability() {
+    let (lat, sent, lost) = lossy_run(7);
+    let p = lost as f64 / sent as f64;
+    // 20 000 packets: 3 sigma is 0.0064.
+    assert!((p - 0.1).abs() < 0.0065, "loss {p}");
+    let in_flight = sent - lat.len() as u64 - lost;
+    assert!(
+        in_flight <= 15,
+        "only packets in flight are unaccounted: {in_flight}"
+    );
+}
+
+#[test]
+fn voip_on_an_idle_path_has_constant_delay_no_jitter_no_loss() {
+    let (mut s, a, _b, _) = dumbbell(
+        8,
+        LinkConfig::fixed(10 * MBIT, Duration::from_millis(15)),
+        Duration::from_millis(15),
+    );
+    let v = s.add_app(
+        a,
+        4000,
+        Instant::ZERO,
+        Box::new(UdpSource::voip(ip("10.0.0.1"), ip("10.0.0.2"), 4000)),
+    );
+    s.run_until(Instant::from_millis(10_019));
+    let m = s.flow(v).unwrap();
+    assert_eq!(m.sent_packets, 501);
+    assert_eq!(m.delivered_packets, 501);
+    assert_eq!(m.loss(), 0.0);
+    assert_eq!(m.jitter_ns, 0.0);
+    let want = ser(200, 1000 * MBIT) + ser(200, 10 * MBIT) + 16_000_000;
+    assert_eq!(m.latency().p99.as_nanos(), want);
+}
+
+#[test]
+fn mahimahi_trace_loops_at_its_last_value_and_counts_opportunities() {
+    let t = MahimahiTrace::parse("0\n0\n5\n10\n").unwrap();
+    assert_eq!(t.opportunity(0), Instant::ZERO);
+    assert_eq!(t.opportunity(3), Instant::from_millis(10));
+    assert_eq!(t.opportunity(4), Instant::from_millis(10));
+    assert_eq!(t.opportunity(6), Instant::from_millis(15));
+    assert_eq!(t.count_before(Instant::from_millis(10)), 3);
+    assert_eq!(t.count_before(Instant::from_millis(11)), 6);
+    assert!(MahimahiTrace::parse("5\n3\n").is_err());
+    assert!(MahimahiTrace::parse("0\n").is_err());
+    assert!(MahimahiTrace::parse("x\n").is_err());
+}
+
+#[test]
+fn rate_schedule_steps_and_ramps() {
+    let s = RateSchedule::parse("# demo\n0 step 10mbit\n5 ramp 10mbit\n10 step 20mbit\n").unwrap();
+    assert_eq!(s.rate_at(Instant::from_secs(1)), (10 * MBIT) as f64);
+    assert_eq!(s.rate_at(Instant::from_millis(7500)), (15 * MBIT) as f64);
+    assert_eq!(s.rate_at(Instant::from_secs(30)), (20 * MBIT) as f64);
+    assert!(RateSchedule::parse("0 jump 1mbit").is_err());
+    assert!(RateSchedule::parse("").is_err());
+}
+
+#[test]
+fn scheduled_rate_link_follows_its_steps() {
+    let sched = RateSchedule::parse("0 step 10mbit\n10 step 2mbit\n").unwrap();
+    let (mut s, a, _b, _) = dumbbell(
+        9,
+        LinkConfig::with_rate(LinkRate::Schedule(sched), Duration::from_millis(5)),
+        Duration::from_millis(5),
+    );
+    let f = s.add_app(
+        a,
+        5000,
+        Instant::ZERO,
+        Box::new(UdpSource::greedy(
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            5000,
+            20 * MBIT,
+        )),
+    );
+    s.run_until(Instant::from_secs(20));
+    let m = s.flow(f).unwrap();
+    let w = s.bin_width();
+    let hi = m.goodput_bps(w, Instant::from_secs(1), Instant::from_secs(9));
+    let lo = m.goodput_bps(w, Instant::from_secs(12), Instant::from_secs(20));
+    assert!((hi / (10 * MBIT) as f64 - 1.0).abs() < 0.01, "{hi}");
+    assert!((lo / (2 * MBIT) as f64 - 1.0).abs() < 0.01, "{lo}");
+}
