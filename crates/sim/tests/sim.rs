@@ -1,4 +1,5 @@
 //! Behavioural tests of the simulator core.
+#![allow(clippy::unwrap_used)]
 
 use cake::{AnyQdisc, CakeConfig};
 use qdisc::packet::FrameSpec;
