@@ -11,6 +11,8 @@ use std::net::IpAddr;
 pub struct Outbox {
     pub(crate) packets: Vec<Packet>,
     pub(crate) timer: TimerCmd,
+    /// Frame buffers of packets that left the simulation, lent by the simulator for reuse.
+    pub(crate) pool: Vec<Vec<u8>>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,6 +30,19 @@ impl Outbox {
     #[inline]
     pub fn send(&mut self, pkt: Packet) {
         self.packets.push(pkt);
+    }
+
+    /// A copy of `template` whose frame buffer is recycled from packets that already left the
+    /// simulation (delivered or dropped), so steady-state sending does not allocate.
+    #[inline]
+    pub fn packet_from(&mut self, template: &Packet) -> Packet {
+        let mut data = self.pool.pop().unwrap_or_default();
+        data.clear();
+        data.extend_from_slice(&template.data);
+        Packet {
+            data,
+            meta: template.meta,
+        }
     }
 
     /// Sets this application's single timer to fire at `at` (replacing any pending one). An
@@ -148,7 +163,8 @@ impl UdpSource {
         if self.stop.is_some_and(|s| now >= s) {
             return;
         }
-        out.send(self.template.clone());
+        let pkt = out.packet_from(&self.template);
+        out.send(pkt);
         self.sent += 1;
         out.set_timer(now.saturating_add(self.interval));
     }

@@ -212,6 +212,8 @@ pub struct Sim {
     flows: Vec<FlowMetrics>,
     outbox: Outbox,
     drops: Vec<Dropped>,
+    /// Recycled frame buffers (see [`Outbox::packet_from`]).
+    pool: Vec<Vec<u8>>,
     bin_width: Duration,
     /// Packets that reached their host but no bound application (still counted as delivered).
     pub unbound_deliveries: u64,
@@ -240,6 +242,7 @@ impl Sim {
             flows: Vec::new(),
             outbox: Outbox::default(),
             drops: Vec::new(),
+            pool: Vec::new(),
             bin_width: Duration::from_millis(100),
             unbound_deliveries: 0,
             unroutable: 0,
@@ -467,7 +470,9 @@ impl Sim {
         let mut out = std::mem::take(&mut self.outbox);
         out.timer = TimerCmd::Keep;
         let now = self.now;
+        std::mem::swap(&mut out.pool, &mut self.pool);
         f(self.apps[a].app.as_mut(), now, &mut out);
+        std::mem::swap(&mut out.pool, &mut self.pool);
         match out.timer {
             TimerCmd::Keep => {}
             TimerCmd::Set(at) => {
@@ -511,7 +516,10 @@ impl Sim {
         match link {
             Some(l) if dst != Some(node) => self.enqueue(l, pkt),
             // No route, unknown destination, or a loopback (not modelled).
-            _ => self.unroutable += 1,
+            _ => {
+                self.unroutable += 1;
+                recycle(&mut self.pool, pkt);
+            }
         }
     }
 
@@ -527,6 +535,9 @@ impl Sim {
             if n > 0 {
                 link.metrics.qdisc_drops += n;
                 link.metrics.bin(bin).drops += n;
+                for d in self.drops.drain(..) {
+                    recycle(&mut self.pool, d.packet);
+                }
             }
         } else if link.accepts(pkt.len()) {
             link.buf_bytes += u64::from(pkt.len());
@@ -534,6 +545,7 @@ impl Sim {
         } else {
             link.metrics.buffer_drops += 1;
             link.metrics.bin(bin).drops += 1;
+            recycle(&mut self.pool, pkt);
         }
         self.pump(l);
     }
@@ -550,7 +562,7 @@ impl Sim {
                 link.next_op = link.next_op.max(t.count_before(now));
             }
             loop {
-                qdisc_at = feed(link, now, &mut self.drops, bin);
+                qdisc_at = feed(link, now, &mut self.drops, &mut self.pool, bin);
                 let sent = match &link.rate {
                     LinkRate::Mahimahi(t) => {
                         if link.buf.is_empty() || t.opportunity(link.next_op) != now {
@@ -569,11 +581,11 @@ impl Sim {
                                 if left <= budget {
                                     budget -= left;
                                     link.head_left = 0;
-                                    if transmit(link, now, now.saturating_add(link.delay), bin) {
+                                    if transmit(link, now.saturating_add(link.delay), &mut self.pool, bin) {
                                         arrivals += 1;
                                     }
                                     if link.buf.is_empty() {
-                                        qdisc_at = feed(link, now, &mut self.drops, bin);
+                                        qdisc_at = feed(link, now, &mut self.drops, &mut self.pool, bin);
                                     }
                                 } else {
                                     link.head_left = left - budget;
@@ -604,7 +616,7 @@ impl Sim {
                             link.busy_until = done;
                             link.metrics.busy =
                                 Duration::from_nanos(link.metrics.busy.as_nanos() + tx);
-                            if transmit(link, now, done.saturating_add(link.delay), bin) {
+                            if transmit(link, done.saturating_add(link.delay), &mut self.pool, bin) {
                                 arrivals += 1;
                             }
                             true
@@ -654,6 +666,7 @@ impl Sim {
         let node = self.links[l].to;
         let Some(ip) = pkt.headers().ip else {
             self.unroutable += 1;
+            recycle(&mut self.pool, pkt);
             return;
         };
         let off = usize::from(ip.outer_offset);
@@ -689,13 +702,20 @@ impl Sim {
             Some(a) => self.call_app(a, |app, now, out| app.on_packet(now, &pkt, out)),
             None => self.unbound_deliveries += 1,
         }
+        recycle(&mut self.pool, pkt);
     }
 }
 
 /// Pulls packets from the qdisc into the buffer while it has room. Returns when the shaper
 /// opens next, if it holds packets back.
 #[inline]
-fn feed(link: &mut Link, now: Instant, drops: &mut Vec<Dropped>, bin: usize) -> Option<Instant> {
+fn feed(
+    link: &mut Link,
+    now: Instant,
+    drops: &mut Vec<Dropped>,
+    pool: &mut Vec<Vec<u8>>,
+    bin: usize,
+) -> Option<Instant> {
     link.qdisc.as_ref()?;
     while link.has_room() {
         drops.clear();
@@ -707,6 +727,9 @@ fn feed(link: &mut Link, now: Instant, drops: &mut Vec<Dropped>, bin: usize) -> 
         if n > 0 {
             link.metrics.qdisc_drops += n;
             link.metrics.bin(bin).drops += n;
+            for d in drops.drain(..) {
+                recycle(pool, d.packet);
+            }
         }
         match d {
             Dequeue::Packet(p) => {
@@ -722,8 +745,7 @@ fn feed(link: &mut Link, now: Instant, drops: &mut Vec<Dropped>, bin: usize) -> 
 
 /// Takes the head of the buffer onto the wire; returns true when it will arrive (not lost).
 #[inline]
-fn transmit(link: &mut Link, now: Instant, arrival: Instant, bin: usize) -> bool {
-    let _ = now;
+fn transmit(link: &mut Link, arrival: Instant, pool: &mut Vec<Vec<u8>>, bin: usize) -> bool {
     let Some(pkt) = link.buf.pop_front() else {
         return false;
     };
@@ -738,10 +760,22 @@ fn transmit(link: &mut Link, now: Instant, arrival: Instant, bin: usize) -> bool
     if link.loss > 0.0 && link.rng.next_f64() < link.loss {
         link.metrics.random_losses += 1;
         link.metrics.bin(bin).drops += 1;
+        recycle(pool, pkt);
         return false;
     }
     link.pipe.push_back((arrival, pkt));
     true
+}
+
+/// Most recycled frame buffers kept.
+const POOL_MAX: usize = 4096;
+
+/// Keeps `pkt`'s frame buffer for reuse (bounded).
+#[inline]
+fn recycle(pool: &mut Vec<Vec<u8>>, pkt: Packet) {
+    if pool.len() < POOL_MAX && pkt.data.capacity() <= 2048 {
+        pool.push(pkt.data);
+    }
 }
 
 /// The host owning `pkt`'s destination address (IP header at `off`).
