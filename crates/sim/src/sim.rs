@@ -581,11 +581,17 @@ impl Sim {
                                 if left <= budget {
                                     budget -= left;
                                     link.head_left = 0;
-                                    if transmit(link, now.saturating_add(link.delay), &mut self.pool, bin) {
+                                    if transmit(
+                                        link,
+                                        now.saturating_add(link.delay),
+                                        &mut self.pool,
+                                        bin,
+                                    ) {
                                         arrivals += 1;
                                     }
                                     if link.buf.is_empty() {
-                                        qdisc_at = feed(link, now, &mut self.drops, &mut self.pool, bin);
+                                        qdisc_at =
+                                            feed(link, now, &mut self.drops, &mut self.pool, bin);
                                     }
                                 } else {
                                     link.head_left = left - budget;
@@ -616,7 +622,8 @@ impl Sim {
                             link.busy_until = done;
                             link.metrics.busy =
                                 Duration::from_nanos(link.metrics.busy.as_nanos() + tx);
-                            if transmit(link, done.saturating_add(link.delay), &mut self.pool, bin) {
+                            if transmit(link, done.saturating_add(link.delay), &mut self.pool, bin)
+                            {
                                 arrivals += 1;
                             }
                             true

@@ -351,3 +351,134 @@ fn scheduled_rate_link_follows_its_steps() {
     assert!((hi / (10 * MBIT) as f64 - 1.0).abs() < 0.01, "{hi}");
     assert!((lo / (2 * MBIT) as f64 - 1.0).abs() < 0.01, "{lo}");
 }
+
+/// A UDP echo server: answers every datagram to its sender (what a TCP receiver's ACK path looks
+/// like to the simulator).
+#[derive(Debug)]
+struct Echo;
+impl sim::Application for Echo {
+    fn start(&mut self, _now: Instant, _out: &mut sim::Outbox) {}
+    fn on_packet(&mut self, _now: Instant, pkt: &qdisc::Packet, out: &mut sim::Outbox) {
+        let ip = pkt.headers().ip.unwrap();
+        let t = ip.tuple;
+        let (src, dst) = if ip.inner_version == 4 {
+            let s: [u8; 4] = t.src[12..].try_into().unwrap();
+            let d: [u8; 4] = t.dst[12..].try_into().unwrap();
+            (IpAddr::from(s), IpAddr::from(d))
+        } else {
+            (IpAddr::from(t.src), IpAddr::from(t.dst))
+        };
+        out.send(FrameSpec::udp(dst, src, t.dst_port, t.src_port).packet_padded());
+    }
+    fn on_timer(&mut self, _now: Instant, _out: &mut sim::Outbox) {}
+}
+
+/// Sends one datagram at start and one per timer; a reply re-arms the timer 1 ms later, a
+/// second timer set in the same call replaces the first.
+#[derive(Debug, Default)]
+struct Client {
+    replies: Vec<Instant>,
+    timers: Vec<Instant>,
+}
+impl sim::Application for Client {
+    fn start(&mut self, _now: Instant, out: &mut sim::Outbox) {
+        out.send(FrameSpec::udp(ip("10.0.0.1"), ip("10.0.0.2"), 6000, 7).packet_padded());
+    }
+    fn on_packet(&mut self, now: Instant, _pkt: &qdisc::Packet, out: &mut sim::Outbox) {
+        self.replies.push(now);
+        out.set_timer(now.saturating_add(Duration::from_secs(10)));
+        out.set_timer(now.saturating_add(Duration::from_millis(1)));
+    }
+    fn on_timer(&mut self, now: Instant, out: &mut sim::Outbox) {
+        self.timers.push(now);
+        if self.timers.len() < 3 {
+            out.send(FrameSpec::udp(ip("10.0.0.1"), ip("10.0.0.2"), 6000, 7).packet_padded());
+        }
+    }
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+#[test]
+fn applications_reply_to_packets_and_a_new_timer_replaces_the_old() {
+    let (mut s, a, b, _) = dumbbell(
+        10,
+        LinkConfig::fixed(10 * MBIT, Duration::from_millis(10)),
+        Duration::from_millis(10),
+    );
+    s.add_app(b, 7, Instant::ZERO, Box::new(Echo));
+    let c = s.add_app(a, 6000, Instant::ZERO, Box::new(Client::default()));
+    s.run_until(Instant::from_secs(60));
+    let cl = s.app_as::<Client>(c).unwrap();
+    assert_eq!(cl.replies.len(), 3, "start + two timer-driven requests");
+    // Each timer fired 1 ms after its reply; the replaced 10 s timers never fired.
+    assert_eq!(cl.timers.len(), 3);
+    for (r, t) in cl.replies.iter().zip(&cl.timers) {
+        assert_eq!(t.as_nanos() - r.as_nanos(), 1_000_000);
+    }
+    assert_eq!(s.unbound_deliveries, 0);
+    assert_eq!(s.unroutable, 0);
+}
+
+#[test]
+fn cake_shares_a_fan_in_bottleneck_equally_between_two_greedy_flows() {
+    let mut s = Sim::new(11);
+    let a1 = s.add_node(&[ip("10.0.1.1")]);
+    let a2 = s.add_node(&[ip("10.0.2.1")]);
+    let r = s.add_node(&[]);
+    let b = s.add_node(&[ip("10.0.0.2")]);
+    s.add_link(
+        a1,
+        r,
+        LinkConfig::fixed(100 * MBIT, Duration::from_millis(1)),
+    );
+    s.add_link(
+        a2,
+        r,
+        LinkConfig::fixed(100 * MBIT, Duration::from_millis(3)),
+    );
+    s.add_link(
+        r,
+        b,
+        LinkConfig::fixed(10 * MBIT, Duration::from_millis(10))
+            .buffer(Some(2), None)
+            .qdisc(AnyQdisc::cake(CakeConfig::with_rate(0), 3)),
+    );
+    s.compute_routes();
+    let f1 = s.add_app(
+        a1,
+        1,
+        Instant::ZERO,
+        Box::new(UdpSource::greedy(
+            ip("10.0.1.1"),
+            ip("10.0.0.2"),
+            1,
+            30 * MBIT,
+        )),
+    );
+    let f2 = s.add_app(
+        a2,
+        2,
+        Instant::ZERO,
+        Box::new(UdpSource::greedy(
+            ip("10.0.2.1"),
+            ip("10.0.0.2"),
+            2,
+            8 * MBIT,
+        )),
+    );
+    s.run_until(Instant::from_secs(10));
+    let w = s.bin_width();
+    let g1 = s
+        .flow(f1)
+        .unwrap()
+        .goodput_bps(w, Instant::from_secs(2), Instant::from_secs(10));
+    let g2 = s
+        .flow(f2)
+        .unwrap()
+        .goodput_bps(w, Instant::from_secs(2), Instant::from_secs(10));
+    let half = (5 * MBIT) as f64;
+    assert!((g1 / half - 1.0).abs() < 0.02, "{g1}");
+    assert!((g2 / half - 1.0).abs() < 0.02, "{g2}");
+}
