@@ -144,6 +144,13 @@ pub struct LinkBin {
     pub drops: u64,
     /// Largest droptail-buffer backlog (bytes) seen at a transmission in the bin.
     pub max_buffer_bytes: u64,
+    /// Sum of the buffer sojourn times (ns) of the packets transmitted in the bin (divide by the
+    /// packets transmitted for the mean): the modem/radio queue delay a controller can read.
+    pub sojourn_sum_ns: u64,
+    /// Largest buffer sojourn time (ns) of a packet transmitted in the bin.
+    pub max_sojourn_ns: u64,
+    /// Packets put on the wire in the bin.
+    pub tx_packets: u64,
 }
 
 /// Counters of one link.

@@ -128,7 +128,8 @@ struct Link {
     loss: f64,
     limit: Buffer,
     qdisc: Option<AnyQdisc>,
-    buf: VecDeque<Packet>,
+    /// The droptail buffer: packets with the instant they entered it.
+    buf: VecDeque<(Instant, Packet)>,
     buf_bytes: u64,
     /// Bytes of the head packet still to send over trace opportunities (0 = whole packet).
     head_left: u32,
@@ -541,7 +542,7 @@ impl Sim {
             }
         } else if link.accepts(pkt.len()) {
             link.buf_bytes += u64::from(pkt.len());
-            link.buf.push_back(pkt);
+            link.buf.push_back((now, pkt));
         } else {
             link.metrics.buffer_drops += 1;
             link.metrics.bin(bin).drops += 1;
@@ -572,7 +573,9 @@ impl Sim {
                             link.next_op += 1;
                             let mut budget = MAHIMAHI_MTU;
                             while budget > 0 {
-                                let Some(head) = link.buf.front() else { break };
+                                let Some((_, head)) = link.buf.front() else {
+                                    break;
+                                };
                                 let left = if link.head_left == 0 {
                                     head.len()
                                 } else {
@@ -583,6 +586,7 @@ impl Sim {
                                     link.head_left = 0;
                                     if transmit(
                                         link,
+                                        now,
                                         now.saturating_add(link.delay),
                                         &mut self.pool,
                                         bin,
@@ -610,7 +614,7 @@ impl Sim {
                                 LinkRate::Schedule(s) => s.rate_at(now).max(1000.0),
                                 LinkRate::Mahimahi(_) => 1.0, // unreachable: handled above
                             };
-                            let len = link.buf.front().map_or(0, Packet::len);
+                            let len = link.buf.front().map_or(0, |(_, p)| p.len());
                             let tx = match rate {
                                 LinkRate::Fixed(r) => {
                                     let r = u128::from((*r).max(1));
@@ -622,8 +626,13 @@ impl Sim {
                             link.busy_until = done;
                             link.metrics.busy =
                                 Duration::from_nanos(link.metrics.busy.as_nanos() + tx);
-                            if transmit(link, done.saturating_add(link.delay), &mut self.pool, bin)
-                            {
+                            if transmit(
+                                link,
+                                now,
+                                done.saturating_add(link.delay),
+                                &mut self.pool,
+                                bin,
+                            ) {
                                 arrivals += 1;
                             }
                             true
@@ -741,9 +750,12 @@ fn feed(
         match d {
             Dequeue::Packet(p) => {
                 link.buf_bytes += u64::from(p.len());
-                link.buf.push_back(p);
+                link.buf.push_back((now, p));
             }
-            Dequeue::NotBefore(t) => return Some(t),
+            // Never ask to be woken at the current instant again (that would spin).
+            Dequeue::NotBefore(t) => {
+                return Some(t.max(now.saturating_add(Duration::from_nanos(1))))
+            }
             Dequeue::Empty => return None,
         }
     }
@@ -752,10 +764,17 @@ fn feed(
 
 /// Takes the head of the buffer onto the wire; returns true when it will arrive (not lost).
 #[inline]
-fn transmit(link: &mut Link, arrival: Instant, pool: &mut Vec<Vec<u8>>, bin: usize) -> bool {
-    let Some(pkt) = link.buf.pop_front() else {
+fn transmit(
+    link: &mut Link,
+    now: Instant,
+    arrival: Instant,
+    pool: &mut Vec<Vec<u8>>,
+    bin: usize,
+) -> bool {
+    let Some((entered, pkt)) = link.buf.pop_front() else {
         return false;
     };
+    let sojourn = now.as_nanos().saturating_sub(entered.as_nanos());
     let len = pkt.len();
     link.buf_bytes -= u64::from(len);
     link.metrics.tx_packets += 1;
@@ -763,7 +782,10 @@ fn transmit(link: &mut Link, arrival: Instant, pool: &mut Vec<Vec<u8>>, bin: usi
     let backlog = link.buf_bytes;
     let b = link.metrics.bin(bin);
     b.tx_bytes += u64::from(len);
+    b.tx_packets += 1;
     b.max_buffer_bytes = b.max_buffer_bytes.max(backlog + u64::from(len));
+    b.sojourn_sum_ns += sojourn;
+    b.max_sojourn_ns = b.max_sojourn_ns.max(sojourn);
     if link.loss > 0.0 && link.rng.next_f64() < link.loss {
         link.metrics.random_losses += 1;
         link.metrics.bin(bin).drops += 1;

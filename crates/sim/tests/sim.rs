@@ -125,6 +125,19 @@ fn droptail_buffer_bounds_queueing_delay_and_drops_the_excess() {
     let lat = m.latency();
     assert!(lat.max.as_nanos() <= bound, "max {:?}", lat.max);
     assert!(lat.max.as_nanos() > 50 * 1_200_000, "the buffer fills");
+    // The link's own view of its queue: sojourn of at most 50 packets ahead at 1.2 ms each.
+    let max_sojourn = s
+        .link(bl)
+        .unwrap()
+        .bins
+        .iter()
+        .map(|b| b.max_sojourn_ns)
+        .max();
+    let max_sojourn = max_sojourn.unwrap();
+    assert!(
+        max_sojourn <= 50 * 1_200_000 && max_sojourn >= 49 * 1_200_000,
+        "{max_sojourn}"
+    );
     let drops = s.link(bl).unwrap().buffer_drops;
     let frac = drops as f64 / m.sent_packets as f64;
     assert!((frac - 0.5).abs() < 0.01, "drop fraction {frac}");
