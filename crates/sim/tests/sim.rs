@@ -135,7 +135,7 @@ fn droptail_buffer_bounds_queueing_delay_and_drops_the_excess() {
         .max();
     let max_sojourn = max_sojourn.unwrap();
     assert!(
-        max_sojourn <= 50 * 1_200_000 && max_sojourn >= 49 * 1_200_000,
+        (49 * 1_200_000..=50 * 1_200_000).contains(&max_sojourn),
         "{max_sojourn}"
     );
     let drops = s.link(bl).unwrap().buffer_drops;
