@@ -1,0 +1,366 @@
+//! Scenarios as TOML: a topology, applications and a duration, built into a [`Sim`].
+//!
+//! ```toml
+//! seed = 1
+//! duration_s = 20.0
+//! bin_ms = 100            # time-series bin width (default 100)
+//!
+//! [[node]]
+//! name = "a"
+//! addrs = ["10.0.0.1", "fd00::1"]
+//! [[node]]
+//! name = "r"
+//! [[node]]
+//! name = "b"
+//! addrs = ["10.0.0.2"]
+//!
+//! [[link]]
+//! from = "a"
+//! to = "r"
+//! rate = "1gbit"          # tc rate syntax; or `trace = "file.down"` (mahimahi)
+//! delay_ms = 1.0          #   or `schedule = "file"` (RateSchedule format)
+//! bidirectional = true    # also add the reverse link with the same settings
+//! [[link]]
+//! from = "r"
+//! to = "b"
+//! rate = "10mbit"
+//! delay_ms = 20.0
+//! loss = 0.0              # random loss probability
+//! buffer_packets = 1000   # droptail buffer (default 1000 packets; 0 = unlimited)
+//! buffer_bytes = 0        # 0 = unlimited (default)
+//! qdisc = "cake bandwidth 9500kbit besteffort"   # or fq_codel, codel, pie, pfifo N, bfifo N
+//! bidirectional = true
+//!
+//! [[app]]
+//! kind = "greedy"         # greedy | cbr | voip | ping
+//! node = "a"
+//! dst = "10.0.0.2"
+//! port = 5000             # also the echo id for ping
+//! rate = "20mbit"         # greedy/cbr offered rate
+//! size = 1500             # cbr/greedy frame bytes (default 1500)
+//! interval_ms = 100.0     # ping interval (default 1000)
+//! start_s = 0.0
+//! stop_s = 20.0           # optional
+//! ```
+//!
+//! Routes are shortest paths ([`Sim::compute_routes`]). Relative trace paths are resolved
+//! against the directory given to [`Scenario::build`].
+
+use crate::app::{Ping, UdpSource};
+use crate::sim::{AppId, LinkConfig, LinkId, LinkRate, NodeId, Sim};
+use crate::trace::{MahimahiTrace, RateSchedule};
+use cake::{AnyQdisc, CakeConfig};
+use qdisc::{Duration, Instant};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+/// A parsed scenario file (see the module docs for the format).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Seed of every random decision.
+    #[serde(default)]
+    pub seed: u64,
+    /// Simulated seconds.
+    pub duration_s: f64,
+    /// Time-series bin width in ms.
+    #[serde(default = "default_bin_ms")]
+    pub bin_ms: f64,
+    /// Hosts.
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<NodeSpec>,
+    /// Links.
+    #[serde(default, rename = "link")]
+    pub links: Vec<LinkSpec>,
+    /// Applications.
+    #[serde(default, rename = "app")]
+    pub apps: Vec<AppSpec>,
+}
+
+fn default_bin_ms() -> f64 {
+    100.0
+}
+fn default_buffer_packets() -> u32 {
+    1000
+}
+fn default_size() -> u32 {
+    1500
+}
+
+/// A host.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Unique name.
+    pub name: String,
+    /// Its addresses.
+    #[serde(default)]
+    pub addrs: Vec<IpAddr>,
+}
+
+/// A link (and optionally its reverse).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Sending node name.
+    pub from: String,
+    /// Receiving node name.
+    pub to: String,
+    /// Fixed rate in tc syntax (`10mbit`).
+    pub rate: Option<String>,
+    /// Mahimahi trace file.
+    pub trace: Option<String>,
+    /// Step/ramp schedule file.
+    pub schedule: Option<String>,
+    /// Propagation delay in ms.
+    #[serde(default)]
+    pub delay_ms: f64,
+    /// Random loss probability.
+    #[serde(default)]
+    pub loss: f64,
+    /// Droptail buffer packets (0 = unlimited).
+    #[serde(default = "default_buffer_packets")]
+    pub buffer_packets: u32,
+    /// Droptail buffer bytes (0 = unlimited).
+    #[serde(default)]
+    pub buffer_bytes: u64,
+    /// Egress qdisc: `cake <tc args>`, `fq_codel`, `codel`, `pie`, `pfifo [N]`, `bfifo N`.
+    pub qdisc: Option<String>,
+    /// Also add the reverse link with the same settings.
+    #[serde(default)]
+    pub bidirectional: bool,
+}
+
+/// An application.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSpec {
+    /// `greedy`, `cbr`, `voip` or `ping`.
+    pub kind: String,
+    /// Host name.
+    pub node: String,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// Port (UDP source and destination port; echo id for ping).
+    pub port: u16,
+    /// Offered rate for greedy/cbr, tc syntax.
+    pub rate: Option<String>,
+    /// Frame bytes for greedy/cbr.
+    #[serde(default = "default_size")]
+    pub size: u32,
+    /// Ping interval in ms.
+    pub interval_ms: Option<f64>,
+    /// Start time in seconds.
+    #[serde(default)]
+    pub start_s: f64,
+    /// Stop time in seconds.
+    pub stop_s: Option<f64>,
+}
+
+/// What went wrong loading or building a scenario.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError(pub String);
+
+impl std::fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for ScenarioError {}
+
+fn err<T>(m: impl Into<String>) -> Result<T, ScenarioError> {
+    Err(ScenarioError(m.into()))
+}
+
+fn secs(s: f64, what: &str) -> Result<Duration, ScenarioError> {
+    if !(s.is_finite() && s >= 0.0) {
+        return err(format!("{what}: not a non-negative number: {s}"));
+    }
+    Ok(Duration::from_secs_f64(s))
+}
+
+fn rate(s: &str) -> Result<u64, ScenarioError> {
+    qdisc::tc_units::parse_rate(s).or_else(|e| err(format!("bad rate {s:?}: {e:?}")))
+}
+
+/// Builds a qdisc from `cake <tc args>`, `fq_codel`, `codel`, `pie`, `pfifo [N]`, `bfifo N`.
+pub fn parse_qdisc(spec: &str, seed: u64) -> Result<AnyQdisc, ScenarioError> {
+    let words: Vec<&str> = spec.split_whitespace().collect();
+    let num = |i: usize| -> Result<u64, ScenarioError> {
+        match words.get(i) {
+            Some(w) => w
+                .parse()
+                .or_else(|_| err(format!("qdisc {spec:?}: bad number {w:?}"))),
+            None => err(format!("qdisc {spec:?}: missing limit")),
+        }
+    };
+    match words.first().copied() {
+        Some("cake") => CakeConfig::from_tc_args(&words[1..])
+            .map(|c| AnyQdisc::cake(c, seed))
+            .or_else(|e| err(format!("qdisc {spec:?}: {e}"))),
+        Some("fq_codel") => Ok(AnyQdisc::fq_codel_default(seed)),
+        Some("codel") => Ok(AnyQdisc::codel_default()),
+        Some("pie") => Ok(AnyQdisc::pie_default(seed)),
+        Some("pfifo") if words.len() == 1 => Ok(AnyQdisc::pfifo_default()),
+        Some("pfifo") => Ok(AnyQdisc::pfifo(num(1)?.min(u64::from(u32::MAX)) as u32)),
+        Some("bfifo") => Ok(AnyQdisc::bfifo(num(1)?)),
+        _ => err(format!("unknown qdisc {spec:?}")),
+    }
+}
+
+/// A scenario built into a simulator, with names resolved.
+#[derive(Debug)]
+pub struct Built {
+    /// The simulator, at time 0.
+    pub sim: Sim,
+    /// When to stop.
+    pub end: Instant,
+    /// Node ids by name.
+    pub nodes: HashMap<String, NodeId>,
+    /// Link ids, in file order (a bidirectional entry gives forward then reverse).
+    pub links: Vec<(String, LinkId)>,
+    /// Application ids, in file order, named `kind@node:port`.
+    pub apps: Vec<(String, AppId)>,
+}
+
+impl Scenario {
+    /// Parses TOML text.
+    pub fn parse(text: &str) -> Result<Self, ScenarioError> {
+        toml::from_str(text).or_else(|e| err(format!("scenario: {e}")))
+    }
+
+    /// Builds the simulator; relative trace/schedule paths are resolved against `dir`.
+    pub fn build(&self, dir: &Path) -> Result<Built, ScenarioError> {
+        let mut sim = Sim::new(self.seed);
+        sim.set_bin_width(secs(self.bin_ms / 1000.0, "bin_ms")?);
+        let mut nodes = HashMap::new();
+        for n in &self.nodes {
+            if nodes
+                .insert(n.name.clone(), sim.add_node(&n.addrs))
+                .is_some()
+            {
+                return err(format!("duplicate node {:?}", n.name));
+            }
+        }
+        let node = |name: &str| -> Result<NodeId, ScenarioError> {
+            nodes
+                .get(name)
+                .copied()
+                .ok_or_else(|| ScenarioError(format!("unknown node {name:?}")))
+        };
+        let mut links = Vec::new();
+        for (i, l) in self.links.iter().enumerate() {
+            let (from, to) = (node(&l.from)?, node(&l.to)?);
+            let dirs: &[(NodeId, NodeId, &str)] = if l.bidirectional {
+                &[(from, to, "fwd"), (to, from, "rev")]
+            } else {
+                &[(from, to, "fwd")]
+            };
+            for (k, &(a, b, d)) in dirs.iter().enumerate() {
+                let link_rate = match (&l.rate, &l.trace, &l.schedule) {
+                    (Some(r), None, None) => LinkRate::Fixed(rate(r)?),
+                    (None, Some(t), None) => {
+                        let text = std::fs::read_to_string(dir.join(t))
+                            .or_else(|e| err(format!("trace {t:?}: {e}")))?;
+                        LinkRate::Mahimahi(
+                            MahimahiTrace::parse(&text).or_else(|e| err(format!("{t}: {e}")))?,
+                        )
+                    }
+                    (None, None, Some(t)) => {
+                        let text = std::fs::read_to_string(dir.join(t))
+                            .or_else(|e| err(format!("schedule {t:?}: {e}")))?;
+                        LinkRate::Schedule(
+                            RateSchedule::parse(&text).or_else(|e| err(format!("{t}: {e}")))?,
+                        )
+                    }
+                    _ => {
+                        return err(format!(
+                            "link {i}: give exactly one of rate, trace, schedule"
+                        ))
+                    }
+                };
+                if !(0.0..=1.0).contains(&l.loss) {
+                    return err(format!("link {i}: loss must be in [0, 1]"));
+                }
+                let mut cfg =
+                    LinkConfig::with_rate(link_rate, secs(l.delay_ms / 1000.0, "delay_ms")?)
+                        .loss(l.loss)
+                        .buffer(
+                            (l.buffer_packets > 0).then_some(l.buffer_packets),
+                            (l.buffer_bytes > 0).then_some(l.buffer_bytes),
+                        );
+                if let Some(q) = &l.qdisc {
+                    let qseed =
+                        self.seed ^ ((i * 2 + k) as u64 + 1).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+                    cfg = cfg.qdisc(parse_qdisc(q, qseed)?);
+                }
+                let id = sim.add_link(a, b, cfg);
+                links.push((
+                    format!("{}->{} ({d})", self.nodes[a].name, self.nodes[b].name),
+                    id,
+                ));
+            }
+        }
+        sim.compute_routes();
+        let mut apps = Vec::new();
+        for a in &self.apps {
+            let n = node(&a.node)?;
+            let src = self.nodes[n]
+                .addrs
+                .iter()
+                .copied()
+                .find(|x| x.is_ipv4() == a.dst.is_ipv4())
+                .ok_or_else(|| {
+                    ScenarioError(format!(
+                        "node {:?} has no address of the family of {}",
+                        a.node, a.dst
+                    ))
+                })?;
+            let start = Instant::ZERO.saturating_add(secs(a.start_s, "start_s")?);
+            let stop = match a.stop_s {
+                Some(s) => Some(Instant::ZERO.saturating_add(secs(s, "stop_s")?)),
+                None => None,
+            };
+            let need_rate = || match &a.rate {
+                Some(r) => rate(r),
+                None => err(format!("app {}: needs a rate", a.kind)),
+            };
+            let app: Box<dyn crate::Application> = match a.kind.as_str() {
+                "greedy" | "cbr" => {
+                    let mut s = UdpSource::cbr(src, a.dst, a.port, a.size, need_rate()?);
+                    if let Some(t) = stop {
+                        s = s.until(t);
+                    }
+                    Box::new(s)
+                }
+                "voip" => {
+                    let mut s = UdpSource::voip(src, a.dst, a.port);
+                    if let Some(t) = stop {
+                        s = s.until(t);
+                    }
+                    Box::new(s)
+                }
+                "ping" => {
+                    let iv = secs(a.interval_ms.unwrap_or(1000.0) / 1000.0, "interval_ms")?;
+                    let mut p = Ping::new(src, a.dst, a.port, iv);
+                    if let Some(t) = stop {
+                        p = p.until(t);
+                    }
+                    Box::new(p)
+                }
+                k => return err(format!("unknown app kind {k:?}")),
+            };
+            let id = sim.add_app(n, a.port, start, app);
+            apps.push((format!("{}@{}:{}", a.kind, a.node, a.port), id));
+        }
+        Ok(Built {
+            sim,
+            end: Instant::ZERO.saturating_add(secs(self.duration_s, "duration_s")?),
+            nodes,
+            links,
+            apps,
+        })
+    }
+}
