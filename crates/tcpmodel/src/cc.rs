@@ -30,8 +30,10 @@ pub trait CongestionControl {
     /// A congestion signal (loss detected by SACK/dupacks, or ECN-Echo). Called at most once per
     /// window of data; the window is reduced before it returns.
     fn on_congestion(&mut self, now: Instant, rtt: &RttInfo, pipe: u64);
-    /// The retransmission timer fired: the window collapses to one MSS.
-    fn on_rto(&mut self, now: Instant);
+    /// The retransmission timer fired: the window collapses to one MSS. `first` is true for the
+    /// first timeout of a loss episode; only that one lowers ssthresh (as Linux does), so that
+    /// backed-off timeouts during an outage do not shrink it to two segments.
+    fn on_rto(&mut self, now: Instant, first: bool);
 }
 
 /// Which algorithm a sender uses.
@@ -92,8 +94,8 @@ impl CongestionControl for Cc {
     fn on_congestion(&mut self, now: Instant, rtt: &RttInfo, pipe: u64) {
         dispatch!(self, c => c.on_congestion(now, rtt, pipe))
     }
-    fn on_rto(&mut self, now: Instant) {
-        dispatch!(self, c => c.on_rto(now))
+    fn on_rto(&mut self, now: Instant, first: bool) {
+        dispatch!(self, c => c.on_rto(now, first))
     }
 }
 
@@ -145,8 +147,10 @@ impl CongestionControl for NewReno {
         self.cwnd = self.ssthresh;
         self.acked_accum = 0;
     }
-    fn on_rto(&mut self, _now: Instant) {
-        self.ssthresh = (self.cwnd / 2).max(2 * self.mss);
+    fn on_rto(&mut self, _now: Instant, first: bool) {
+        if first {
+            self.ssthresh = (self.cwnd / 2).max(2 * self.mss);
+        }
         self.cwnd = self.mss;
         self.acked_accum = 0;
     }
@@ -254,8 +258,11 @@ impl CongestionControl for Cubic {
         self.reduce();
         self.cwnd = self.ssthresh;
     }
-    fn on_rto(&mut self, _now: Instant) {
-        self.reduce();
+    fn on_rto(&mut self, _now: Instant, first: bool) {
+        if first {
+            self.reduce();
+        }
+        self.epoch = None;
         self.cwnd = 1.0;
     }
 }
@@ -335,8 +342,10 @@ impl CongestionControl for Ledbat {
         self.cwnd = (self.cwnd / 2.0).max(LEDBAT_MIN_CWND);
         self.ssthresh = self.window();
     }
-    fn on_rto(&mut self, _now: Instant) {
-        self.ssthresh = self.window() / 2;
+    fn on_rto(&mut self, _now: Instant, first: bool) {
+        if first {
+            self.ssthresh = self.window() / 2;
+        }
         self.cwnd = 1.0;
     }
 }
@@ -361,18 +370,26 @@ mod tests {
         let mss = 1000;
         let mut c = Cubic::new(mss, 100 * mss);
         let rtt = RttInfo {
-            min: Some(Duration::from_millis(10)),
+            min: Some(Duration::from_millis(100)),
             ..RttInfo::default()
         };
         c.on_congestion(Instant::ZERO, &rtt, 0);
-        // K = cbrt(100 * 0.3 / 0.4) ~ 4.2 s; feed a window of ACKs every 10 ms.
+        // K = cbrt(100 * 0.3 / 0.4) ~ 4.2 s; feed a window of ACKs every RTT (100 ms, long
+        // enough that the TCP-friendly estimate stays below the cubic curve).
         let mut now = Instant::ZERO;
         while now < Instant::from_millis(4_000) {
-            now += Duration::from_millis(10);
+            now += Duration::from_millis(100);
             let w = c.window();
             c.on_ack(now, w, &rtt, w);
         }
         let w = c.window() as f64 / mss as f64;
         assert!((90.0..101.0).contains(&w), "cwnd {w} segments after 4 s");
+        // Past K the window grows beyond W_max (convex region).
+        while now < Instant::from_millis(8_000) {
+            now += Duration::from_millis(100);
+            let w = c.window();
+            c.on_ack(now, w, &rtt, w);
+        }
+        assert!(c.window() > 110 * mss, "cwnd {} after 8 s", c.window());
     }
 }

@@ -457,7 +457,7 @@ impl TcpSender {
             return;
         }
         self.stats.rtos += 1;
-        self.cc.on_rto(now);
+        self.cc.on_rto(now, self.backoff == 0);
         for s in self.segs.iter_mut() {
             if !s.sacked {
                 if s.in_pipe() {
