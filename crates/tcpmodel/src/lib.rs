@@ -26,7 +26,34 @@ pub use cc::{CcKind, CongestionControl, RttInfo};
 pub use receiver::{ReceiverStats, TcpReceiver, DELAYED_ACK};
 pub use sender::{Pacing, SenderConfig, SenderStats, TcpSender};
 
+use qdisc::packet::{FrameSpec, L4Spec};
 use qdisc::Instant;
+
+/// Rewrites the TCP fields of a template in place (its option buffer is reused, so the only
+/// allocation per packet is the frame itself).
+fn set_tcp(spec: &mut FrameSpec, seq: u32, ack: u32, flags: u16, fill: impl FnOnce(&mut Vec<u8>)) {
+    if let L4Spec::Tcp {
+        seq: s,
+        ack: a,
+        flags: f,
+        options,
+        ..
+    } = &mut spec.l4
+    {
+        *s = seq;
+        *a = ack;
+        *f = flags;
+        options.clear();
+        fill(options);
+    }
+}
+
+/// Appends NOP NOP TS(tsval, tsecr) (12 bytes).
+fn put_timestamps(opts: &mut Vec<u8>, tsval: u32, tsecr: u32) {
+    opts.extend_from_slice(&[1, 1, 8, 10]);
+    opts.extend_from_slice(&tsval.to_be_bytes());
+    opts.extend_from_slice(&tsecr.to_be_bytes());
+}
 
 /// The timestamp clock: microseconds, truncated to 32 bits (wraps every ~71 minutes; RTTs are
 /// computed with wrapping arithmetic).

@@ -4,7 +4,7 @@ use qdisc::packet::{tcp_flags, FrameSpec, TcpOption, TcpOptions};
 use qdisc::{Duration, Instant, Packet};
 
 use crate::sender::SenderConfig;
-use crate::{ts_now, unwrap_seq};
+use crate::{put_timestamps, set_tcp, ts_now, unwrap_seq};
 
 /// Delayed-ACK timer (Linux's minimum, 40 ms).
 pub const DELAYED_ACK: Duration = Duration::from_millis(40);
@@ -44,6 +44,8 @@ pub struct ReceiverStats {
 #[derive(Debug)]
 pub struct TcpReceiver {
     spec: FrameSpec,
+    local_port: u16,
+    peer_port: u16,
     isn: u32,
     tag: u64,
     mss: u32,
@@ -66,10 +68,13 @@ impl TcpReceiver {
     /// `cfg.src:cfg.src_port` to `cfg.dst:cfg.dst_port` starting at `cfg.isn`, and its ACKs carry
     /// `cfg.dscp` (Not-ECT) and `cfg.tag`.
     pub fn for_sender(cfg: &SenderConfig) -> Self {
-        let spec =
+        let mut spec =
             FrameSpec::tcp(cfg.dst, cfg.src, cfg.dst_port, cfg.src_port).with_dscp_ecn(cfg.dscp, 0);
+        set_tcp(&mut spec, 0, 0, 0, |o| o.reserve(40));
         TcpReceiver {
             spec,
+            local_port: cfg.dst_port,
+            peer_port: cfg.src_port,
             isn: cfg.isn,
             tag: cfg.tag,
             mss: cfg.mss,
@@ -95,11 +100,16 @@ impl TcpReceiver {
         &self.stats
     }
 
-    /// Processes one data segment arriving at `now`. Non-TCP packets and segments without
-    /// payload are ignored. Afterwards call [`Self::poll_transmit`] until `None`.
+    /// Processes one data segment arriving at `now`. Non-TCP packets, other ports and segments
+    /// without payload are ignored. Afterwards call [`Self::poll_transmit`] until `None`.
     pub fn on_segment(&mut self, now: Instant, pkt: &Packet) {
         let h = pkt.headers();
-        let Some(tcp) = h.tcp else { return };
+        let (Some(tcp), Some(ip)) = (h.tcp, h.ip) else {
+            return;
+        };
+        if ip.tuple.src_port != self.peer_port || ip.tuple.dst_port != self.local_port {
+            return;
+        }
         let len = u64::from(tcp.payload_len);
         if len == 0 {
             return;
@@ -111,7 +121,7 @@ impl TcpReceiver {
         if tcp.flags & tcp_flags::CWR != 0 {
             self.ece = false;
         }
-        if h.ip.is_some_and(|ip| ip.ecn == 3) {
+        if ip.ecn == 3 {
             self.stats.ce_marked += 1;
             if !self.ece {
                 self.ack_now = true;
@@ -204,33 +214,24 @@ impl TcpReceiver {
         self.last_ack_sent = self.rcv_nxt;
         self.stats.acks_sent += 1;
 
-        let mut opts = Vec::with_capacity(40);
-        opts.extend_from_slice(&[1, 1, 8, 10]);
-        opts.extend_from_slice(&ts_now(now).to_be_bytes());
-        opts.extend_from_slice(&self.ts_recent.to_be_bytes());
-        if !self.ranges.is_empty() {
-            let mut blocks = [(0u64, 0u64); MAX_SACK_BLOCKS];
-            let mut n = 0;
-            let first = self
-                .latest
-                .and_then(|l| self.ranges.iter().find(|&&(s, e)| s <= l && l < e).copied());
-            if let Some(b) = first {
-                blocks[0] = b;
-                n = 1;
+        // SACK blocks: the one holding the latest out-of-order arrival first (RFC 2018), then
+        // the highest others.
+        let mut blocks = [(0u64, 0u64); MAX_SACK_BLOCKS];
+        let mut n = 0;
+        let first = self
+            .latest
+            .and_then(|l| self.ranges.iter().find(|&&(s, e)| s <= l && l < e).copied());
+        if let Some(b) = first {
+            blocks[0] = b;
+            n = 1;
+        }
+        for &b in self.ranges.iter().rev() {
+            if n == MAX_SACK_BLOCKS {
+                break;
             }
-            for &b in self.ranges.iter().rev() {
-                if n == MAX_SACK_BLOCKS {
-                    break;
-                }
-                if Some(b) != first {
-                    blocks[n] = b;
-                    n += 1;
-                }
-            }
-            opts.extend_from_slice(&[1, 1, 5, 2 + 8 * n as u8]);
-            for &(s, e) in &blocks[..n] {
-                opts.extend_from_slice(&self.isn.wrapping_add(s as u32).to_be_bytes());
-                opts.extend_from_slice(&self.isn.wrapping_add(e as u32).to_be_bytes());
+            if Some(b) != first {
+                blocks[n] = b;
+                n += 1;
             }
         }
         let mut flags = tcp_flags::ACK;
@@ -238,13 +239,18 @@ impl TcpReceiver {
             flags |= tcp_flags::ECE;
         }
         let ack = self.isn.wrapping_add(self.rcv_nxt as u32);
-        let mut p = self
-            .spec
-            .clone()
-            .with_seq_ack(0, ack)
-            .with_tcp_flags(flags)
-            .with_tcp_options(opts)
-            .packet();
+        let (isn, tsval, tsecr) = (self.isn, ts_now(now), self.ts_recent);
+        set_tcp(&mut self.spec, 0, ack, flags, |o| {
+            put_timestamps(o, tsval, tsecr);
+            if n > 0 {
+                o.extend_from_slice(&[1, 1, 5, 2 + 8 * n as u8]);
+                for &(s, e) in &blocks[..n] {
+                    o.extend_from_slice(&isn.wrapping_add(s as u32).to_be_bytes());
+                    o.extend_from_slice(&isn.wrapping_add(e as u32).to_be_bytes());
+                }
+            }
+        });
+        let mut p = self.spec.packet();
         p.meta.tag = self.tag;
         Some(p)
     }

@@ -7,7 +7,7 @@ use qdisc::packet::{tcp_flags, FrameSpec, TcpOption, TcpOptions};
 use qdisc::{Duration, Instant, Packet};
 
 use crate::cc::{Cc, CcKind, CongestionControl, RttInfo};
-use crate::{ts_now, unwrap_seq};
+use crate::{put_timestamps, set_tcp, ts_now, unwrap_seq};
 
 /// Configuration of one bulk TCP flow (sender side; the receiver derives its own from it).
 #[derive(Clone, Debug, PartialEq)]
@@ -159,6 +159,9 @@ pub struct TcpSender {
     pipe: u64,
     /// No new window reduction until `snd_una` reaches this (one reduction per window).
     recover: u64,
+    /// The current reduction window was opened by an RTO: the window slow-starts through it
+    /// (as in Linux's Loss state) instead of staying frozen as in fast recovery.
+    recover_after_rto: bool,
     /// Lowest sequence that may hold a lost, not yet retransmitted segment.
     retx_hint: u64,
     dupacks: u64,
@@ -181,7 +184,8 @@ impl TcpSender {
     pub fn new(cfg: SenderConfig, now: Instant) -> Self {
         let mss = u64::from(cfg.mss.max(1));
         let cc = Cc::new(cfg.cc, mss, mss * u64::from(cfg.initial_window.max(1)));
-        let spec = FrameSpec::tcp(cfg.src, cfg.dst, cfg.src_port, cfg.dst_port);
+        let mut spec = FrameSpec::tcp(cfg.src, cfg.dst, cfg.src_port, cfg.dst_port);
+        set_tcp(&mut spec, 0, 0, 0, |o| o.reserve(12));
         TcpSender {
             spec,
             mss,
@@ -191,6 +195,7 @@ impl TcpSender {
             snd_nxt: 0,
             pipe: 0,
             recover: 0,
+            recover_after_rto: false,
             retx_hint: u64::MAX,
             dupacks: 0,
             peer_sacks: false,
@@ -241,7 +246,8 @@ impl TcpSender {
             Some(s) => (s + self.rttvar.saturating_mul(4)).max(self.cfg.min_rto),
             None => self.cfg.initial_rto,
         };
-        base.saturating_mul(1u64 << self.backoff.min(16)).min(MAX_RTO)
+        base.saturating_mul(1u64 << self.backoff.min(16))
+            .min(MAX_RTO)
     }
     /// True once a limited flow has had all its bytes acknowledged.
     pub fn is_finished(&self) -> bool {
@@ -281,18 +287,25 @@ impl TcpSender {
             Some(srtt) => {
                 let err = srtt.as_nanos().abs_diff(rtt.as_nanos());
                 self.rttvar = Duration::from_nanos((3 * self.rttvar.as_nanos() + err) / 4);
-                self.srtt = Some(Duration::from_nanos((7 * srtt.as_nanos() + rtt.as_nanos()) / 8));
+                self.srtt = Some(Duration::from_nanos(
+                    (7 * srtt.as_nanos() + rtt.as_nanos()) / 8,
+                ));
             }
         }
     }
 
     /// Processes one ACK from the receiver at `now`: cumulative ACK, SACK blocks, the timestamp
-    /// echo (RTT sample) and ECN-Echo. Packets that are not TCP ACKs of this flow's sequence space
-    /// are ignored. Afterwards call [`Self::poll_transmit`] until `None`.
+    /// echo (RTT sample) and ECN-Echo. Packets that are not TCP ACKs with this flow's ports, or
+    /// whose acknowledgement number lies outside `[snd_una, snd_nxt]`, are ignored. Afterwards call [`Self::poll_transmit`] until `None`.
     pub fn on_ack(&mut self, now: Instant, pkt: &Packet) {
         let h = pkt.headers();
-        let Some(tcp) = h.tcp else { return };
-        if tcp.flags & tcp_flags::ACK == 0 {
+        let (Some(tcp), Some(ip)) = (h.tcp, h.ip) else {
+            return;
+        };
+        if tcp.flags & tcp_flags::ACK == 0
+            || ip.tuple.src_port != self.cfg.dst_port
+            || ip.tuple.dst_port != self.cfg.src_port
+        {
             return;
         }
         let ack = unwrap_seq(self.cfg.isn, self.snd_una, tcp.ack);
@@ -397,6 +410,7 @@ impl TcpSender {
         if (lost_now || ece) && !self.in_recovery() {
             self.cc.on_congestion(now, &rtt, pipe_before);
             self.recover = self.snd_nxt;
+            self.recover_after_rto = false;
             if lost_now {
                 self.stats.loss_reductions += 1;
             } else {
@@ -405,7 +419,7 @@ impl TcpSender {
             if self.cfg.ecn {
                 self.send_cwr = true;
             }
-        } else if delivered > 0 && !self.in_recovery() {
+        } else if delivered > 0 && (!self.in_recovery() || self.recover_after_rto) {
             self.cc.on_ack(now, delivered, &rtt, pipe_before);
         }
 
@@ -469,6 +483,7 @@ impl TcpSender {
         }
         self.retx_hint = self.snd_una;
         self.recover = self.snd_nxt;
+        self.recover_after_rto = true;
         self.dupacks = 0;
         self.backoff = self.backoff.saturating_add(1);
         self.rto_deadline = Some(now + self.rto());
@@ -577,21 +592,13 @@ impl TcpSender {
         }
         // RFC 3168 6.1.5: retransmissions are not ECN-capable.
         let ecn = if self.cfg.ecn && !retx { 2 } else { 0 };
-        let tsval = ts_now(now);
-        let mut opts = Vec::with_capacity(12);
-        opts.extend_from_slice(&[1, 1, 8, 10]);
-        opts.extend_from_slice(&tsval.to_be_bytes());
-        opts.extend_from_slice(&0u32.to_be_bytes());
         let seq = self.cfg.isn.wrapping_add(start as u32);
-        let spec = self
-            .spec
-            .clone()
-            .with_seq_ack(seq, 0)
-            .with_tcp_flags(flags)
-            .with_dscp_ecn(self.cfg.dscp, ecn)
-            .with_tcp_options(opts)
-            .with_payload(len as usize);
-        let mut p = spec.packet_padded();
+        set_tcp(&mut self.spec, seq, 0, flags, |o| {
+            put_timestamps(o, ts_now(now), 0)
+        });
+        self.spec.tos = (self.cfg.dscp << 2) | ecn;
+        self.spec.payload_len = len as usize;
+        let mut p = self.spec.packet_padded();
         p.meta.tag = self.cfg.tag;
         p
     }
