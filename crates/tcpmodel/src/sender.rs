@@ -273,7 +273,10 @@ impl TcpSender {
     /// Index of the segment starting at or after `seq` (segments are MSS-sized except the very
     /// last of a limited flow, so this is arithmetic).
     fn index_at_or_after(&self, seq: u64) -> usize {
-        let off = seq.saturating_sub(self.snd_una);
+        // Relative to the first queued segment, which may start below `snd_una` if an ACK ended
+        // inside it.
+        let base = self.segs.front().map_or(self.snd_una, |s| s.start);
+        let off = seq.saturating_sub(base);
         off.div_ceil(self.mss) as usize
     }
 
@@ -374,8 +377,10 @@ impl TcpSender {
             self.dupacks += 1;
         }
 
+        // RTT samples only from ACKs that advance the left edge (as Linux): a SACK-only ACK
+        // echoes the timestamp of the segment before the hole and would overestimate.
         let mut sample = None;
-        if advanced || new_sack {
+        if advanced {
             sample = match tsecr {
                 Some(e) if e != 0 => Some(Duration::from_micros(u64::from(
                     ts_now(now).wrapping_sub(e),
