@@ -554,3 +554,129 @@ fn pacing_spreads_segments_and_still_fills_the_link() {
     assert!(b_paced < 0.05, "paced back-to-back share {b_paced:.3}");
     assert!(u_paced >= 0.9, "paced utilisation {u_paced:.3}");
 }
+
+fn v6_config() -> SenderConfig {
+    let mut cfg = SenderConfig::new(
+        "2001:db8::1".parse().expect("literal"),
+        "2001:db8::2".parse().expect("literal"),
+        5000,
+        443,
+    );
+    cfg.ecn = true;
+    cfg.isn = 0xffff_ff00; // wraps within the first window
+    cfg
+}
+
+#[test]
+fn receiver_sacks_out_of_order_data_and_echoes_ce_until_cwr() {
+    let cfg = v6_config();
+    let t = Instant::from_millis(1);
+    let mut s = TcpSender::new(cfg.clone(), Instant::ZERO);
+    let segs: Vec<Packet> = std::iter::from_fn(|| s.poll_transmit(t)).collect();
+    assert_eq!(segs.len(), 10, "initial window");
+    let mut r = TcpReceiver::for_sender(&cfg);
+    r.on_segment(t, &segs[0]);
+    // Segment 1 lost; 2 arrives CE-marked.
+    let mut ce = segs[2].clone();
+    let ch = ce.headers();
+    assert!(qdisc::packet::mark_ce(&mut ce.data, &ch));
+    r.on_segment(t, &ce);
+    let a = r
+        .poll_transmit(t)
+        .expect("immediate ACK for out-of-order data");
+    assert!(r.poll_transmit(t).is_none());
+    let h = a.headers();
+    let tcp = h.tcp.expect("tcp");
+    assert_eq!(tcp.ack, cfg.isn.wrapping_add(1448));
+    assert_ne!(tcp.flags & qdisc::packet::tcp_flags::ECE, 0);
+    let sack: Vec<_> = qdisc::packet::TcpOptions::new(&a.data, &tcp)
+        .filter_map(|o| match o {
+            qdisc::packet::TcpOption::Sack { blocks, n } => Some(blocks[..usize::from(n)].to_vec()),
+            _ => None,
+        })
+        .collect();
+    let e = |k: u32| cfg.isn.wrapping_add(k * 1448);
+    assert_eq!(sack, vec![vec![(e(2), e(3))]]);
+    // Hole filled: cumulative ACK jumps past segment 2; ECE persists (no CWR yet).
+    r.on_segment(t, &segs[1]);
+    let a = r.poll_transmit(t).expect("immediate ACK when a hole fills");
+    let tcp = a.headers().tcp.expect("tcp");
+    assert_eq!(tcp.ack, e(3));
+    assert_ne!(tcp.flags & qdisc::packet::tcp_flags::ECE, 0);
+    assert_eq!(r.delivered(), 3 * 1448);
+    // The sender reduces once and marks its next new segment CWR, which clears ECE.
+    s.on_ack(Instant::from_millis(2), &a);
+    assert_eq!(s.stats().ecn_reductions, 1);
+    let w = s.cwnd();
+    assert_eq!(w, 5 * 1448);
+    let mut next = None;
+    let mut now = Instant::from_millis(2);
+    // Drain the window with ACKs for everything sent so far.
+    for p in &segs[3..] {
+        r.on_segment(now, p);
+        while let Some(a) = r.poll_transmit(now) {
+            s.on_ack(now, &a);
+        }
+        now += Duration::from_micros(10);
+        if next.is_none() {
+            next = s.poll_transmit(now);
+        }
+    }
+    let next = next.expect("window opens as the first window is acknowledged");
+    let tcp = next.headers().tcp.expect("tcp");
+    assert_ne!(tcp.flags & qdisc::packet::tcp_flags::CWR, 0);
+    r.on_segment(now, &next);
+    r.on_timeout(now + DELAYED_ACK_FOR_TESTS);
+    let a = r.poll_transmit(now + DELAYED_ACK_FOR_TESTS).expect("ack");
+    let tcp = a.headers().tcp.expect("tcp");
+    assert_eq!(
+        tcp.flags & qdisc::packet::tcp_flags::ECE,
+        0,
+        "CWR clears ECE"
+    );
+}
+
+const DELAYED_ACK_FOR_TESTS: Duration = crate::DELAYED_ACK;
+
+#[test]
+fn several_losses_in_one_window_cause_one_reduction_and_are_all_retransmitted() {
+    let cfg = v6_config();
+    let mut s = TcpSender::new(cfg.clone(), Instant::ZERO);
+    let mut r = TcpReceiver::for_sender(&cfg);
+    let mut now = Instant::from_millis(1);
+    let segs: Vec<Packet> = std::iter::from_fn(|| s.poll_transmit(now)).collect();
+    assert_eq!(segs.len(), 10);
+    for (i, p) in segs.iter().enumerate() {
+        if [1, 3, 5].contains(&i) {
+            continue;
+        }
+        r.on_segment(now, p);
+        while let Some(a) = r.poll_transmit(now) {
+            s.on_ack(now, &a);
+        }
+    }
+    assert_eq!(s.stats().loss_reductions, 1, "{:?}", s.stats());
+    // Slow start grew the window to 13 MSS on the ACKs (SACKed bytes included) before the third
+    // SACKed segment above the first hole triggered a single halving.
+    assert_eq!(s.cwnd(), 13 * 1448 / 2);
+    assert_eq!(s.ssthresh(), s.cwnd());
+    now += Duration::from_millis(1);
+    let retx: Vec<Packet> = std::iter::from_fn(|| s.poll_transmit(now)).collect();
+    let seqs: Vec<u32> = retx
+        .iter()
+        .map(|p| p.headers().tcp.expect("tcp").seq)
+        .collect();
+    let e = |k: u32| cfg.isn.wrapping_add(k * 1448);
+    // Holes first, lowest first (1 and 3 are "lost": more than 2 MSS SACKed above them; 5 has
+    // only segments 6..9 = 4 above it, so it is lost too).
+    assert_eq!(&seqs[..3], &[e(1), e(3), e(5)]);
+    assert_eq!(s.stats().retransmits, 3);
+    for p in &retx {
+        r.on_segment(now, p);
+    }
+    while let Some(a) = r.poll_transmit(now) {
+        s.on_ack(now, &a);
+    }
+    assert_eq!(r.delivered(), 10 * 1448 + (retx.len() as u64 - 3) * 1448);
+    assert_eq!(s.stats().loss_reductions, 1);
+}
