@@ -680,3 +680,76 @@ fn several_losses_in_one_window_cause_one_reduction_and_are_all_retransmitted() 
     assert_eq!(r.delivered(), 10 * 1448 + (retx.len() as u64 - 3) * 1448);
     assert_eq!(s.stats().loss_reductions, 1);
 }
+
+/// Random (but plausible) ACKs: cumulative ACKs anywhere in the window, SACK blocks with
+/// arbitrary edges, ECE, stale and out-of-window numbers, plus random bytes. The sender must
+/// never panic and its scoreboard must stay consistent.
+#[test]
+fn sender_survives_arbitrary_acks_with_consistent_scoreboard() {
+    use qdisc::packet::{tcp_flags, FrameSpec};
+    let cfg = v6_config();
+    let mut rng = Rng::new(99);
+    let mut s = TcpSender::new(cfg.clone(), Instant::ZERO);
+    let mut r = TcpReceiver::for_sender(&cfg);
+    let mut now = Instant::ZERO;
+    let mut acked = 0u32;
+    for step in 0..20_000u32 {
+        now += Duration::from_micros(rng.next_u64() % 50_000);
+        if s.poll_timeout().is_some_and(|t| t <= now) {
+            s.on_timeout(now);
+        }
+        let mut sent = 0u32;
+        while let Some(p) = s.poll_transmit(now) {
+            if rng.next_f64() < 0.3 {
+                r.on_segment(now, &p);
+            }
+            sent += 1;
+            assert!(sent < 100_000);
+        }
+        let span = (s.in_flight() + s.cwnd()) as u32 + 3000;
+        let rand_seq = |rng: &mut Rng| {
+            cfg.isn
+                .wrapping_add(acked)
+                .wrapping_add(rng.next_u32() % span.max(1))
+                .wrapping_sub(1000)
+        };
+        let ack = if rng.next_f64() < 0.5 {
+            rand_seq(&mut rng)
+        } else {
+            rng.next_u32()
+        };
+        let mut opts = vec![1, 1, 8, 10];
+        opts.extend_from_slice(&rng.next_u32().to_be_bytes());
+        opts.extend_from_slice(&rng.next_u32().to_be_bytes());
+        let n = (rng.next_u32() % 4) as u8;
+        if n > 0 {
+            opts.extend_from_slice(&[1, 1, 5, 2 + 8 * n]);
+            for _ in 0..n {
+                opts.extend_from_slice(&rand_seq(&mut rng).to_be_bytes());
+                opts.extend_from_slice(&rand_seq(&mut rng).to_be_bytes());
+            }
+        }
+        let flags = tcp_flags::ACK | if step % 7 == 0 { tcp_flags::ECE } else { 0 };
+        let pkt = FrameSpec::tcp(cfg.dst, cfg.src, cfg.dst_port, cfg.src_port)
+            .with_seq_ack(0, ack)
+            .with_tcp_flags(flags)
+            .with_tcp_options(opts)
+            .packet();
+        s.on_ack(now, &pkt);
+        acked = s.bytes_acked() as u32;
+        s.check_invariants();
+        // The genuine receiver's ACKs too, and raw garbage.
+        while let Some(a) = r.poll_transmit(now) {
+            s.on_ack(now, &a);
+        }
+        let mut junk = pkt.data.clone();
+        let i = (rng.next_u32() as usize) % junk.len();
+        junk[i] ^= rng.next_u32() as u8;
+        junk.truncate((rng.next_u32() as usize) % (junk.len() + 1));
+        s.on_ack(now, &Packet::new(junk.clone()));
+        r.on_segment(now, &Packet::new(junk));
+        s.check_invariants();
+    }
+    println!("fuzz: {:?}, cwnd {}", s.stats(), s.cwnd());
+    assert!(s.stats().acks > 1000);
+}

@@ -472,7 +472,12 @@ impl TcpSender {
         let Some(deadline) = self.rto_deadline else {
             return;
         };
-        if now < deadline || self.segs.is_empty() {
+        if now < deadline {
+            return;
+        }
+        if self.segs.is_empty() {
+            // Nothing outstanding (cannot happen with consistent ACKs): disarm, never spin.
+            self.rto_deadline = None;
             return;
         }
         self.stats.rtos += 1;
@@ -606,5 +611,22 @@ impl TcpSender {
         let mut p = self.spec.packet_padded();
         p.meta.tag = self.cfg.tag;
         p
+    }
+
+    /// Test hook: checks the scoreboard's invariants (contiguous segments, exact pipe).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let mut pipe = 0;
+        let mut next = self.segs.front().map_or(self.snd_una, |s| s.start);
+        assert!(next <= self.snd_una);
+        for s in &self.segs {
+            assert_eq!(s.start, next, "segments contiguous");
+            next = s.end();
+            if s.in_pipe() {
+                pipe += u64::from(s.len);
+            }
+        }
+        assert_eq!(next, self.snd_nxt.max(self.snd_una));
+        assert_eq!(pipe, self.pipe, "pipe accounting");
     }
 }
