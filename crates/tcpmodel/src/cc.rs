@@ -1,0 +1,395 @@
+//! Congestion control: a small trait and three algorithms (NewReno, CUBIC, LEDBAT), dispatched
+//! through the [`Cc`] enum so the per-ACK path has no vtable and no heap.
+//!
+//! All windows are in bytes. The sender calls [`CongestionControl::on_ack`] for newly delivered
+//! bytes outside a reduction window, [`CongestionControl::on_congestion`] at most once per window
+//! of data (loss or ECN-Echo), and [`CongestionControl::on_rto`] on a retransmission timeout.
+
+use qdisc::{Duration, Instant};
+
+/// What the sender knows about round-trip times when it calls the controller.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RttInfo {
+    /// The sample taken from this ACK, if any.
+    pub latest: Option<Duration>,
+    /// The smoothed RTT (RFC 6298), once a sample exists.
+    pub srtt: Option<Duration>,
+    /// The smallest sample seen so far.
+    pub min: Option<Duration>,
+}
+
+/// A congestion controller. Implementations keep their window in bytes and never panic.
+pub trait CongestionControl {
+    /// The congestion window in bytes (at least one MSS).
+    fn window(&self) -> u64;
+    /// The slow-start threshold in bytes (`u64::MAX` before the first reduction).
+    fn ssthresh(&self) -> u64;
+    /// `acked` bytes were newly delivered (cumulatively or SACKed) at `now`; `pipe` is the number
+    /// of bytes in flight before this ACK. Not called inside a reduction (recovery) window.
+    fn on_ack(&mut self, now: Instant, acked: u64, rtt: &RttInfo, pipe: u64);
+    /// A congestion signal (loss detected by SACK/dupacks, or ECN-Echo). Called at most once per
+    /// window of data; the window is reduced before it returns.
+    fn on_congestion(&mut self, now: Instant, rtt: &RttInfo, pipe: u64);
+    /// The retransmission timer fired: the window collapses to one MSS. `first` is true for the
+    /// first timeout of a loss episode; only that one lowers ssthresh (as Linux does), so that
+    /// backed-off timeouts during an outage do not shrink it to two segments.
+    fn on_rto(&mut self, now: Instant, first: bool);
+}
+
+/// Which algorithm a sender uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CcKind {
+    /// NewReno (RFC 5681 / RFC 6582 window rules; loss recovery is SACK-based in the sender).
+    #[default]
+    NewReno,
+    /// CUBIC as in Linux (RFC 9438: beta 0.7, C 0.4, fast convergence, TCP-friendly region;
+    /// no HyStart).
+    Cubic,
+    /// LEDBAT (RFC 6817, target 100 ms, gain 1), a less-than-best-effort background sender.
+    Ledbat,
+}
+
+/// Enum dispatch over the built-in controllers.
+#[derive(Clone, Debug)]
+pub enum Cc {
+    /// See [`NewReno`].
+    NewReno(NewReno),
+    /// See [`Cubic`].
+    Cubic(Cubic),
+    /// See [`Ledbat`].
+    Ledbat(Ledbat),
+}
+
+impl Cc {
+    /// A controller of `kind` with MSS `mss` bytes and an initial window of `iw` bytes.
+    pub fn new(kind: CcKind, mss: u64, iw: u64) -> Cc {
+        match kind {
+            CcKind::NewReno => Cc::NewReno(NewReno::new(mss, iw)),
+            CcKind::Cubic => Cc::Cubic(Cubic::new(mss, iw)),
+            CcKind::Ledbat => Cc::Ledbat(Ledbat::new(mss, iw)),
+        }
+    }
+}
+
+macro_rules! dispatch {
+    ($self:ident, $c:ident => $e:expr) => {
+        match $self {
+            Cc::NewReno($c) => $e,
+            Cc::Cubic($c) => $e,
+            Cc::Ledbat($c) => $e,
+        }
+    };
+}
+
+impl CongestionControl for Cc {
+    fn window(&self) -> u64 {
+        dispatch!(self, c => c.window())
+    }
+    fn ssthresh(&self) -> u64 {
+        dispatch!(self, c => c.ssthresh())
+    }
+    fn on_ack(&mut self, now: Instant, acked: u64, rtt: &RttInfo, pipe: u64) {
+        dispatch!(self, c => c.on_ack(now, acked, rtt, pipe))
+    }
+    fn on_congestion(&mut self, now: Instant, rtt: &RttInfo, pipe: u64) {
+        dispatch!(self, c => c.on_congestion(now, rtt, pipe))
+    }
+    fn on_rto(&mut self, now: Instant, first: bool) {
+        dispatch!(self, c => c.on_rto(now, first))
+    }
+}
+
+/// NewReno window rules (RFC 5681): slow start with appropriate byte counting (at most 2 MSS per
+/// ACK, RFC 3465), congestion avoidance of one MSS per window of acknowledged bytes, halving on
+/// congestion (Linux: `ssthresh = max(cwnd / 2, 2 MSS)`), one MSS after an RTO.
+#[derive(Clone, Debug)]
+pub struct NewReno {
+    mss: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    /// Bytes acknowledged towards the next one-MSS increase in congestion avoidance.
+    acked_accum: u64,
+}
+
+impl NewReno {
+    /// Initial window `iw` bytes (clamped to at least one MSS).
+    pub fn new(mss: u64, iw: u64) -> Self {
+        let mss = mss.max(1);
+        NewReno {
+            mss,
+            cwnd: iw.max(mss),
+            ssthresh: u64::MAX,
+            acked_accum: 0,
+        }
+    }
+}
+
+impl CongestionControl for NewReno {
+    fn window(&self) -> u64 {
+        self.cwnd
+    }
+    fn ssthresh(&self) -> u64 {
+        self.ssthresh
+    }
+    fn on_ack(&mut self, _now: Instant, acked: u64, _rtt: &RttInfo, _pipe: u64) {
+        if self.cwnd < self.ssthresh {
+            self.cwnd += acked.min(2 * self.mss);
+        } else {
+            self.acked_accum += acked;
+            if self.acked_accum >= self.cwnd {
+                self.acked_accum -= self.cwnd;
+                self.cwnd += self.mss;
+            }
+        }
+    }
+    fn on_congestion(&mut self, _now: Instant, _rtt: &RttInfo, _pipe: u64) {
+        self.ssthresh = (self.cwnd / 2).max(2 * self.mss);
+        self.cwnd = self.ssthresh;
+        self.acked_accum = 0;
+    }
+    fn on_rto(&mut self, _now: Instant, first: bool) {
+        if first {
+            self.ssthresh = (self.cwnd / 2).max(2 * self.mss);
+        }
+        self.cwnd = self.mss;
+        self.acked_accum = 0;
+    }
+}
+
+/// CUBIC multiplicative decrease factor (Linux `beta` 717/1024 ~ 0.7).
+const CUBIC_BETA: f64 = 0.7;
+/// CUBIC scaling constant C (segments / s^3).
+const CUBIC_C: f64 = 0.4;
+
+/// CUBIC (RFC 9438 / Linux `tcp_cubic` without HyStart). Window arithmetic is done in segments as
+/// `f64`; the target `W(t) = C (t - K)^3 + W_max` uses `t` = time since the epoch plus the minimum
+/// RTT (as Linux does), growth per ACK is capped at half a segment per acknowledged segment (the
+/// RFC's 1.5x cap), and the TCP-friendly estimate `W_est` grows with `alpha = 3(1-beta)/(1+beta)`.
+#[derive(Clone, Debug)]
+pub struct Cubic {
+    mss: u64,
+    /// Window in segments.
+    cwnd: f64,
+    ssthresh: f64,
+    w_max: f64,
+    k: f64,
+    origin: f64,
+    w_est: f64,
+    epoch: Option<Instant>,
+}
+
+impl Cubic {
+    /// Initial window `iw` bytes (clamped to at least one MSS).
+    pub fn new(mss: u64, iw: u64) -> Self {
+        let mss = mss.max(1);
+        Cubic {
+            mss,
+            cwnd: (iw.max(mss) as f64) / mss as f64,
+            ssthresh: f64::INFINITY,
+            w_max: 0.0,
+            k: 0.0,
+            origin: 0.0,
+            w_est: 0.0,
+            epoch: None,
+        }
+    }
+
+    fn reduce(&mut self) {
+        // Fast convergence: release bandwidth to newer flows when the window stopped short of the
+        // previous maximum.
+        self.w_max = if self.cwnd < self.w_max {
+            self.cwnd * (1.0 + CUBIC_BETA) / 2.0
+        } else {
+            self.cwnd
+        };
+        self.ssthresh = (self.cwnd * CUBIC_BETA).max(2.0);
+        self.epoch = None;
+    }
+}
+
+impl CongestionControl for Cubic {
+    fn window(&self) -> u64 {
+        (self.cwnd * self.mss as f64) as u64
+    }
+    fn ssthresh(&self) -> u64 {
+        if self.ssthresh.is_finite() {
+            (self.ssthresh * self.mss as f64) as u64
+        } else {
+            u64::MAX
+        }
+    }
+    fn on_ack(&mut self, now: Instant, acked: u64, rtt: &RttInfo, _pipe: u64) {
+        let segs = acked as f64 / self.mss as f64;
+        if self.cwnd < self.ssthresh {
+            self.cwnd += segs.min(2.0);
+            return;
+        }
+        let epoch = match self.epoch {
+            Some(e) => e,
+            None => {
+                self.epoch = Some(now);
+                if self.cwnd < self.w_max {
+                    self.k = ((self.w_max - self.cwnd) / CUBIC_C).cbrt();
+                    self.origin = self.w_max;
+                } else {
+                    self.k = 0.0;
+                    self.origin = self.cwnd;
+                }
+                self.w_est = self.cwnd;
+                now
+            }
+        };
+        let min_rtt = rtt.min.unwrap_or(Duration::ZERO).as_secs_f64();
+        let t = (now - epoch).as_secs_f64() + min_rtt;
+        let target = self.origin + CUBIC_C * (t - self.k).powi(3);
+        // TCP-friendly region: an AIMD window with the same average throughput as Reno.
+        let alpha = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
+        self.w_est += alpha * segs / self.cwnd;
+        let goal = target.max(self.w_est);
+        let inc = if goal > self.cwnd {
+            ((goal - self.cwnd) / self.cwnd).min(0.5)
+        } else {
+            // Linux grows very slowly (1 segment per 100 windows) at or above the target.
+            0.01 / self.cwnd
+        };
+        self.cwnd += inc * segs;
+    }
+    fn on_congestion(&mut self, _now: Instant, _rtt: &RttInfo, _pipe: u64) {
+        self.reduce();
+        self.cwnd = self.ssthresh;
+    }
+    fn on_rto(&mut self, _now: Instant, first: bool) {
+        if first {
+            self.reduce();
+        }
+        self.epoch = None;
+        self.cwnd = 1.0;
+    }
+}
+
+/// LEDBAT target queueing delay (RFC 6817 says at most 100 ms).
+pub const LEDBAT_TARGET: Duration = Duration::from_millis(100);
+/// LEDBAT gain (RFC 6817: at most 1).
+const LEDBAT_GAIN: f64 = 1.0;
+/// LEDBAT minimum window in segments.
+const LEDBAT_MIN_CWND: f64 = 2.0;
+/// Samples in LEDBAT's current-delay filter (the minimum of the most recent ones is used).
+const LEDBAT_FILTER: usize = 4;
+
+/// LEDBAT (RFC 6817). Queueing delay is estimated as the current RTT (the minimum of the last
+/// four samples) minus the minimum RTT seen, i.e. the reverse path is assumed uncongested (true in
+/// the simulator; a real LEDBAT uses one-way delays). The window moves by
+/// `gain * (target - delay) / target` segments per window of acknowledged data, may not exceed the
+/// bytes in flight plus one segment, and halves on loss (at most once per window).
+#[derive(Clone, Debug)]
+pub struct Ledbat {
+    mss: u64,
+    /// Window in segments.
+    cwnd: f64,
+    ssthresh: u64,
+    recent: [Duration; LEDBAT_FILTER],
+    n_recent: usize,
+    next_slot: usize,
+}
+
+impl Ledbat {
+    /// Initial window `iw` bytes (clamped to at least the 2-segment minimum).
+    pub fn new(mss: u64, iw: u64) -> Self {
+        let mss = mss.max(1);
+        Ledbat {
+            mss,
+            cwnd: (iw as f64 / mss as f64).max(LEDBAT_MIN_CWND),
+            ssthresh: u64::MAX,
+            recent: [Duration::ZERO; LEDBAT_FILTER],
+            n_recent: 0,
+            next_slot: 0,
+        }
+    }
+
+    /// The current queueing-delay estimate, if any RTT sample exists.
+    pub fn queueing_delay(&self, rtt: &RttInfo) -> Option<Duration> {
+        let base = rtt.min?;
+        let current = self.recent[..self.n_recent].iter().min()?;
+        Some(*current - base)
+    }
+}
+
+impl CongestionControl for Ledbat {
+    fn window(&self) -> u64 {
+        (self.cwnd * self.mss as f64) as u64
+    }
+    fn ssthresh(&self) -> u64 {
+        self.ssthresh
+    }
+    fn on_ack(&mut self, _now: Instant, acked: u64, rtt: &RttInfo, pipe: u64) {
+        if let Some(s) = rtt.latest {
+            self.recent[self.next_slot] = s;
+            self.next_slot = (self.next_slot + 1) % LEDBAT_FILTER;
+            self.n_recent = (self.n_recent + 1).min(LEDBAT_FILTER);
+        }
+        let Some(delay) = self.queueing_delay(rtt) else {
+            return;
+        };
+        let target = LEDBAT_TARGET.as_secs_f64();
+        let off_target = (target - delay.as_secs_f64()) / target;
+        let segs = acked as f64 / self.mss as f64;
+        self.cwnd += LEDBAT_GAIN * off_target * segs / self.cwnd;
+        // RFC 6817: cwnd <= flightsize + ALLOWED_INCREASE * MSS.
+        let cap = pipe as f64 / self.mss as f64 + 1.0;
+        self.cwnd = self.cwnd.min(cap.max(LEDBAT_MIN_CWND)).max(LEDBAT_MIN_CWND);
+    }
+    fn on_congestion(&mut self, _now: Instant, _rtt: &RttInfo, _pipe: u64) {
+        self.cwnd = (self.cwnd / 2.0).max(LEDBAT_MIN_CWND);
+        self.ssthresh = self.window();
+    }
+    fn on_rto(&mut self, _now: Instant, first: bool) {
+        if first {
+            self.ssthresh = self.window() / 2;
+        }
+        self.cwnd = 1.0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newreno_halves_and_cubic_keeps_seventy_percent() {
+        let rtt = RttInfo::default();
+        let mut r = NewReno::new(1000, 100_000);
+        r.on_congestion(Instant::ZERO, &rtt, 0);
+        assert_eq!(r.window(), 50_000);
+        let mut c = Cubic::new(1000, 100_000);
+        c.on_congestion(Instant::ZERO, &rtt, 0);
+        assert_eq!(c.window(), 70_000);
+    }
+
+    #[test]
+    fn cubic_returns_to_wmax_after_k_seconds() {
+        let mss = 1000;
+        let mut c = Cubic::new(mss, 100 * mss);
+        let rtt = RttInfo {
+            min: Some(Duration::from_millis(100)),
+            ..RttInfo::default()
+        };
+        c.on_congestion(Instant::ZERO, &rtt, 0);
+        // K = cbrt(100 * 0.3 / 0.4) ~ 4.2 s; feed a window of ACKs every RTT (100 ms, long
+        // enough that the TCP-friendly estimate stays below the cubic curve).
+        let mut now = Instant::ZERO;
+        while now < Instant::from_millis(4_000) {
+            now += Duration::from_millis(100);
+            let w = c.window();
+            c.on_ack(now, w, &rtt, w);
+        }
+        let w = c.window() as f64 / mss as f64;
+        assert!((90.0..101.0).contains(&w), "cwnd {w} segments after 4 s");
+        // Past K the window grows beyond W_max (convex region).
+        while now < Instant::from_millis(8_000) {
+            now += Duration::from_millis(100);
+            let w = c.window();
+            c.on_ack(now, w, &rtt, w);
+        }
+        assert!(c.window() > 110 * mss, "cwnd {} after 8 s", c.window());
+    }
+}
