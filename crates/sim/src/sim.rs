@@ -334,7 +334,8 @@ impl Sim {
             while let Some(v) = q.pop_front() {
                 for (l, link) in self.links.iter().enumerate() {
                     let u = self.link_from[l];
-                    if link.to == v && dist[u] == usize::MAX {
+                    // Links added before any node exist point at node 0 that may not exist.
+                    if u < n && link.to == v && dist[u] == usize::MAX {
                         dist[u] = dist[v] + 1;
                         next[u] = Some(l);
                         q.push_back(u);
@@ -350,8 +351,9 @@ impl Sim {
     }
 
     /// Adds `app` at `node`, receiving packets whose destination port (UDP/TCP) or echo id (ICMP
-    /// echo reply) is `port`, started at `start`. Its sent packets form flow number = the
-    /// returned id (flows beyond 65535 apps are not tracked).
+    /// echo reply) is `port`, started at `start` (not before the current time). Its sent packets
+    /// form flow number = the returned id (flows beyond 65535 apps are not tracked). A second
+    /// application bound to the same node and port takes the binding over.
     pub fn add_app(
         &mut self,
         node: NodeId,

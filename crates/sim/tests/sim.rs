@@ -495,3 +495,27 @@ fn cake_shares_a_fan_in_bottleneck_equally_between_two_greedy_flows() {
     assert!((g1 / half - 1.0).abs() < 0.02, "{g1}");
     assert!((g2 / half - 1.0).abs() < 0.02, "{g2}");
 }
+
+#[test]
+fn degenerate_topologies_drop_packets_as_unroutable_instead_of_panicking() {
+    let mut s = Sim::new(0);
+    s.add_link(0, 0, LinkConfig::fixed(MBIT, Duration::ZERO));
+    s.compute_routes();
+    let a = s.add_node(&[ip("10.0.0.1")]);
+    s.compute_routes();
+    // No link leads to 10.0.0.9 (unknown) and none from node 7 (no such node).
+    s.add_app(
+        a,
+        1,
+        Instant::ZERO,
+        Box::new(UdpSource::cbr(ip("10.0.0.1"), ip("10.0.0.9"), 1, 100, MBIT)),
+    );
+    s.add_app(
+        7,
+        2,
+        Instant::ZERO,
+        Box::new(UdpSource::cbr(ip("10.0.0.1"), ip("10.0.0.1"), 2, 100, MBIT)),
+    );
+    s.run_until(Instant::from_millis(10));
+    assert!(s.unroutable >= 20, "{}", s.unroutable);
+}
