@@ -10,6 +10,27 @@
 //! qdisc ([`cake::AnyQdisc`]) at the egress in front of that buffer; static routes
 //! ([`Sim::add_route`], or [`Sim::compute_routes`] for shortest paths); and applications
 //! ([`Application`]) at hosts. Metrics are kept per flow (= per sending application) and per link.
+//! [`Scenario`] builds all of this from a TOML file.
+//!
+//! ```
+//! use qdisc::{Duration, Instant};
+//! use sim::{LinkConfig, Ping, Sim, UdpSource};
+//! let (a_ip, b_ip) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+//! let mut s = Sim::new(1);
+//! let a = s.add_node(&[a_ip]);
+//! let b = s.add_node(&[b_ip]);
+//! let mbit = 1_000_000 / 8; // bytes per second
+//! s.add_link(a, b, LinkConfig::fixed(10 * mbit, Duration::from_millis(20)).buffer(Some(100), None));
+//! s.add_link(b, a, LinkConfig::fixed(10 * mbit, Duration::from_millis(20)));
+//! s.compute_routes();
+//! let bulk = s.add_app(a, 5000, Instant::ZERO, Box::new(UdpSource::greedy(a_ip, b_ip, 5000, 12 * mbit)));
+//! let ping = s.add_app(a, 1, Instant::ZERO, Box::new(Ping::new(a_ip, b_ip, 1, Duration::from_millis(100))));
+//! s.run_until(Instant::from_secs(5));
+//! let g = s.flow(bulk).unwrap().goodput_bps(s.bin_width(), Instant::from_secs(1), Instant::from_secs(5));
+//! assert!((g / (10 * mbit) as f64 - 1.0).abs() < 0.01);
+//! // The 100-packet buffer adds up to 120 ms to the 40 ms base RTT.
+//! assert!(s.flow(ping).unwrap().latency().max < Duration::from_millis(165));
+//! ```
 #![deny(unsafe_code)]
 
 mod app;

@@ -393,6 +393,22 @@ impl Sim {
         self.links.get_mut(link).and_then(|l| l.qdisc.as_mut())
     }
 
+    /// Replaces `link`'s capacity from now on (a packet being serialised finishes at the old
+    /// rate). Returns false for an unknown link.
+    pub fn set_link_rate(&mut self, link: LinkId, rate: LinkRate) -> bool {
+        let now = self.now;
+        let Some(l) = self.links.get_mut(link) else {
+            return false;
+        };
+        if let LinkRate::Mahimahi(t) = &rate {
+            l.next_op = t.count_before(now);
+            l.head_left = 0;
+        }
+        l.rate = rate;
+        self.pump(link);
+        true
+    }
+
     /// Packets and bytes in `link`'s droptail buffer now.
     pub fn buffer_backlog(&self, link: LinkId) -> Option<(usize, u64)> {
         self.links.get(link).map(|l| (l.buf.len(), l.buf_bytes))

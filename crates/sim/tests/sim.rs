@@ -519,3 +519,31 @@ fn degenerate_topologies_drop_packets_as_unroutable_instead_of_panicking() {
     s.run_until(Instant::from_millis(10));
     assert!(s.unroutable >= 20, "{}", s.unroutable);
 }
+
+#[test]
+fn changing_a_link_rate_mid_run_changes_its_throughput() {
+    let (mut s, a, _b, bl) = dumbbell(
+        12,
+        LinkConfig::fixed(10 * MBIT, Duration::from_millis(5)),
+        Duration::from_millis(5),
+    );
+    let f = s.add_app(
+        a,
+        5000,
+        Instant::ZERO,
+        Box::new(UdpSource::greedy(
+            ip("10.0.0.1"),
+            ip("10.0.0.2"),
+            5000,
+            20 * MBIT,
+        )),
+    );
+    s.run_until(Instant::from_secs(5));
+    assert!(s.set_link_rate(bl, LinkRate::Fixed(4 * MBIT)));
+    assert!(!s.set_link_rate(99, LinkRate::Fixed(4 * MBIT)));
+    s.run_until(Instant::from_secs(10));
+    let m = s.flow(f).unwrap();
+    let w = s.bin_width();
+    let lo = m.goodput_bps(w, Instant::from_secs(6), Instant::from_secs(10));
+    assert!((lo / (4 * MBIT) as f64 - 1.0).abs() < 0.01, "{lo}");
+}
