@@ -3,6 +3,7 @@
 mod bench;
 mod cake_config;
 mod demo;
+mod sim_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -47,6 +48,15 @@ enum Command {
         /// cake's arguments as given to tc, e.g. `bandwidth 20Mbit diffserv4 overhead -4`.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
+    },
+    /// Run a TOML scenario in the simulator (early: no plots, reports or built-ins yet).
+    Sim {
+        /// The scenario file (format documented in crates/sim/src/scenario.rs; example:
+        /// scenarios/cake-dumbbell.toml).
+        file: std::path::PathBuf,
+        /// Print JSON (`{"flows":[...],"links":[...]}`) instead of tables.
+        #[arg(long)]
+        json: bool,
     },
     /// Benchmarks.
     #[command(subcommand)]
@@ -94,6 +104,13 @@ fn main() {
             Err(e) => {
                 eprintln!("{e}");
                 std::process::exit(1);
+            }
+        },
+        Command::Sim { file, json } => match sim_cmd::run(&file, json) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
             }
         },
         Command::Bench(BenchCommand::Engine {

@@ -37,10 +37,12 @@ mod app;
 mod metrics;
 mod scenario;
 mod sim;
+mod tcp_app;
 mod trace;
 
 pub use app::{Application, Outbox, Ping, UdpSource};
 pub use metrics::{summarize, FlowBin, FlowMetrics, LatencySummary, LinkBin, LinkMetrics};
 pub use scenario::{parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError};
 pub use sim::{tag_sent_at, AppId, Buffer, LinkConfig, LinkId, LinkRate, NodeId, Sim};
+pub use tcp_app::{TcpReceiverApp, TcpSenderApp};
 pub use trace::{MahimahiTrace, RatePoint, RateSchedule, TraceError, MAHIMAHI_MTU};

@@ -32,7 +32,9 @@
 //! bidirectional = true
 //!
 //! [[app]]
-//! kind = "greedy"         # greedy | cbr | voip | ping
+//! kind = "greedy"         # greedy | cbr | voip | ping | tcp
+//! # tcp: cc = "cubic" | "newreno" | "ledbat", ecn = true, bytes = N, dscp = N; the receiver
+//! # is bound to the same port on the node that owns `dst`
 //! node = "a"
 //! dst = "10.0.0.2"
 //! port = 5000             # also the echo id for ping
@@ -157,6 +159,15 @@ pub struct AppSpec {
     pub start_s: f64,
     /// Stop time in seconds.
     pub stop_s: Option<f64>,
+    /// TCP congestion control: `cubic` (default), `newreno` or `ledbat`.
+    pub cc: Option<String>,
+    /// TCP: negotiate ECN (send ECT(0), react to CE).
+    #[serde(default)]
+    pub ecn: bool,
+    /// TCP: bytes to send (default unlimited).
+    pub bytes: Option<u64>,
+    /// DSCP of the flow's packets (TCP; UDP sources keep their own defaults).
+    pub dscp: Option<u8>,
 }
 
 /// What went wrong loading or building a scenario.
@@ -350,7 +361,44 @@ impl Scenario {
                     }
                     Box::new(p)
                 }
-                k => return err(format!("unknown app kind {k:?}")),
+                "tcp" => {
+                    let mut cfg = tcpmodel::SenderConfig::new(src, a.dst, a.port, a.port);
+                    cfg.cc = match a.cc.as_deref().unwrap_or("cubic") {
+                        "cubic" => tcpmodel::cc::CcKind::Cubic,
+                        "newreno" | "reno" => tcpmodel::cc::CcKind::NewReno,
+                        "ledbat" => tcpmodel::cc::CcKind::Ledbat,
+                        other => {
+                            return err(format!(
+                                "app tcp: unknown cc {other:?} (accepted: cubic, newreno, ledbat)"
+                            ))
+                        }
+                    };
+                    cfg.ecn = a.ecn;
+                    cfg.bytes_to_send = a.bytes;
+                    if let Some(d) = a.dscp {
+                        cfg.dscp = d;
+                    }
+                    let dst_node = self
+                        .nodes
+                        .iter()
+                        .position(|x| x.addrs.contains(&a.dst))
+                        .ok_or_else(|| {
+                            ScenarioError(format!("app tcp: no node has address {}", a.dst))
+                        })?;
+                    let dst_id = node(&self.nodes[dst_node].name)?;
+                    let rx = crate::TcpReceiverApp::for_sender(&cfg);
+                    let rx_id = sim.add_app(dst_id, a.port, start, Box::new(rx));
+                    apps.push((
+                        format!("tcp-rx@{}:{}", self.nodes[dst_node].name, a.port),
+                        rx_id,
+                    ));
+                    Box::new(crate::TcpSenderApp::new(cfg))
+                }
+                k => {
+                    return err(format!(
+                        "unknown app kind {k:?} (accepted: greedy, cbr, voip, ping, tcp)"
+                    ))
+                }
             };
             let id = sim.add_app(n, a.port, start, app);
             apps.push((format!("{}@{}:{}", a.kind, a.node, a.port), id));
