@@ -15,6 +15,12 @@ fn ip(s: &str) -> IpAddr {
 
 /// A -> R -> B with a fast access link and the given bottleneck R -> B; reverse B -> R -> A
 /// uncongested. Returns (sim, a, b, bottleneck link id).
+/// A greedy UDP source from host a (10.0.0.1) to host b (10.0.0.2), port 5000, from time 0.
+fn greedy_a_to_b(s: &mut Sim, a: usize, offered_bps: u64) -> usize {
+    let src = UdpSource::greedy(ip("10.0.0.1"), ip("10.0.0.2"), 5000, offered_bps);
+    s.add_app(a, 5000, Instant::ZERO, Box::new(src))
+}
+
 fn dumbbell(seed: u64, bottleneck: LinkConfig, bdelay: Duration) -> (Sim, usize, usize, usize) {
     let mut s = Sim::new(seed);
     let a = s.add_node(&[ip("10.0.0.1"), ip("fd00::1")]);
@@ -43,17 +49,7 @@ fn greedy_udp_through_fixed_10mbit_link_gets_10mbit_within_half_percent() {
         LinkConfig::fixed(10 * MBIT, Duration::from_millis(10)).buffer(Some(100), None),
         Duration::from_millis(10),
     );
-    let f = s.add_app(
-        a,
-        5000,
-        Instant::ZERO,
-        Box::new(UdpSource::greedy(
-            ip("10.0.0.1"),
-            ip("10.0.0.2"),
-            5000,
-            12 * MBIT,
-        )),
-    );
+    let f = greedy_a_to_b(&mut s, a, 12 * MBIT);
     s.run_until(Instant::from_secs(10));
     let m = s.flow(f).unwrap();
     let g = m.goodput_bps(s.bin_width(), Instant::from_secs(1), Instant::from_secs(10));
@@ -107,17 +103,7 @@ fn droptail_buffer_bounds_queueing_delay_and_drops_the_excess() {
         LinkConfig::fixed(10 * MBIT, Duration::from_millis(10)).buffer(Some(50), None),
         Duration::from_millis(10),
     );
-    let f = s.add_app(
-        a,
-        5000,
-        Instant::ZERO,
-        Box::new(UdpSource::greedy(
-            ip("10.0.0.1"),
-            ip("10.0.0.2"),
-            5000,
-            20 * MBIT,
-        )),
-    );
+    let f = greedy_a_to_b(&mut s, a, 20 * MBIT);
     s.run_until(Instant::from_secs(10));
     let m = s.flow(f).unwrap();
     // 50 queued + 1 in service at 1.2 ms each, plus 10 ms + 1 ms propagation + access.
@@ -154,17 +140,7 @@ fn mahimahi_trace_link_delivers_the_traces_average_rate() {
         LinkConfig::with_rate(LinkRate::Mahimahi(trace), Duration::ZERO).buffer(Some(5000), None),
         Duration::from_millis(10),
     );
-    let f = s.add_app(
-        a,
-        5000,
-        Instant::ZERO,
-        Box::new(UdpSource::greedy(
-            ip("10.0.0.1"),
-            ip("10.0.0.2"),
-            5000,
-            60 * MBIT,
-        )),
-    );
+    let f = greedy_a_to_b(&mut s, a, 60 * MBIT);
     s.run_until(end);
     let delivered = s.flow(f).unwrap().delivered_bytes;
     let rel = (delivered as f64 - capacity as f64).abs() / capacity as f64;
@@ -181,17 +157,7 @@ fn cake_vs_droptail(with_cake: bool) -> (f64, sim::LatencySummary) {
         cfg = cfg.qdisc(AnyQdisc::cake(CakeConfig::with_rate(95 * MBIT / 10), 9));
     }
     let (mut s, a, _b, _) = dumbbell(5, cfg, Duration::from_millis(20));
-    let g = s.add_app(
-        a,
-        5000,
-        Instant::ZERO,
-        Box::new(UdpSource::greedy(
-            ip("10.0.0.1"),
-            ip("10.0.0.2"),
-            5000,
-            20 * MBIT,
-        )),
-    );
+    let g = greedy_a_to_b(&mut s, a, 20 * MBIT);
     let p = s.add_app(
         a,
         9,
@@ -345,17 +311,7 @@ fn scheduled_rate_link_follows_its_steps() {
         LinkConfig::with_rate(LinkRate::Schedule(sched), Duration::from_millis(5)),
         Duration::from_millis(5),
     );
-    let f = s.add_app(
-        a,
-        5000,
-        Instant::ZERO,
-        Box::new(UdpSource::greedy(
-            ip("10.0.0.1"),
-            ip("10.0.0.2"),
-            5000,
-            20 * MBIT,
-        )),
-    );
+    let f = greedy_a_to_b(&mut s, a, 20 * MBIT);
     s.run_until(Instant::from_secs(20));
     let m = s.flow(f).unwrap();
     let w = s.bin_width();
@@ -527,17 +483,7 @@ fn changing_a_link_rate_mid_run_changes_its_throughput() {
         LinkConfig::fixed(10 * MBIT, Duration::from_millis(5)),
         Duration::from_millis(5),
     );
-    let f = s.add_app(
-        a,
-        5000,
-        Instant::ZERO,
-        Box::new(UdpSource::greedy(
-            ip("10.0.0.1"),
-            ip("10.0.0.2"),
-            5000,
-            20 * MBIT,
-        )),
-    );
+    let f = greedy_a_to_b(&mut s, a, 20 * MBIT);
     s.run_until(Instant::from_secs(5));
     assert!(s.set_link_rate(bl, LinkRate::Fixed(4 * MBIT)));
     assert!(!s.set_link_rate(99, LinkRate::Fixed(4 * MBIT)));
