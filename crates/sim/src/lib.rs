@@ -37,12 +37,16 @@ mod app;
 mod metrics;
 mod scenario;
 mod sim;
+mod summary;
 mod tcp_app;
 mod trace;
 
 pub use app::{Application, Outbox, Ping, UdpSource};
-pub use metrics::{summarize, FlowBin, FlowMetrics, LatencySummary, LinkBin, LinkMetrics};
+pub use metrics::{
+    summarize, FlowBin, FlowEndpoints, FlowMetrics, LatencySummary, LinkBin, LinkMetrics,
+};
 pub use scenario::{parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError};
 pub use sim::{tag_sent_at, AppId, Buffer, LinkConfig, LinkId, LinkRate, NodeId, Sim};
+pub use summary::{FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 pub use tcp_app::{TcpReceiverApp, TcpSenderApp};
 pub use trace::{MahimahiTrace, RatePoint, RateSchedule, TraceError, MAHIMAHI_MTU};

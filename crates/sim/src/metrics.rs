@@ -40,6 +40,48 @@ pub struct FlowMetrics {
     last_transit_ns: Option<i128>,
     /// Time series, one bin per [`crate::Sim::bin_width`].
     pub bins: Vec<FlowBin>,
+    /// Addresses, ports and DSCP of the first packet the application sent (`None` until it
+    /// sends one, or if that packet was not IP).
+    pub endpoints: Option<FlowEndpoints>,
+}
+
+/// Who a flow is between, as read from its first packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowEndpoints {
+    /// Source address.
+    pub src: std::net::IpAddr,
+    /// Destination address.
+    pub dst: std::net::IpAddr,
+    /// IP protocol number (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6).
+    pub proto: u8,
+    /// Source port (0 where the protocol has none).
+    pub sport: u16,
+    /// Destination port (0 where the protocol has none).
+    pub dport: u16,
+    /// DSCP of the first packet.
+    pub dscp: u8,
+}
+
+impl FlowEndpoints {
+    /// Reads the endpoints of `pkt`, or `None` if it carries no IP header.
+    pub fn of(pkt: &qdisc::Packet) -> Option<Self> {
+        let ip = pkt.headers().ip?;
+        let addr = |a: [u8; 16]| {
+            let v6 = std::net::Ipv6Addr::from(a);
+            match v6.to_ipv4_mapped() {
+                Some(v4) => std::net::IpAddr::V4(v4),
+                None => std::net::IpAddr::V6(v6),
+            }
+        };
+        Some(FlowEndpoints {
+            src: addr(ip.tuple.src),
+            dst: addr(ip.tuple.dst),
+            proto: ip.tuple.proto,
+            sport: ip.tuple.src_port,
+            dport: ip.tuple.dst_port,
+            dscp: ip.dscp,
+        })
+    }
 }
 
 /// Latency distribution summary.

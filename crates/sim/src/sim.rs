@@ -514,6 +514,9 @@ impl Sim {
         for mut pkt in out.packets.drain(..) {
             pkt.meta.tag = flow_tag | (now.as_nanos() & TAG_TIME_MASK);
             let f = &mut self.flows[a];
+            if f.sent_packets == 0 {
+                f.endpoints = crate::metrics::FlowEndpoints::of(&pkt);
+            }
             f.sent_packets += 1;
             f.sent_bytes += u64::from(pkt.len());
             self.forward(node, pkt);

@@ -1,0 +1,193 @@
+//! [`RunSummary`]: what one simulation run measured, per flow and per link, in a plain,
+//! serialisable form shared by `purple sim`'s table, JSON, plots and Flent files and by the
+//! experiment reports.
+
+use crate::metrics::{summarize, FlowMetrics, LatencySummary};
+use crate::sim::{AppId, LinkId, Sim};
+use qdisc::{Duration, Instant};
+use serde::Serialize;
+
+/// Latency figures in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LatencyMs {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Maximum.
+    pub max: f64,
+    /// Minimum.
+    pub min: f64,
+}
+
+impl From<LatencySummary> for LatencyMs {
+    fn from(s: LatencySummary) -> Self {
+        let ms = |d: Duration| d.as_nanos() as f64 / 1e6;
+        LatencyMs {
+            mean: ms(s.mean),
+            p50: ms(s.p50),
+            p95: ms(s.p95),
+            p99: ms(s.p99),
+            max: ms(s.max),
+            min: ms(s.min),
+        }
+    }
+}
+
+/// Time series of one flow, one value per bin of [`RunSummary::bin_s`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FlowSeries {
+    /// Delivered bits per second in each bin.
+    pub goodput_bps: Vec<f64>,
+    /// Mean latency (ms) of the packets delivered in each bin; `None` where none was.
+    pub latency_ms: Vec<Option<f64>>,
+}
+
+/// One flow's results.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FlowSummary {
+    /// Name given by the scenario (or `kind@node:port`).
+    pub name: String,
+    /// Source address (empty if the flow never sent).
+    pub src: String,
+    /// Destination address (empty if the flow never sent).
+    pub dst: String,
+    /// DSCP of its packets.
+    pub dscp: u8,
+    /// Delivered bits per second over the measurement window.
+    pub goodput_bps: f64,
+    /// Latency over the whole run (one-way, or round trip for pings).
+    pub latency_ms: LatencyMs,
+    /// Fraction of sent packets not delivered.
+    pub loss: f64,
+    /// Time series (not serialised in `purple sim --json`; used by plots and Flent files).
+    #[serde(skip)]
+    pub series: FlowSeries,
+    /// Every latency sample in ms (for CDFs; not serialised).
+    #[serde(skip)]
+    pub latency_samples_ms: Vec<f64>,
+}
+
+/// One link's results.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LinkSummary {
+    /// Name (`from->to` by default).
+    pub name: String,
+    /// Fraction of its capacity used.
+    pub utilisation: f64,
+    /// Bits per second put on the wire in each bin (not serialised).
+    #[serde(skip)]
+    pub tx_bps: Vec<f64>,
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// Label of the run (scenario or contender name).
+    pub name: String,
+    /// Simulated seconds.
+    pub duration_s: f64,
+    /// Time-series bin width in seconds.
+    pub bin_s: f64,
+    /// Per-flow results.
+    pub flows: Vec<FlowSummary>,
+    /// Per-link results.
+    pub links: Vec<LinkSummary>,
+    /// Qdisc statistics as tc's JSON prints them (one object per link with a qdisc, with a
+    /// `"link"` key naming it).
+    pub qdiscs: Vec<serde_json::Value>,
+}
+
+impl FlowSummary {
+    /// Summarises `m`, with goodput measured over deliveries in `[from, to)`.
+    pub fn from_metrics(
+        name: &str,
+        m: &FlowMetrics,
+        bin: Duration,
+        from: Instant,
+        to: Instant,
+    ) -> Self {
+        let bin_s = bin.as_nanos() as f64 / 1e9;
+        let (src, dst, dscp) = match m.endpoints {
+            Some(e) => (e.src.to_string(), e.dst.to_string(), e.dscp),
+            None => (String::new(), String::new(), 0),
+        };
+        FlowSummary {
+            name: name.to_string(),
+            src,
+            dst,
+            dscp,
+            goodput_bps: m.goodput_bps(bin, from, to) * 8.0,
+            latency_ms: summarize(&m.latencies_ns).into(),
+            loss: m.loss(),
+            series: FlowSeries {
+                goodput_bps: m
+                    .bins
+                    .iter()
+                    .map(|b| b.bytes as f64 * 8.0 / bin_s)
+                    .collect(),
+                latency_ms: m
+                    .bins
+                    .iter()
+                    .map(|b| {
+                        (b.packets > 0).then(|| b.latency_sum_ns as f64 / b.packets as f64 / 1e6)
+                    })
+                    .collect(),
+            },
+            latency_samples_ms: m.latencies_ns.iter().map(|&n| n as f64 / 1e6).collect(),
+        }
+    }
+}
+
+impl RunSummary {
+    /// Collects the named flows and links of `sim` after a run that ended at `sim.now()`;
+    /// goodput is measured over `[from, sim.now())`. Unknown ids are skipped. `qdiscs` is
+    /// filled for every named link that has a qdisc.
+    pub fn collect(
+        sim: &Sim,
+        name: &str,
+        flows: &[(AppId, String)],
+        links: &[(LinkId, String)],
+        from: Instant,
+    ) -> Self {
+        let bin = sim.bin_width();
+        let bin_s = bin.as_nanos() as f64 / 1e9;
+        let to = sim.now();
+        RunSummary {
+            name: name.to_string(),
+            duration_s: to.as_nanos() as f64 / 1e9,
+            bin_s,
+            flows: flows
+                .iter()
+                .filter_map(|(id, n)| {
+                    Some(FlowSummary::from_metrics(n, sim.flow(*id)?, bin, from, to))
+                })
+                .collect(),
+            links: links
+                .iter()
+                .filter_map(|(id, n)| {
+                    let m = sim.link(*id)?;
+                    Some(LinkSummary {
+                        name: n.clone(),
+                        utilisation: sim.link_utilisation(*id),
+                        tx_bps: m
+                            .bins
+                            .iter()
+                            .map(|b| b.tx_bytes as f64 * 8.0 / bin_s)
+                            .collect(),
+                    })
+                })
+                .collect(),
+            qdiscs: Vec::new(),
+        }
+    }
+
+    /// The flow named `name`.
+    pub fn flow(&self, name: &str) -> Option<&FlowSummary> {
+        self.flows.iter().find(|f| f.name == name)
+    }
+}
