@@ -106,6 +106,9 @@ pub struct NodeSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSpec {
+    /// Name in outputs (default `from->to (fwd)`; the reverse of a bidirectional link gets
+    /// `NAME (rev)`).
+    pub name: Option<String>,
     /// Sending node name.
     pub from: String,
     /// Receiving node name.
@@ -139,7 +142,10 @@ pub struct LinkSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppSpec {
-    /// `greedy`, `cbr`, `voip` or `ping`.
+    /// Name in outputs (default `kind@node:port`; a TCP app's receiver gets `NAME (acks)`,
+    /// default `tcp-rx@node:port`).
+    pub name: Option<String>,
+    /// `greedy`, `cbr`, `voip`, `ping` or `tcp`.
     pub kind: String,
     /// Host name.
     pub node: String,
@@ -232,7 +238,8 @@ pub struct Built {
     pub nodes: HashMap<String, NodeId>,
     /// Link ids, in file order (a bidirectional entry gives forward then reverse).
     pub links: Vec<(String, LinkId)>,
-    /// Application ids, in file order, named `kind@node:port`.
+    /// Application ids, in file order, named by their `name` key or `kind@node:port` (a TCP
+    /// app contributes its receiver, then its sender).
     pub apps: Vec<(String, AppId)>,
 }
 
@@ -308,10 +315,14 @@ impl Scenario {
                     cfg = cfg.qdisc(parse_qdisc(q, qseed)?);
                 }
                 let id = sim.add_link(a, b, cfg);
-                links.push((
-                    format!("{}->{} ({d})", self.nodes[a].name, self.nodes[b].name),
-                    id,
-                ));
+                let name = match (&l.name, d) {
+                    (Some(n), "fwd") => n.clone(),
+                    (Some(n), _) => format!("{n} ({d})"),
+                    (None, _) => {
+                        format!("{}->{} ({d})", self.nodes[a].name, self.nodes[b].name)
+                    }
+                };
+                links.push((name, id));
             }
         }
         sim.compute_routes();
@@ -388,10 +399,11 @@ impl Scenario {
                     let dst_id = node(&self.nodes[dst_node].name)?;
                     let rx = crate::TcpReceiverApp::for_sender(&cfg);
                     let rx_id = sim.add_app(dst_id, a.port, start, Box::new(rx));
-                    apps.push((
-                        format!("tcp-rx@{}:{}", self.nodes[dst_node].name, a.port),
-                        rx_id,
-                    ));
+                    let rx_name = match &a.name {
+                        Some(n) => format!("{n} (acks)"),
+                        None => format!("tcp-rx@{}:{}", self.nodes[dst_node].name, a.port),
+                    };
+                    apps.push((rx_name, rx_id));
                     Box::new(crate::TcpSenderApp::new(cfg))
                 }
                 k => {
@@ -401,7 +413,11 @@ impl Scenario {
                 }
             };
             let id = sim.add_app(n, a.port, start, app);
-            apps.push((format!("{}@{}:{}", a.kind, a.node, a.port), id));
+            let name = a
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{}@{}:{}", a.kind, a.node, a.port));
+            apps.push((name, id));
         }
         Ok(Built {
             sim,

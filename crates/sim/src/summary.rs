@@ -4,8 +4,53 @@
 
 use crate::metrics::{summarize, FlowMetrics, LatencySummary};
 use crate::sim::{AppId, LinkId, Sim};
-use qdisc::{Duration, Instant};
+use cake::AnyQdisc;
+use qdisc::{Duration, Instant, Qdisc};
 use serde::Serialize;
+use serde_json::{json, Value};
+
+/// Statistics of `q` as one element of `tc -j -s qdisc show`'s array, plus a `"link"` key with
+/// `link`.
+///
+/// CAKE prints exactly what [`cake::tc::stats_json`] prints (options, tins and all). Other
+/// qdiscs print the generic counters under tc's key names: `kind`, `bytes` and `packets`
+/// (dequeued), `drops` (all reasons), `overlimits`, `requeues` (always 0), `backlog` (bytes),
+/// `qlen` (packets), and `ecn_mark` (CE marks instead of drops).
+pub fn qdisc_json(q: &AnyQdisc, link: &str) -> Value {
+    let mut v = match q.as_cake() {
+        Some(c) => {
+            let cfg = c.config();
+            let text =
+                cake::tc::stats_json(cfg, &c.cake_stats(), cake::tc::QdiscHeader::for_config(cfg));
+            // stats_json prints a one-element array; fall back to the generic counters if it
+            // ever does not parse.
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Array(mut a)) if a.len() == 1 => a.swap_remove(0),
+                _ => generic_qdisc_json(q),
+            }
+        }
+        None => generic_qdisc_json(q),
+    };
+    if let Value::Object(m) = &mut v {
+        m.insert("link".into(), json!(link));
+    }
+    v
+}
+
+fn generic_qdisc_json(q: &AnyQdisc) -> Value {
+    let s = q.stats();
+    json!({
+        "kind": q.kind(),
+        "bytes": s.dequeued.bytes,
+        "packets": s.dequeued.packets,
+        "drops": s.dropped_total().packets,
+        "overlimits": s.overlimits,
+        "requeues": 0,
+        "backlog": s.backlog.bytes,
+        "qlen": s.backlog.packets,
+        "ecn_mark": s.ecn_marks,
+    })
+}
 
 /// Latency figures in milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -146,7 +191,7 @@ impl FlowSummary {
 impl RunSummary {
     /// Collects the named flows and links of `sim` after a run that ended at `sim.now()`;
     /// goodput is measured over `[from, sim.now())`. Unknown ids are skipped. `qdiscs` is
-    /// filled for every named link that has a qdisc.
+    /// filled for every named link that has a qdisc, in `links` order ([`qdisc_json`]).
     pub fn collect(
         sim: &Sim,
         name: &str,
@@ -182,7 +227,10 @@ impl RunSummary {
                     })
                 })
                 .collect(),
-            qdiscs: Vec::new(),
+            qdiscs: links
+                .iter()
+                .filter_map(|(id, n)| Some(qdisc_json(sim.qdisc(*id)?, n)))
+                .collect(),
         }
     }
 
