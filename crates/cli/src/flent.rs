@@ -35,19 +35,33 @@ pub fn to_json(run: &RunSummary) -> Value {
         let g = format!("{} goodput", f.name);
         results.insert(
             g.clone(),
-            pad(f.series.goodput_bps.iter().map(|b| json!(b / 1e6)).collect()),
+            pad(f
+                .series
+                .goodput_bps
+                .iter()
+                .map(|b| json!(b / 1e6))
+                .collect()),
         );
-        meta.insert(g, json!({"UNITS": "Mbits/s", "SRC": f.src, "DST": f.dst, "DSCP": f.dscp}));
+        meta.insert(
+            g,
+            json!({"UNITS": "Mbits/s", "SRC": f.src, "DST": f.dst, "DSCP": f.dscp}),
+        );
         let l = format!("{} latency", f.name);
         results.insert(
             l.clone(),
             pad(f.series.latency_ms.iter().map(|v| json!(v)).collect()),
         );
-        meta.insert(l, json!({"UNITS": "ms", "SRC": f.src, "DST": f.dst, "DSCP": f.dscp}));
+        meta.insert(
+            l,
+            json!({"UNITS": "ms", "SRC": f.src, "DST": f.dst, "DSCP": f.dscp}),
+        );
     }
     for l in &run.links {
         let n = format!("{} tx", l.name);
-        results.insert(n.clone(), pad(l.tx_bps.iter().map(|b| json!(b / 1e6)).collect()));
+        results.insert(
+            n.clone(),
+            pad(l.tx_bps.iter().map(|b| json!(b / 1e6)).collect()),
+        );
         meta.insert(n, json!({"UNITS": "Mbits/s"}));
     }
     json!({

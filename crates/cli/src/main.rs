@@ -155,13 +155,16 @@ fn main() {
         },
         Command::Sim(args) => {
             let result = match (args.report, args.scenario) {
-                (Some(SimCommand::Report {
-                    out,
-                    only,
-                    seed,
-                    json,
-                    quiet,
-                }), _) => report::run(&report::ReportOpts {
+                (
+                    Some(SimCommand::Report {
+                        out,
+                        only,
+                        seed,
+                        json,
+                        quiet,
+                    }),
+                    _,
+                ) => report::run(&report::ReportOpts {
                     out,
                     only,
                     seed,

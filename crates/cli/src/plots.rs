@@ -182,7 +182,11 @@ where
                 .map_err(e2s)?;
             c.configure_mesh()
                 .x_desc("time (s)")
-                .y_desc(if throughput { "goodput (Mbit/s)" } else { "latency (ms)" })
+                .y_desc(if throughput {
+                    "goodput (Mbit/s)"
+                } else {
+                    "latency (ms)"
+                })
                 .label_style((FAMILY, 14))
                 .draw()
                 .map_err(e2s)?;
@@ -255,7 +259,13 @@ where
             let shares: Vec<f64> = run
                 .flows
                 .iter()
-                .map(|f| if total > 0.0 { f.goodput_bps / total } else { 0.0 })
+                .map(|f| {
+                    if total > 0.0 {
+                        f.goodput_bps / total
+                    } else {
+                        0.0
+                    }
+                })
                 .collect();
             let n = run.flows.len().max(1) as u32;
             let names: Vec<String> = run.flows.iter().map(|f| f.name.clone()).collect();
@@ -284,7 +294,10 @@ where
                 let i = i as u32;
                 let color = Palette99::pick(i as usize).to_rgba();
                 let mut r = Rectangle::new(
-                    [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), s)],
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), s),
+                    ],
                     color.filled(),
                 );
                 r.set_margin(0, 0, 8, 8);

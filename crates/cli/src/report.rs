@@ -82,10 +82,7 @@ pub fn run(opts: &ReportOpts) -> Result<String, String> {
 
 fn count(reports: &[Report]) -> (usize, usize) {
     let claims = reports.iter().flat_map(|r| &r.claims);
-    (
-        claims.clone().filter(|c| c.pass).count(),
-        claims.count(),
-    )
+    (claims.clone().filter(|c| c.pass).count(), claims.count())
 }
 
 /// The text report: per experiment its title, setup, table, claims and notes, then the
@@ -135,7 +132,9 @@ fn md(s: &str) -> String {
 fn write_dir(reports: &[Report], dir: &Path, seed: u64) -> Result<(), String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let (pass, total) = count(reports);
-    let mut m = format!("# purple experiment report\n\nSeed {seed}. **{pass}/{total} claims reproduced.**\n\n");
+    let mut m = format!(
+        "# purple experiment report\n\nSeed {seed}. **{pass}/{total} claims reproduced.**\n\n"
+    );
     m += "| experiment | claim (seed) | ours | tolerance | result |\n|---|---|---|---|---|\n";
     for r in reports {
         for c in &r.claims {
@@ -153,7 +152,13 @@ fn write_dir(reports: &[Report], dir: &Path, seed: u64) -> Result<(), String> {
         }
     }
     for r in reports {
-        let _ = writeln!(m, "\n<a id=\"{}\"></a>\n## {} {}\n", r.id.to_lowercase(), r.id, r.title);
+        let _ = writeln!(
+            m,
+            "\n<a id=\"{}\"></a>\n## {} {}\n",
+            r.id.to_lowercase(),
+            r.id,
+            r.title
+        );
         let _ = writeln!(m, "{}\n", r.setup);
         m += &r.table.to_markdown();
         m.push('\n');
@@ -238,6 +243,9 @@ mod tests {
         let t = text(&[r], 1);
         assert!(t.contains("PASS  seed: a  ours: b  (c)"), "{t}");
         assert!(t.contains("FAIL  seed: d  ours: e  (f)"), "{t}");
-        assert!(t.contains("1/2 claims reproduced") && t.contains("FAILURES in A9"), "{t}");
+        assert!(
+            t.contains("1/2 claims reproduced") && t.contains("FAILURES in A9"),
+            "{t}"
+        );
     }
 }

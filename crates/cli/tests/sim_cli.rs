@@ -37,7 +37,10 @@ fn list_shows_the_builtin_scenarios_with_descriptions() {
         .find(|l| l.starts_with("cake-dumbbell "))
         .unwrap_or_else(|| panic!("no cake-dumbbell in {out}"));
     assert!(line.contains("Mbit/s"), "{line}");
-    assert!(out.lines().any(|l| l.starts_with("fq-codel-short ")), "{out}");
+    assert!(
+        out.lines().any(|l| l.starts_with("fq-codel-short ")),
+        "{out}"
+    );
 }
 
 #[test]
@@ -57,16 +60,28 @@ fn json_output_has_the_documented_keys_and_is_deterministic() {
             assert!(!f[k].is_null(), "flow lacks {k}: {f}");
         }
         for k in ["mean", "p50", "p95", "p99", "max"] {
-            assert!(f["latency_ms"][k].is_number(), "flow lacks latency {k}: {f}");
+            assert!(
+                f["latency_ms"][k].is_number(),
+                "flow lacks latency {k}: {f}"
+            );
         }
     }
-    let voip = flows.iter().find(|f| f["name"] == "voip@a:6000").expect("voip");
+    let voip = flows
+        .iter()
+        .find(|f| f["name"] == "voip@a:6000")
+        .expect("voip");
     assert_eq!(voip["dscp"], 46);
     assert_eq!(voip["src"], "10.0.0.1");
     let links = v["links"].as_array().expect("links");
-    assert!(links.iter().all(|l| l["name"].is_string() && l["utilisation"].is_number()));
+    assert!(links
+        .iter()
+        .all(|l| l["name"].is_string() && l["utilisation"].is_number()));
     let q = v["qdiscs"].as_array().expect("qdiscs");
-    assert!(q.iter().any(|q| q["kind"] == "cake" && q["link"] == "r->b (fwd)"), "{q:?}");
+    assert!(
+        q.iter()
+            .any(|q| q["kind"] == "cake" && q["link"] == "r->b (fwd)"),
+        "{q:?}"
+    );
     let other = stdout(&purple(&["sim", "cake-dumbbell", "--json", "--seed", "4"]));
     assert_ne!(a, other, "the seed changes the run");
 }
@@ -85,7 +100,15 @@ fn named_flows_links_and_baseline_qdisc_stats_use_tc_key_names() {
     let q = &v["qdiscs"][0];
     assert_eq!(q["link"], "bottleneck");
     assert_eq!(q["kind"], "fq_codel");
-    for k in ["bytes", "packets", "drops", "overlimits", "requeues", "backlog", "qlen"] {
+    for k in [
+        "bytes",
+        "packets",
+        "drops",
+        "overlimits",
+        "requeues",
+        "backlog",
+        "qlen",
+    ] {
         assert!(q[k].is_u64(), "qdisc lacks {k}: {q}");
     }
     // A 30 Mbit/s flood into 20 Mbit/s: FQ-CoDel drops.
@@ -105,9 +128,12 @@ fn out_writes_summary_png_svg_and_a_flent_file() {
     assert_eq!(summary["scenario"], "fq-codel-short");
     for chart in ["throughput", "latency", "latency-cdf", "shares"] {
         let png = std::fs::read(dir.join(format!("fq-codel-short-{chart}.png"))).expect("png");
-        assert!(png.len() > 1000 && png.starts_with(b"\x89PNG"), "{chart}.png");
-        let svg = std::fs::read_to_string(dir.join(format!("fq-codel-short-{chart}.svg")))
-            .expect("svg");
+        assert!(
+            png.len() > 1000 && png.starts_with(b"\x89PNG"),
+            "{chart}.png"
+        );
+        let svg =
+            std::fs::read_to_string(dir.join(format!("fq-codel-short-{chart}.svg"))).expect("svg");
         assert!(svg.contains("<svg") && svg.contains("<text"), "{chart}.svg");
     }
     let gz = std::fs::File::open(dir.join("fq-codel-short.flent.gz")).expect("flent.gz");
@@ -122,7 +148,9 @@ fn out_writes_summary_png_svg_and_a_flent_file() {
     }
     let x = f["x_values"].as_array().expect("x_values");
     assert_eq!(x.len(), 40, "2 s in 50 ms bins");
-    let g = f["results"]["bulk goodput"].as_array().expect("bulk goodput");
+    let g = f["results"]["bulk goodput"]
+        .as_array()
+        .expect("bulk goodput");
     assert_eq!(g.len(), x.len());
     assert!(g.iter().filter_map(|v| v.as_f64()).sum::<f64>() > 0.0);
     assert!(f["results"]["ping latency"].is_array());
@@ -142,12 +170,21 @@ fn a_toml_file_with_a_seed_override_runs_from_its_path() {
          [[app]]\nkind = \"ping\"\nnode = \"a\"\ndst = \"10.0.0.2\"\nport = 1\ninterval_ms = 100.0\n",
     )
     .expect("write");
-    let out = stdout(&purple(&["sim", p.to_str().expect("utf-8"), "--json", "--seed", "5"]));
+    let out = stdout(&purple(&[
+        "sim",
+        p.to_str().expect("utf-8"),
+        "--json",
+        "--seed",
+        "5",
+    ]));
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(v["scenario"], "tiny");
     assert_eq!(v["seed"], 5);
     let rtt = v["flows"][0]["latency_ms"]["p50"].as_f64().expect("p50");
-    assert!((10.0..11.0).contains(&rtt), "ping RTT {rtt} ms over 2 x 5 ms");
+    assert!(
+        (10.0..11.0).contains(&rtt),
+        "ping RTT {rtt} ms over 2 x 5 ms"
+    );
     assert_eq!(v["qdiscs"], serde_json::json!([]));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -157,7 +194,10 @@ fn unknown_scenarios_and_experiment_ids_fail_with_a_clear_message() {
     let o = purple(&["sim", "no-such-scenario"]);
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("no-such-scenario") && e.contains("cake-dumbbell"), "{e}");
+    assert!(
+        e.contains("no-such-scenario") && e.contains("cake-dumbbell"),
+        "{e}"
+    );
     let o = purple(&["sim", "report", "--only", "XX"]);
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);

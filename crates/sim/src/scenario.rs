@@ -1,49 +1,7 @@
 //! Scenarios as TOML: a topology, applications and a duration, built into a [`Sim`].
 //!
-//! ```toml
-//! seed = 1
-//! duration_s = 20.0
-//! bin_ms = 100            # time-series bin width (default 100)
-//!
-//! [[node]]
-//! name = "a"
-//! addrs = ["10.0.0.1", "fd00::1"]
-//! [[node]]
-//! name = "r"
-//! [[node]]
-//! name = "b"
-//! addrs = ["10.0.0.2"]
-//!
-//! [[link]]
-//! from = "a"
-//! to = "r"
-//! rate = "1gbit"          # tc rate syntax; or `trace = "file.down"` (mahimahi)
-//! delay_ms = 1.0          #   or `schedule = "file"` (RateSchedule format)
-//! bidirectional = true    # also add the reverse link with the same settings
-//! [[link]]
-//! from = "r"
-//! to = "b"
-//! rate = "10mbit"
-//! delay_ms = 20.0
-//! loss = 0.0              # random loss probability
-//! buffer_packets = 1000   # droptail buffer (default 1000 packets; 0 = unlimited)
-//! buffer_bytes = 0        # 0 = unlimited (default)
-//! qdisc = "cake bandwidth 9500kbit besteffort"   # or fq_codel, codel, pie, pfifo N, bfifo N
-//! bidirectional = true
-//!
-//! [[app]]
-//! kind = "greedy"         # greedy | cbr | voip | ping | tcp
-//! # tcp: cc = "cubic" | "newreno" | "ledbat", ecn = true, bytes = N, dscp = N; the receiver
-//! # is bound to the same port on the node that owns `dst`
-//! node = "a"
-//! dst = "10.0.0.2"
-//! port = 5000             # also the echo id for ping
-//! rate = "20mbit"         # greedy/cbr offered rate
-//! size = 1500             # cbr/greedy frame bytes (default 1500)
-//! interval_ms = 100.0     # ping interval (default 1000)
-//! start_s = 0.0
-//! stop_s = 20.0           # optional
-//! ```
+//! The file format (every key, with an annotated example) is documented in
+//! `docs/scenarios.md` at the repository root, with `purple sim`'s outputs.
 //!
 //! Routes are shortest paths ([`Sim::compute_routes`]). Relative trace paths are resolved
 //! against the directory given to [`Scenario::build`].

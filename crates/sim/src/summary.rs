@@ -239,3 +239,65 @@ impl RunSummary {
         self.flows.iter().find(|f| f.name == name)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LinkConfig, UdpSource};
+
+    #[test]
+    fn collect_reports_each_qdisc_once_in_link_order_with_tc_keys_and_the_link_name() {
+        let a_ip = "10.0.0.1".parse().expect("ip");
+        let b_ip = "10.0.0.2".parse().expect("ip");
+        let mut s = Sim::new(1);
+        let a = s.add_node(&[a_ip]);
+        let b = s.add_node(&[b_ip]);
+        let d = Duration::from_millis(5);
+        let fwd = s.add_link(
+            a,
+            b,
+            LinkConfig::fixed(1_250_000, d)
+                .buffer(Some(2), None)
+                .qdisc(AnyQdisc::pfifo(20)),
+        );
+        let plain = s.add_link(b, a, LinkConfig::fixed(1_250_000, d));
+        let cake = s.add_link(
+            a,
+            b,
+            LinkConfig::fixed(1_250_000, d).qdisc(AnyQdisc::cake_default(1)),
+        );
+        s.compute_routes();
+        let app = s.add_app(
+            a,
+            9,
+            Instant::ZERO,
+            Box::new(UdpSource::greedy(a_ip, b_ip, 9, 2_500_000)),
+        );
+        s.run_until(Instant::from_secs(1));
+        let r = RunSummary::collect(
+            &s,
+            "t",
+            &[(app, "flood".into())],
+            &[
+                (fwd, "fwd".into()),
+                (plain, "plain".into()),
+                (cake, "cake".into()),
+            ],
+            Instant::ZERO,
+        );
+        assert_eq!(r.links.len(), 3);
+        assert_eq!(r.qdiscs.len(), 2, "the plain link has no qdisc");
+        let q = &r.qdiscs[0];
+        assert_eq!(q["link"], "fwd");
+        assert_eq!(q["kind"], "pfifo");
+        // 2x overload into a 20-packet FIFO: tail drops.
+        assert!(q["drops"].as_u64().unwrap_or(0) > 100, "{q}");
+        assert!(q["packets"].as_u64().unwrap_or(0) > 500, "{q}");
+        for k in ["bytes", "overlimits", "requeues", "backlog", "qlen"] {
+            assert!(q[k].is_u64(), "{k} missing: {q}");
+        }
+        assert_eq!(r.qdiscs[1]["link"], "cake");
+        assert_eq!(r.qdiscs[1]["kind"], "cake");
+        assert!(r.qdiscs[1]["tins"].is_array(), "{}", r.qdiscs[1]);
+    }
+}
