@@ -167,7 +167,7 @@ impl Law for Purple {
         if delay > p.target {
             let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
             let draining = since_cut.is_some_and(|d| d < p.drain_time)
-                && delay.as_nanos() * 10 < st.delay_at_cut.as_nanos() * 9;
+                && u128::from(delay.as_nanos()) * 10 < u128::from(st.delay_at_cut.as_nanos()) * 9;
             if since_cut.is_some_and(|d| d < p.decrease_holdoff) || draining {
                 return Step {
                     rate: sig.current,
