@@ -37,6 +37,7 @@
 //! assert!(c.next_wakeup() > t);
 //! ```
 #![deny(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod aimd;
 pub mod baseline;

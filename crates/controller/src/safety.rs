@@ -122,6 +122,7 @@ impl Safety {
 
     /// Applies the bounds and the rate-of-change limit to the algorithm's proposal for `dir`.
     /// `forced` (the safe rate on a stall) skips the rate-of-change limit but not the bounds.
+    #[allow(clippy::too_many_arguments)]
     pub fn limit(
         &mut self,
         now: Instant,

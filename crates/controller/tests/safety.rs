@@ -1,4 +1,5 @@
 //! Safety properties every variant must hold.
+#![allow(clippy::unwrap_used, clippy::field_reassign_with_default)]
 
 use controller::*;
 use proptest::prelude::*;
@@ -16,16 +17,48 @@ fn all(cfg: &Config) -> Vec<Box<dyn Controller>> {
 fn sample_strategy() -> impl Strategy<Value = (u64, u8, Sample)> {
     let dir = prop_oneof![Just(Direction::Down), Just(Direction::Up)];
     let s = prop_oneof![
-        (0u16..6, dir.clone(), any::<i64>(), 0u64..10_000_000_000).prop_map(|(r, dir, owd_ns, back)| (r, dir, owd_ns, back)).prop_map(
-            |(r, dir, owd_ns, back)| Sample::Owd { reflector: ReflectorId(r), dir, sent: Instant::from_nanos(back), owd_ns }
-        ),
-        (0u16..6, any::<u64>()).prop_map(|(r, n)| Sample::Rtt { reflector: ReflectorId(r), sent: Instant::ZERO, rtt: Duration::from_nanos(n) }),
-        (0u16..6).prop_map(|r| Sample::ProbeLost { reflector: ReflectorId(r), sent: Instant::ZERO }),
+        (0u16..6, dir.clone(), any::<i64>(), 0u64..10_000_000_000)
+            .prop_map(|(r, dir, owd_ns, back)| (r, dir, owd_ns, back))
+            .prop_map(|(r, dir, owd_ns, back)| Sample::Owd {
+                reflector: ReflectorId(r),
+                dir,
+                sent: Instant::from_nanos(back),
+                owd_ns
+            }),
+        (0u16..6, any::<u64>()).prop_map(|(r, n)| Sample::Rtt {
+            reflector: ReflectorId(r),
+            sent: Instant::ZERO,
+            rtt: Duration::from_nanos(n)
+        }),
+        (0u16..6).prop_map(|r| Sample::ProbeLost {
+            reflector: ReflectorId(r),
+            sent: Instant::ZERO
+        }),
         (dir.clone(), any::<u64>()).prop_map(|(dir, bps)| Sample::Throughput { dir, bps }),
-        (dir.clone(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(dir, b, d, e)| Sample::CakeStats { dir, backlog_bytes: b, drops: d, ecn_marks: e }),
-        (dir, any::<u64>(), any::<u32>(), any::<u64>(), any::<u64>(), proptest::option::of(any::<u64>())).prop_map(
-            |(dir, b, p, d, s, c)| Sample::RadioQueue { dir, backlog_bytes: b, backlog_packets: p, drops: d, sojourn: Duration::from_nanos(s), capacity_bps: c }
-        ),
+        (dir.clone(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(dir, b, d, e)| {
+            Sample::CakeStats {
+                dir,
+                backlog_bytes: b,
+                drops: d,
+                ecn_marks: e,
+            }
+        }),
+        (
+            dir,
+            any::<u64>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u64>(),
+            proptest::option::of(any::<u64>())
+        )
+            .prop_map(|(dir, b, p, d, s, c)| Sample::RadioQueue {
+                dir,
+                backlog_bytes: b,
+                backlog_packets: p,
+                drops: d,
+                sojourn: Duration::from_nanos(s),
+                capacity_bps: c
+            }),
     ];
     (0u64..300_000_000, any::<u8>(), s)
 }
@@ -59,7 +92,15 @@ fn no_signal_moves_every_variant_to_the_safe_rate_and_says_why() {
     for mut c in all(&cfg) {
         let t0 = Instant::from_secs(1);
         // Some signal at first, then silence.
-        c.on_sample(t0, &Sample::Owd { reflector: ReflectorId(1), dir: Direction::Down, sent: t0, owd_ns: 3_000_000 });
+        c.on_sample(
+            t0,
+            &Sample::Owd {
+                reflector: ReflectorId(1),
+                dir: Direction::Down,
+                sent: t0,
+                owd_ns: 3_000_000,
+            },
+        );
         let mut t = t0;
         let mut last = c.poll(t);
         while t < t0 + Duration::from_secs(4) {
@@ -69,7 +110,9 @@ fn no_signal_moves_every_variant_to_the_safe_rate_and_says_why() {
         assert_eq!(last.rate, PerDir::new(mbit(7.0), mbit(6.0)), "{}", c.name());
         for dir in Direction::ALL {
             match last.reason[dir] {
-                Reason::NoSignal { missing_for, .. } => assert!(missing_for >= Duration::from_secs(2)),
+                Reason::NoSignal { missing_for, .. } => {
+                    assert!(missing_for >= Duration::from_secs(2))
+                }
                 r => panic!("{}: {r:?}", c.name()),
             }
         }
@@ -90,13 +133,35 @@ fn feed(c: &mut dyn Controller, from: u64, to: u64, q: impl Fn(u16, u64) -> Opti
             let drift = (ms as f64 * 100e-6 * f64::from(r)) as i64; // up to 400 ppm
             for dir in Direction::ALL {
                 let owd_ms = offset + drift + 10 + qms; // whole ms
-                c.on_sample(t, &Sample::Owd { reflector: ReflectorId(r), dir, sent: t, owd_ns: owd_ms * 1_000_000 });
+                c.on_sample(
+                    t,
+                    &Sample::Owd {
+                        reflector: ReflectorId(r),
+                        dir,
+                        sent: t,
+                        owd_ns: owd_ms * 1_000_000,
+                    },
+                );
             }
         }
         let d = c.poll(t);
         for dir in Direction::ALL {
-            c.on_sample(t, &Sample::Throughput { dir, bps: d.rate[dir] });
-            c.on_sample(t, &Sample::CakeStats { dir, backlog_bytes: 10_000, drops: 0, ecn_marks: 0 });
+            c.on_sample(
+                t,
+                &Sample::Throughput {
+                    dir,
+                    bps: d.rate[dir],
+                },
+            );
+            c.on_sample(
+                t,
+                &Sample::CakeStats {
+                    dir,
+                    backlog_bytes: 10_000,
+                    drops: 0,
+                    ecn_marks: 0,
+                },
+            );
         }
         t += Duration::from_millis(50);
     }
@@ -107,10 +172,19 @@ fn clock_offset_and_drift_between_hosts_are_cancelled() {
     // Hours of offset and up to 400 ppm drift, no queueing: PURPLE must keep growing to max.
     let mut c = Engine::new(Config::default(), Purple::default()).unwrap();
     feed(&mut c, 1, 120, |_, _| Some(0), 5);
-    assert_eq!(c.decision().rate.down, Config::default().max.down, "{:?}", c.decision());
+    assert_eq!(
+        c.decision().rate.down,
+        Config::default().max.down,
+        "{:?}",
+        c.decision()
+    );
     for r in c.pool().reflectors() {
         let d = r.delta(Direction::Down).unwrap().1;
-        assert!(d <= Duration::from_millis(1), "reflector {:?} delta {d:?}", r.id());
+        assert!(
+            d <= Duration::from_millis(1),
+            "reflector {:?} delta {d:?}",
+            r.id()
+        );
     }
 }
 
@@ -118,16 +192,31 @@ fn clock_offset_and_drift_between_hosts_are_cancelled() {
 fn dead_reflector_is_ignored_and_lying_one_rejected() {
     let mut c = Engine::new(Config::default(), Purple::default()).unwrap();
     // Reflector 0 dies at 10 s; reflector 4 lies (+200 ms) from 10 s.
-    feed(&mut c, 1, 60, |r, ms| match r {
-        0 if ms > 10_000 => None,
-        4 if ms > 10_000 => Some(200),
-        _ => Some(0),
-    }, 5);
+    feed(
+        &mut c,
+        1,
+        60,
+        |r, ms| match r {
+            0 if ms > 10_000 => None,
+            4 if ms > 10_000 => Some(200),
+            _ => Some(0),
+        },
+        5,
+    );
     let now = Instant::from_secs(60);
     assert_eq!(c.pool().health(ReflectorId(0), now), Some(Health::Dead));
     assert_eq!(c.pool().health(ReflectorId(4), now), Some(Health::Bad));
-    assert_eq!(c.decision().rate.down, Config::default().max.down, "{:?}", c.decision());
+    assert_eq!(
+        c.decision().rate.down,
+        Config::default().max.down,
+        "{:?}",
+        c.decision()
+    );
     // All reflectors but one fail: a single healthy one still steers.
     feed(&mut c, 60, 70, |r, _| (r == 1).then_some(40), 5);
-    assert!(c.decision().rate.down < Config::default().max.down / 2, "{:?}", c.decision());
+    assert!(
+        c.decision().rate.down < Config::default().max.down / 2,
+        "{:?}",
+        c.decision()
+    );
 }
