@@ -66,14 +66,16 @@ impl HtbConfig {
         }
     }
 
-    /// `rate` bytes/s with `burst` bytes, `ceil = rate` and `cburst = burst` (the seeds'
-    /// `htb rate R burst 15k`).
+    /// `rate` bytes/s with `burst` bytes and `ceil = rate`, as `tc class add ... htb rate R
+    /// burst B` sets it: note that tc then leaves `cburst` at its default,
+    /// [`default_burst`](Self::default_burst) (1600 bytes), and that bucket limits the burst
+    /// too.
     pub fn with_rate_burst(rate: u64, burst: u64) -> Self {
         HtbConfig {
             rate,
             burst,
             ceil: rate,
-            cburst: burst,
+            cburst: Self::default_burst(rate),
         }
     }
 }

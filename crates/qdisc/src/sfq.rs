@@ -297,9 +297,7 @@ impl Sfq {
     // --- helpers ----------------------------------------------------------------------------
 
     fn drop_packet(&mut self, pkt: Packet, drops: &mut Vec<Dropped>) {
-        self.stats
-            .drop_counter(DropReason::Overflow)
-            .add(pkt.len());
+        self.stats.drop_counter(DropReason::Overflow).add(pkt.len());
         drops.push(Dropped {
             packet: pkt,
             reason: DropReason::Overflow,
