@@ -353,7 +353,7 @@ impl Qdisc for Sfb {
             self.drop_packet(pkt, DropReason::Overflow, drops);
             return;
         }
-        if pmin >= SFB_MAX_PROB {
+        if pmin == SFB_MAX_PROB {
             // Inelastic flow.
             if self.double_buffering {
                 hashes[other] = self.hash(&pkt, other);
