@@ -9,7 +9,7 @@
 use crate::app::{Ping, UdpSource};
 use crate::sim::{AppId, LinkConfig, LinkId, LinkRate, NodeId, Sim};
 use crate::trace::{MahimahiTrace, RateSchedule};
-use cake::{AnyQdisc, CakeConfig};
+use cake::AnyQdisc;
 use qdisc::{Duration, Instant};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -89,7 +89,8 @@ pub struct LinkSpec {
     /// Droptail buffer bytes (0 = unlimited).
     #[serde(default)]
     pub buffer_bytes: u64,
-    /// Egress qdisc: `cake <tc args>`, `fq_codel`, `codel`, `pie`, `pfifo [N]`, `bfifo N`.
+    /// Egress qdisc in tc syntax ([`AnyQdisc::from_tc`]): `cake <tc args>`, `fq_codel`, `codel`,
+    /// `pie`, `pfifo [N]`, `bfifo N`, `sfq ...`, `sfb ...`, `htb rate R [burst B] CHILD...`.
     pub qdisc: Option<String>,
     /// Also add the reverse link with the same settings.
     #[serde(default)]
@@ -160,29 +161,11 @@ fn rate(s: &str) -> Result<u64, ScenarioError> {
     qdisc::tc_units::parse_rate(s).or_else(|e| err(format!("bad rate {s:?}: {e:?}")))
 }
 
-/// Builds a qdisc from `cake <tc args>`, `fq_codel`, `codel`, `pie`, `pfifo [N]`, `bfifo N`.
+/// Builds a qdisc from its tc description (`cake <tc args>`, `fq_codel`, `codel ecn`,
+/// `pie ecn`, `pfifo [N]`, `bfifo N`, `sfq limit 1000 perturb 10`, `sfb`,
+/// `htb rate 20mbit burst 15k fq_codel`, ...): see [`AnyQdisc::from_tc`] for the full syntax.
 pub fn parse_qdisc(spec: &str, seed: u64) -> Result<AnyQdisc, ScenarioError> {
-    let words: Vec<&str> = spec.split_whitespace().collect();
-    let num = |i: usize| -> Result<u64, ScenarioError> {
-        match words.get(i) {
-            Some(w) => w
-                .parse()
-                .or_else(|_| err(format!("qdisc {spec:?}: bad number {w:?}"))),
-            None => err(format!("qdisc {spec:?}: missing limit")),
-        }
-    };
-    match words.first().copied() {
-        Some("cake") => CakeConfig::from_tc_args(&words[1..])
-            .map(|c| AnyQdisc::cake(c, seed))
-            .or_else(|e| err(format!("qdisc {spec:?}: {e}"))),
-        Some("fq_codel") => Ok(AnyQdisc::fq_codel_default(seed)),
-        Some("codel") => Ok(AnyQdisc::codel_default()),
-        Some("pie") => Ok(AnyQdisc::pie_default(seed)),
-        Some("pfifo") if words.len() == 1 => Ok(AnyQdisc::pfifo_default()),
-        Some("pfifo") => Ok(AnyQdisc::pfifo(num(1)?.min(u64::from(u32::MAX)) as u32)),
-        Some("bfifo") => Ok(AnyQdisc::bfifo(num(1)?)),
-        _ => err(format!("unknown qdisc {spec:?}")),
-    }
+    AnyQdisc::from_tc(spec, seed).or_else(|e| err(format!("qdisc {spec:?}: {e}")))
 }
 
 /// A scenario built into a simulator, with names resolved.
