@@ -74,7 +74,10 @@ fn unavailable_contenders_are_reported_as_notes_without_claims() {
             .notes
             .iter()
             .any(|n| n.starts_with(&format!("{name} not available")));
-        assert!(in_table != noted, "{name}: in table {in_table}, noted {noted}");
+        assert!(
+            in_table != noted,
+            "{name}: in table {in_table}, noted {noted}"
+        );
         if noted {
             let short = name.trim_start_matches("HTB+");
             assert!(!r.claims.iter().any(|c| c.seed.contains(short)), "{name}");

@@ -70,8 +70,7 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
             let end = at(dur);
             let ping = net.ping("ping", 0, 0, PROBE, at(0.0), end);
             let fu = up.then(|| net.tcp("tcp up", true, 0, at(0.0), None, TcpOpts::default()));
-            let fd =
-                down.then(|| net.tcp("tcp down", false, 0, at(0.0), None, TcpOpts::default()));
+            let fd = down.then(|| net.tcp("tcp down", false, 0, at(0.0), None, TcpOpts::default()));
             net.d.sim.run_until(end);
             let base = net.base_rtt_ms();
             let lat = induced(&net.samples_ms(ping), base, skip);
@@ -110,20 +109,29 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         ));
         claims.push(Claim::new(
             "CAKE unidirectional as FQ-CoDel: ~6 ms up, ~1 ms down",
-            format!("up peak {:.1} ms, down peak {:.1} ms", cu.lat.max, cd.lat.max),
+            format!(
+                "up peak {:.1} ms, down peak {:.1} ms",
+                cu.lat.max, cd.lat.max
+            ),
             "up steady peak <= 15 ms, down steady peak <= 5 ms",
             cu.lat.max <= 15.0 && cd.lat.max <= 5.0,
         ));
         claims.push(Claim::new(
             "CAKE: a single flow's throughput stays close to the maximum (periodic pattern)",
-            format!("up {:.1} of 3, down {:.1} of 20 Mbit/s (wire)", cu.up, cd.down),
+            format!(
+                "up {:.1} of 3, down {:.1} of 20 Mbit/s (wire)",
+                cu.up, cd.down
+            ),
             "up >= 85%, down >= 70% of the shaped rate (see notes)",
             cu.up >= 0.85 * 3.0 && cd.down >= 0.70 * 20.0,
         ));
         if let Some(fb) = g("HTB+FQ-CoDel", "bidir") {
             claims.push(Claim::new(
                 "CAKE bidir (5 ms) below FQ-CoDel bidir (20 ms)",
-                format!("CAKE p99 {:.1} ms vs FQ-CoDel p99 {:.1} ms", cb.lat.p99, fb.lat.p99),
+                format!(
+                    "CAKE p99 {:.1} ms vs FQ-CoDel p99 {:.1} ms",
+                    cb.lat.p99, fb.lat.p99
+                ),
                 "CAKE's p99 <= FQ-CoDel's p99 + 1 ms",
                 cb.lat.p99 <= fb.lat.p99 + 1.0,
             ));
@@ -132,7 +140,10 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
             if let Some(x) = g(name, "bidir") {
                 claims.push(Claim::new(
                     format!("{name} bidir peak {seed} ms, well above CAKE's 5 ms"),
-                    format!("{name} peak {:.1} ms vs CAKE {:.1} ms", x.lat.max, cb.lat.max),
+                    format!(
+                        "{name} peak {:.1} ms vs CAKE {:.1} ms",
+                        x.lat.max, cb.lat.max
+                    ),
                     "peak >= 20 ms and >= 3x CAKE's",
                     x.lat.max >= 20.0 && x.lat.max >= 3.0 * cb.lat.max,
                 ));
@@ -150,7 +161,10 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
     if let Some(x) = g("HTB+SFB", "bidir") {
         claims.push(Claim::new(
             "SFB: induced latency peaks near 400 ms (upload, bidirectional)",
-            format!("bidir peak {:.1} ms (incl. start {:.1})", x.lat.max, x.lat.max_all),
+            format!(
+                "bidir peak {:.1} ms (incl. start {:.1})",
+                x.lat.max, x.lat.max_all
+            ),
             "peak incl. start >= 150 ms",
             x.lat.max_all >= 150.0,
         ));

@@ -23,7 +23,15 @@ struct Fig {
 
 /// Kernel-measured figures (evaluation.md, flent rrul 30 s on Linux 6.1): down/up, ICMP
 /// induced mean and max, UDP peak BE/BK/EF; and the wiki's peak.
-fn seed_row(c: &str) -> (&'static str, &'static str, &'static str, &'static str, &'static str) {
+fn seed_row(
+    c: &str,
+) -> (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+) {
     match c {
         "CAKE" => (
             "17.5-18.1 / 2.4",
@@ -32,7 +40,13 @@ fn seed_row(c: &str) -> (&'static str, &'static str, &'static str, &'static str,
             "13-16 / 76-83 / 20-22",
             "CS0 13, EF 22, CS1 70",
         ),
-        "CAKE-Lite" => ("16.3-17.6 / 2.3", "2.2-3.1", "10-17", "10-11 / 11-13 / 10-14", "8"),
+        "CAKE-Lite" => (
+            "16.3-17.6 / 2.3",
+            "2.2-3.1",
+            "10-17",
+            "10-11 / 11-13 / 10-14",
+            "8",
+        ),
         "HTB+FQ-CoDel" => (
             "15.8-17.3 / 2.3-2.5",
             "2.0-4.1",
@@ -40,11 +54,29 @@ fn seed_row(c: &str) -> (&'static str, &'static str, &'static str, &'static str,
             "13-16 / 13-15 / 10-22",
             "33",
         ),
-        "HTB+SFQ" => ("18.4-19.0 / 1.9-2.5", "18-20", "27-37", "26-40 / 27-41 / 27-40", "40"),
-        "HTB+SFB" => ("5.0-7.6 / 1.9-2.7", "46-55", "76-94", "84-92 / 80-120 / 86-128", "200"),
+        "HTB+SFQ" => (
+            "18.4-19.0 / 1.9-2.5",
+            "18-20",
+            "27-37",
+            "26-40 / 27-41 / 27-40",
+            "40",
+        ),
+        "HTB+SFB" => (
+            "5.0-7.6 / 1.9-2.7",
+            "46-55",
+            "76-94",
+            "84-92 / 80-120 / 86-128",
+            "200",
+        ),
         "HTB+CoDel" => ("15.1-16.3 / 2.0-2.3", "35-39", "68-126", "62-135", "90"),
         "HTB+PIE" => ("13.6-15.4 / 1.5-1.7", "37-46", "90-193", "128-201", ">170"),
-        "HTB+pfifo 1000" => ("19.0-19.9 / 1.5-1.8", "513-743", "693-1202", "~700-1200", "-"),
+        "HTB+pfifo 1000" => (
+            "19.0-19.9 / 1.5-1.8",
+            "513-743",
+            "693-1202",
+            "~700-1200",
+            "-",
+        ),
         _ => ("-", "-", "-", "-", "-"),
     }
 }
@@ -64,7 +96,13 @@ fn kernel_icmp_mean(c: &str) -> Option<(f64, f64)> {
     })
 }
 
-fn run_one(c: &Contender, be: bool, dur: f64, warm: f64, opts: &RunOpts) -> Result<(Fig, sim::RunSummary), String> {
+fn run_one(
+    c: &Contender,
+    be: bool,
+    dur: f64,
+    warm: f64,
+    opts: &RunOpts,
+) -> Result<(Fig, sim::RunSummary), String> {
     let mut net = Net::new(c, 1, opts.seed)?;
     let end = at(dur);
     let icmp = net.ping("icmp", 0, 0, PROBE, at(0.0), end);
@@ -107,7 +145,10 @@ fn run_one(c: &Contender, be: bool, dur: f64, warm: f64, opts: &RunOpts) -> Resu
 }
 
 fn shares(s: &[f64; 4]) -> String {
-    s.iter().map(|x| format!("{x:.2}")).collect::<Vec<_>>().join("/")
+    s.iter()
+        .map(|x| format!("{x:.2}"))
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 pub(crate) fn run(opts: &RunOpts) -> Report {
@@ -142,7 +183,10 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
                         format!("{:.1} / {:.2}", f.down, f.up),
                         format!("{:.1} / {:.1} / {:.1}", f.icmp.mean, f.icmp.p99, f.icmp.max),
                         f1(f.icmp.max_all),
-                        format!("{:.0} / {:.0} / {:.0}", f.udp_peak[0], f.udp_peak[1], f.udp_peak[2]),
+                        format!(
+                            "{:.0} / {:.0} / {:.0}",
+                            f.udp_peak[0], f.udp_peak[1], f.udp_peak[2]
+                        ),
                         shares(&f.down_share),
                         if be { "-".into() } else { k.0.into() },
                         if be { "-".into() } else { k.1.into() },
@@ -197,7 +241,11 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
     // Rough sizes against the kernel ranges.
     for c in &ALL {
         if let (Some(f), Some((lo, hi))) = (rr(c.name), kernel_icmp_mean(c.name)) {
-            let (a, b) = if hi < 10.0 { (0.0, 10.0) } else { (lo / 3.0, hi * 3.0) };
+            let (a, b) = if hi < 10.0 {
+                (0.0, 10.0)
+            } else {
+                (lo / 3.0, hi * 3.0)
+            };
             claims.push(Claim::new(
                 format!("{}: RRUL ICMP induced mean {lo}-{hi} ms (kernel)", c.name),
                 format!("{:.1} ms", f.icmp.mean),
@@ -209,19 +257,28 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
     if let Some(f) = rr("CAKE") {
         claims.push(Claim::new(
             "CAKE diffserv3: CS1 (Bulk tin) gets ~1/16 of the download",
-            format!("CS1 share {:.3} down, {:.3} up", f.down_share[1], f.up_share[1]),
+            format!(
+                "CS1 share {:.3} down, {:.3} up",
+                f.down_share[1], f.up_share[1]
+            ),
             "CS1 share <= 0.12 each way",
             f.down_share[1] <= 0.12 && f.up_share[1] <= 0.12,
         ));
         claims.push(Claim::new(
             "CAKE diffserv3: EF (Voice tin) held to at most 1/4 when congested",
-            format!("EF share {:.3} down, {:.3} up", f.down_share[3], f.up_share[3]),
+            format!(
+                "EF share {:.3} down, {:.3} up",
+                f.down_share[3], f.up_share[3]
+            ),
             "EF share <= 0.30 each way",
             f.down_share[3] <= 0.30 && f.up_share[3] <= 0.30,
         ));
         claims.push(Claim::new(
             "CAKE diffserv3: CS0 + CS5 (Best Effort tin) share the rest (~11/16)",
-            format!("CS0+CS5 share {:.3} down", f.down_share[0] + f.down_share[2]),
+            format!(
+                "CS0+CS5 share {:.3} down",
+                f.down_share[0] + f.down_share[2]
+            ),
             ">= 0.55",
             f.down_share[0] + f.down_share[2] >= 0.55,
         ));
@@ -241,10 +298,16 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
             f.down >= 16.0 && f.up >= 2.4,
         ));
     }
-    if let (Some(l), Some(q)) = (figs.get(&("CAKE-Lite", true)), figs.get(&("HTB+FQ-CoDel", true))) {
+    if let (Some(l), Some(q)) = (
+        figs.get(&("CAKE-Lite", true)),
+        figs.get(&("HTB+FQ-CoDel", true)),
+    ) {
         claims.push(Claim::new(
             "RRUL-BE: CAKE-Lite at least as good as FQ-CoDel (8 vs 33 ms peak)",
-            format!("ICMP p99 CAKE-Lite {:.1} vs FQ-CoDel {:.1} ms", l.icmp.p99, q.icmp.p99),
+            format!(
+                "ICMP p99 CAKE-Lite {:.1} vs FQ-CoDel {:.1} ms",
+                l.icmp.p99, q.icmp.p99
+            ),
             "CAKE-Lite p99 <= FQ-CoDel p99 + 2 ms",
             l.icmp.p99 <= q.icmp.p99 + 2.0,
         ));

@@ -57,10 +57,24 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
             let mut downs = Vec::new();
             let (nu, nd) = if many_up { (50, 1) } else { (1, 50) };
             for i in 0..nu {
-                ups.push(net.tcp(&format!("up {i}"), true, 0, at(0.0), None, TcpOpts::default()));
+                ups.push(net.tcp(
+                    &format!("up {i}"),
+                    true,
+                    0,
+                    at(0.0),
+                    None,
+                    TcpOpts::default(),
+                ));
             }
             for i in 0..nd {
-                downs.push(net.tcp(&format!("down {i}"), false, 0, at(0.0), None, TcpOpts::default()));
+                downs.push(net.tcp(
+                    &format!("down {i}"),
+                    false,
+                    0,
+                    at(0.0),
+                    None,
+                    TcpOpts::default(),
+                ));
             }
             net.d.sim.run_until(end);
             let w0 = at(steady);
@@ -70,7 +84,11 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
                 up: ups.iter().map(|x| net.mbit(x.tx, w0, end)).sum(),
                 icmp: induced(&net.samples_ms(ping), net.base_rtt_ms(), skip),
             };
-            let t = if many_up { "rrul_50_up" } else { "rrul_50_down" };
+            let t = if many_up {
+                "rrul_50_up"
+            } else {
+                "rrul_50_down"
+            };
             table.row(vec![
                 c.name.into(),
                 t.into(),
@@ -117,7 +135,10 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
             ));
             claims.push(Claim::new(
                 "CAKE's induced latency (~5 ms) far below FQ-CoDel's (~50 ms)",
-                format!("p99 CAKE {:.1} vs FQ-CoDel {:.1} ms", c.icmp.p99, q.icmp.p99),
+                format!(
+                    "p99 CAKE {:.1} vs FQ-CoDel {:.1} ms",
+                    c.icmp.p99, q.icmp.p99
+                ),
                 "CAKE p99 <= FQ-CoDel p99 / 2",
                 c.icmp.p99 <= q.icmp.p99 / 2.0,
             ));
@@ -137,7 +158,10 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
     if let Some(s) = g("HTB+SFQ") {
         claims.push(Claim::new(
             "SFQ rrul_50_up: up to 230 ms induced",
-            format!("peak {:.0} ms (incl. start {:.0})", s.icmp.max, s.icmp.max_all),
+            format!(
+                "peak {:.0} ms (incl. start {:.0})",
+                s.icmp.max, s.icmp.max_all
+            ),
             "peak incl. start within [80, 700] ms",
             (80.0..=700.0).contains(&s.icmp.max_all),
         ));
@@ -175,4 +199,3 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         notes,
     }
 }
-

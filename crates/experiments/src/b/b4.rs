@@ -44,7 +44,12 @@ impl Fig {
     }
 }
 
-fn run_one(c: &Contender, p: f64, base: f64, opts: &RunOpts) -> Result<(Fig, sim::RunSummary), String> {
+fn run_one(
+    c: &Contender,
+    p: f64,
+    base: f64,
+    opts: &RunOpts,
+) -> Result<(Fig, sim::RunSummary), String> {
     let mut net = Net::new(c, 3, opts.seed)?;
     let ph = |k: usize| at(base + k as f64 * p);
     let end = ph(10);
@@ -67,7 +72,14 @@ fn run_one(c: &Contender, p: f64, base: f64, opts: &RunOpts) -> Result<(Fig, sim
     let mut flows: [Vec<(TcpFlow, usize)>; 2] = [Vec::new(), Vec::new()];
     for (d, up) in [(0usize, false), (1, true)] {
         let dn = if up { "up" } else { "down" };
-        let f = net.tcp(&format!("bulk0 {dn}"), up, srv_bulk, ph(0), Some(ph(2)), bulk_o);
+        let f = net.tcp(
+            &format!("bulk0 {dn}"),
+            up,
+            srv_bulk,
+            ph(0),
+            Some(ph(2)),
+            bulk_o,
+        );
         flows[d].push((f, 0));
         for i in 0..20 {
             let f = net.tcp(&format!("bt{i} {dn}"), up, srv_bt, ph(1), Some(ph(8)), bt_o);
@@ -80,7 +92,14 @@ fn run_one(c: &Contender, p: f64, base: f64, opts: &RunOpts) -> Result<(Fig, sim
                 1 => ph(4),
                 _ => ph(5),
             };
-            let f = net.tcp(&format!("bulk{} {dn}", i + 1), up, srv_bulk, start, Some(ph(7)), bulk_o);
+            let f = net.tcp(
+                &format!("bulk{} {dn}", i + 1),
+                up,
+                srv_bulk,
+                start,
+                Some(ph(7)),
+                bulk_o,
+            );
             flows[d].push((f, 0));
         }
         let f = net.tcp(&format!("ef {dn}"), up, srv_bulk, ph(6), Some(ph(9)), ef_o);
@@ -121,7 +140,9 @@ fn run_one(c: &Contender, p: f64, base: f64, opts: &RunOpts) -> Result<(Fig, sim
 fn seed_text(c: &str) -> &'static str {
     match c {
         "CAKE" => "deprioritises BT both ways; VoIP loss 0, no measurable delay",
-        "CAKE-Lite" | "HTB+FQ-CoDel" => "BT gets per-flow equal share; VoIP loss 0, negligible delay",
+        "CAKE-Lite" | "HTB+FQ-CoDel" => {
+            "BT gets per-flow equal share; VoIP loss 0, negligible delay"
+        }
         "HTB+PIE" => "BT competes per flow; VoIP delay varies >100 ms, steady loss",
         "HTB+CoDel" => "download gaps; multi-second VoIP dropouts",
         "HTB+SFB" => "VoIP spikes to 150 ms, early loss",
@@ -191,12 +212,17 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         ));
         claims.push(Claim::new(
             "CAKE: the swarm is not starved when uncontended",
-            format!("BT alone: down {:.1}, up {:.2} Mbit/s", f.bt[0][2], f.bt[1][2]),
+            format!(
+                "BT alone: down {:.1}, up {:.2} Mbit/s",
+                f.bt[0][2], f.bt[1][2]
+            ),
             ">= 60% of the link each way",
             f.bt[0][2] >= 0.6 * rate[0] && f.bt[1][2] >= 0.6 * rate[1],
         ));
     }
-    let cake_bt = figs.get("CAKE").map(|f| f.bt_share(0, 1).max(f.bt_share(1, 1)));
+    let cake_bt = figs
+        .get("CAKE")
+        .map(|f| f.bt_share(0, 1).max(f.bt_share(1, 1)));
     for name in ["HTB+FQ-CoDel", "CAKE-Lite"] {
         if let Some(f) = figs.get(name) {
             let lo = f.bt_share(0, 1).min(f.bt_share(1, 1));
@@ -217,7 +243,12 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         if let Some(f) = figs.get(name) {
             claims.push(Claim::new(
                 format!("{name} protects VoIP downstream: loss 0, negligible induced delay"),
-                format!("loss {:.2}%, p99 {:.1} ms, max {:.1} ms", f.voip_loss[0] * 100.0, f.voip_p99[0], f.voip_max[0]),
+                format!(
+                    "loss {:.2}%, p99 {:.1} ms, max {:.1} ms",
+                    f.voip_loss[0] * 100.0,
+                    f.voip_p99[0],
+                    f.voip_max[0]
+                ),
                 "loss <= 0.1%, p99 induced <= 10 ms",
                 f.voip_loss[0] <= 0.001 && f.voip_p99[0] <= 10.0,
             ));
@@ -227,7 +258,11 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         if let Some(f) = figs.get(name) {
             claims.push(Claim::new(
                 format!("{name} protects VoIP upstream: (near) zero loss"),
-                format!("loss {:.2}%, p99 {:.1} ms", f.voip_loss[1] * 100.0, f.voip_p99[1]),
+                format!(
+                    "loss {:.2}%, p99 {:.1} ms",
+                    f.voip_loss[1] * 100.0,
+                    f.voip_p99[1]
+                ),
                 "loss <= 0.2% (delay: see notes)",
                 f.voip_loss[1] <= 0.002,
             ));
@@ -242,7 +277,8 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
             ),
             "PIE's larger max >= 30 ms and >= 3x CAKE's",
             pie.voip_max[0].max(pie.voip_max[1]) >= 30.0
-                && pie.voip_max[0].max(pie.voip_max[1]) >= 3.0 * cake.voip_max[0].max(cake.voip_max[1]),
+                && pie.voip_max[0].max(pie.voip_max[1])
+                    >= 3.0 * cake.voip_max[0].max(cake.voip_max[1]),
         ));
     }
     notes.push(
