@@ -48,9 +48,7 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         "test",
         "up Mbit/s",
         "down Mbit/s",
-        "induced mean ms",
-        "p99 ms",
-        "peak ms (steady)",
+        "induced mean / p50 / p95 / p99 / peak ms (steady)",
         "peak ms (incl. start)",
         "seed peak ms",
     ]);
@@ -85,9 +83,7 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
                 t.into(),
                 f1(f.up),
                 f1(f.down),
-                f1(lat.mean),
-                f1(lat.p99),
-                f1(lat.max),
+                lat5(&lat),
                 f1(lat.max_all),
                 seed_peak(c.name, t).into(),
             ]);

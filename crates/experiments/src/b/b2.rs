@@ -158,10 +158,11 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         "contender",
         "test",
         "down / up Mbit/s",
-        "ICMP induced mean / p99 / peak ms",
+        "ICMP induced mean / p50 / p95 / p99 / peak ms",
         "peak incl. start ms",
         "UDP peak BE / BK / EF ms",
         "down shares CS0/CS1/CS5/EF",
+        "Jain down / up",
         "kernel down / up",
         "kernel ICMP mean",
         "kernel ICMP max",
@@ -181,13 +182,18 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
                         c.name.into(),
                         t.into(),
                         format!("{:.1} / {:.2}", f.down, f.up),
-                        format!("{:.1} / {:.1} / {:.1}", f.icmp.mean, f.icmp.p99, f.icmp.max),
+                        lat5(&f.icmp),
                         f1(f.icmp.max_all),
                         format!(
                             "{:.0} / {:.0} / {:.0}",
                             f.udp_peak[0], f.udp_peak[1], f.udp_peak[2]
                         ),
                         shares(&f.down_share),
+                        format!(
+                            "{:.3} / {:.3}",
+                            crate::jain(&f.down_share),
+                            crate::jain(&f.up_share)
+                        ),
                         if be { "-".into() } else { k.0.into() },
                         if be { "-".into() } else { k.1.into() },
                         if be { "-".into() } else { k.2.into() },

@@ -34,7 +34,7 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         "contender",
         "test",
         "down / up Mbit/s (steady)",
-        "ICMP induced mean / p99 / peak ms (steady)",
+        "ICMP induced mean / p50 / p95 / p99 / peak ms (steady)",
         "peak incl. start ms",
         "seed",
     ]);
@@ -93,7 +93,7 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
                 c.name.into(),
                 t.into(),
                 format!("{:.1} / {:.2}", f.down, f.up),
-                format!("{:.1} / {:.1} / {:.1}", f.icmp.mean, f.icmp.p99, f.icmp.max),
+                lat5(&f.icmp),
                 f1(f.icmp.max_all),
                 if many_up { seed_text(c.name) } else { "-" }.into(),
             ]);

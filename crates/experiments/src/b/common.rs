@@ -303,6 +303,10 @@ impl Net {
 pub(crate) struct Induced {
     /// Mean over the steady window.
     pub mean: f64,
+    /// Median over the steady window.
+    pub p50: f64,
+    /// 95th percentile over the steady window.
+    pub p95: f64,
     /// 99th percentile over the steady window.
     pub p99: f64,
     /// Maximum over the steady window.
@@ -324,6 +328,8 @@ pub(crate) fn induced(samples: &[f64], base: f64, skip: usize) -> Induced {
     let rank = |p: f64| w[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
     Induced {
         mean: w.iter().sum::<f64>() / n as f64,
+        p50: rank(0.50),
+        p95: rank(0.95),
         p99: rank(0.99),
         max: w[n - 1],
         max_all: all.iter().copied().fold(0.0, f64::max),
@@ -338,6 +344,14 @@ pub(crate) fn scaled(opts: &RunOpts, s: f64, min_s: f64) -> f64 {
 /// `s` seconds as an instant.
 pub(crate) fn at(s: f64) -> Instant {
     Instant::from_nanos((s * 1e9) as u64)
+}
+
+/// "mean / p50 / p95 / p99 / max" of `i`, one decimal each.
+pub(crate) fn lat5(i: &Induced) -> String {
+    format!(
+        "{:.1} / {:.1} / {:.1} / {:.1} / {:.1}",
+        i.mean, i.p50, i.p95, i.p99, i.max
+    )
 }
 
 /// One decimal.
