@@ -318,6 +318,17 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
             l.icmp.p99 <= q.icmp.p99 + 2.0,
         ));
     }
+    notes.push(
+        "Differences to the kernel table: pfifo 1000 induces ~1.2 s mean (kernel 0.5-0.7 s) \
+         and its download gets 11.6 Mbit/s (kernel 19-20): the 1000-packet FIFO on the 3 Mbit/s \
+         uplink holds up to 4 s and the downloads' ACKs wait in it; the model's CUBIC has no \
+         HyStart and no TCP-small-queues, so it fills the FIFO further. PIE and CoDel induce \
+         less than in the kernel (mean 29 / 17 ms vs 37-46 / 35-39) but keep their place in the \
+         ordering. CAKE's CS1 probe peak (87 ms) is a little above the kernel's 76-83. RRUL and \
+         RRUL-BE rows are identical for the DSCP-blind qdiscs (same seeds; only the DSCP bits \
+         differ)."
+            .into(),
+    );
     notes.push(format!(
         "Model: {SHAPING:?}. UDP latency probes are ICMP echoes marked with the DSCP (requests \
          and replies), one every 50 ms; throughput is wire goodput over the steady window \

@@ -297,6 +297,14 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
          the link under CAKE-Lite."
             .into(),
     );
+    notes.push(
+        "HTB+CoDel: the downstream LEDBAT swarm collapses here (~0 Mbit/s even uncontended) \
+         and upstream VoIP loses ~70% with up to 0.8 s delay; the seed also saw CoDel fail in \
+         this test (gaps in the download data, multi-second VoIP dropouts) but did not explain \
+         it. PIE: VoIP delay up to 0.4-0.8 s, upstream loss ~15% (seed: >100 ms swings, steady \
+         loss)."
+            .into(),
+    );
     notes.push(format!(
         "Model: {SHAPING:?}; phases of {p:.0} s after a {base:.0} s baseline (the seed: 60 s \
          and 10 s); shares and throughputs skip each phase's first {:.0} s; BT share = BT / \
