@@ -172,6 +172,15 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
          closer to the maximum for CAKE. Upload (3 Mbit/s, small BDP) fills the link."
             .into(),
     );
+    notes.push(
+        "Differences to the seed's peaks: FQ-CoDel bidir 9 ms (seed 20), CoDel bidir 27 ms \
+         (seed 55), PIE bidir 77 ms (seed 85), PIE upload 159 ms steady peak (seed <30; its \
+         p99 is 48 ms): the orderings hold, the AQM-only sizes are within 2x except PIE upload. \
+         Slow start (included in 'incl. start') adds 170-470 ms for PIE and CoDel, whose \
+         1000-packet limits absorb the initial burst at 3 Mbit/s; the seed's peaks are read \
+         off plots without saying whether they include it."
+            .into(),
+    );
     notes.push(format!(
         "Model: {SHAPING:?}; throughput is wire goodput (Ethernet frames); induced = ICMP RTT \
          minus the idle RTT; 'steady' skips the first {warm:.0} s (slow start)."
