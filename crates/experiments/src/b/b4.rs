@@ -297,6 +297,15 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
          the link under CAKE-Lite."
             .into(),
     );
+    if let Some(f) = figs.get("HTB+SFQ") {
+        notes.push(format!(
+            "HTB+SFQ: VoIP upstream p99 {:.0} ms, max {:.0} ms, no loss (the seed: no loss, a \
+             steady +10 ms): upstream carries the 30 download flows' ACK streams besides 30 \
+             uploads, so the VoIP flow's 80 kbit/s exceeds its per-flow share of 3 Mbit/s and \
+             its SFQ bucket (no AQM, limit 1000) grows; downstream p99 {:.0} ms.",
+            f.voip_p99[1], f.voip_max[1], f.voip_p99[0]
+        ));
+    }
     notes.push(
         "HTB+CoDel: the downstream LEDBAT swarm collapses here (~0 Mbit/s even uncontended) \
          and upstream VoIP loses ~70% with up to 0.8 s delay; the seed also saw CoDel fail in \
