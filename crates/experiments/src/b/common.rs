@@ -21,21 +21,21 @@ pub(crate) const ONE_WAY_MS: u64 = 45;
 pub(crate) enum Shaping {
     /// The bottleneck link itself runs at 20/3 Mbit/s with a one-packet transmit buffer and the
     /// bare qdisc at its egress (dequeued whenever the transmitter frees up). CAKE still runs
-    /// its own shaper at the same rate. No HTB needed.
+    /// its own shaper at the same rate. No HTB needed. (Kept for comparison: all claims hold
+    /// in this model too.)
+    #[allow(dead_code)]
     LinkRate,
     /// As in the seed: a faster link (`link_bit_s` each way) behind an HTB shaper at 20/3
     /// Mbit/s (`htb rate R burst 15k CHILD`); CAKE shapes itself. Needs `htb` in the parser.
-    // Chosen by editing SHAPING once the parser knows htb; unused until then.
-    #[allow(dead_code)]
     Htb {
         /// Line rate of the link behind the shaper, bit/s.
         link_bit_s: u64,
     },
 }
 
-/// The one setting that picks the model (see [`Shaping`]). `LinkRate` until the qdisc parser
-/// understands `htb`; then switch to `Shaping::Htb { link_bit_s: 100_000_000 }`.
-pub(crate) const SHAPING: Shaping = Shaping::LinkRate;
+/// The one setting that picks the model (see [`Shaping`]): the seed's testbed, a 100 Mbit/s
+/// link behind HTB (or CAKE's own shaper) at 20/3 Mbit/s.
+pub(crate) const SHAPING: Shaping = Shaping::Htb { link_bit_s: 100_000_000 };
 
 /// A contender: a name and the qdisc per direction, as tc strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
