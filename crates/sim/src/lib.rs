@@ -34,6 +34,7 @@
 #![deny(unsafe_code)]
 
 mod app;
+pub mod bench;
 mod metrics;
 mod scenario;
 mod sim;

@@ -378,6 +378,16 @@ impl Sim {
         self.flows.get(app)
     }
 
+    /// Links added so far (ids are `0..link_count()`).
+    pub fn link_count(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Applications added so far (ids are `0..app_count()`).
+    pub fn app_count(&self) -> usize {
+        self.apps.len()
+    }
+
     /// Metrics of `link`.
     pub fn link(&self, link: LinkId) -> Option<&LinkMetrics> {
         self.links.get(link).map(|l| &l.metrics)
