@@ -238,4 +238,53 @@ impl SimBench {
             0.0
         }
     }
+
+    /// A 64-bit FNV-1a digest of every measurement so far: each flow's counters, latency samples
+    /// and time series, and each link's counters and time series. Equal runs give equal digests;
+    /// an optimisation of the simulator that changes any result changes it (with overwhelming
+    /// probability).
+    pub fn fingerprint(&self) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |x: u64| {
+            for b in x.to_le_bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        for a in 0..self.sim.app_count() {
+            let Some(f) = self.sim.flow(a) else { continue };
+            eat(f.sent_packets);
+            eat(f.sent_bytes);
+            eat(f.delivered_packets);
+            eat(f.delivered_bytes);
+            eat(f.jitter_ns.to_bits());
+            eat(f.last_delivery.map_or(0, |t| t.as_nanos()));
+            eat(f.latencies_ns.len() as u64);
+            f.latencies_ns.iter().for_each(|&x| eat(x));
+            for b in &f.bins {
+                eat(b.bytes);
+                eat(b.packets);
+                eat(b.latency_sum_ns);
+                eat(b.latency_max_ns);
+            }
+        }
+        for l in 0..self.sim.link_count() {
+            let Some(m) = self.sim.link(l) else { continue };
+            eat(m.tx_packets);
+            eat(m.tx_bytes);
+            eat(m.busy.as_nanos());
+            eat(m.buffer_drops);
+            eat(m.qdisc_drops);
+            eat(m.random_losses);
+            for b in &m.bins {
+                eat(b.tx_bytes);
+                eat(b.drops);
+                eat(b.max_buffer_bytes);
+                eat(b.sojourn_sum_ns);
+                eat(b.max_sojourn_ns);
+                eat(b.tx_packets);
+            }
+        }
+        h
+    }
 }
