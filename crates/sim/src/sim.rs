@@ -7,6 +7,7 @@ use cake::AnyQdisc;
 use qdisc::{Dequeue, Dropped, Duration, Instant, Packet, Qdisc, Rng};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 /// Index of a host (router or end host) in a [`Sim`].
@@ -15,6 +16,64 @@ pub type NodeId = usize;
 pub type LinkId = usize;
 /// Index of an application in a [`Sim`]; also the id of the flow it sends.
 pub type AppId = usize;
+
+/// The hasher of the simulator's lookup tables (address owners, port bindings): keys are
+/// scenario-chosen, not attacker-chosen, so a fixed multiply-rotate hash (as in rustc's FxHash)
+/// replaces SipHash on the per-packet path. It is deterministic; no table is ever iterated.
+type FastHash = BuildHasherDefault<MulRotHasher>;
+
+/// See [`FastHash`].
+#[derive(Clone, Copy, Debug, Default)]
+struct MulRotHasher(u64);
+
+impl MulRotHasher {
+    #[inline]
+    fn mix(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for MulRotHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.mix(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.mix(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.mix(u64::from(i));
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.mix(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.mix(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.mix(i);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.mix(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// Bits of `meta.tag` holding the send time (ns); the bits above hold flow id + 1.
 const TAG_TIME_BITS: u32 = 48;
@@ -165,7 +224,9 @@ impl Link {
 enum What {
     Arrive(u32),
     Wake(u32),
-    Timer(u32, u32),
+    /// A physical heap entry for an application's timer; it fires only when its `(at, seq)`
+    /// equals the application's logical timer ([`AppSlot::timer`]).
+    Timer(u32),
     Start(u32),
 }
 
@@ -187,11 +248,23 @@ impl PartialOrd for Ev {
     }
 }
 
+/// An application and its single timer.
+///
+/// Timers are re-armed on nearly every call (a TCP sender moves its RTO on every ACK), so pushing
+/// a heap entry per re-arm would fill the heap with stale entries. Instead the logical timer
+/// `(at, seq)` takes its sequence number when set (so event order is exactly as if it had been
+/// pushed then), and at most one physical entry is kept in front of it: a new entry is pushed
+/// only when the timer moves earlier than `queued`; when an entry at `queued` pops without being
+/// the logical timer, the logical timer is pushed with its original `(at, seq)` key. Since that
+/// key is never smaller than the popped one, it sorts exactly where it would have been.
 #[derive(Debug)]
 struct AppSlot {
     node: NodeId,
     app: Box<dyn Application>,
-    timer_gen: u32,
+    /// The pending timer's `(instant, sequence number)`, if any.
+    timer: Option<(Instant, u64)>,
+    /// The instant of the earliest physical timer entry in the heap for this app, if any.
+    queued: Option<Instant>,
 }
 
 /// The simulator: topology, applications, event queue and metrics.
@@ -203,13 +276,13 @@ pub struct Sim {
     events: u64,
     heap: BinaryHeap<Ev>,
     node_count: usize,
-    owner: HashMap<IpAddr, NodeId>,
+    owner: HashMap<IpAddr, NodeId, FastHash>,
     /// `routes[node][dst_node]`: the next link.
     routes: Vec<Vec<Option<LinkId>>>,
     links: Vec<Link>,
     link_from: Vec<NodeId>,
     apps: Vec<AppSlot>,
-    bind: HashMap<(NodeId, u16), AppId>,
+    bind: HashMap<(NodeId, u16), AppId, FastHash>,
     flows: Vec<FlowMetrics>,
     outbox: Outbox,
     drops: Vec<Dropped>,
@@ -234,12 +307,12 @@ impl Sim {
             events: 0,
             heap: BinaryHeap::new(),
             node_count: 0,
-            owner: HashMap::new(),
+            owner: HashMap::default(),
             routes: Vec::new(),
             links: Vec::new(),
             link_from: Vec::new(),
             apps: Vec::new(),
-            bind: HashMap::new(),
+            bind: HashMap::default(),
             flows: Vec::new(),
             outbox: Outbox::default(),
             drops: Vec::new(),
@@ -365,7 +438,8 @@ impl Sim {
         self.apps.push(AppSlot {
             node,
             app,
-            timer_gen: 0,
+            timer: None,
+            queued: None,
         });
         self.flows.push(FlowMetrics::default());
         self.bind.insert((node, port), id);
@@ -469,9 +543,22 @@ impl Sim {
                     }
                     self.pump(l as usize);
                 }
-                What::Timer(a, gen) => {
-                    if self.apps[a as usize].timer_gen == gen {
+                What::Timer(a) => {
+                    let slot = &mut self.apps[a as usize];
+                    if slot.queued == Some(ev.at) {
+                        slot.queued = None;
+                    }
+                    if slot.timer == Some((ev.at, ev.seq)) {
+                        slot.timer = None;
                         self.call_app(a as usize, |app, now, out| app.on_timer(now, out));
+                    } else if let (Some((at, seq)), None) = (slot.timer, slot.queued) {
+                        // The logical timer moved later: queue it under its original key.
+                        slot.queued = Some(at);
+                        self.heap.push(Ev {
+                            at,
+                            seq,
+                            what: What::Timer(a),
+                        });
                     }
                 }
                 What::Start(a) => self.call_app(a as usize, |app, now, out| app.start(now, out)),
@@ -505,15 +592,21 @@ impl Sim {
         match out.timer {
             TimerCmd::Keep => {}
             TimerCmd::Set(at) => {
+                let at = at.max(now);
+                self.seq += 1;
+                let seq = self.seq;
                 let slot = &mut self.apps[a];
-                slot.timer_gen = slot.timer_gen.wrapping_add(1);
-                let gen = slot.timer_gen;
-                self.push(at.max(now), What::Timer(a as u32, gen));
+                slot.timer = Some((at, seq));
+                if slot.queued.is_none_or(|q| q > at) {
+                    slot.queued = Some(at);
+                    self.heap.push(Ev {
+                        at,
+                        seq,
+                        what: What::Timer(a as u32),
+                    });
+                }
             }
-            TimerCmd::Cancel => {
-                let slot = &mut self.apps[a];
-                slot.timer_gen = slot.timer_gen.wrapping_add(1);
-            }
+            TimerCmd::Cancel => self.apps[a].timer = None,
         }
         let node = self.apps[a].node;
         let flow_tag = if a < MAX_TRACKED_FLOWS {
@@ -540,6 +633,12 @@ impl Sim {
             .headers()
             .ip
             .and_then(|ip| owner_of(&self.owner, &pkt, ip.outer_offset as usize));
+        self.forward_to(node, dst, pkt);
+    }
+
+    /// Sends `pkt`, destined to host `dst` (`None`: unknown), from `node`.
+    #[inline]
+    fn forward_to(&mut self, node: NodeId, dst: Option<NodeId>, pkt: Packet) {
         let link = dst.and_then(|d| {
             self.routes
                 .get(node)
@@ -717,10 +816,11 @@ impl Sim {
             return;
         };
         let off = usize::from(ip.outer_offset);
-        if owner_of(&self.owner, &pkt, off) == Some(node) {
+        let dst = owner_of(&self.owner, &pkt, off);
+        if dst == Some(node) {
             self.deliver(node, pkt, off, ip.tuple.proto, ip.tuple.dst_port);
         } else {
-            self.forward(node, pkt);
+            self.forward_to(node, dst, pkt);
         }
     }
 
@@ -840,7 +940,7 @@ fn recycle(pool: &mut Vec<Vec<u8>>, pkt: Packet) {
 
 /// The host owning `pkt`'s destination address (IP header at `off`).
 #[inline]
-fn owner_of(owner: &HashMap<IpAddr, NodeId>, pkt: &Packet, off: usize) -> Option<NodeId> {
+fn owner_of(owner: &HashMap<IpAddr, NodeId, FastHash>, pkt: &Packet, off: usize) -> Option<NodeId> {
     let d = &pkt.data;
     let addr: IpAddr = match d.get(off)? >> 4 {
         4 => {
