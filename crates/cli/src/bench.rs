@@ -300,7 +300,7 @@ mod tests {
         }];
         assert_eq!(
             sim_to_json(&r),
-            r#"{"benchmarks":[{"cpu_s":0.25,"events":3000,"events_per_cpu_s":12000.0,"flows":4,"flows_with_progress":4,"goodput_mbit":10.0,"packets":1000,"packets_per_cpu_s":4000.0,"peak_rss_kib":2048,"sim_per_cpu":4.0,"simulated_s":1.0,"wall_s":0.5,"workload":"udp-cake"}]}"#
+            r#"{"benchmarks":[{"workload":"udp-cake","flows":4,"simulated_s":1.0,"cpu_s":0.25,"wall_s":0.5,"packets":1000,"packets_per_cpu_s":4000.0,"events":3000,"events_per_cpu_s":12000.0,"sim_per_cpu":4.0,"peak_rss_kib":2048,"flows_with_progress":4,"goodput_mbit":10.0}]}"#
         );
     }
 

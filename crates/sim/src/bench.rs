@@ -2,8 +2,9 @@
 //! `purple bench sim`, kept here so both measure exactly the same thing.
 //!
 //! # Method
-//! Every workload is a dumbbell: sender host `a` -> router `r` over a 1 Gbit/s, 1 ms access
-//! link, `r` -> receiver host `b` over the bottleneck (10 ms), and the reverse path `b` -> `r`
+//! Every workload is a dumbbell: sender host `a` -> router `r` over a 10 Gbit/s, 1 ms access
+//! link (fast enough that flow starts and retransmission bursts of 10,000 flows are not dropped
+//! there: the bottleneck is the only queue that matters), `r` -> receiver host `b` over the bottleneck (10 ms), and the reverse path `b` -> `r`
 //! -> `a` with the same rates and delays (20+ ms base RTT). The workloads differ in the
 //! bottleneck and the traffic; see [`SimWorkload`].
 //!
@@ -31,11 +32,12 @@ pub enum SimWorkload {
     /// The same traffic into a 100 Mbit/s bottleneck with CAKE (default configuration) shaped at
     /// 95 Mbit/s in front of a 100-packet buffer.
     UdpCake,
-    /// 50 TCP CUBIC flows (starting 10 ms apart) through CAKE shaped at 95 Mbit/s on a
+    /// 50 TCP CUBIC flows with ECN (starting 10 ms apart) through CAKE shaped at 95 Mbit/s on a
     /// 100 Mbit/s bottleneck; 60 s of virtual time by default.
     Tcp50Cake,
-    /// 10,000 TCP CUBIC flows (starting 100 µs apart, so all have started after 1 s) through
-    /// CAKE shaped at 950 Mbit/s on a 1 Gbit/s bottleneck; 3 s of virtual time by default.
+    /// 10,000 TCP CUBIC flows with ECN (starting 100 µs apart, so all have started after 1 s)
+    /// through CAKE shaped at 950 Mbit/s (64 MB memory limit) on a 1 Gbit/s bottleneck; 3 s of
+    /// virtual time by default.
     Tcp10kCake,
 }
 
@@ -114,12 +116,18 @@ impl SimBench {
         };
         let mut bottleneck = LinkConfig::fixed(rate, ms(10)).buffer(Some(buffer), None);
         if let Some(s) = shaped {
-            bottleneck = bottleneck.qdisc(AnyQdisc::cake(CakeConfig::with_rate(s), 1));
+            let mut cfg = CakeConfig::with_rate(s);
+            if workload == SimWorkload::Tcp10kCake {
+                // 10,000 flows keep at least two segments each in flight: give CAKE room for
+                // them, so it marks (ECN) rather than overflows and every flow gets through.
+                cfg.memlimit = Some(64 << 20);
+            }
+            bottleneck = bottleneck.qdisc(AnyQdisc::cake(cfg, 1));
         }
-        sim.add_link(a, r, LinkConfig::fixed(1000 * MBIT, ms(1)));
+        sim.add_link(a, r, LinkConfig::fixed(10_000 * MBIT, ms(1)));
         sim.add_link(r, b, bottleneck);
         sim.add_link(b, r, LinkConfig::fixed(rate, ms(10)));
-        sim.add_link(r, a, LinkConfig::fixed(1000 * MBIT, ms(1)));
+        sim.add_link(r, a, LinkConfig::fixed(10_000 * MBIT, ms(1)));
         sim.compute_routes();
         let mut senders = Vec::new();
         let mut receivers = Vec::new();
@@ -142,6 +150,7 @@ impl SimBench {
                     let start = Instant::ZERO + Duration::from_nanos(gap.as_nanos() * i as u64);
                     let mut cfg = tcpmodel::SenderConfig::new(A, B, port, port);
                     cfg.cc = tcpmodel::cc::CcKind::Cubic;
+                    cfg.ecn = true;
                     receivers.push(sim.add_app(
                         b,
                         port,
@@ -164,6 +173,17 @@ impl SimBench {
     /// The workload.
     pub fn workload(&self) -> SimWorkload {
         self.workload
+    }
+
+    /// Application ids of the flows' senders (UDP sources or TCP senders), one per flow.
+    pub fn senders(&self) -> &[usize] {
+        &self.senders
+    }
+
+    /// Application ids of the TCP receivers, in the order of [`SimBench::senders`] (empty for
+    /// UDP workloads).
+    pub fn receivers(&self) -> &[usize] {
+        &self.receivers
     }
 
     /// The simulation (for its metrics).

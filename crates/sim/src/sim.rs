@@ -267,6 +267,32 @@ struct AppSlot {
     queued: Option<Instant>,
 }
 
+/// Bytes held by a [`Sim`]'s own state, from [`Sim::memory`]. Structural: sizes of the
+/// simulator's records times the capacities of its vectors and tables. Not included: heap memory
+/// owned by applications (e.g. a TCP sender's scoreboard) and qdiscs, and the frames of packets
+/// queued in qdiscs, buffers or on the wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimMemory {
+    /// Fixed per-flow records: flow metrics, application slots (with each application's own
+    /// struct, shallow) and the port-binding table.
+    pub flows: usize,
+    /// Per-flow heap data: latency samples and time series ([`FlowMetrics::heap_bytes`]).
+    pub flow_heap: usize,
+    /// The event queue.
+    pub events: usize,
+    /// Links (records, buffer and pipe slots, time series) and the routing table.
+    pub links: usize,
+    /// Recycled frame buffers.
+    pub pool: usize,
+}
+
+impl SimMemory {
+    /// The sum of all parts.
+    pub fn total(&self) -> usize {
+        self.flows + self.flow_heap + self.events + self.links + self.pool
+    }
+}
+
 /// The simulator: topology, applications, event queue and metrics.
 #[derive(Debug)]
 pub struct Sim {
@@ -460,6 +486,44 @@ impl Sim {
     /// Applications added so far (ids are `0..app_count()`).
     pub fn app_count(&self) -> usize {
         self.apps.len()
+    }
+
+    /// Events waiting in the event queue (including superseded timer entries).
+    pub fn pending_events(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// What the simulator's own state occupies, structurally (element sizes times capacities;
+    /// see [`SimMemory`]).
+    pub fn memory(&self) -> SimMemory {
+        let flows = self.flows.capacity() * std::mem::size_of::<FlowMetrics>()
+            + self.apps.capacity() * std::mem::size_of::<AppSlot>()
+            + self
+                .apps
+                .iter()
+                .map(|a| std::mem::size_of_val(a.app.as_ref()))
+                .sum::<usize>()
+            + self.bind.capacity() * std::mem::size_of::<((NodeId, u16), AppId)>();
+        let flow_heap = self.flows.iter().map(FlowMetrics::heap_bytes).sum();
+        let slot = std::mem::size_of::<(Instant, Packet)>();
+        let links = self
+            .links
+            .iter()
+            .map(|l| {
+                std::mem::size_of::<Link>()
+                    + (l.buf.capacity() + l.pipe.capacity()) * slot
+                    + l.metrics.bins.capacity() * std::mem::size_of::<crate::metrics::LinkBin>()
+            })
+            .sum::<usize>()
+            + self.routes.iter().map(|r| r.capacity() * 16).sum::<usize>();
+        SimMemory {
+            flows,
+            flow_heap,
+            events: self.heap.capacity() * std::mem::size_of::<Ev>(),
+            links,
+            pool: self.pool.iter().map(Vec::capacity).sum::<usize>()
+                + self.pool.capacity() * std::mem::size_of::<Vec<u8>>(),
+        }
     }
 
     /// Metrics of `link`.
