@@ -90,8 +90,8 @@ enum BenchCommand {
         /// table.
         #[arg(long)]
         json: bool,
-        /// Virtual seconds to simulate in every workload (default: each workload's own, 10 s
-        /// for UDP, 60 s for 50 TCP flows, 3 s for 10,000 flows).
+        /// Virtual seconds to simulate in every workload (default: each workload's own, 60 s
+        /// except 3 s for 10,000 flows).
         #[arg(long)]
         seconds: Option<f64>,
         /// Only this workload (udp-droptail, udp-cake, tcp50-cake, tcp10k-cake).

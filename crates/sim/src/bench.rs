@@ -27,10 +27,11 @@ const MBIT: u64 = 1_000_000 / 8;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SimWorkload {
     /// Four greedy UDP sources offering 30 Mbit/s each (1500-byte frames) into a 100 Mbit/s
-    /// bottleneck with a 1000-packet droptail buffer and no qdisc.
+    /// bottleneck with a 1000-packet droptail buffer and no qdisc; 60 s of virtual time by
+    /// default.
     UdpDroptail,
     /// The same traffic into a 100 Mbit/s bottleneck with CAKE (default configuration) shaped at
-    /// 95 Mbit/s in front of a 100-packet buffer.
+    /// 95 Mbit/s in front of a 100-packet buffer; 60 s of virtual time by default.
     UdpCake,
     /// 50 TCP CUBIC flows with ECN (starting 10 ms apart) through CAKE shaped at 95 Mbit/s on a
     /// 100 Mbit/s bottleneck; 60 s of virtual time by default.
@@ -77,7 +78,7 @@ impl SimWorkload {
     /// Virtual time simulated unless the caller asks for another duration.
     pub fn default_duration(self) -> Duration {
         match self {
-            SimWorkload::UdpDroptail | SimWorkload::UdpCake => Duration::from_secs(10),
+            SimWorkload::UdpDroptail | SimWorkload::UdpCake => Duration::from_secs(60),
             SimWorkload::Tcp50Cake => Duration::from_secs(60),
             SimWorkload::Tcp10kCake => Duration::from_secs(3),
         }
