@@ -1,6 +1,8 @@
-//! `purple bench engine`: the criterion benchmark's loop (`cake::bench`) timed without criterion.
+//! `purple bench engine`: the criterion benchmark's loop (`cake::bench`) timed without criterion;
+//! `purple bench sim`: the simulator workloads of `sim::bench`.
 
 use cake::bench::{BenchQdisc, EngineBench, FLOW_COUNTS};
+use sim::bench::{SimBench, SimWorkload};
 use std::time::{Duration, Instant};
 
 /// One measured case.
@@ -110,9 +112,206 @@ pub fn to_table(results: &[EngineResult]) -> String {
     s
 }
 
+/// One simulator workload, run once to its end.
+#[derive(Clone, Debug)]
+pub struct SimResult {
+    /// The workload's name.
+    pub workload: &'static str,
+    /// Its flows.
+    pub flows: usize,
+    /// Virtual seconds simulated.
+    pub simulated_s: f64,
+    /// Wall-clock seconds the run took.
+    pub wall_s: f64,
+    /// CPU seconds the run took (this thread's run time from `/proc/thread-self/schedstat`;
+    /// the wall-clock time where that is unavailable).
+    pub cpu_s: f64,
+    /// Simulated packets: transmissions summed over all links.
+    pub packets: u64,
+    /// Events processed.
+    pub events: u64,
+    /// Peak resident memory of the process during the run in KiB (`VmHWM`, reset before the run
+    /// through `/proc/self/clear_refs` where the kernel allows it, else the process's peak so
+    /// far); `None` where `/proc` is unavailable.
+    pub peak_rss_kib: Option<u64>,
+    /// Flows that delivered data.
+    pub flows_with_progress: usize,
+    /// Aggregate goodput in bytes per virtual second.
+    pub goodput_bps: f64,
+}
+
+impl SimResult {
+    /// Simulated packets per CPU second.
+    pub fn packets_per_cpu_s(&self) -> f64 {
+        self.packets as f64 / self.cpu_s.max(1e-9)
+    }
+    /// Events per CPU second.
+    pub fn events_per_cpu_s(&self) -> f64 {
+        self.events as f64 / self.cpu_s.max(1e-9)
+    }
+    /// Virtual seconds simulated per CPU second.
+    pub fn speedup(&self) -> f64 {
+        self.simulated_s / self.cpu_s.max(1e-9)
+    }
+}
+
+/// This thread's CPU time in nanoseconds, if the kernel reports it.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Resets the process's peak RSS (`VmHWM`) to its current RSS; false where not allowed.
+fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// The process's peak RSS in KiB.
+fn peak_rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Runs each workload of `sim::bench` (or only `only`) once to its end: for `seconds` of
+/// virtual time when given, else each workload's default duration.
+// The CLI is the I/O edge: timing a benchmark is exactly what the wall clock is for.
+#[allow(clippy::disallowed_methods)]
+pub fn run_sim(seconds: Option<f64>, only: Option<SimWorkload>) -> Vec<SimResult> {
+    let mut out = Vec::new();
+    for w in SimWorkload::ALL {
+        if only.is_some_and(|o| o != w) {
+            continue;
+        }
+        let dur = match seconds {
+            Some(s) => qdisc::Duration::from_secs_f64(s.clamp(1e-6, 86_400.0)),
+            None => w.default_duration(),
+        };
+        reset_peak_rss();
+        let cpu0 = thread_cpu_ns();
+        let start = Instant::now();
+        let mut b = SimBench::new(w, dur);
+        b.run_to_end();
+        let wall = start.elapsed().as_secs_f64();
+        let cpu = match (cpu0, thread_cpu_ns()) {
+            (Some(a), Some(z)) if z > a => (z - a) as f64 / 1e9,
+            _ => wall,
+        };
+        out.push(SimResult {
+            workload: w.name(),
+            flows: w.flows(),
+            simulated_s: b.simulated().as_secs_f64(),
+            wall_s: wall,
+            cpu_s: cpu,
+            packets: b.link_transmissions(),
+            events: b.events(),
+            peak_rss_kib: peak_rss_kib(),
+            flows_with_progress: b.flows_with_progress(),
+            goodput_bps: b.goodput_bps(),
+        });
+    }
+    out
+}
+
+/// The results as `{"benchmarks":[{"workload":..,"flows":..,"simulated_s":..,"cpu_s":..,
+/// "wall_s":..,"packets":..,"packets_per_cpu_s":..,"events":..,"events_per_cpu_s":..,
+/// "sim_per_cpu":..,"peak_rss_kib":..,"flows_with_progress":..,"goodput_mbit":..}, ...]}`.
+pub fn sim_to_json(results: &[SimResult]) -> String {
+    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    let list: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "workload": r.workload,
+                "flows": r.flows,
+                "simulated_s": r3(r.simulated_s),
+                "cpu_s": r3(r.cpu_s),
+                "wall_s": r3(r.wall_s),
+                "packets": r.packets,
+                "packets_per_cpu_s": r.packets_per_cpu_s().round(),
+                "events": r.events,
+                "events_per_cpu_s": r.events_per_cpu_s().round(),
+                "sim_per_cpu": r3(r.speedup()),
+                "peak_rss_kib": r.peak_rss_kib,
+                "flows_with_progress": r.flows_with_progress,
+                "goodput_mbit": r3(r.goodput_bps * 8.0 / 1e6),
+            })
+        })
+        .collect();
+    serde_json::json!({ "benchmarks": list }).to_string()
+}
+
+/// The results as a text table.
+pub fn sim_to_table(results: &[SimResult]) -> String {
+    let mut s = format!(
+        "{:<13} {:>6} {:>7} {:>7} {:>7} {:>11} {:>11} {:>11} {:>8} {:>9} {:>9} {:>8}\n",
+        "workload",
+        "flows",
+        "sim_s",
+        "cpu_s",
+        "wall_s",
+        "packets",
+        "pkts/cpu_s",
+        "events/s",
+        "sim/cpu",
+        "peak_MiB",
+        "progress",
+        "Mbit/s"
+    );
+    for r in results {
+        s += &format!(
+            "{:<13} {:>6} {:>7.2} {:>7.3} {:>7.3} {:>11} {:>11.0} {:>11.0} {:>8.2} {:>9} {:>9} {:>8.1}\n",
+            r.workload,
+            r.flows,
+            r.simulated_s,
+            r.cpu_s,
+            r.wall_s,
+            r.packets,
+            r.packets_per_cpu_s(),
+            r.events_per_cpu_s(),
+            r.speedup(),
+            r.peak_rss_kib
+                .map_or("-".to_string(), |k| format!("{:.1}", k as f64 / 1024.0)),
+            r.flows_with_progress,
+            r.goodput_bps * 8.0 / 1e6
+        );
+    }
+    s += "packets = transmissions summed over all links (a packet crossing two links counts twice)\n";
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sim_json_has_exactly_the_documented_keys() {
+        let r = [SimResult {
+            workload: "udp-cake",
+            flows: 4,
+            simulated_s: 1.0,
+            wall_s: 0.5,
+            cpu_s: 0.25,
+            packets: 1000,
+            events: 3000,
+            peak_rss_kib: Some(2048),
+            flows_with_progress: 4,
+            goodput_bps: 1.25e6,
+        }];
+        assert_eq!(
+            sim_to_json(&r),
+            r#"{"benchmarks":[{"workload":"udp-cake","flows":4,"simulated_s":1.0,"cpu_s":0.25,"wall_s":0.5,"packets":1000,"packets_per_cpu_s":4000.0,"events":3000,"events_per_cpu_s":12000.0,"sim_per_cpu":4.0,"peak_rss_kib":2048,"flows_with_progress":4,"goodput_mbit":10.0}]}"#
+        );
+    }
+
+    #[test]
+    fn tiny_sim_run_moves_packets_for_every_workload_but_the_10k_one() {
+        let r = run_sim(Some(0.05), Some(SimWorkload::UdpCake));
+        assert_eq!(r.len(), 1);
+        assert!(r[0].packets > 100, "{:?}", r[0]);
+        assert!(r[0].events >= r[0].packets);
+        assert_eq!(r[0].flows_with_progress, 4);
+    }
 
     #[test]
     fn json_has_exactly_the_documented_shape() {

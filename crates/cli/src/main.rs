@@ -129,6 +129,22 @@ enum BenchCommand {
         #[arg(long)]
         flows: Option<usize>,
     },
+    /// Simulator speed: simulated packets (link transmissions) and events per CPU second,
+    /// virtual/CPU time ratio and peak memory for fixed workloads (greedy UDP through droptail
+    /// and CAKE, 50 TCP CUBIC flows through CAKE for 60 s, 10,000 TCP flows at 1 Gbit/s).
+    Sim {
+        /// Print `{"benchmarks":[{"workload":..,"packets_per_cpu_s":..,..},..]}` instead of a
+        /// table.
+        #[arg(long)]
+        json: bool,
+        /// Virtual seconds to simulate in every workload (default: each workload's own, 60 s
+        /// except 3 s for 10,000 flows).
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Only this workload (udp-droptail, udp-cake, tcp50-cake, tcp10k-cake).
+        #[arg(long)]
+        workload: Option<String>,
+    },
 }
 
 fn main() {
@@ -202,6 +218,31 @@ fn main() {
                 println!("{}", bench::to_json(&results));
             } else {
                 print!("{}", bench::to_table(&results));
+            }
+        }
+        Command::Bench(BenchCommand::Sim {
+            json,
+            seconds,
+            workload,
+        }) => {
+            let only = match workload.as_deref() {
+                None => None,
+                Some(name) => match sim::bench::SimWorkload::from_name(name) {
+                    Some(w) => Some(w),
+                    None => {
+                        eprintln!(
+                            "unknown workload {name:?} (accepted: udp-droptail, udp-cake, \
+                             tcp50-cake, tcp10k-cake)"
+                        );
+                        std::process::exit(2);
+                    }
+                },
+            };
+            let results = bench::run_sim(seconds, only);
+            if json {
+                println!("{}", bench::sim_to_json(&results));
+            } else {
+                print!("{}", bench::sim_to_table(&results));
             }
         }
     }

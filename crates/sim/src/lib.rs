@@ -34,6 +34,7 @@
 #![deny(unsafe_code)]
 
 mod app;
+pub mod bench;
 mod metrics;
 mod scenario;
 mod sim;
@@ -44,9 +45,10 @@ mod trace;
 pub use app::{Application, Outbox, Ping, UdpSource};
 pub use metrics::{
     summarize, FlowBin, FlowEndpoints, FlowMetrics, LatencySummary, LinkBin, LinkMetrics,
+    BIN_GROWTH_DIV, LATENCY_GROWTH_DIV,
 };
 pub use scenario::{parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError};
-pub use sim::{tag_sent_at, AppId, Buffer, LinkConfig, LinkId, LinkRate, NodeId, Sim};
+pub use sim::{tag_sent_at, AppId, Buffer, LinkConfig, LinkId, LinkRate, NodeId, Sim, SimMemory};
 pub use summary::{qdisc_json, FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 pub use tcp_app::{TcpReceiverApp, TcpSenderApp};
 pub use trace::{MahimahiTrace, RatePoint, RateSchedule, TraceError, MAHIMAHI_MTU};

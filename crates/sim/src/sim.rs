@@ -7,6 +7,7 @@ use cake::AnyQdisc;
 use qdisc::{Dequeue, Dropped, Duration, Instant, Packet, Qdisc, Rng};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 /// Index of a host (router or end host) in a [`Sim`].
@@ -15,6 +16,64 @@ pub type NodeId = usize;
 pub type LinkId = usize;
 /// Index of an application in a [`Sim`]; also the id of the flow it sends.
 pub type AppId = usize;
+
+/// The hasher of the simulator's lookup tables (address owners, port bindings): keys are
+/// scenario-chosen, not attacker-chosen, so a fixed multiply-rotate hash (as in rustc's FxHash)
+/// replaces SipHash on the per-packet path. It is deterministic; no table is ever iterated.
+type FastHash = BuildHasherDefault<MulRotHasher>;
+
+/// See [`FastHash`].
+#[derive(Clone, Copy, Debug, Default)]
+struct MulRotHasher(u64);
+
+impl MulRotHasher {
+    #[inline]
+    fn mix(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for MulRotHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.mix(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.mix(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.mix(u64::from(i));
+    }
+    #[inline]
+    fn write_u16(&mut self, i: u16) {
+        self.mix(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.mix(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.mix(i);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.mix(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 /// Bits of `meta.tag` holding the send time (ns); the bits above hold flow id + 1.
 const TAG_TIME_BITS: u32 = 48;
@@ -165,7 +224,9 @@ impl Link {
 enum What {
     Arrive(u32),
     Wake(u32),
-    Timer(u32, u32),
+    /// A physical heap entry for an application's timer; it fires only when its `(at, seq)`
+    /// equals the application's logical timer ([`AppSlot::timer`]).
+    Timer(u32),
     Start(u32),
 }
 
@@ -187,11 +248,49 @@ impl PartialOrd for Ev {
     }
 }
 
+/// An application and its single timer.
+///
+/// Timers are re-armed on nearly every call (a TCP sender moves its RTO on every ACK), so pushing
+/// a heap entry per re-arm would fill the heap with stale entries. Instead the logical timer
+/// `(at, seq)` takes its sequence number when set (so event order is exactly as if it had been
+/// pushed then), and at most one physical entry is kept in front of it: a new entry is pushed
+/// only when the timer moves earlier than `queued`; when an entry at `queued` pops without being
+/// the logical timer, the logical timer is pushed with its original `(at, seq)` key. Since that
+/// key is never smaller than the popped one, it sorts exactly where it would have been.
 #[derive(Debug)]
 struct AppSlot {
     node: NodeId,
     app: Box<dyn Application>,
-    timer_gen: u32,
+    /// The pending timer's `(instant, sequence number)`, if any.
+    timer: Option<(Instant, u64)>,
+    /// The instant of the earliest physical timer entry in the heap for this app, if any.
+    queued: Option<Instant>,
+}
+
+/// Bytes held by a [`Sim`]'s own state, from [`Sim::memory`]. Structural: sizes of the
+/// simulator's records times the capacities of its vectors and tables. Not included: heap memory
+/// owned by applications (e.g. a TCP sender's scoreboard) and qdiscs, and the frames of packets
+/// queued in qdiscs, buffers or on the wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SimMemory {
+    /// Fixed per-flow records: flow metrics, application slots (with each application's own
+    /// struct, shallow) and the port-binding table.
+    pub flows: usize,
+    /// Per-flow heap data: latency samples and time series ([`FlowMetrics::heap_bytes`]).
+    pub flow_heap: usize,
+    /// The event queue.
+    pub events: usize,
+    /// Links (records, buffer and pipe slots, time series) and the routing table.
+    pub links: usize,
+    /// Recycled frame buffers.
+    pub pool: usize,
+}
+
+impl SimMemory {
+    /// The sum of all parts.
+    pub fn total(&self) -> usize {
+        self.flows + self.flow_heap + self.events + self.links + self.pool
+    }
 }
 
 /// The simulator: topology, applications, event queue and metrics.
@@ -203,13 +302,13 @@ pub struct Sim {
     events: u64,
     heap: BinaryHeap<Ev>,
     node_count: usize,
-    owner: HashMap<IpAddr, NodeId>,
+    owner: HashMap<IpAddr, NodeId, FastHash>,
     /// `routes[node][dst_node]`: the next link.
     routes: Vec<Vec<Option<LinkId>>>,
     links: Vec<Link>,
     link_from: Vec<NodeId>,
     apps: Vec<AppSlot>,
-    bind: HashMap<(NodeId, u16), AppId>,
+    bind: HashMap<(NodeId, u16), AppId, FastHash>,
     flows: Vec<FlowMetrics>,
     outbox: Outbox,
     drops: Vec<Dropped>,
@@ -234,12 +333,12 @@ impl Sim {
             events: 0,
             heap: BinaryHeap::new(),
             node_count: 0,
-            owner: HashMap::new(),
+            owner: HashMap::default(),
             routes: Vec::new(),
             links: Vec::new(),
             link_from: Vec::new(),
             apps: Vec::new(),
-            bind: HashMap::new(),
+            bind: HashMap::default(),
             flows: Vec::new(),
             outbox: Outbox::default(),
             drops: Vec::new(),
@@ -365,7 +464,8 @@ impl Sim {
         self.apps.push(AppSlot {
             node,
             app,
-            timer_gen: 0,
+            timer: None,
+            queued: None,
         });
         self.flows.push(FlowMetrics::default());
         self.bind.insert((node, port), id);
@@ -376,6 +476,54 @@ impl Sim {
     /// Metrics of the flow sent by application `app`.
     pub fn flow(&self, app: AppId) -> Option<&FlowMetrics> {
         self.flows.get(app)
+    }
+
+    /// Links added so far (ids are `0..link_count()`).
+    pub fn link_count(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Applications added so far (ids are `0..app_count()`).
+    pub fn app_count(&self) -> usize {
+        self.apps.len()
+    }
+
+    /// Events waiting in the event queue (including superseded timer entries).
+    pub fn pending_events(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// What the simulator's own state occupies, structurally (element sizes times capacities;
+    /// see [`SimMemory`]).
+    pub fn memory(&self) -> SimMemory {
+        let flows = self.flows.capacity() * std::mem::size_of::<FlowMetrics>()
+            + self.apps.capacity() * std::mem::size_of::<AppSlot>()
+            + self
+                .apps
+                .iter()
+                .map(|a| std::mem::size_of_val(a.app.as_ref()))
+                .sum::<usize>()
+            + self.bind.capacity() * std::mem::size_of::<((NodeId, u16), AppId)>();
+        let flow_heap = self.flows.iter().map(FlowMetrics::heap_bytes).sum();
+        let slot = std::mem::size_of::<(Instant, Packet)>();
+        let links = self
+            .links
+            .iter()
+            .map(|l| {
+                std::mem::size_of::<Link>()
+                    + (l.buf.capacity() + l.pipe.capacity()) * slot
+                    + l.metrics.bins.capacity() * std::mem::size_of::<crate::metrics::LinkBin>()
+            })
+            .sum::<usize>()
+            + self.routes.iter().map(|r| r.capacity() * 16).sum::<usize>();
+        SimMemory {
+            flows,
+            flow_heap,
+            events: self.heap.capacity() * std::mem::size_of::<Ev>(),
+            links,
+            pool: self.pool.iter().map(Vec::capacity).sum::<usize>()
+                + self.pool.capacity() * std::mem::size_of::<Vec<u8>>(),
+        }
     }
 
     /// Metrics of `link`.
@@ -459,9 +607,22 @@ impl Sim {
                     }
                     self.pump(l as usize);
                 }
-                What::Timer(a, gen) => {
-                    if self.apps[a as usize].timer_gen == gen {
+                What::Timer(a) => {
+                    let slot = &mut self.apps[a as usize];
+                    if slot.queued == Some(ev.at) {
+                        slot.queued = None;
+                    }
+                    if slot.timer == Some((ev.at, ev.seq)) {
+                        slot.timer = None;
                         self.call_app(a as usize, |app, now, out| app.on_timer(now, out));
+                    } else if let (Some((at, seq)), None) = (slot.timer, slot.queued) {
+                        // The logical timer moved later: queue it under its original key.
+                        slot.queued = Some(at);
+                        self.heap.push(Ev {
+                            at,
+                            seq,
+                            what: What::Timer(a),
+                        });
                     }
                 }
                 What::Start(a) => self.call_app(a as usize, |app, now, out| app.start(now, out)),
@@ -495,15 +656,21 @@ impl Sim {
         match out.timer {
             TimerCmd::Keep => {}
             TimerCmd::Set(at) => {
+                let at = at.max(now);
+                self.seq += 1;
+                let seq = self.seq;
                 let slot = &mut self.apps[a];
-                slot.timer_gen = slot.timer_gen.wrapping_add(1);
-                let gen = slot.timer_gen;
-                self.push(at.max(now), What::Timer(a as u32, gen));
+                slot.timer = Some((at, seq));
+                if slot.queued.is_none_or(|q| q > at) {
+                    slot.queued = Some(at);
+                    self.heap.push(Ev {
+                        at,
+                        seq,
+                        what: What::Timer(a as u32),
+                    });
+                }
             }
-            TimerCmd::Cancel => {
-                let slot = &mut self.apps[a];
-                slot.timer_gen = slot.timer_gen.wrapping_add(1);
-            }
+            TimerCmd::Cancel => self.apps[a].timer = None,
         }
         let node = self.apps[a].node;
         let flow_tag = if a < MAX_TRACKED_FLOWS {
@@ -530,6 +697,12 @@ impl Sim {
             .headers()
             .ip
             .and_then(|ip| owner_of(&self.owner, &pkt, ip.outer_offset as usize));
+        self.forward_to(node, dst, pkt);
+    }
+
+    /// Sends `pkt`, destined to host `dst` (`None`: unknown), from `node`.
+    #[inline]
+    fn forward_to(&mut self, node: NodeId, dst: Option<NodeId>, pkt: Packet) {
         let link = dst.and_then(|d| {
             self.routes
                 .get(node)
@@ -707,10 +880,11 @@ impl Sim {
             return;
         };
         let off = usize::from(ip.outer_offset);
-        if owner_of(&self.owner, &pkt, off) == Some(node) {
+        let dst = owner_of(&self.owner, &pkt, off);
+        if dst == Some(node) {
             self.deliver(node, pkt, off, ip.tuple.proto, ip.tuple.dst_port);
         } else {
-            self.forward(node, pkt);
+            self.forward_to(node, dst, pkt);
         }
     }
 
@@ -830,7 +1004,7 @@ fn recycle(pool: &mut Vec<Vec<u8>>, pkt: Packet) {
 
 /// The host owning `pkt`'s destination address (IP header at `off`).
 #[inline]
-fn owner_of(owner: &HashMap<IpAddr, NodeId>, pkt: &Packet, off: usize) -> Option<NodeId> {
+fn owner_of(owner: &HashMap<IpAddr, NodeId, FastHash>, pkt: &Packet, off: usize) -> Option<NodeId> {
     let d = &pkt.data;
     let addr: IpAddr = match d.get(off)? >> 4 {
         4 => {
