@@ -1,7 +1,9 @@
 //! `purple`: the command-line front end.
 
 mod bench;
+mod bridge;
 mod cake_config;
+mod ctl;
 mod demo;
 mod sim_cmd;
 
@@ -58,6 +60,38 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Forward every frame between IF_A (LAN) and IF_B (WAN) through one qdisc per direction,
+    /// until SIGINT/SIGTERM.
+    Bridge {
+        /// LAN-side interface.
+        if_a: String,
+        /// WAN-side interface.
+        if_b: String,
+        /// Qdisc for IF_A -> IF_B in tc syntax, e.g. "cake bandwidth 20Mbit nat".
+        #[arg(long, default_value = "pfifo")]
+        egress: String,
+        /// Qdisc for IF_B -> IF_A in tc syntax, e.g. "cake bandwidth 100Mbit ingress".
+        #[arg(long, default_value = "pfifo")]
+        ingress: String,
+        /// Bridge name (control socket /run/purple/NAME.sock).
+        #[arg(long, default_value = "purple")]
+        name: String,
+        /// Control socket path (overrides --name).
+        #[arg(long)]
+        ctl: Option<std::path::PathBuf>,
+    },
+    /// Control a running bridge: `stats [--json]` or `set-bandwidth egress|ingress RATE`.
+    Ctl {
+        /// Bridge name.
+        #[arg(long, default_value = "purple")]
+        name: String,
+        /// Control socket path (overrides --name).
+        #[arg(long)]
+        ctl: Option<std::path::PathBuf>,
+        /// The command.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+        command: Vec<String>,
+    },
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -111,6 +145,26 @@ fn main() {
             Err(e) => {
                 eprintln!("{e}");
                 std::process::exit(2);
+            }
+        },
+        Command::Bridge {
+            if_a,
+            if_b,
+            egress,
+            ingress,
+            name,
+            ctl,
+        } => {
+            if let Err(e) = bridge::run(if_a, if_b, egress, ingress, name, ctl) {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        }
+        Command::Ctl { name, ctl, command } => match ctl::run(&name, ctl, &command) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
             }
         },
         Command::Bench(BenchCommand::Engine {
