@@ -147,9 +147,7 @@ struct Pool {
 
 impl Pool {
     fn big(&mut self) -> Vec<u8> {
-        self.big
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(RX_BUF))
+        self.big.pop().unwrap_or_else(|| Vec::with_capacity(RX_BUF))
     }
     fn small(&mut self) -> Vec<u8> {
         self.small
@@ -212,6 +210,14 @@ fn now_ns() -> u64 {
     sys::monotonic_ns()
 }
 
+/// True when a qdisc asked to be dequeued at or before now.
+fn due(next: Option<u64>) -> bool {
+    match next {
+        Some(t) => t <= now_ns(),
+        None => false,
+    }
+}
+
 impl Bridge {
     /// Parses the qdiscs, opens both interfaces (promiscuous, virtio-net headers) and the control
     /// socket. Nothing is forwarded until [`run`](Self::run).
@@ -221,12 +227,18 @@ impl Bridge {
         };
         let egress = q(&cfg.egress, cfg.seed)?;
         let ingress = q(&cfg.ingress, cfg.seed.wrapping_add(1))?;
-        let a = PacketSocket::open(&cfg.if_a, SOCK_BUF).map_err(io_err(format!("open {}", cfg.if_a)))?;
-        let b = PacketSocket::open(&cfg.if_b, SOCK_BUF).map_err(io_err(format!("open {}", cfg.if_b)))?;
+        let a = PacketSocket::open(&cfg.if_a, SOCK_BUF)
+            .map_err(io_err(format!("open {}", cfg.if_a)))?;
+        let b = PacketSocket::open(&cfg.if_b, SOCK_BUF)
+            .map_err(io_err(format!("open {}", cfg.if_b)))?;
         let epoll = Epoll::new().map_err(io_err("epoll"))?;
         let timer = TimerFd::new().map_err(io_err("timerfd"))?;
         let stop = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
-        let add = |fd, tok| epoll.add(fd, sys::READABLE, tok).map_err(io_err("epoll_ctl"));
+        let add = |fd, tok| {
+            epoll
+                .add(fd, sys::READABLE, tok)
+                .map_err(io_err("epoll_ctl"))
+        };
         add(a.raw_fd(), TOK_A)?;
         add(b.raw_fd(), TOK_B)?;
         add(timer.raw_fd(), TOK_TIMER)?;
@@ -252,7 +264,10 @@ impl Bridge {
         };
         Ok(Bridge {
             socks: [a, b],
-            dirs: [dir(Direction::Egress, egress, 1), dir(Direction::Ingress, ingress, 0)],
+            dirs: [
+                dir(Direction::Egress, egress, 1),
+                dir(Direction::Ingress, ingress, 0),
+            ],
             epoll,
             timer,
             stop,
@@ -429,7 +444,7 @@ impl Bridge {
         let sock = &self.socks[d.tx];
         for _ in 0..BUDGET {
             if d.pending.len() == d.sent {
-                if d.next.map_or(true, |t| t > now_ns()) && d.pending.is_empty() {
+                if !due(d.next) && d.pending.is_empty() {
                     return;
                 }
                 // Fill a batch from the qdisc.
@@ -489,7 +504,7 @@ impl Bridge {
             d.pending_hdrs.clear();
             d.sent = 0;
             d.stats.pending = 0;
-            if d.next.map_or(true, |t| t > now_ns()) {
+            if !due(d.next) {
                 return;
             }
         }
@@ -540,7 +555,8 @@ impl Bridge {
         let t = Some(StdDuration::from_millis(50));
         if s.set_nonblocking(false).is_err()
             || s.set_read_timeout(t).is_err()
-            || s.set_write_timeout(Some(StdDuration::from_secs(1))).is_err()
+            || s.set_write_timeout(Some(StdDuration::from_secs(1)))
+                .is_err()
         {
             return;
         }

@@ -83,10 +83,11 @@ pub fn default_path(name: &str) -> PathBuf {
 /// Sends `command` to the bridge listening at `path` and returns its answer (`Err` for a
 /// connection failure or an `error: ` answer).
 pub fn request(path: &Path, command: &str) -> Result<String, String> {
-    let mut s =
-        UnixStream::connect(path).map_err(|e| format!("cannot connect to {}: {e}", path.display()))?;
+    let mut s = UnixStream::connect(path)
+        .map_err(|e| format!("cannot connect to {}: {e}", path.display()))?;
     let io = |e: std::io::Error| format!("{}: {e}", path.display());
-    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(io)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(io)?;
     s.write_all(command.trim_end().as_bytes()).map_err(io)?;
     s.write_all(b"\n").map_err(io)?;
     let mut out = String::new();
@@ -103,7 +104,10 @@ mod tests {
 
     #[test]
     fn commands_parse_and_rates_are_bytes_per_second() {
-        assert_eq!(Command::parse("stats\n"), Ok(Command::Stats { json: false }));
+        assert_eq!(
+            Command::parse("stats\n"),
+            Ok(Command::Stats { json: false })
+        );
         assert_eq!(
             Command::parse("stats --json"),
             Ok(Command::Stats { json: true })

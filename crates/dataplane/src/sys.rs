@@ -32,7 +32,12 @@ fn owned(fd: libc::c_int) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: `v` lives for the call and its size is passed exactly.
     cvt(unsafe {
         libc::setsockopt(
@@ -135,7 +140,11 @@ impl PacketSocket {
         bufs: &mut [Vec<u8>],
         truncated: &mut [bool],
     ) -> io::Result<usize> {
-        let n = hdrs.len().min(bufs.len()).min(truncated.len()).min(MAX_BATCH);
+        let n = hdrs
+            .len()
+            .min(bufs.len())
+            .min(truncated.len())
+            .min(MAX_BATCH);
         if n == 0 {
             return Ok(0);
         }

@@ -175,7 +175,10 @@ mod tests {
         };
         assert_eq!(VnetHdr::for_send(sup.to_tag(), false), VnetHdr::default());
         let kept = VnetHdr::for_send(sup.to_tag(), true);
-        assert_eq!((kept.gso_type, kept.gso_size, kept.hdr_len), (GSO_TCPV4, 1448, 52));
+        assert_eq!(
+            (kept.gso_type, kept.gso_size, kept.hdr_len),
+            (GSO_TCPV4, 1448, 52)
+        );
         let small = VnetHdr {
             flags: F_NEEDS_CSUM | F_DATA_VALID,
             csum_start: 34,
@@ -183,7 +186,17 @@ mod tests {
             ..VnetHdr::default()
         };
         let s = VnetHdr::for_send(small.to_tag(), false);
-        assert_eq!((s.flags, s.csum_start, s.csum_offset), (F_NEEDS_CSUM, 34, 16));
-        assert_eq!(VnetHdr { gso_type: GSO_UDP, ..small }.gso(), Err(()));
+        assert_eq!(
+            (s.flags, s.csum_start, s.csum_offset),
+            (F_NEEDS_CSUM, 34, 16)
+        );
+        assert_eq!(
+            VnetHdr {
+                gso_type: GSO_UDP,
+                ..small
+            }
+            .gso(),
+            Err(())
+        );
     }
 }

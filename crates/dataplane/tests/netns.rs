@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dataplane::{Bridge, BridgeConfig, BridgeStats, Stopper};
 
@@ -67,13 +67,23 @@ impl Topo {
                 return Err(format!("cannot create network namespace {ns}"));
             }
         }
-        let ok = ip(&["-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "b0", "netns", &b])
-            && ip(&["-n", &b, "link", "add", "b1", "type", "veth", "peer", "name", "s0", "netns", &s])
-            && ip(&["-n", &c, "addr", "add", "10.77.0.1/24", "dev", "c0"])
+        let ok = ip(&[
+            "-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "b0", "netns", &b,
+        ]) && ip(&[
+            "-n", &b, "link", "add", "b1", "type", "veth", "peer", "name", "s0", "netns", &s,
+        ]) && ip(&["-n", &c, "addr", "add", "10.77.0.1/24", "dev", "c0"])
             && ip(&["-n", &s, "addr", "add", "10.77.0.2/24", "dev", "s0"])
-            && [(&c, "c0"), (&c, "lo"), (&b, "b0"), (&b, "b1"), (&b, "lo"), (&s, "s0"), (&s, "lo")]
-                .iter()
-                .all(|(ns, dev)| ip(&["-n", ns, "link", "set", dev, "up"]));
+            && [
+                (&c, "c0"),
+                (&c, "lo"),
+                (&b, "b0"),
+                (&b, "b1"),
+                (&b, "lo"),
+                (&s, "s0"),
+                (&s, "lo"),
+            ]
+            .iter()
+            .all(|(ns, dev)| ip(&["-n", ns, "link", "set", dev, "up"]));
         if !ok {
             return Err("cannot set up veth pairs".into());
         }
@@ -100,7 +110,9 @@ impl Topo {
             br.run().expect("run");
             br.stats()
         });
-        let stopper = rx.recv_timeout(Duration::from_secs(5)).expect("bridge started");
+        let stopper = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("bridge started");
         self.bridge = Some((stopper, h));
     }
 
@@ -154,7 +166,8 @@ impl Transfer {
             let l = TcpListener::bind(("10.77.0.2", port)).expect("bind");
             ready_tx.send(()).unwrap();
             let (mut c, _) = l.accept().expect("accept");
-            c.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            c.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
             let mut buf = vec![0u8; 1 << 16];
             while !st.load(Ordering::Relaxed) {
                 match c.read(&mut buf) {
@@ -166,7 +179,9 @@ impl Transfer {
                 }
             }
         });
-        ready_rx.recv_timeout(Duration::from_secs(5)).expect("server ready");
+        ready_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("server ready");
         let (cp, st) = (ns_path(&t.c()), stop.clone());
         let client = thread::spawn(move || {
             dataplane::sys::enter_netns(&cp).expect("setns c");
@@ -175,7 +190,8 @@ impl Transfer {
                 Duration::from_secs(3),
             )
             .expect("connect through the bridge");
-            s.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+            s.set_write_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
             let buf = vec![0x5au8; 1 << 16];
             while !st.load(Ordering::Relaxed) {
                 let _ = s.write(&buf);
@@ -191,10 +207,11 @@ impl Transfer {
     /// Goodput in bit/s over the next `d`.
     fn measure(&self, d: Duration) -> f64 {
         let b0 = self.received.load(Ordering::Relaxed);
-        let t0 = Instant::now();
+        let t0 = dataplane::sys::monotonic_ns();
         thread::sleep(d);
         let b1 = self.received.load(Ordering::Relaxed);
-        (b1 - b0) as f64 * 8.0 / t0.elapsed().as_secs_f64()
+        let dt = (dataplane::sys::monotonic_ns() - t0) as f64 / 1e9;
+        (b1 - b0) as f64 * 8.0 / dt
     }
 
     fn finish(self) {
@@ -207,7 +224,19 @@ impl Transfer {
 
 fn ping(t: &Topo) -> bool {
     Command::new("ip")
-        .args(["netns", "exec", &t.c(), "ping", "-c", "3", "-i", "0.2", "-W", "1", "10.77.0.2"])
+        .args([
+            "netns",
+            "exec",
+            &t.c(),
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "1",
+            "10.77.0.2",
+        ])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false)
@@ -275,8 +304,14 @@ fn cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live() {
     // Goodput is the shaped rate times payload/frame (1448/1514 = 0.956 with timestamps).
     let ratio20 = at20 / 20e6;
     let ratio40 = at40 / 40e6;
-    assert!((0.90..=1.0).contains(&ratio20), "at 20Mbit: {at20:.0} bit/s");
-    assert!((0.90..=1.0).contains(&ratio40), "at 40Mbit: {at40:.0} bit/s");
+    assert!(
+        (0.90..=1.0).contains(&ratio20),
+        "at 20Mbit: {at20:.0} bit/s"
+    );
+    assert!(
+        (0.90..=1.0).contains(&ratio40),
+        "at 40Mbit: {at40:.0} bit/s"
+    );
     let v: serde_json::Value = serde_json::from_str(&json).expect("stats json");
     assert_eq!(v[0]["kind"], "cake");
     assert_eq!(v[0]["dev"], "b1");
@@ -284,5 +319,8 @@ fn cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live() {
     assert!(text.contains("qdisc cake 8001: dev b1 root"), "{text}");
     assert!(!ctl.exists(), "control socket left behind");
     assert_accounting(&s);
-    assert!(s.egress_qdisc.dequeued.packets > s.egress.offered, "no GSO splitting seen");
+    assert!(
+        s.egress_qdisc.dequeued.packets > s.egress.offered,
+        "no GSO splitting seen"
+    );
 }
