@@ -49,7 +49,7 @@ pub struct BridgeConfig {
     pub egress: String,
     /// The ingress (B to A) qdisc in tc syntax.
     pub ingress: String,
-    /// The bridge's name (shown in errors).
+    /// The bridge's name (prefixes error messages).
     pub name: String,
     /// Where to listen for control commands (`None`: no control socket). The socket is created
     /// with mode 0600 (its directory, when created, 0700) and removed when the bridge is dropped.
@@ -204,6 +204,8 @@ pub struct Bridge {
     pool: Pool,
     drops: Vec<Dropped>,
     interest: [u32; 2],
+    /// The absolute time the timerfd is armed for (0: not armed).
+    armed_at: u64,
 }
 
 fn now_ns() -> u64 {
@@ -223,7 +225,8 @@ impl Bridge {
     /// socket. Nothing is forwarded until [`run`](Self::run).
     pub fn new(cfg: BridgeConfig) -> Result<Bridge, Error> {
         let q = |spec: &str, seed: u64| {
-            sim::parse_qdisc(spec, seed).map_err(|e| Error::Qdisc(e.to_string()))
+            sim::parse_qdisc(spec, seed)
+                .map_err(|e| Error::Qdisc(format!("bridge {}: {e}", cfg.name)))
         };
         let egress = q(&cfg.egress, cfg.seed)?;
         let ingress = q(&cfg.ingress, cfg.seed.wrapping_add(1))?;
@@ -281,6 +284,7 @@ impl Bridge {
             pool: Pool::default(),
             drops: Vec::with_capacity(64),
             interest: [sys::READABLE; 2],
+            armed_at: 0,
             cfg,
         })
     }
@@ -332,6 +336,7 @@ impl Bridge {
                     }
                     TOK_TIMER => {
                         self.timer.clear();
+                        self.armed_at = 0;
                     }
                     TOK_CTL => self.serve_ctl(),
                     _ => {}
@@ -362,9 +367,13 @@ impl Bridge {
         if at <= now.saturating_add(SPIN_NS) {
             return Ok(0);
         }
-        self.timer
-            .set_abs(at - SPIN_NS)
-            .map_err(io_err("timerfd_settime"))?;
+        let wake = at - SPIN_NS;
+        if wake != self.armed_at {
+            self.timer
+                .set_abs(wake)
+                .map_err(io_err("timerfd_settime"))?;
+            self.armed_at = wake;
+        }
         Ok(-1)
     }
 

@@ -324,3 +324,73 @@ fn cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live() {
         "no GSO splitting seen"
     );
 }
+
+#[test]
+fn malformed_and_non_ip_frames_are_forwarded_unchanged() {
+    let mut t = topo_or_skip!();
+    t.start_bridge("cake bandwidth 50Mbit", "cake bandwidth 50Mbit", None);
+    // An IPv4 frame whose header is cut short, a frame with an unknown EtherType, and an IPv6
+    // frame claiming TCP with a truncated TCP header.
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    let mac = |f: &mut Vec<u8>, ethertype: u16| {
+        f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01]);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+    };
+    let mut f = Vec::new();
+    mac(&mut f, 0x0800);
+    f.extend_from_slice(&[0x45, 0, 0, 200, 0xde, 0xad]);
+    frames.push(f);
+    let mut f = Vec::new();
+    mac(&mut f, 0x88b5);
+    f.extend((0..100u8).map(|i| i.wrapping_mul(37)));
+    frames.push(f);
+    let mut f = Vec::new();
+    mac(&mut f, 0x86dd);
+    f.extend_from_slice(&[0x60, 0, 0, 0, 0, 40, 6, 64]);
+    f.extend_from_slice(&[0xfd; 32]);
+    f.extend_from_slice(&[0xbe, 0xef, 0, 80]);
+    frames.push(f);
+
+    let (sp, want) = (ns_path(&t.s()), frames.clone());
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let rx = thread::spawn(move || {
+        dataplane::sys::enter_netns(&sp).unwrap();
+        let sock = dataplane::sys::PacketSocket::open("s0", 1 << 20).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut hdrs = [[0u8; 10]; 8];
+        let mut bufs: Vec<Vec<u8>> = (0..8).map(|_| Vec::with_capacity(70_000)).collect();
+        let mut trunc = [false; 8];
+        let mut seen = vec![false; want.len()];
+        let end = dataplane::sys::monotonic_ns() + 3_000_000_000;
+        while dataplane::sys::monotonic_ns() < end && !seen.iter().all(|&s| s) {
+            let n = sock.recv_batch(&mut hdrs, &mut bufs, &mut trunc).unwrap();
+            for b in &bufs[..n] {
+                for (i, w) in want.iter().enumerate() {
+                    // veth pads short frames to 60 bytes.
+                    if b.len() >= w.len() && &b[..w.len()] == w.as_slice() {
+                        seen[i] = true;
+                    }
+                }
+            }
+            if n == 0 {
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+        seen
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let cp = ns_path(&t.c());
+    let tx = thread::spawn(move || {
+        dataplane::sys::enter_netns(&cp).unwrap();
+        let sock = dataplane::sys::PacketSocket::open("c0", 1 << 20).unwrap();
+        let hdr = [0u8; 10];
+        for f in &frames {
+            assert_eq!(sock.send_batch(1, |_| (&hdr, f.as_slice())).unwrap(), 1);
+        }
+    });
+    tx.join().unwrap();
+    let seen = rx.join().unwrap();
+    let s = t.stop_bridge();
+    assert_eq!(seen, vec![true; 3], "{s:?}");
+    assert_accounting(&s);
+}
