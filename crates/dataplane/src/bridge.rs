@@ -113,6 +113,12 @@ pub struct DirStats {
     pub pending: u64,
     /// Frames the kernel dropped on the input socket's receive queue (we were too slow).
     pub kernel_drops: u64,
+    /// Times the loop dequeued at a release time the shaper had asked for.
+    pub shaper_wakeups: u64,
+    /// Total nanoseconds those dequeues came after the asked-for time.
+    pub shaper_late_ns: u64,
+    /// The largest such delay, in nanoseconds.
+    pub shaper_late_max_ns: u64,
 }
 
 /// A snapshot of both directions.
@@ -177,6 +183,8 @@ struct Dir {
     sent: usize,
     /// Monotonic ns at which the qdisc wants `dequeue` again.
     next: Option<u64>,
+    /// The release time from the qdisc's last `NotBefore`, until it is served.
+    shaper_deadline: Option<u64>,
     stats: DirStats,
     last_tx_error: Option<String>,
 }
@@ -262,6 +270,7 @@ impl Bridge {
             pending_hdrs: Vec::with_capacity(MAX_BATCH * BUDGET),
             sent: 0,
             next: None,
+            shaper_deadline: None,
             stats: DirStats::default(),
             last_tx_error: None,
         };
@@ -458,6 +467,16 @@ impl Bridge {
                 }
                 // Fill a batch from the qdisc.
                 let now = Instant::from_nanos(now_ns());
+                if let Some(t) = d.shaper_deadline.take() {
+                    if t <= now.as_nanos() {
+                        let late = now.as_nanos() - t;
+                        d.stats.shaper_wakeups += 1;
+                        d.stats.shaper_late_ns += late;
+                        d.stats.shaper_late_max_ns = d.stats.shaper_late_max_ns.max(late);
+                    } else {
+                        d.shaper_deadline = Some(t);
+                    }
+                }
                 d.next = None;
                 while d.pending.len() < MAX_BATCH {
                     match d.qdisc.dequeue(now, &mut self.drops) {
@@ -468,6 +487,7 @@ impl Bridge {
                         }
                         Dequeue::NotBefore(t) => {
                             d.next = Some(t.as_nanos());
+                            d.shaper_deadline = Some(t.as_nanos());
                             break;
                         }
                         Dequeue::Empty => break,
@@ -644,7 +664,7 @@ impl Bridge {
             }
             let s = &d.stats;
             out.push_str(&format!(
-                " purple {}: rx {} pkt {} bytes, tx {} pkt {} bytes, bypassed {} truncated {} tx_errors {} kernel_drops {} pending {}\n",
+                " purple {}: rx {} pkt {} bytes, tx {} pkt {} bytes, bypassed {} truncated {} tx_errors {} kernel_drops {} pending {}, shaper wakeups {} late avg {}ns max {}ns\n",
                 d.dir.name(),
                 s.rx_packets,
                 s.rx_bytes,
@@ -654,7 +674,10 @@ impl Bridge {
                 s.truncated,
                 s.tx_errors,
                 s.kernel_drops,
-                s.pending
+                s.pending,
+                s.shaper_wakeups,
+                s.shaper_late_ns.checked_div(s.shaper_wakeups).unwrap_or(0),
+                s.shaper_late_max_ns
             ));
         }
         out
@@ -697,6 +720,9 @@ impl Bridge {
                         "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
                         "tx_errors": s.tx_errors, "pending": s.pending,
                         "kernel_drops": s.kernel_drops,
+                        "shaper_wakeups": s.shaper_wakeups,
+                        "shaper_late_ns": s.shaper_late_ns,
+                        "shaper_late_max_ns": s.shaper_late_max_ns,
                         "last_tx_error": d.last_tx_error,
                     }),
                 );

@@ -394,3 +394,49 @@ fn malformed_and_non_ip_frames_are_forwarded_unchanged() {
     assert_eq!(seen, vec![true; 3], "{s:?}");
     assert_accounting(&s);
 }
+
+/// Measurement, not part of the default suite (about 12 s): the shaped wire rate against the
+/// configured rate from 10 to 300 Mbit/s, and how late the loop served the shaper's release
+/// times. Run with `cargo test -p purple-dataplane --test netns -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn shaped_wire_rate_stays_within_ten_percent_of_the_configured_rate() {
+    for rate in [10u64, 40, 100, 300] {
+        let mut t = topo_or_skip!();
+        let ctl = std::env::temp_dir().join(format!("{}.sock", t.prefix));
+        let egress = format!("cake bandwidth {rate}Mbit besteffort");
+        t.start_bridge(&egress, "pfifo", Some(ctl.clone()));
+        let x = Transfer::start(&t, 5003);
+        thread::sleep(Duration::from_millis(1000));
+        let tx = |c: &PathBuf| {
+            let answer = dataplane::ctl::request(c, "stats --json").unwrap();
+            let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+            let b = v[0]["purple"]["tx_bytes"].as_u64().unwrap();
+            (b, dataplane::sys::monotonic_ns())
+        };
+        let (b0, t0) = tx(&ctl);
+        let g = x.measure(Duration::from_millis(2000));
+        let (b1, t1) = tx(&ctl);
+        x.finish();
+        let s = t.stop_bridge();
+        let wire = (b1 - b0) as f64 * 8.0 / ((t1 - t0) as f64 / 1e9);
+        let r = rate as f64 * 1e6;
+        eprintln!(
+            "rate {rate}Mbit: goodput {:.2} Mbit/s ({:.3}), wire {:.2} Mbit/s ({:.3}), drops {}, \
+             shaper late avg {} ns max {} ns over {} wakeups",
+            g / 1e6,
+            g / r,
+            wire / 1e6,
+            wire / r,
+            s.egress_qdisc.dropped_total().packets,
+            s.egress.shaper_late_ns / s.egress.shaper_wakeups.max(1),
+            s.egress.shaper_late_max_ns,
+            s.egress.shaper_wakeups,
+        );
+        assert!(
+            (0.9..=1.01).contains(&(wire / r)),
+            "{rate}Mbit: wire {wire:.0}"
+        );
+        assert_accounting(&s);
+    }
+}
