@@ -1,11 +1,12 @@
-//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH]`: run the
-//! userspace dataplane until SIGINT/SIGTERM.
+//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH] [--rt-priority P]`:
+//! run the userspace dataplane until SIGINT/SIGTERM.
 
 use std::path::PathBuf;
 
 use dataplane::{Bridge, BridgeConfig};
 
-/// Runs the bridge in this thread until a termination signal. Errors are printable.
+/// Runs the bridge in this thread until a termination signal (under `SCHED_FIFO` at
+/// `rt_priority` if given). Errors are printable.
 pub fn run(
     if_a: String,
     if_b: String,
@@ -13,6 +14,7 @@ pub fn run(
     ingress: String,
     name: String,
     ctl: Option<PathBuf>,
+    rt_priority: Option<i32>,
 ) -> Result<(), String> {
     let ctl_path = Some(ctl.unwrap_or_else(|| dataplane::ctl::default_path(&name)));
     let cfg = BridgeConfig {
@@ -26,6 +28,9 @@ pub fn run(
     };
     let mut bridge = Bridge::new(cfg).map_err(|e| e.to_string())?;
     bridge.stop_on_signals().map_err(|e| e.to_string())?;
+    if let Some(p) = rt_priority {
+        dataplane::sys::set_realtime(p).map_err(|e| format!("SCHED_FIFO priority {p}: {e}"))?;
+    }
     bridge.run().map_err(|e| e.to_string())?;
     eprint!("{}", bridge.stats_text());
     Ok(())

@@ -79,6 +79,10 @@ enum Command {
         /// Control socket path (overrides --name).
         #[arg(long)]
         ctl: Option<std::path::PathBuf>,
+        /// Run the forwarding loop under SCHED_FIFO at this priority (1-99) so the shaper's
+        /// timing holds on a busy machine.
+        #[arg(long)]
+        rt_priority: Option<i32>,
     },
     /// Control a running bridge: `stats [--json]` or `set-bandwidth egress|ingress RATE`.
     Ctl {
@@ -154,8 +158,9 @@ fn main() {
             ingress,
             name,
             ctl,
+            rt_priority,
         } => {
-            if let Err(e) = bridge::run(if_a, if_b, egress, ingress, name, ctl) {
+            if let Err(e) = bridge::run(if_a, if_b, egress, ingress, name, ctl, rt_priority) {
                 eprintln!("{e}");
                 std::process::exit(1);
             }

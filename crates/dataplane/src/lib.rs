@@ -18,6 +18,25 @@
 //! - No allocation per packet in steady state: frames are received into 64 KiB slots; small
 //!   ones are copied into pooled buffers, large ones swap the slot for a pooled one; buffers of
 //!   sent and dropped packets go back to the pools.
+//!
+//! ```no_run
+//! use dataplane::{Bridge, BridgeConfig};
+//!
+//! let cfg = BridgeConfig {
+//!     if_a: "lan0".into(),
+//!     if_b: "wan0".into(),
+//!     egress: "cake bandwidth 20Mbit nat".into(),
+//!     ingress: "cake bandwidth 100Mbit ingress".into(),
+//!     name: "home".into(),
+//!     ctl_path: Some(dataplane::ctl::default_path("home")),
+//!     seed: 1,
+//! };
+//! let mut bridge = Bridge::new(cfg)?;
+//! bridge.stop_on_signals()?; // SIGINT/SIGTERM end `run` cleanly
+//! bridge.run()?;
+//! println!("{}", bridge.stats_text());
+//! # Ok::<(), dataplane::Error>(())
+//! ```
 #![warn(missing_docs)]
 
 mod bridge;

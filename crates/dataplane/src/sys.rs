@@ -499,3 +499,15 @@ pub fn enter_netns(path: &std::path::Path) -> io::Result<()> {
     // SAFETY: `f` is an open namespace file for the duration of the call.
     cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
 }
+
+/// Puts the calling thread under `SCHED_FIFO` at `priority` (1..=99), so the shaper's release
+/// times are served within microseconds even on a busy machine. The loop sleeps between release
+/// times, but at saturation it runs continuously: the kernel's RT throttling (by default 95% of
+/// each second) is what keeps other work alive then.
+pub fn set_realtime(priority: i32) -> io::Result<()> {
+    let p = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: `p` is a valid sched_param for the call; pid 0 is the calling thread.
+    cvt(unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) }).map(drop)
+}

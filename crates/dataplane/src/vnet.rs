@@ -37,7 +37,8 @@ pub const GSO_UDP_L4: u8 = 5;
 /// `VIRTIO_NET_HDR_GSO_ECN`: the super-packet carries CWR and every segment keeps ECN bits.
 pub const GSO_ECN: u8 = 0x80;
 
-/// A decoded virtio-net header (little-endian on the wire for packet sockets on x86/ARM).
+/// A decoded virtio-net header. Packet sockets use legacy virtio byte order, which is the
+/// host's native order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct VnetHdr {
     /// `F_*` bits.
@@ -57,7 +58,7 @@ pub struct VnetHdr {
 impl VnetHdr {
     /// Decodes the wire bytes.
     pub fn decode(b: &[u8; VNET_HDR_LEN]) -> VnetHdr {
-        let u = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        let u = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
         VnetHdr {
             flags: b[0],
             gso_type: b[1],
@@ -73,10 +74,10 @@ impl VnetHdr {
         let mut b = [0u8; VNET_HDR_LEN];
         b[0] = self.flags;
         b[1] = self.gso_type;
-        b[2..4].copy_from_slice(&self.hdr_len.to_le_bytes());
-        b[4..6].copy_from_slice(&self.gso_size.to_le_bytes());
-        b[6..8].copy_from_slice(&self.csum_start.to_le_bytes());
-        b[8..10].copy_from_slice(&self.csum_offset.to_le_bytes());
+        b[2..4].copy_from_slice(&self.hdr_len.to_ne_bytes());
+        b[4..6].copy_from_slice(&self.gso_size.to_ne_bytes());
+        b[6..8].copy_from_slice(&self.csum_start.to_ne_bytes());
+        b[8..10].copy_from_slice(&self.csum_offset.to_ne_bytes());
         b
     }
 
