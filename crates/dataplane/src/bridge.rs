@@ -189,6 +189,16 @@ struct Dir {
     last_tx_error: Option<String>,
 }
 
+impl Dir {
+    /// The counters, with `pending` as of now.
+    fn snapshot(&self) -> DirStats {
+        DirStats {
+            pending: (self.pending.len() - self.sent) as u64,
+            ..self.stats
+        }
+    }
+}
+
 #[derive(Debug)]
 struct RxSlots {
     hdrs: [[u8; VNET_HDR_LEN]; MAX_BATCH],
@@ -317,8 +327,8 @@ impl Bridge {
     /// Counters of both directions.
     pub fn stats(&self) -> BridgeStats {
         BridgeStats {
-            egress: self.dirs[0].stats,
-            ingress: self.dirs[1].stats,
+            egress: self.dirs[0].snapshot(),
+            ingress: self.dirs[1].snapshot(),
             egress_qdisc: self.dirs[0].qdisc.stats(),
             ingress_qdisc: self.dirs[1].qdisc.stats(),
         }
@@ -524,7 +534,6 @@ impl Bridge {
             }
             if d.sent < d.pending.len() {
                 // Send buffer full: wait for EPOLLOUT.
-                d.stats.pending = (d.pending.len() - d.sent) as u64;
                 return;
             }
             for p in d.pending.drain(..) {
@@ -532,7 +541,6 @@ impl Bridge {
             }
             d.pending_hdrs.clear();
             d.sent = 0;
-            d.stats.pending = 0;
             if !due(d.next) {
                 return;
             }
@@ -662,7 +670,7 @@ impl Bridge {
                     ));
                 }
             }
-            let s = &d.stats;
+            let s = &d.snapshot();
             out.push_str(&format!(
                 " purple {}: rx {} pkt {} bytes, tx {} pkt {} bytes, bypassed {} truncated {} tx_errors {} kernel_drops {} pending {}, shaper wakeups {} late avg {}ns max {}ns\n",
                 d.dir.name(),
@@ -708,7 +716,7 @@ impl Bridge {
                     })
                 }
             };
-            let s = &d.stats;
+            let s = &d.snapshot();
             if let Value::Object(m) = &mut obj {
                 m.insert("dev".into(), json!(self.dev(d)));
                 m.insert(

@@ -395,6 +395,36 @@ fn malformed_and_non_ip_frames_are_forwarded_unchanged() {
     assert_accounting(&s);
 }
 
+#[test]
+fn cake_no_split_gso_sends_super_packets_whole_and_still_shapes() {
+    let mut t = topo_or_skip!();
+    t.start_bridge(
+        "cake bandwidth 50Mbit besteffort no-split-gso",
+        "pfifo",
+        None,
+    );
+    let x = Transfer::start(&t, 5004);
+    thread::sleep(Duration::from_millis(800));
+    let bps = x.measure(Duration::from_millis(1500));
+    x.finish();
+    let s = t.stop_bridge();
+    eprintln!(
+        "no-split-gso at 50Mbit: {:.2} Mbit/s; {:?}",
+        bps / 1e6,
+        s.egress
+    );
+    // Nothing was split: one packet out per packet in, and some of them were super-packets
+    // (more bytes per packet than the 1514-byte MTU frame).
+    assert_eq!(s.egress_qdisc.enqueued.packets, s.egress.offered);
+    assert!(
+        s.egress.tx_bytes / s.egress.tx_packets.max(1) > 1514,
+        "{:?}",
+        s.egress
+    );
+    assert!((0.85..=1.0).contains(&(bps / 50e6)), "{bps:.0} bit/s");
+    assert_accounting(&s);
+}
+
 /// Measurement, not part of the default suite (about 12 s): the shaped wire rate against the
 /// configured rate from 10 to 300 Mbit/s, and how late the loop served the shaper's release
 /// times. Run with `cargo test -p purple-dataplane --test netns -- --ignored --nocapture`.
