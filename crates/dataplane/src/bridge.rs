@@ -246,6 +246,15 @@ impl Bridge {
             sim::parse_qdisc(spec, seed)
                 .map_err(|e| Error::Qdisc(format!("bridge {}: {e}", cfg.name)))
         };
+        if cfg.if_a == cfg.if_b {
+            return Err(Error::Io {
+                what: format!("bridge {}", cfg.name),
+                err: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the two interfaces must differ",
+                ),
+            });
+        }
         let egress = q(&cfg.egress, cfg.seed)?;
         let ingress = q(&cfg.ingress, cfg.seed.wrapping_add(1))?;
         let a = PacketSocket::open(&cfg.if_a, SOCK_BUF)
