@@ -13,7 +13,10 @@ use ops::{FrameKind, Harness, Op, PktSpec};
 use qdisc::codel::{Codel, CodelConfig};
 use qdisc::fifo::{Fifo, FifoConfig};
 use qdisc::fq_codel::{FqCodel, FqCodelConfig};
+use qdisc::htb::{Htb, HtbConfig};
 use qdisc::pie::{Pie, PieConfig};
+use qdisc::sfb::{Sfb, SfbConfig};
+use qdisc::sfq::{Sfq, SfqConfig};
 use qdisc::Duration;
 
 fn rate(u: &mut Unstructured) -> Result<u64> {
@@ -59,7 +62,7 @@ fn cake_config(u: &mut Unstructured) -> Result<CakeConfig> {
 }
 
 fn baseline(u: &mut Unstructured) -> Result<AnyQdisc> {
-    Ok(match u.int_in_range(0..=4)? {
+    Ok(match u.int_in_range(0..=7)? {
         0 => Fifo::new(FifoConfig::packets(u.int_in_range(1..=64)?)).into(),
         1 => Fifo::new(FifoConfig::bytes(u.int_in_range(0..=60_000)?)).into(),
         2 => Codel::new(CodelConfig {
@@ -82,6 +85,47 @@ fn baseline(u: &mut Unstructured) -> Result<AnyQdisc> {
             u.arbitrary()?,
         )
         .into(),
+        4 => Sfq::new(
+            SfqConfig {
+                limit: u.int_in_range(1..=64)?,
+                flows: u.int_in_range(1..=16)?,
+                depth: u.int_in_range(1..=16)?,
+                divisor: u.int_in_range(1..=64)?,
+                quantum: u.int_in_range(1..=3000)?,
+                headdrop: u.arbitrary()?,
+                perturb: Duration::from_millis(u.int_in_range(0..=50)?),
+            },
+            u.arbitrary()?,
+        )
+        .into(),
+        5 => Sfb::new(
+            SfbConfig {
+                limit: u.int_in_range(0..=64)?,
+                max: u.int_in_range(0..=30)?,
+                target: u.int_in_range(0..=30)?,
+                increment: u.arbitrary()?,
+                decrement: u.arbitrary()?,
+                penalty_rate: u.int_in_range(0..=100)?,
+                penalty_burst: u.int_in_range(0..=30)?,
+                rehash: Duration::from_millis(u.int_in_range(0..=100)?),
+                warmup: Duration::from_millis(u.int_in_range(0..=100)?),
+            },
+            u.arbitrary()?,
+        )
+        .into(),
+        6 => {
+            let child = baseline_leaf(u)?;
+            Htb::new(
+                HtbConfig {
+                    rate: rate(u)?,
+                    burst: u.int_in_range(0..=60_000)?,
+                    ceil: rate(u)?,
+                    cburst: u.int_in_range(0..=60_000)?,
+                },
+                child,
+            )
+            .into()
+        }
         _ => Pie::new(
             PieConfig {
                 limit: u.int_in_range(1..=64)?,
@@ -93,6 +137,14 @@ fn baseline(u: &mut Unstructured) -> Result<AnyQdisc> {
             u.arbitrary()?,
         )
         .into(),
+    })
+}
+
+/// A non-HTB baseline (the child of an HTB in the fuzzer).
+fn baseline_leaf(u: &mut Unstructured) -> Result<AnyQdisc> {
+    Ok(match baseline(u)? {
+        AnyQdisc::Htb(_) => Fifo::new(FifoConfig::packets(u.int_in_range(1..=64)?)).into(),
+        q => q,
     })
 }
 

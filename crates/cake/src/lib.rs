@@ -40,7 +40,7 @@ pub mod params;
 pub mod stats;
 pub mod tc;
 
-pub use any::AnyQdisc;
+pub use any::{AnyQdisc, QdiscSpecError};
 pub use config::{AckFilterMode, AtmMode, CakeConfig, DiffservMode, FlowMode};
 pub use params::DerivedParams;
 pub use stats::{CakeStats, FlowStats, TinStats};

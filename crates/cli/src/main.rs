@@ -2,12 +2,16 @@
 
 mod bench;
 mod bridge;
+mod builtin;
 mod cake_config;
 mod ctl;
 mod demo;
+mod flent;
+mod plots;
+mod report;
 mod sim_cmd;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -51,15 +55,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
-    /// Run a TOML scenario in the simulator (early: no plots, reports or built-ins yet).
-    Sim {
-        /// The scenario file (format documented in crates/sim/src/scenario.rs; example:
-        /// scenarios/cake-dumbbell.toml).
-        file: std::path::PathBuf,
-        /// Print JSON (`{"flows":[...],"links":[...]}`) instead of tables.
-        #[arg(long)]
-        json: bool,
-    },
+    /// Run a scenario in the simulator (a TOML file or a built-in name; see docs/scenarios.md),
+    /// or `purple sim report` to run the published experiments.
+    Sim(SimArgs),
     /// Forward every frame between IF_A (LAN) and IF_B (WAN) through one qdisc per direction,
     /// until SIGINT/SIGTERM.
     Bridge {
@@ -99,6 +97,55 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+struct SimArgs {
+    #[command(subcommand)]
+    report: Option<SimCommand>,
+    /// Scenario: a TOML file, or the name of a built-in one (`purple sim --list`).
+    #[arg(required_unless_present = "list")]
+    scenario: Option<String>,
+    /// List the built-in scenarios and exit.
+    #[arg(long)]
+    list: bool,
+    /// Print one JSON object (`{"scenario","seed","duration_s","flows","links","qdiscs"}`)
+    /// instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Also write summary.json, plots (PNG and SVG) and `<scenario>.flent.gz` into DIR.
+    #[arg(long, value_name = "DIR")]
+    out: Option<std::path::PathBuf>,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum SimCommand {
+    /// Run the published experiments (evaluation.md A and B) and report, per claim, whether we
+    /// reproduce it. Exits 0 even when claims fail.
+    Report {
+        /// Also write report.md and per experiment a folder of plots and Flent files into DIR.
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+        /// Only these experiment ids, comma-separated (e.g. A1,B2).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// Seed of every experiment (default 1).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Print the reports as JSON.
+        #[arg(long)]
+        json: bool,
+        /// No progress lines.
+        #[arg(long)]
+        quiet: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -144,13 +191,44 @@ fn main() {
                 std::process::exit(1);
             }
         },
-        Command::Sim { file, json } => match sim_cmd::run(&file, json) {
-            Ok(out) => print!("{out}"),
-            Err(e) => {
-                eprintln!("{e}");
-                std::process::exit(2);
+        Command::Sim(args) => {
+            let result = match (args.report, args.scenario) {
+                (
+                    Some(SimCommand::Report {
+                        out,
+                        only,
+                        seed,
+                        json,
+                        quiet,
+                    }),
+                    _,
+                ) => report::run(&report::ReportOpts {
+                    out,
+                    only,
+                    seed,
+                    json,
+                    quiet,
+                }),
+                _ if args.list => Ok(sim_cmd::list()),
+                (None, Some(scenario)) => sim_cmd::run(
+                    &scenario,
+                    &sim_cmd::SimOpts {
+                        json: args.json,
+                        out: args.out,
+                        seed: args.seed,
+                        quiet: args.quiet,
+                    },
+                ),
+                (None, None) => Err("purple sim: give a scenario (or --list)".to_string()),
+            };
+            match result {
+                Ok(out) => print!("{out}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(2);
+                }
             }
-        },
+        }
         Command::Bridge {
             if_a,
             if_b,

@@ -1,110 +1,244 @@
-//! `purple sim FILE`: runs a TOML scenario (format: crates/sim/src/scenario.rs) and prints
-//! per-application goodput, latency and loss, and per-link utilisation and drops.
+//! `purple sim FILE|NAME`: runs a TOML scenario (format: docs/scenarios.md) or a built-in one
+//! and prints per-flow goodput, latency and loss, per-link utilisation and drops, and the
+//! qdiscs' statistics; as text, or as one JSON object with `--json`; `--out DIR` also writes
+//! `summary.json`, plots and a Flent file.
 
-use std::path::Path;
+use crate::{builtin, flent, plots};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::{json, Value};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 
-/// One application's results.
-struct Row {
-    name: String,
-    goodput_bps: f64,
-    latency: Option<sim::LatencySummary>,
-    loss: f64,
+/// Options of one `purple sim` run.
+#[derive(Clone, Debug, Default)]
+pub struct SimOpts {
+    /// Print JSON instead of text.
+    pub json: bool,
+    /// Write summary.json, plots and a Flent file here.
+    pub out: Option<PathBuf>,
+    /// Override the scenario's seed.
+    pub seed: Option<u64>,
+    /// No progress bar.
+    pub quiet: bool,
 }
 
-/// Runs the scenario at `path`; returns the text (or JSON) to print.
-pub fn run(path: &Path, json: bool) -> Result<String, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
-    let scenario = sim::Scenario::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
+/// `purple sim --list`: one line per built-in scenario, name and first comment line.
+pub fn list() -> String {
+    let all = builtin::all();
+    let w = all.iter().map(|b| b.name.len()).max().unwrap_or(0);
+    all.iter()
+        .map(|b| format!("{:<w$}  {}\n", b.name, b.description()))
+        .collect()
+}
+
+/// A loaded scenario: its name (file stem), text and the directory for relative paths.
+struct Source {
+    name: String,
+    text: String,
+    dir: PathBuf,
+}
+
+fn load(what: &str) -> Result<Source, String> {
+    let path = Path::new(what);
+    if path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read scenario {}: {e}", path.display()))?;
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("scenario")
+            .to_string();
+        let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        return Ok(Source { name, text, dir });
+    }
+    if let Some(b) = builtin::find(what) {
+        return Ok(Source {
+            name: b.name.to_string(),
+            text: b.text.to_string(),
+            dir: b.dir(),
+        });
+    }
+    let names: Vec<&str> = builtin::all().iter().map(|b| b.name).collect();
+    Err(format!(
+        "{what}: no such file and no built-in scenario of that name (built in: {})",
+        names.join(", ")
+    ))
+}
+
+/// Runs `built` to its end in slices of 1% of the duration, showing a progress bar on stderr
+/// once the run has taken more than a second of wall time (never when `show` is false).
+fn run_with_progress(built: &mut sim::Built, show: bool) {
+    let end = built.end.as_nanos();
+    let steps = 100u64;
+    let bar = ProgressBar::with_draw_target(Some(steps), ProgressDrawTarget::hidden());
+    if let Ok(style) = ProgressStyle::with_template(
+        "{msg} [{bar:40}] {percent:>3}% ({elapsed} elapsed, ETA {eta})",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message("simulating");
+    // Wall time only decides when the bar appears; it never touches the simulation.
+    #[allow(clippy::disallowed_methods)]
+    let started = std::time::Instant::now();
+    let mut visible = false;
+    for i in 1..=steps {
+        // Slice ends rounded so the last one is exactly `end`.
+        let t = (u128::from(end) * u128::from(i) / u128::from(steps)) as u64;
+        built.sim.run_until(qdisc::Instant::from_nanos(t));
+        if show && !visible && started.elapsed() > std::time::Duration::from_secs(1) {
+            bar.set_draw_target(ProgressDrawTarget::stderr());
+            visible = true;
+        }
+        bar.set_position(i);
+    }
+    bar.finish_and_clear();
+}
+
+/// Everything a run produced: the summary and its JSON.
+pub struct Outcome {
+    /// What the run measured.
+    pub summary: sim::RunSummary,
+    /// The `--json` object.
+    pub json: Value,
+    /// The seed used.
+    pub seed: u64,
+}
+
+/// Builds and runs the scenario named or stored at `what`.
+fn simulate(what: &str, opts: &SimOpts) -> Result<(Source, sim::Built, Outcome), String> {
+    let src = load(what)?;
+    let mut scenario = sim::Scenario::parse(&src.text).map_err(|e| format!("{what}: {e}"))?;
+    if let Some(s) = opts.seed {
+        scenario.seed = s;
+    }
     let mut built = scenario
-        .build(dir)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    built.sim.run_until(built.end);
-    let secs = built.end.as_secs_f64().max(1e-9);
-    let rows: Vec<Row> = built
-        .apps
+        .build(&src.dir)
+        .map_err(|e| format!("{what}: {e}"))?;
+    let show = !opts.quiet && !opts.json && std::io::stderr().is_terminal();
+    run_with_progress(&mut built, show);
+    let flows: Vec<(sim::AppId, String)> =
+        built.apps.iter().map(|(n, id)| (*id, n.clone())).collect();
+    let links: Vec<(sim::LinkId, String)> =
+        built.links.iter().map(|(n, id)| (*id, n.clone())).collect();
+    let summary =
+        sim::RunSummary::collect(&built.sim, &src.name, &flows, &links, qdisc::Instant::ZERO);
+    let json = summary_json(&summary, scenario.seed);
+    Ok((
+        src,
+        built,
+        Outcome {
+            summary,
+            json,
+            seed: scenario.seed,
+        },
+    ))
+}
+
+/// The `--json` object of a run: `{"scenario","seed","duration_s","flows","links","qdiscs"}`.
+pub fn summary_json(s: &sim::RunSummary, seed: u64) -> Value {
+    let flows: Vec<Value> = s
+        .flows
         .iter()
-        .map(|(name, id)| {
-            let flow = built.sim.flow(*id);
-            let tcp_rx = built.sim.app_as::<sim::TcpReceiverApp>(*id);
-            let goodput_bps = match tcp_rx {
-                // TCP: in-order payload delivered (retransmissions not double counted).
-                Some(rx) => rx.delivered() as f64 * 8.0 / secs,
-                None => flow.map_or(0.0, |f| f.delivered_bytes as f64 * 8.0 / secs),
-            };
-            let latency = flow
-                .filter(|f| !f.latencies_ns.is_empty())
-                .map(|f| f.latency());
-            Row {
-                name: name.clone(),
-                goodput_bps,
-                latency,
-                loss: flow.map_or(0.0, |f| f.loss()),
-            }
+        .map(|f| {
+            let l = &f.latency_ms;
+            json!({"name": f.name, "src": f.src, "dst": f.dst, "dscp": f.dscp,
+                "goodput_bps": f.goodput_bps,
+                "latency_ms": {"mean": l.mean, "p50": l.p50, "p95": l.p95, "p99": l.p99,
+                    "max": l.max},
+                "loss": f.loss})
         })
         .collect();
-    let ms = |d: qdisc::Duration| d.as_millis_f64();
-    if json {
-        let flows: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|r| {
-                let lat = r.latency.as_ref().map(|l| {
-                    serde_json::json!({"mean": ms(l.mean), "p50": ms(l.p50), "p95": ms(l.p95),
-                        "p99": ms(l.p99), "max": ms(l.max)})
-                });
-                serde_json::json!({"name": r.name, "goodput_bps": r.goodput_bps,
-                    "latency_ms": lat, "loss": r.loss})
-            })
-            .collect();
-        let links: Vec<serde_json::Value> = built
-            .links
-            .iter()
-            .map(|(name, id)| {
-                serde_json::json!({"name": name, "utilisation": built.sim.link_utilisation(*id)})
-            })
-            .collect();
-        return Ok(serde_json::json!({"flows": flows, "links": links}).to_string() + "\n");
+    let links: Vec<Value> = s
+        .links
+        .iter()
+        .map(|l| json!({"name": l.name, "utilisation": l.utilisation}))
+        .collect();
+    json!({"scenario": s.name, "seed": seed, "duration_s": s.duration_s, "flows": flows,
+        "links": links, "qdiscs": s.qdiscs})
+}
+
+/// Writes `summary.json`, the plots and `<name>.flent.gz` of `run` into `dir` (created if
+/// missing); returns the files written.
+pub fn write_outputs(
+    run: &sim::RunSummary,
+    json: &Value,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut files = Vec::new();
+    let p = dir.join("summary.json");
+    std::fs::write(&p, json.to_string() + "\n")
+        .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+    files.push(p);
+    files.extend(plots::write_all(run, dir, &plots::file_stem(&run.name))?);
+    let p = dir.join(format!("{}.flent.gz", plots::file_stem(&run.name)));
+    flent::write(run, &p)?;
+    files.push(p);
+    Ok(files)
+}
+
+/// Runs `purple sim WHAT`; returns the text (or JSON) to print.
+pub fn run(what: &str, opts: &SimOpts) -> Result<String, String> {
+    let (src, built, o) = simulate(what, opts)?;
+    if let Some(dir) = &opts.out {
+        let files = write_outputs(&o.summary, &o.json, dir)?;
+        if !opts.json && !opts.quiet {
+            eprintln!("wrote {} files to {}", files.len(), dir.display());
+        }
     }
-    let mut out = format!("{} s simulated from {}\n\n", secs, path.display());
-    out += &format!(
-        "{:<22} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}\n",
-        "application", "Mbit/s", "mean ms", "p50", "p95", "p99", "max", "loss"
+    if opts.json {
+        return Ok(o.json.to_string() + "\n");
+    }
+    Ok(text(&src, &built, &o))
+}
+
+fn text(src: &Source, built: &sim::Built, o: &Outcome) -> String {
+    let s = &o.summary;
+    let mut out = format!(
+        "{}: {} s simulated, seed {}\n\n",
+        src.name, s.duration_s, o.seed
     );
-    for r in &rows {
-        let (mean, p50, p95, p99, max) = r.latency.as_ref().map_or(
-            (
-                "-".to_string(),
-                "-".to_string(),
-                "-".to_string(),
-                "-".to_string(),
-                "-".to_string(),
-            ),
-            |l| {
-                let f = |d| format!("{:.2}", ms(d));
-                (f(l.mean), f(l.p50), f(l.p95), f(l.p99), f(l.max))
-            },
-        );
+    let w = s
+        .flows
+        .iter()
+        .map(|f| f.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    out += &format!(
+        "{:<w$} {:>4} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7}\n",
+        "flow", "dscp", "Mbit/s", "mean ms", "p50", "p95", "p99", "max", "loss"
+    );
+    for f in &s.flows {
+        let l = &f.latency_ms;
         out += &format!(
-            "{:<22} {:>10.3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6.2}%\n",
-            r.name,
-            r.goodput_bps / 1e6,
-            mean,
-            p50,
-            p95,
-            p99,
-            max,
-            r.loss * 100.0
+            "{:<w$} {:>4} {:>10.3} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>6.2}%\n",
+            f.name,
+            f.dscp,
+            f.goodput_bps / 1e6,
+            l.mean,
+            l.p50,
+            l.p95,
+            l.p99,
+            l.max,
+            f.loss * 100.0
         );
     }
+    let w = built
+        .links
+        .iter()
+        .map(|(n, _)| n.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
     out += &format!(
-        "\n{:<28} {:>11} {:>12} {:>11} {:>11}\n",
+        "\n{:<w$} {:>11} {:>12} {:>11} {:>11}\n",
         "link", "utilisation", "buffer drops", "qdisc drops", "random loss"
     );
     for (name, id) in &built.links {
         if let Some(m) = built.sim.link(*id) {
             out += &format!(
-                "{:<28} {:>10.1}% {:>12} {:>11} {:>11}\n",
+                "{:<w$} {:>10.1}% {:>12} {:>11} {:>11}\n",
                 name,
                 built.sim.link_utilisation(*id) * 100.0,
                 m.buffer_drops,
@@ -113,7 +247,15 @@ pub fn run(path: &Path, json: bool) -> Result<String, String> {
             );
         }
     }
-    Ok(out)
+    for (name, id) in &built.links {
+        if let Some(c) = built.sim.qdisc(*id).and_then(|q| q.as_cake()) {
+            let cfg = c.config();
+            out += &format!("\n{name}:\n");
+            out +=
+                &cake::tc::stats_text(cfg, &c.cake_stats(), cake::tc::QdiscHeader::for_config(cfg));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -122,8 +264,12 @@ mod tests {
 
     #[test]
     fn the_example_scenario_runs_and_cake_keeps_ping_near_the_base_rtt() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/cake-dumbbell.toml");
-        let out = run(&path, true).expect("example scenario runs");
+        let opts = SimOpts {
+            json: true,
+            quiet: true,
+            ..SimOpts::default()
+        };
+        let out = run("cake-dumbbell", &opts).expect("example scenario runs");
         let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
         let flows = v["flows"].as_array().expect("flows");
         let ping = flows
@@ -134,14 +280,26 @@ mod tests {
         assert!(p99 < 50.0, "ping p99 {p99} ms with CAKE (base RTT 40 ms)");
         let tcp: f64 = flows
             .iter()
-            .filter(|f| f["name"].as_str().is_some_and(|n| n.starts_with("tcp-rx")))
+            .filter(|f| f["name"].as_str().is_some_and(|n| n.starts_with("tcp@")))
             .map(|f| f["goodput_bps"].as_f64().unwrap_or(0.0))
             .sum();
         assert!(tcp > 8.0e6, "TCP goodput {tcp}");
+        let q = v["qdiscs"].as_array().expect("qdiscs");
+        assert_eq!(q.len(), 2, "cake on r->b both ways");
+        assert_eq!(q[0]["kind"], "cake");
+        assert_eq!(q[0]["link"], "r->b (fwd)");
+        assert!(q[0]["packets"].as_u64().unwrap_or(0) > 10_000);
     }
 
     #[test]
     fn a_missing_file_is_an_error_not_a_panic() {
-        assert!(run(Path::new("/nonexistent/x.toml"), false).is_err());
+        let e = run("/nonexistent/x.toml", &SimOpts::default()).expect_err("missing");
+        assert!(e.contains("no such file"), "{e}");
+    }
+
+    #[test]
+    fn list_names_every_builtin_with_its_description() {
+        let l = list();
+        assert!(l.lines().any(|x| x.starts_with("cake-dumbbell ")), "{l}");
     }
 }

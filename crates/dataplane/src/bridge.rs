@@ -243,8 +243,8 @@ impl Bridge {
     /// socket. Nothing is forwarded until [`run`](Self::run).
     pub fn new(cfg: BridgeConfig) -> Result<Bridge, Error> {
         let q = |spec: &str, seed: u64| {
-            sim::parse_qdisc(spec, seed)
-                .map_err(|e| Error::Qdisc(format!("bridge {}: {e}", cfg.name)))
+            AnyQdisc::from_tc(spec, seed)
+                .map_err(|e| Error::Qdisc(format!("bridge {}: qdisc {spec:?}: {e}", cfg.name)))
         };
         if cfg.if_a == cfg.if_b {
             return Err(Error::Io {

@@ -192,6 +192,57 @@ impl Dumbbell {
         TcpFlow { tx, rx }
     }
 
+    /// Like [`Dumbbell::tcp`], but the sender aborts at `stop` (when `Some`): it sends nothing
+    /// more from then on (see [`TcpSenderApp::until`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn tcp_until(
+        &mut self,
+        from: Host,
+        to: Host,
+        port: u16,
+        start: Instant,
+        stop: Option<Instant>,
+        o: TcpOpts,
+    ) -> TcpFlow {
+        let mut cfg = SenderConfig::new(from.addr, to.addr, port, port);
+        cfg.cc = o.cc;
+        cfg.ecn = o.ecn;
+        cfg.dscp = o.dscp;
+        cfg.pacing = o.pacing;
+        cfg.bytes_to_send = o.bytes;
+        let rx = self.sim.add_app(
+            to.node,
+            port,
+            start,
+            Box::new(TcpReceiverApp::for_sender(&cfg)),
+        );
+        let mut app = TcpSenderApp::new(cfg);
+        if let Some(s) = stop {
+            app = app.until(s);
+        }
+        let tx = self.sim.add_app(from.node, port, start, Box::new(app));
+        TcpFlow { tx, rx }
+    }
+
+    /// Adds an ICMP ping marked with DSCP `dscp` (requests and replies) from `from` to `to`
+    /// every `interval` from `start` (echo id = `id`): a per-DSCP latency probe.
+    pub fn ping_dscp(
+        &mut self,
+        from: Host,
+        to: Host,
+        id: u16,
+        dscp: u8,
+        interval: Duration,
+        start: Instant,
+    ) -> AppId {
+        self.sim.add_app(
+            from.node,
+            id,
+            start,
+            Box::new(Ping::new(from.addr, to.addr, id, interval).with_tos(dscp << 2)),
+        )
+    }
+
     /// Adds an ICMP ping from `from` to `to` every `interval` from `start` (echo id = `id`).
     pub fn ping(
         &mut self,

@@ -1,5 +1,6 @@
 //! The sans-IO core of purple: time values, packet views, the [`Qdisc`] trait, and the baseline
-//! queue managers CAKE is compared against (FIFO, CoDel, FQ-CoDel, PIE).
+//! queue managers CAKE is compared against (FIFO, CoDel, FQ-CoDel, PIE, SFQ, SFB, and an HTB
+//! shaper to put in front of them).
 //!
 //! Nothing in this crate reads a clock, touches a socket or draws entropy: time and random seeds
 //! come from the caller.
@@ -8,10 +9,13 @@
 pub mod codel;
 pub mod fifo;
 pub mod fq_codel;
+pub mod htb;
 pub mod packet;
 pub mod pie;
 pub mod qdisc;
 pub mod rng;
+pub mod sfb;
+pub mod sfq;
 pub mod tc_units;
 pub mod time;
 

@@ -194,6 +194,7 @@ pub struct Ping {
     seq: u16,
     interval: Duration,
     stop: Option<Instant>,
+    tos: u8,
     /// Requests sent.
     pub sent: u64,
     /// RTT of every reply received, in arrival order.
@@ -210,9 +211,19 @@ impl Ping {
             seq: 0,
             interval: Duration::from_nanos(interval.as_nanos().max(1)),
             stop: None,
+            tos: 0,
             sent: 0,
             rtts: Vec::new(),
         }
+    }
+
+    /// Sets the TOS byte (DSCP << 2 | ECN) of every echo request, e.g. 0xb8 for EF. The
+    /// destination's reply keeps it, so both directions carry the DSCP (like a UDP
+    /// request/response latency probe marked with that DSCP).
+    #[must_use]
+    pub fn with_tos(mut self, tos: u8) -> Self {
+        self.tos = tos;
+        self
     }
 
     /// Stops pinging at `stop`.
@@ -226,7 +237,11 @@ impl Ping {
         if self.stop.is_some_and(|s| now >= s) {
             return;
         }
-        out.send(FrameSpec::icmp_echo(self.src, self.dst, self.id, self.seq).packet_padded());
+        out.send(
+            FrameSpec::icmp_echo(self.src, self.dst, self.id, self.seq)
+                .with_tos(self.tos)
+                .packet_padded(),
+        );
         self.seq = self.seq.wrapping_add(1);
         self.sent += 1;
         out.set_timer(now.saturating_add(self.interval));

@@ -47,6 +47,6 @@ pub use metrics::{
 };
 pub use scenario::{parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError};
 pub use sim::{tag_sent_at, AppId, Buffer, LinkConfig, LinkId, LinkRate, NodeId, Sim};
-pub use summary::{FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
+pub use summary::{qdisc_json, FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 pub use tcp_app::{TcpReceiverApp, TcpSenderApp};
 pub use trace::{MahimahiTrace, RatePoint, RateSchedule, TraceError, MAHIMAHI_MTU};

@@ -1,49 +1,7 @@
 //! Scenarios as TOML: a topology, applications and a duration, built into a [`Sim`].
 //!
-//! ```toml
-//! seed = 1
-//! duration_s = 20.0
-//! bin_ms = 100            # time-series bin width (default 100)
-//!
-//! [[node]]
-//! name = "a"
-//! addrs = ["10.0.0.1", "fd00::1"]
-//! [[node]]
-//! name = "r"
-//! [[node]]
-//! name = "b"
-//! addrs = ["10.0.0.2"]
-//!
-//! [[link]]
-//! from = "a"
-//! to = "r"
-//! rate = "1gbit"          # tc rate syntax; or `trace = "file.down"` (mahimahi)
-//! delay_ms = 1.0          #   or `schedule = "file"` (RateSchedule format)
-//! bidirectional = true    # also add the reverse link with the same settings
-//! [[link]]
-//! from = "r"
-//! to = "b"
-//! rate = "10mbit"
-//! delay_ms = 20.0
-//! loss = 0.0              # random loss probability
-//! buffer_packets = 1000   # droptail buffer (default 1000 packets; 0 = unlimited)
-//! buffer_bytes = 0        # 0 = unlimited (default)
-//! qdisc = "cake bandwidth 9500kbit besteffort"   # or fq_codel, codel, pie, pfifo N, bfifo N
-//! bidirectional = true
-//!
-//! [[app]]
-//! kind = "greedy"         # greedy | cbr | voip | ping | tcp
-//! # tcp: cc = "cubic" | "newreno" | "ledbat", ecn = true, bytes = N, dscp = N; the receiver
-//! # is bound to the same port on the node that owns `dst`
-//! node = "a"
-//! dst = "10.0.0.2"
-//! port = 5000             # also the echo id for ping
-//! rate = "20mbit"         # greedy/cbr offered rate
-//! size = 1500             # cbr/greedy frame bytes (default 1500)
-//! interval_ms = 100.0     # ping interval (default 1000)
-//! start_s = 0.0
-//! stop_s = 20.0           # optional
-//! ```
+//! The file format (every key, with an annotated example) is documented in
+//! `docs/scenarios.md` at the repository root, with `purple sim`'s outputs.
 //!
 //! Routes are shortest paths ([`Sim::compute_routes`]). Relative trace paths are resolved
 //! against the directory given to [`Scenario::build`].
@@ -51,7 +9,7 @@
 use crate::app::{Ping, UdpSource};
 use crate::sim::{AppId, LinkConfig, LinkId, LinkRate, NodeId, Sim};
 use crate::trace::{MahimahiTrace, RateSchedule};
-use cake::{AnyQdisc, CakeConfig};
+use cake::AnyQdisc;
 use qdisc::{Duration, Instant};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -106,6 +64,9 @@ pub struct NodeSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSpec {
+    /// Name in outputs (default `from->to (fwd)`; the reverse of a bidirectional link gets
+    /// `NAME (rev)`).
+    pub name: Option<String>,
     /// Sending node name.
     pub from: String,
     /// Receiving node name.
@@ -128,7 +89,8 @@ pub struct LinkSpec {
     /// Droptail buffer bytes (0 = unlimited).
     #[serde(default)]
     pub buffer_bytes: u64,
-    /// Egress qdisc: `cake <tc args>`, `fq_codel`, `codel`, `pie`, `pfifo [N]`, `bfifo N`.
+    /// Egress qdisc in tc syntax ([`AnyQdisc::from_tc`]): `cake <tc args>`, `fq_codel`, `codel`,
+    /// `pie`, `pfifo [N]`, `bfifo N`, `sfq ...`, `sfb ...`, `htb rate R [burst B] CHILD...`.
     pub qdisc: Option<String>,
     /// Also add the reverse link with the same settings.
     #[serde(default)]
@@ -139,7 +101,10 @@ pub struct LinkSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppSpec {
-    /// `greedy`, `cbr`, `voip` or `ping`.
+    /// Name in outputs (default `kind@node:port`; a TCP app's receiver gets `NAME (acks)`,
+    /// default `tcp-rx@node:port`).
+    pub name: Option<String>,
+    /// `greedy`, `cbr`, `voip`, `ping` or `tcp`.
     pub kind: String,
     /// Host name.
     pub node: String,
@@ -196,29 +161,11 @@ fn rate(s: &str) -> Result<u64, ScenarioError> {
     qdisc::tc_units::parse_rate(s).or_else(|e| err(format!("bad rate {s:?}: {e:?}")))
 }
 
-/// Builds a qdisc from `cake <tc args>`, `fq_codel`, `codel`, `pie`, `pfifo [N]`, `bfifo N`.
+/// Builds a qdisc from its tc description (`cake <tc args>`, `fq_codel`, `codel ecn`,
+/// `pie ecn`, `pfifo [N]`, `bfifo N`, `sfq limit 1000 perturb 10`, `sfb`,
+/// `htb rate 20mbit burst 15k fq_codel`, ...): see [`AnyQdisc::from_tc`] for the full syntax.
 pub fn parse_qdisc(spec: &str, seed: u64) -> Result<AnyQdisc, ScenarioError> {
-    let words: Vec<&str> = spec.split_whitespace().collect();
-    let num = |i: usize| -> Result<u64, ScenarioError> {
-        match words.get(i) {
-            Some(w) => w
-                .parse()
-                .or_else(|_| err(format!("qdisc {spec:?}: bad number {w:?}"))),
-            None => err(format!("qdisc {spec:?}: missing limit")),
-        }
-    };
-    match words.first().copied() {
-        Some("cake") => CakeConfig::from_tc_args(&words[1..])
-            .map(|c| AnyQdisc::cake(c, seed))
-            .or_else(|e| err(format!("qdisc {spec:?}: {e}"))),
-        Some("fq_codel") => Ok(AnyQdisc::fq_codel_default(seed)),
-        Some("codel") => Ok(AnyQdisc::codel_default()),
-        Some("pie") => Ok(AnyQdisc::pie_default(seed)),
-        Some("pfifo") if words.len() == 1 => Ok(AnyQdisc::pfifo_default()),
-        Some("pfifo") => Ok(AnyQdisc::pfifo(num(1)?.min(u64::from(u32::MAX)) as u32)),
-        Some("bfifo") => Ok(AnyQdisc::bfifo(num(1)?)),
-        _ => err(format!("unknown qdisc {spec:?}")),
-    }
+    AnyQdisc::from_tc(spec, seed).or_else(|e| err(format!("qdisc {spec:?}: {e}")))
 }
 
 /// A scenario built into a simulator, with names resolved.
@@ -232,7 +179,8 @@ pub struct Built {
     pub nodes: HashMap<String, NodeId>,
     /// Link ids, in file order (a bidirectional entry gives forward then reverse).
     pub links: Vec<(String, LinkId)>,
-    /// Application ids, in file order, named `kind@node:port`.
+    /// Application ids, in file order, named by their `name` key or `kind@node:port` (a TCP
+    /// app contributes its receiver, then its sender).
     pub apps: Vec<(String, AppId)>,
 }
 
@@ -308,10 +256,14 @@ impl Scenario {
                     cfg = cfg.qdisc(parse_qdisc(q, qseed)?);
                 }
                 let id = sim.add_link(a, b, cfg);
-                links.push((
-                    format!("{}->{} ({d})", self.nodes[a].name, self.nodes[b].name),
-                    id,
-                ));
+                let name = match (&l.name, d) {
+                    (Some(n), "fwd") => n.clone(),
+                    (Some(n), _) => format!("{n} ({d})"),
+                    (None, _) => {
+                        format!("{}->{} ({d})", self.nodes[a].name, self.nodes[b].name)
+                    }
+                };
+                links.push((name, id));
             }
         }
         sim.compute_routes();
@@ -388,10 +340,11 @@ impl Scenario {
                     let dst_id = node(&self.nodes[dst_node].name)?;
                     let rx = crate::TcpReceiverApp::for_sender(&cfg);
                     let rx_id = sim.add_app(dst_id, a.port, start, Box::new(rx));
-                    apps.push((
-                        format!("tcp-rx@{}:{}", self.nodes[dst_node].name, a.port),
-                        rx_id,
-                    ));
+                    let rx_name = match &a.name {
+                        Some(n) => format!("{n} (acks)"),
+                        None => format!("tcp-rx@{}:{}", self.nodes[dst_node].name, a.port),
+                    };
+                    apps.push((rx_name, rx_id));
                     Box::new(crate::TcpSenderApp::new(cfg))
                 }
                 k => {
@@ -401,7 +354,11 @@ impl Scenario {
                 }
             };
             let id = sim.add_app(n, a.port, start, app);
-            apps.push((format!("{}@{}:{}", a.kind, a.node, a.port), id));
+            let name = a
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("{}@{}:{}", a.kind, a.node, a.port));
+            apps.push((name, id));
         }
         Ok(Built {
             sim,

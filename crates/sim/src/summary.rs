@@ -4,8 +4,53 @@
 
 use crate::metrics::{summarize, FlowMetrics, LatencySummary};
 use crate::sim::{AppId, LinkId, Sim};
-use qdisc::{Duration, Instant};
+use cake::AnyQdisc;
+use qdisc::{Duration, Instant, Qdisc};
 use serde::Serialize;
+use serde_json::{json, Value};
+
+/// Statistics of `q` as one element of `tc -j -s qdisc show`'s array, plus a `"link"` key with
+/// `link`.
+///
+/// CAKE prints exactly what [`cake::tc::stats_json`] prints (options, tins and all). Other
+/// qdiscs print the generic counters under tc's key names: `kind`, `bytes` and `packets`
+/// (dequeued), `drops` (all reasons), `overlimits`, `requeues` (always 0), `backlog` (bytes),
+/// `qlen` (packets), and `ecn_mark` (CE marks instead of drops).
+pub fn qdisc_json(q: &AnyQdisc, link: &str) -> Value {
+    let mut v = match q.as_cake() {
+        Some(c) => {
+            let cfg = c.config();
+            let text =
+                cake::tc::stats_json(cfg, &c.cake_stats(), cake::tc::QdiscHeader::for_config(cfg));
+            // stats_json prints a one-element array; fall back to the generic counters if it
+            // ever does not parse.
+            match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Array(mut a)) if a.len() == 1 => a.swap_remove(0),
+                _ => generic_qdisc_json(q),
+            }
+        }
+        None => generic_qdisc_json(q),
+    };
+    if let Value::Object(m) = &mut v {
+        m.insert("link".into(), json!(link));
+    }
+    v
+}
+
+fn generic_qdisc_json(q: &AnyQdisc) -> Value {
+    let s = q.stats();
+    json!({
+        "kind": q.kind(),
+        "bytes": s.dequeued.bytes,
+        "packets": s.dequeued.packets,
+        "drops": s.dropped_total().packets,
+        "overlimits": s.overlimits,
+        "requeues": 0,
+        "backlog": s.backlog.bytes,
+        "qlen": s.backlog.packets,
+        "ecn_mark": s.ecn_marks,
+    })
+}
 
 /// Latency figures in milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -146,7 +191,7 @@ impl FlowSummary {
 impl RunSummary {
     /// Collects the named flows and links of `sim` after a run that ended at `sim.now()`;
     /// goodput is measured over `[from, sim.now())`. Unknown ids are skipped. `qdiscs` is
-    /// filled for every named link that has a qdisc.
+    /// filled for every named link that has a qdisc, in `links` order ([`qdisc_json`]).
     pub fn collect(
         sim: &Sim,
         name: &str,
@@ -182,12 +227,77 @@ impl RunSummary {
                     })
                 })
                 .collect(),
-            qdiscs: Vec::new(),
+            qdiscs: links
+                .iter()
+                .filter_map(|(id, n)| Some(qdisc_json(sim.qdisc(*id)?, n)))
+                .collect(),
         }
     }
 
     /// The flow named `name`.
     pub fn flow(&self, name: &str) -> Option<&FlowSummary> {
         self.flows.iter().find(|f| f.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LinkConfig, UdpSource};
+
+    #[test]
+    fn collect_reports_each_qdisc_once_in_link_order_with_tc_keys_and_the_link_name() {
+        let a_ip = "10.0.0.1".parse().expect("ip");
+        let b_ip = "10.0.0.2".parse().expect("ip");
+        let mut s = Sim::new(1);
+        let a = s.add_node(&[a_ip]);
+        let b = s.add_node(&[b_ip]);
+        let d = Duration::from_millis(5);
+        let fwd = s.add_link(
+            a,
+            b,
+            LinkConfig::fixed(1_250_000, d)
+                .buffer(Some(2), None)
+                .qdisc(AnyQdisc::pfifo(20)),
+        );
+        let plain = s.add_link(b, a, LinkConfig::fixed(1_250_000, d));
+        let cake = s.add_link(
+            a,
+            b,
+            LinkConfig::fixed(1_250_000, d).qdisc(AnyQdisc::cake_default(1)),
+        );
+        s.compute_routes();
+        let app = s.add_app(
+            a,
+            9,
+            Instant::ZERO,
+            Box::new(UdpSource::greedy(a_ip, b_ip, 9, 2_500_000)),
+        );
+        s.run_until(Instant::from_secs(1));
+        let r = RunSummary::collect(
+            &s,
+            "t",
+            &[(app, "flood".into())],
+            &[
+                (fwd, "fwd".into()),
+                (plain, "plain".into()),
+                (cake, "cake".into()),
+            ],
+            Instant::ZERO,
+        );
+        assert_eq!(r.links.len(), 3);
+        assert_eq!(r.qdiscs.len(), 2, "the plain link has no qdisc");
+        let q = &r.qdiscs[0];
+        assert_eq!(q["link"], "fwd");
+        assert_eq!(q["kind"], "pfifo");
+        // 2x overload into a 20-packet FIFO: tail drops.
+        assert!(q["drops"].as_u64().unwrap_or(0) > 100, "{q}");
+        assert!(q["packets"].as_u64().unwrap_or(0) > 500, "{q}");
+        for k in ["bytes", "overlimits", "requeues", "backlog", "qlen"] {
+            assert!(q[k].is_u64(), "{k} missing: {q}");
+        }
+        assert_eq!(r.qdiscs[1]["link"], "cake");
+        assert_eq!(r.qdiscs[1]["kind"], "cake");
+        assert!(r.qdiscs[1]["tins"].is_array(), "{}", r.qdiscs[1]);
     }
 }

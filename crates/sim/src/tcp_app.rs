@@ -11,6 +11,8 @@ use tcpmodel::{SenderConfig, TcpReceiver, TcpSender};
 pub struct TcpSenderApp {
     sender: Option<TcpSender>,
     cfg: SenderConfig,
+    stop: Option<Instant>,
+    stopped: bool,
 }
 
 /// The receiving side of one TCP flow; [`TcpReceiverApp::delivered`] is the flow's goodput in
@@ -23,7 +25,36 @@ pub struct TcpReceiverApp {
 impl TcpSenderApp {
     /// A sender for `cfg`; the connection starts (established) at the app's start time.
     pub fn new(cfg: SenderConfig) -> Self {
-        TcpSenderApp { sender: None, cfg }
+        TcpSenderApp {
+            sender: None,
+            cfg,
+            stop: None,
+            stopped: false,
+        }
+    }
+
+    /// Aborts the connection at `stop` (like killing the sending application): from then on
+    /// the sender sends nothing more (no new data, no retransmissions) and ignores ACKs.
+    /// Segments already sent still travel to the receiver. A stop at or before the start
+    /// time means the flow never sends.
+    #[must_use]
+    pub fn until(mut self, stop: Instant) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// Whether the flow was stopped by [`Self::until`].
+    pub fn stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Applies the stop time; returns true when the flow is (now) stopped.
+    fn check_stop(&mut self, now: Instant, out: &mut Outbox) -> bool {
+        if !self.stopped && self.stop.is_some_and(|s| now >= s) {
+            self.stopped = true;
+            out.cancel_timer();
+        }
+        self.stopped
     }
 
     /// The sender, once started.
@@ -38,26 +69,39 @@ impl TcpSenderApp {
         while let Some(p) = s.poll_transmit(now) {
             out.send(p);
         }
-        match s.poll_timeout() {
-            Some(t) => out.set_timer(t),
-            None => out.cancel_timer(),
+        // The stop time shares the single timer with the sender's own timers.
+        match (s.poll_timeout(), self.stop) {
+            (Some(t), Some(stop)) => out.set_timer(t.min(stop)),
+            (Some(t), None) => out.set_timer(t),
+            (None, Some(stop)) => out.set_timer(stop),
+            (None, None) => out.cancel_timer(),
         }
     }
 }
 
 impl Application for TcpSenderApp {
     fn start(&mut self, now: Instant, out: &mut Outbox) {
+        if self.check_stop(now, out) {
+            return;
+        }
         self.sender = Some(TcpSender::new(self.cfg.clone(), now));
         self.flush(now, out);
     }
     fn on_packet(&mut self, now: Instant, pkt: &Packet, out: &mut Outbox) {
+        if self.check_stop(now, out) {
+            return;
+        }
         if let Some(s) = self.sender.as_mut() {
             s.on_ack(now, pkt);
         }
         self.flush(now, out);
     }
     fn on_timer(&mut self, now: Instant, out: &mut Outbox) {
+        if self.check_stop(now, out) {
+            return;
+        }
         if let Some(s) = self.sender.as_mut() {
+            // Early calls (the timer fired for the stop time or a stale deadline) do nothing.
             s.on_timeout(now);
         }
         self.flush(now, out);

@@ -77,7 +77,7 @@ fn scenario_errors_name_the_problem() {
         .build(Path::new("."))
         .unwrap_err();
     assert!(e.0.contains("unknown node \"x\""), "{e}");
-    let bad_q = CAKE_DUMBBELL.replace("cake bandwidth 9500kbit besteffort", "sfq");
+    let bad_q = CAKE_DUMBBELL.replace("cake bandwidth 9500kbit besteffort", "wfq");
     let e = Scenario::parse(&bad_q)
         .unwrap()
         .build(Path::new("."))

@@ -1,0 +1,337 @@
+//! Plots of one simulator run ([`sim::RunSummary`]), each written as PNG and SVG with plotters:
+//! throughput per flow over time, latency per flow over time, the latency CDF per flow, and the
+//! flows' shares of the total goodput as a bar chart.
+//!
+//! Text is rendered with an embedded font (DejaVu Sans Mono, assets/), registered with
+//! plotters' `ab_glyph` backend, so PNGs need no system fonts or fontconfig.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use sim::RunSummary;
+use std::path::{Path, PathBuf};
+
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSansMono.ttf");
+const FAMILY: &str = "sans-serif";
+const SIZE: (u32, u32) = (1000, 600);
+/// At most this many points per flow in a CDF (keeps SVGs small).
+const CDF_POINTS: usize = 1000;
+
+/// The charts drawn for each run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chart {
+    /// Goodput of each flow per time bin.
+    Throughput,
+    /// Mean latency of each flow per time bin.
+    Latency,
+    /// Empirical CDF of each flow's latency samples.
+    LatencyCdf,
+    /// Each flow's share of the summed goodput.
+    Shares,
+}
+
+impl Chart {
+    /// Every chart, in file order.
+    pub const ALL: [Chart; 4] = [
+        Chart::Throughput,
+        Chart::Latency,
+        Chart::LatencyCdf,
+        Chart::Shares,
+    ];
+
+    /// File-name suffix (`throughput`, `latency`, `latency-cdf`, `shares`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Chart::Throughput => "throughput",
+            Chart::Latency => "latency",
+            Chart::LatencyCdf => "latency-cdf",
+            Chart::Shares => "shares",
+        }
+    }
+}
+
+/// A string safe as a file name: ASCII letters, digits, `-`, `_` and `.` kept, anything else
+/// becomes `_`; never empty.
+pub fn file_stem(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "run".to_string()
+    } else {
+        s
+    }
+}
+
+fn register_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // The font is a valid TTF compiled into the binary; if registration ever failed,
+        // plotters would report a font error when drawing text, which we return as an error.
+        let _ = plotters::style::register_font(FAMILY, FontStyle::Normal, FONT);
+    });
+}
+
+/// Writes every [`Chart`] of `run` into `dir` as `<stem>-<suffix>.png` and `.svg`; returns the
+/// paths written.
+pub fn write_all(run: &RunSummary, dir: &Path, stem: &str) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    for c in Chart::ALL {
+        out.extend(write_chart(run, c, dir, stem)?);
+    }
+    Ok(out)
+}
+
+/// Writes one chart as PNG and SVG; returns both paths.
+pub fn write_chart(
+    run: &RunSummary,
+    chart: Chart,
+    dir: &Path,
+    stem: &str,
+) -> Result<Vec<PathBuf>, String> {
+    register_font();
+    let png = dir.join(format!("{stem}-{}.png", chart.suffix()));
+    let svg = dir.join(format!("{stem}-{}.svg", chart.suffix()));
+    {
+        let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+        draw(run, chart, &root)?;
+        root.present()
+            .map_err(|e| format!("{}: {e}", png.display()))?;
+    }
+    {
+        let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+        draw(run, chart, &root)?;
+        root.present()
+            .map_err(|e| format!("{}: {e}", svg.display()))?;
+    }
+    Ok(vec![png, svg])
+}
+
+fn e2s<E: std::fmt::Display>(e: E) -> String {
+    format!("plot: {e}")
+}
+
+/// Upper axis bound: `max` with 5% headroom, at least `floor`.
+fn top(max: f64, floor: f64) -> f64 {
+    if max.is_finite() && max > 0.0 {
+        (max * 1.05).max(floor)
+    } else {
+        floor
+    }
+}
+
+fn draw<DB: DrawingBackend>(
+    run: &RunSummary,
+    chart: Chart,
+    root: &DrawingArea<DB, Shift>,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(e2s)?;
+    let title = format!("{}: {}", run.name, chart.suffix());
+    let caption = (FAMILY, 22).into_font();
+    let dur = run.duration_s.max(run.bin_s).max(1e-9);
+    match chart {
+        Chart::Throughput | Chart::Latency => {
+            let throughput = chart == Chart::Throughput;
+            // Per flow: (x, y) points; latency bins without deliveries split the line.
+            let series: Vec<Vec<Vec<(f64, f64)>>> = run
+                .flows
+                .iter()
+                .map(|f| {
+                    let mut segs: Vec<Vec<(f64, f64)>> = vec![Vec::new()];
+                    if throughput {
+                        for (i, v) in f.series.goodput_bps.iter().enumerate() {
+                            segs[0].push((i as f64 * run.bin_s, v / 1e6));
+                        }
+                    } else {
+                        for (i, v) in f.series.latency_ms.iter().enumerate() {
+                            match v {
+                                Some(ms) => {
+                                    if let Some(s) = segs.last_mut() {
+                                        s.push((i as f64 * run.bin_s, *ms));
+                                    }
+                                }
+                                None => segs.push(Vec::new()),
+                            }
+                        }
+                    }
+                    segs
+                })
+                .collect();
+            let ymax = series
+                .iter()
+                .flatten()
+                .flatten()
+                .map(|p| p.1)
+                .fold(0.0, f64::max);
+            let mut c = ChartBuilder::on(root)
+                .caption(title, caption)
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..dur, 0.0..top(ymax, 1.0))
+                .map_err(e2s)?;
+            c.configure_mesh()
+                .x_desc("time (s)")
+                .y_desc(if throughput {
+                    "goodput (Mbit/s)"
+                } else {
+                    "latency (ms)"
+                })
+                .label_style((FAMILY, 14))
+                .draw()
+                .map_err(e2s)?;
+            for (i, (f, segs)) in run.flows.iter().zip(&series).enumerate() {
+                let color = Palette99::pick(i).to_rgba();
+                let mut first = true;
+                for seg in segs.iter().filter(|s| !s.is_empty()) {
+                    let a = c
+                        .draw_series(LineSeries::new(seg.iter().copied(), color.stroke_width(2)))
+                        .map_err(e2s)?;
+                    if first {
+                        a.label(f.name.clone()).legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                        });
+                        first = false;
+                    }
+                }
+            }
+            legend(&mut c)?;
+        }
+        Chart::LatencyCdf => {
+            let cdfs: Vec<Vec<(f64, f64)>> = run
+                .flows
+                .iter()
+                .map(|f| {
+                    let mut s = f.latency_samples_ms.clone();
+                    s.sort_unstable_by(f64::total_cmp);
+                    let n = s.len();
+                    let step = n.div_ceil(CDF_POINTS).max(1);
+                    let mut pts: Vec<(f64, f64)> = (0..n)
+                        .step_by(step)
+                        .map(|i| (s[i], (i + 1) as f64 / n as f64))
+                        .collect();
+                    if let Some(&last) = s.last() {
+                        pts.push((last, 1.0));
+                    }
+                    pts
+                })
+                .collect();
+            let xmax = cdfs.iter().flatten().map(|p| p.0).fold(0.0, f64::max);
+            let mut c = ChartBuilder::on(root)
+                .caption(title, caption)
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..top(xmax, 1.0), 0.0..1.0)
+                .map_err(e2s)?;
+            c.configure_mesh()
+                .x_desc("latency (ms)")
+                .y_desc("fraction of packets")
+                .label_style((FAMILY, 14))
+                .draw()
+                .map_err(e2s)?;
+            for (i, (f, pts)) in run.flows.iter().zip(&cdfs).enumerate() {
+                if pts.is_empty() {
+                    continue;
+                }
+                let color = Palette99::pick(i).to_rgba();
+                c.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                    .map_err(e2s)?
+                    .label(f.name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    });
+            }
+            legend(&mut c)?;
+        }
+        Chart::Shares => {
+            let total: f64 = run.flows.iter().map(|f| f.goodput_bps).sum();
+            let shares: Vec<f64> = run
+                .flows
+                .iter()
+                .map(|f| {
+                    if total > 0.0 {
+                        f.goodput_bps / total
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            let n = run.flows.len().max(1) as u32;
+            let names: Vec<String> = run.flows.iter().map(|f| f.name.clone()).collect();
+            let mut c = ChartBuilder::on(root)
+                .caption(title, caption)
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d((0u32..n).into_segmented(), 0.0..1.0)
+                .map_err(e2s)?;
+            c.configure_mesh()
+                .disable_x_mesh()
+                .x_desc("flow")
+                .y_desc("share of total goodput")
+                .x_labels(n as usize)
+                .x_label_formatter(&|v| match v {
+                    SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                        names.get(*i as usize).cloned().unwrap_or_default()
+                    }
+                    SegmentValue::Last => String::new(),
+                })
+                .label_style((FAMILY, 12))
+                .draw()
+                .map_err(e2s)?;
+            c.draw_series(shares.iter().enumerate().map(|(i, &s)| {
+                let i = i as u32;
+                let color = Palette99::pick(i as usize).to_rgba();
+                let mut r = Rectangle::new(
+                    [
+                        (SegmentValue::Exact(i), 0.0),
+                        (SegmentValue::Exact(i + 1), s),
+                    ],
+                    color.filled(),
+                );
+                r.set_margin(0, 0, 8, 8);
+                r
+            }))
+            .map_err(e2s)?;
+        }
+    }
+    Ok(())
+}
+
+fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
+    c: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .label_font((FAMILY, 13))
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(e2s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_stem_replaces_unsafe_characters() {
+        assert_eq!(file_stem("r->b (fwd)"), "r-_b__fwd_");
+        assert_eq!(file_stem(""), "run");
+        assert_eq!(file_stem("A1.cake"), "A1.cake");
+    }
+}

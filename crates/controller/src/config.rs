@@ -1,0 +1,183 @@
+//! Parameters shared by every algorithm, with documented defaults and bounds checks.
+
+use crate::baseline::BaselineParams;
+use crate::reflectors::ReflectorParams;
+use crate::safety::SafetyParams;
+use crate::{mbit, PerDir};
+use std::fmt;
+
+/// An option outside its accepted range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The option's name, as in the config file (`min.down`, `aimd.beta`, ...).
+    pub option: &'static str,
+    /// The rejected value, printed.
+    pub value: String,
+    /// What is accepted.
+    pub accepted: &'static str,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} = {} is out of range (accepted: {})",
+            self.option, self.value, self.accepted
+        )
+    }
+}
+impl std::error::Error for ConfigError {}
+
+/// Fails with a [`ConfigError`] for `option` unless `ok`.
+pub(crate) fn check(
+    ok: bool,
+    option: &'static str,
+    value: impl fmt::Debug,
+    accepted: &'static str,
+) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError {
+            option,
+            value: format!("{value:?}"),
+            accepted,
+        })
+    }
+}
+
+/// Checks that `v` is finite and in `[lo, hi]`.
+pub(crate) fn check_f(
+    v: f64,
+    lo: f64,
+    hi: f64,
+    option: &'static str,
+    accepted: &'static str,
+) -> Result<(), ConfigError> {
+    check(v.is_finite() && v >= lo && v <= hi, option, v, accepted)
+}
+
+/// The rate limits and signal-processing parameters every controller uses. Rates are bytes per
+/// second per direction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Lowest rate ever set. Default 5 / 5 Mbit/s (cake-autorate's minimum). Must be > 0.
+    pub min: PerDir<u64>,
+    /// Rate at start and the rate lightly loaded links drift to. Default 20 / 20 Mbit/s.
+    /// Must lie in `[min, max]`.
+    pub base: PerDir<u64>,
+    /// Highest rate ever set. Default 80 / 35 Mbit/s (cake-autorate's maxima). Must be
+    /// `>= min`.
+    pub max: PerDir<u64>,
+    /// The rate used when the controller has no usable signal. Default = `min` (what
+    /// cake-autorate and sqm-autorate do on a stall). Must lie in `[min, max]`.
+    pub safe: PerDir<u64>,
+    /// Reflector pool parameters.
+    pub reflectors: ReflectorParams,
+    /// Baseline (clock offset and drift) parameters.
+    pub baseline: BaselineParams,
+    /// Safety rules.
+    pub safety: SafetyParams,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            min: PerDir::both(mbit(5.0)),
+            base: PerDir::both(mbit(20.0)),
+            max: PerDir::new(mbit(80.0), mbit(35.0)),
+            safe: PerDir::both(mbit(5.0)),
+            reflectors: ReflectorParams::default(),
+            baseline: BaselineParams::default(),
+            safety: SafetyParams::default(),
+        }
+    }
+}
+
+impl Config {
+    /// A configuration for the range `[min, max]` per direction: `base` is the midpoint and
+    /// `safe` is `min`; everything else at its default.
+    pub fn with_range(min: PerDir<u64>, max: PerDir<u64>) -> Self {
+        Config {
+            min,
+            base: PerDir::new(min.down / 2 + max.down / 2, min.up / 2 + max.up / 2),
+            max,
+            safe: min,
+            ..Config::default()
+        }
+    }
+
+    /// Checks every option; the error names the first bad one and its accepted range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        const RATE: &str = "1 ..= 2^40 bytes/s";
+        for (name, v) in [("min.down", self.min.down), ("min.up", self.min.up)] {
+            check((1..=1 << 40).contains(&v), name, v, RATE)?;
+        }
+        check(
+            self.max.down >= self.min.down && self.max.down <= 1 << 40,
+            "max.down",
+            self.max.down,
+            "min.down ..= 2^40 bytes/s",
+        )?;
+        check(
+            self.max.up >= self.min.up && self.max.up <= 1 << 40,
+            "max.up",
+            self.max.up,
+            "min.up ..= 2^40 bytes/s",
+        )?;
+        check(
+            (self.min.down..=self.max.down).contains(&self.base.down),
+            "base.down",
+            self.base.down,
+            "min.down ..= max.down",
+        )?;
+        check(
+            (self.min.up..=self.max.up).contains(&self.base.up),
+            "base.up",
+            self.base.up,
+            "min.up ..= max.up",
+        )?;
+        check(
+            (self.min.down..=self.max.down).contains(&self.safe.down),
+            "safe.down",
+            self.safe.down,
+            "min.down ..= max.down",
+        )?;
+        check(
+            (self.min.up..=self.max.up).contains(&self.safe.up),
+            "safe.up",
+            self.safe.up,
+            "min.up ..= max.up",
+        )?;
+        self.reflectors.validate()?;
+        self.baseline.validate()?;
+        self.safety.validate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        assert_eq!(Config::default().validate(), Ok(()));
+    }
+
+    #[test]
+    fn validate_names_the_bad_option_and_range() {
+        let mut c = Config::default();
+        c.base.up = c.max.up + 1;
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.option, "base.up");
+        assert_eq!(e.accepted, "min.up ..= max.up");
+        let mut c = Config::default();
+        c.min.down = 0;
+        assert_eq!(c.validate().unwrap_err().option, "min.down");
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("min.down = 0"));
+    }
+}

@@ -1,0 +1,315 @@
+//! Sans-IO bandwidth controllers for CAKE on variable-rate links.
+//!
+//! A controller is fed timestamped [`Sample`]s (one-way delay or RTT per reflector, achieved
+//! throughput, CAKE's statistics, optionally the radio's queue metrics and capacity estimate)
+//! through [`Controller::on_sample`], and returns a [`Decision`] (a shaper rate per
+//! [`Direction`] and the [`Reason`] for it) from [`Controller::poll`]. [`Controller::next_wakeup`]
+//! says when `poll` must be called next. Nothing here reads a clock, touches a socket or draws
+//! entropy: time comes from the caller as [`qdisc::Instant`], and the one randomised algorithm
+//! (sqm-autorate) uses a seeded generator.
+//!
+//! Layout (mechanism apart from policy):
+//! - [`baseline`]: per-reflector, per-direction baseline tracking that cancels clock offset and
+//!   drift between hosts (windowed minimum plus a robust drift slope).
+//! - [`reflectors`]: the reflector pool: liveness (lost, late, reordered probes), outlier
+//!   rejection across reflectors (median of per-reflector deltas), dead / lying reflectors and
+//!   replacement hooks.
+//! - [`safety`]: the rules every algorithm's output passes through: `[min, max]` clamps, stall
+//!   detection moving to a configured safe rate with a reason, and a rate-of-change limit.
+//! - One module per algorithm ([`Law`] implementations): [`aimd`] (PURPLE-AIMD),
+//!   [`queue_metrics`] (PURPLE with radio metrics, BLUE-like), [`cake_autorate`],
+//!   [`sqm_autorate`] and [`purple`] (our design).
+//! - [`engine`]: [`Engine`], which glues the signal front end, one law and the safety rules into
+//!   a [`Controller`].
+//!
+//! All rates are in **bytes per second** (what [`qdisc::Qdisc::set_rate`] takes); [`mbit`]
+//! converts from Mbit/s.
+//!
+//! ```
+//! use controller::{mbit, Controller, Direction, Engine, Purple, Sample, ReflectorId, Config};
+//! use qdisc::{Duration, Instant};
+//! let mut c = Engine::new(Config::default(), Purple::default()).unwrap();
+//! let t = Instant::from_millis(100);
+//! c.on_sample(t, &Sample::Owd { reflector: ReflectorId(1), dir: Direction::Down,
+//!     sent: Instant::from_millis(90), owd_ns: 10_000_000 });
+//! let d = c.poll(t);
+//! assert!(d.rate.down >= Config::default().min.down && d.rate.down <= mbit(80.0));
+//! assert!(c.next_wakeup() > t);
+//! ```
+#![deny(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod aimd;
+pub mod baseline;
+pub mod cake_autorate;
+pub mod config;
+pub mod engine;
+pub mod purple;
+pub mod queue_metrics;
+pub mod reflectors;
+pub mod safety;
+pub mod sqm_autorate;
+
+pub use aimd::{Aimd, AimdParams};
+pub use baseline::{Baseline, BaselineParams};
+pub use cake_autorate::{CakeAutorate, CakeAutorateParams};
+pub use config::{Config, ConfigError};
+pub use engine::{DirSignals, Engine, Law, Needs, RadioView, Step};
+pub use purple::{Purple, PurpleParams};
+pub use queue_metrics::{QueueMetrics, QueueMetricsParams};
+pub use reflectors::{Health, Pool, ReflectorParams};
+pub use safety::SafetyParams;
+pub use sqm_autorate::{SqmAutorate, SqmAutorateParams};
+
+pub use qdisc::{Duration, Instant};
+
+use std::fmt;
+use std::ops::{Index, IndexMut};
+
+/// Bytes per second of `m` Mbit/s (rounded down; negative or NaN gives 0).
+pub fn mbit(m: f64) -> u64 {
+    let b = m * 1e6 / 8.0;
+    if b.is_finite() && b > 0.0 {
+        b as u64
+    } else {
+        0
+    }
+}
+
+/// A traffic direction as seen from the shaping box.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Direction {
+    /// Towards the user (download, ingress shaping).
+    Down,
+    /// Away from the user (upload, egress shaping).
+    Up,
+}
+
+impl Direction {
+    /// Both directions, download first.
+    pub const ALL: [Direction; 2] = [Direction::Down, Direction::Up];
+
+    /// `"down"` or `"up"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Down => "down",
+            Direction::Up => "up",
+        }
+    }
+}
+
+/// One value per direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PerDir<T> {
+    /// Download.
+    pub down: T,
+    /// Upload.
+    pub up: T,
+}
+
+impl<T> PerDir<T> {
+    /// `down` and `up`.
+    pub const fn new(down: T, up: T) -> Self {
+        PerDir { down, up }
+    }
+}
+
+impl<T: Clone> PerDir<T> {
+    /// The same value for both directions.
+    pub fn both(v: T) -> Self {
+        PerDir {
+            down: v.clone(),
+            up: v,
+        }
+    }
+}
+
+impl<T> Index<Direction> for PerDir<T> {
+    type Output = T;
+    fn index(&self, d: Direction) -> &T {
+        match d {
+            Direction::Down => &self.down,
+            Direction::Up => &self.up,
+        }
+    }
+}
+impl<T> IndexMut<Direction> for PerDir<T> {
+    fn index_mut(&mut self, d: Direction) -> &mut T {
+        match d {
+            Direction::Down => &mut self.down,
+            Direction::Up => &mut self.up,
+        }
+    }
+}
+
+/// A reflector (a host that answers our probes), named by the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReflectorId(pub u16);
+
+/// A measurement, fed to [`Controller::on_sample`] at the instant it was made (`now`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Sample {
+    /// A one-way delay: `owd_ns` = remote (or local) receive timestamp minus send timestamp, in
+    /// nanoseconds, of a probe sent at local time `sent`. The two clocks may differ by any
+    /// offset and drift slowly (the baseline cancels both); ICMP timestamps give 1 ms
+    /// resolution and wrap at midnight (a jump of about ±24 h is undone). For
+    /// [`Direction::Up`] it is the reflector's receive time minus our send time; for
+    /// [`Direction::Down`] our receive time (`now`) minus the reflector's transmit time.
+    Owd {
+        /// Who answered.
+        reflector: ReflectorId,
+        /// Which path the delay was measured on.
+        dir: Direction,
+        /// When the probe left (local clock): orders probes, detects reordering and age.
+        sent: Instant,
+        /// Receive minus send time, clocks of two hosts (may be negative).
+        owd_ns: i64,
+    },
+    /// A round-trip time, for reflectors that answer no timestamp requests: half of it is
+    /// counted for each direction.
+    Rtt {
+        /// Who answered.
+        reflector: ReflectorId,
+        /// When the probe left (local clock).
+        sent: Instant,
+        /// The round trip.
+        rtt: Duration,
+    },
+    /// The probe sent at `sent` to `reflector` is considered lost (no reply within the prober's
+    /// timeout).
+    ProbeLost {
+        /// Who did not answer.
+        reflector: ReflectorId,
+        /// When the probe left.
+        sent: Instant,
+    },
+    /// Achieved throughput in `dir` over the last measurement interval, bytes per second.
+    Throughput {
+        /// Direction.
+        dir: Direction,
+        /// Bytes per second delivered.
+        bps: u64,
+    },
+    /// CAKE's own statistics for the shaper of `dir`.
+    CakeStats {
+        /// Direction.
+        dir: Direction,
+        /// Bytes queued in CAKE now.
+        backlog_bytes: u64,
+        /// Packets dropped so far (cumulative counter).
+        drops: u64,
+        /// Packets ECN-marked so far (cumulative counter).
+        ecn_marks: u64,
+    },
+    /// The radio's (bottleneck's) queue metrics for `dir`, where the firmware exposes them.
+    RadioQueue {
+        /// Direction.
+        dir: Direction,
+        /// Bytes queued in the radio now.
+        backlog_bytes: u64,
+        /// Packets queued in the radio now.
+        backlog_packets: u32,
+        /// Packets the radio dropped so far (cumulative counter).
+        drops: u64,
+        /// Recent queue sojourn time (mean over the radio's reporting interval).
+        sojourn: Duration,
+        /// The radio's own capacity estimate, bytes per second (often wrong; never trusted
+        /// blindly).
+        capacity_bps: Option<u64>,
+    },
+}
+
+/// Why a direction's rate is what it is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reason {
+    /// The initial rate, before the first control step.
+    Start,
+    /// No change was needed.
+    Hold,
+    /// Raised: delay low and the link loaded.
+    Increase,
+    /// Lowered because of the measured queueing delay (the delay is given).
+    Decrease {
+        /// The delay statistic that triggered it.
+        delay: Duration,
+    },
+    /// Lowered because the radio's queue metrics show congestion (BLUE-like probability).
+    Congested {
+        /// The marking probability.
+        p: f64,
+    },
+    /// Raised toward the radio's (sanity-checked) capacity while uncongested.
+    Recover,
+    /// Lightly loaded: drifting toward the base rate.
+    DriftToBase,
+    /// No usable signal: moved to the configured safe rate.
+    NoSignal {
+        /// Which signal is missing.
+        signal: Signal,
+        /// For how long it has been missing (or since start if it never came).
+        missing_for: Duration,
+    },
+    /// The algorithm asked for more than `max` or less than `min`: clamped.
+    Clamped,
+    /// The algorithm asked for a change that the rate-of-change limit holds back.
+    RateLimited,
+}
+
+/// A signal the controller depends on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// Delay measurements from at least `min_reflectors` healthy reflectors.
+    Delay,
+    /// The radio's queue metrics.
+    RadioQueue,
+    /// Achieved throughput.
+    Throughput,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::Start => f.write_str("start"),
+            Reason::Hold => f.write_str("hold"),
+            Reason::Increase => f.write_str("increase: delay low, link loaded"),
+            Reason::Decrease { delay } => write!(f, "decrease: delay {delay:?}"),
+            Reason::Congested { p } => write!(f, "decrease: radio congested (p = {p:.2})"),
+            Reason::Recover => f.write_str("increase: recovering toward radio capacity"),
+            Reason::DriftToBase => f.write_str("drift to base rate: lightly loaded"),
+            Reason::NoSignal {
+                signal,
+                missing_for,
+            } => write!(f, "safe rate: no {signal:?} signal for {missing_for:?}"),
+            Reason::Clamped => f.write_str("clamped to [min, max]"),
+            Reason::RateLimited => f.write_str("change held back by the rate-of-change limit"),
+        }
+    }
+}
+
+/// What the controller wants now.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    /// Shaper rate per direction, bytes per second; always within the configured `[min, max]`.
+    pub rate: PerDir<u64>,
+    /// Why, per direction.
+    pub reason: PerDir<Reason>,
+    /// Whether the rate changed at this poll (apply it to the shaper when true).
+    pub changed: PerDir<bool>,
+}
+
+/// A bandwidth controller. Sans-IO: it never reads a clock; `now` must not go backwards between
+/// calls (an earlier `now` is treated as the latest seen).
+pub trait Controller: fmt::Debug {
+    /// Feeds one measurement made at `now`. Bounded work (O(reflectors)); never panics on any
+    /// input.
+    fn on_sample(&mut self, now: Instant, sample: &Sample);
+    /// Runs the control step if it is due (`now >= next_wakeup()`) and returns the current
+    /// decision; calling early returns the current rates with `changed` false.
+    #[must_use]
+    fn poll(&mut self, now: Instant) -> Decision;
+    /// When [`Controller::poll`] must be called next.
+    #[must_use]
+    fn next_wakeup(&self) -> Instant;
+    /// The algorithm's short name (`"purple"`, `"purple-aimd"`, ...).
+    fn name(&self) -> &'static str;
+}

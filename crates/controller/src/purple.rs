@@ -1,0 +1,215 @@
+//! PURPLE, our design: delay-targeting control that uses every signal it has to decide *how far*
+//! to move, not just *which way*.
+//!
+//! The idea, per direction, every 50 ms:
+//! 1. **Delay** = the pool's consensus one-way queueing delay (median over reflectors, baseline
+//!    corrected); where the radio reports its queue sojourn that counts too (the larger of the
+//!    two), so PURPLE works with probes, radio metrics, or both.
+//! 2. **Who is the bottleneck?** CAKE's backlog answers it. A backlog in CAKE means our shaper is
+//!    the narrowest point and the queue is one CAKE manages well; an empty CAKE with a high delay
+//!    means the radio (or something past it) is narrower than our rate and its dumb buffer is
+//!    filling.
+//! 3. **Cut to what the link delivers.** When the delay exceeds `target` and the radio is the
+//!    bottleneck, the achieved throughput *is* the link's capacity right now, so the new rate is
+//!    `throughput * (1 - excess / drain_time)` (clamped to [0.5, 0.95] of it): below capacity by
+//!    enough to drain the radio's queue within `drain_time`. One step reaches the new capacity
+//!    however far it fell, where AIMD needs many 10 % steps. Without a throughput reading it cuts
+//!    by `beta`. A further cut waits `decrease_holdoff` and only comes if the delay is not
+//!    already falling.
+//! 4. **Grow only with evidence of demand** (CAKE backlog, or load >= `loaded`), in proportion
+//!    to the delay headroom: `gain * (1 - delay / target)` per step. Fast while below the rate
+//!    where the last cut happened (the remembered ceiling), slow (`probe_gain`) near or above it,
+//!    fast again once the ceiling is `ceiling_memory` old (the capacity may have returned).
+//! 5. The radio's capacity estimate, when given, is sanity-checked against what was achieved
+//!    (an estimate below the achieved throughput is ignored) and only caps increases.
+//!
+//! Holding steady when idle keeps the last estimate; the safety rules add bounds, the stall
+//! fallback and the rate-of-change limit.
+
+use crate::config::{check, check_f, Config, ConfigError};
+use crate::engine::{DirSignals, Law, Needs, Step};
+use crate::{Direction, Duration, Instant, PerDir, Reason};
+
+/// PURPLE's parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PurpleParams {
+    /// Control interval. Default 50 ms. Accepted 10 ms ..= 5 s.
+    pub interval: Duration,
+    /// Target queueing delay. Default 5 ms. Accepted 1 ms ..= 1 s.
+    pub target: Duration,
+    /// Time in which a cut should drain the radio's queue. Default 500 ms. Accepted
+    /// 50 ms ..= 10 s.
+    pub drain_time: Duration,
+    /// Cut when no throughput is known. Default 0.1. Accepted 0.01 ..= 0.5.
+    pub beta: f64,
+    /// Least time between cuts. Default 200 ms. Accepted 0 ..= 10 s.
+    pub decrease_holdoff: Duration,
+    /// Growth per step at zero delay, below the ceiling. Default 0.04. Accepted 0 ..= 1.
+    pub gain: f64,
+    /// Growth per step at zero delay, near the ceiling. Default 0.004. Accepted 0 ..= gain.
+    pub probe_gain: f64,
+    /// How long the ceiling is remembered. Default 5 s. Accepted 0 ..= 10 min.
+    pub ceiling_memory: Duration,
+    /// CAKE backlog (bytes) that shows our shaper is the bottleneck. Default 3000. Accepted
+    /// 1 ..= 2^32.
+    pub cake_busy_bytes: u64,
+    /// Load at which the link counts as loaded. Default 0.9. Accepted 0 ..= 1.
+    pub loaded: f64,
+}
+
+impl Default for PurpleParams {
+    fn default() -> Self {
+        PurpleParams {
+            interval: Duration::from_millis(50),
+            target: Duration::from_millis(5),
+            drain_time: Duration::from_millis(500),
+            beta: 0.1,
+            decrease_holdoff: Duration::from_millis(200),
+            gain: 0.04,
+            probe_gain: 0.004,
+            ceiling_memory: Duration::from_secs(5),
+            cake_busy_bytes: 3000,
+            loaded: 0.9,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct St {
+    last_cut: Option<Instant>,
+    delay_at_cut: Duration,
+    ceiling: Option<(Instant, u64)>,
+}
+
+/// PURPLE. See the module documentation.
+#[derive(Clone, Debug, Default)]
+pub struct Purple {
+    /// Parameters.
+    pub p: PurpleParams,
+    st: PerDir<St>,
+}
+
+impl Purple {
+    /// With parameters `p`.
+    pub fn new(p: PurpleParams) -> Self {
+        Purple {
+            p,
+            st: PerDir::default(),
+        }
+    }
+}
+
+impl Law for Purple {
+    fn name(&self) -> &'static str {
+        "purple"
+    }
+    fn interval(&self) -> Duration {
+        self.p.interval
+    }
+    fn needs(&self) -> Needs {
+        Needs::DelayOrRadio
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        let p = &self.p;
+        let ms = Duration::from_millis;
+        check(
+            (ms(10)..=ms(5000)).contains(&p.interval),
+            "purple.interval",
+            p.interval,
+            "10 ms ..= 5 s",
+        )?;
+        check(
+            (ms(1)..=ms(1000)).contains(&p.target),
+            "purple.target",
+            p.target,
+            "1 ms ..= 1 s",
+        )?;
+        check(
+            (ms(50)..=ms(10_000)).contains(&p.drain_time),
+            "purple.drain_time",
+            p.drain_time,
+            "50 ms ..= 10 s",
+        )?;
+        check_f(p.beta, 0.01, 0.5, "purple.beta", "0.01 ..= 0.5")?;
+        check(
+            p.decrease_holdoff <= ms(10_000),
+            "purple.decrease_holdoff",
+            p.decrease_holdoff,
+            "0 ..= 10 s",
+        )?;
+        check_f(p.gain, 0.0, 1.0, "purple.gain", "0 ..= 1")?;
+        check_f(p.probe_gain, 0.0, p.gain, "purple.probe_gain", "0 ..= gain")?;
+        check(
+            p.ceiling_memory <= ms(600_000),
+            "purple.ceiling_memory",
+            p.ceiling_memory,
+            "0 ..= 10 min",
+        )?;
+        check(
+            (1..=1 << 32).contains(&p.cake_busy_bytes),
+            "purple.cake_busy_bytes",
+            p.cake_busy_bytes,
+            "1 ..= 2^32",
+        )?;
+        check_f(p.loaded, 0.0, 1.0, "purple.loaded", "0 ..= 1")
+    }
+    fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, _cfg: &Config) -> Step {
+        let p = self.p;
+        let st = &mut self.st[dir];
+        let sojourn = sig.radio.map(|r| r.sojourn);
+        let delay = match (sig.delay, sojourn) {
+            (Some(a), Some(b)) => a.max(b),
+            (a, b) => a.or(b).unwrap_or(Duration::ZERO),
+        };
+        let cur = sig.current as f64;
+        let load = sig.load.unwrap_or(0.0);
+        let cake_busy = sig.cake_backlog.is_some_and(|b| b >= p.cake_busy_bytes);
+        if delay > p.target {
+            let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
+            let draining = since_cut.is_some_and(|d| d < p.drain_time)
+                && u128::from(delay.as_nanos()) * 10 < u128::from(st.delay_at_cut.as_nanos()) * 9;
+            if since_cut.is_some_and(|d| d < p.decrease_holdoff) || draining {
+                return Step {
+                    rate: sig.current,
+                    reason: Reason::Hold,
+                };
+            }
+            let excess = (delay - p.target).as_secs_f64();
+            let rate = match sig.throughput {
+                Some(t) if !cake_busy && t > 0 => {
+                    let f = (1.0 - excess / p.drain_time.as_secs_f64()).clamp(0.5, 0.95);
+                    (t as f64 * f).min(cur * (1.0 - p.beta / 2.0))
+                }
+                _ => cur * (1.0 - p.beta * (excess / p.target.as_secs_f64()).min(1.0)),
+            };
+            st.last_cut = Some(now);
+            st.delay_at_cut = delay;
+            st.ceiling = Some((now, sig.current));
+            return Step {
+                rate: rate as u64,
+                reason: Reason::Decrease { delay },
+            };
+        }
+        let demand = cake_busy || load >= p.loaded;
+        if !demand {
+            return Step {
+                rate: sig.current,
+                reason: Reason::Hold,
+            };
+        }
+        let headroom = 1.0 - delay.as_secs_f64() / p.target.as_secs_f64();
+        let near = st.ceiling.is_some_and(|(t, c)| {
+            now.saturating_duration_since(t) < p.ceiling_memory && cur >= 0.9 * c as f64
+        });
+        let g = if near { p.probe_gain } else { p.gain };
+        let mut rate = cur * (1.0 + g * headroom) + 1.0;
+        if let Some(c) = sig.radio.and_then(|r| r.capacity_bps) {
+            let sane = c.max(sig.throughput.unwrap_or(0)) as f64;
+            rate = rate.min(sane.max(cur));
+        }
+        Step {
+            rate: rate as u64,
+            reason: Reason::Increase,
+        }
+    }
+}
