@@ -113,6 +113,7 @@ fn bridge_process_answers_ctl_and_exits_cleanly_on_sigterm() {
             "--ctl",
             &sock,
         ])
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let pid = child.id();
