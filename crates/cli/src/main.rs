@@ -1,8 +1,10 @@
 //! `purple`: the command-line front end.
 
 mod bench;
+mod bridge;
 mod builtin;
 mod cake_config;
+mod ctl;
 mod demo;
 mod flent;
 mod plots;
@@ -56,6 +58,42 @@ enum Command {
     /// Run a scenario in the simulator (a TOML file or a built-in name; see docs/scenarios.md),
     /// or `purple sim report` to run the published experiments.
     Sim(SimArgs),
+    /// Forward every frame between IF_A (LAN) and IF_B (WAN) through one qdisc per direction,
+    /// until SIGINT/SIGTERM.
+    Bridge {
+        /// LAN-side interface.
+        if_a: String,
+        /// WAN-side interface.
+        if_b: String,
+        /// Qdisc for IF_A -> IF_B in tc syntax, e.g. "cake bandwidth 20Mbit nat".
+        #[arg(long, default_value = "pfifo")]
+        egress: String,
+        /// Qdisc for IF_B -> IF_A in tc syntax, e.g. "cake bandwidth 100Mbit ingress".
+        #[arg(long, default_value = "pfifo")]
+        ingress: String,
+        /// Bridge name (control socket /run/purple/NAME.sock).
+        #[arg(long, default_value = "purple")]
+        name: String,
+        /// Control socket path (overrides --name).
+        #[arg(long)]
+        ctl: Option<std::path::PathBuf>,
+        /// Run the forwarding loop under SCHED_FIFO at this priority (1-99) so the shaper's
+        /// timing holds on a busy machine.
+        #[arg(long)]
+        rt_priority: Option<i32>,
+    },
+    /// Control a running bridge: `stats [--json]` or `set-bandwidth egress|ingress RATE`.
+    Ctl {
+        /// Bridge name.
+        #[arg(long, default_value = "purple")]
+        name: String,
+        /// Control socket path (overrides --name).
+        #[arg(long)]
+        ctl: Option<std::path::PathBuf>,
+        /// The command.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+        command: Vec<String>,
+    },
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -207,6 +245,27 @@ fn main() {
                 }
             }
         }
+        Command::Bridge {
+            if_a,
+            if_b,
+            egress,
+            ingress,
+            name,
+            ctl,
+            rt_priority,
+        } => {
+            if let Err(e) = bridge::run(if_a, if_b, egress, ingress, name, ctl, rt_priority) {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        }
+        Command::Ctl { name, ctl, command } => match ctl::run(&name, ctl, &command) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        },
         Command::Bench(BenchCommand::Engine {
             json,
             seconds,

@@ -1,0 +1,790 @@
+//! The bridge: two packet sockets, two qdiscs, one event loop.
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use cake::tc::{stats_json, stats_text, QdiscHeader};
+use cake::AnyQdisc;
+use qdisc::{Dequeue, Dropped, Instant, Packet, PacketMeta, Qdisc, QdiscStats};
+use serde_json::{json, Value};
+
+use crate::ctl::{Command, Direction};
+use crate::sys::{self, Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
+use crate::vnet::VnetHdr;
+
+/// Receive slot size: the largest GRO super-packet (64 KiB) plus Ethernet/VLAN headers.
+const RX_BUF: usize = 65_536 + 256;
+/// Frames up to this size are copied out of the receive slot into a pooled small buffer.
+const SMALL: usize = 2_048;
+/// Pooled buffers kept at most (beyond that, freed).
+const MAX_BIG: usize = 512;
+const MAX_SMALL: usize = 8_192;
+/// Kernel socket buffer size requested for each packet socket.
+const SOCK_BUF: usize = 8 << 20;
+/// The loop spins (instead of sleeping) this close to the shaper's next release time.
+const SPIN_NS: u64 = 25_000;
+/// Receive batches per socket per loop iteration, and transmit batches per direction.
+const BUDGET: usize = 8;
+
+const TOK_A: u64 = 0;
+const TOK_B: u64 = 1;
+const TOK_TIMER: u64 = 2;
+const TOK_CTL: u64 = 3;
+const TOK_STOP: u64 = 4;
+const TOK_SIG: u64 = 5;
+
+/// What to build.
+#[derive(Clone, Debug)]
+pub struct BridgeConfig {
+    /// The LAN-side interface.
+    pub if_a: String,
+    /// The WAN-side interface.
+    pub if_b: String,
+    /// The egress (A to B) qdisc in tc syntax, e.g. `cake bandwidth 20Mbit nat`.
+    pub egress: String,
+    /// The ingress (B to A) qdisc in tc syntax.
+    pub ingress: String,
+    /// The bridge's name (prefixes error messages).
+    pub name: String,
+    /// Where to listen for control commands (`None`: no control socket). The socket is created
+    /// with mode 0600 (its directory, when created, 0700) and removed when the bridge is dropped.
+    pub ctl_path: Option<PathBuf>,
+    /// Seed for the qdiscs' randomness.
+    pub seed: u64,
+}
+
+/// Errors from building or running a bridge.
+#[derive(Debug)]
+pub enum Error {
+    /// A qdisc specification did not parse.
+    Qdisc(String),
+    /// A system call failed; `what` says which step.
+    Io {
+        /// The step.
+        what: String,
+        /// The error.
+        err: io::Error,
+    },
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Qdisc(e) => write!(f, "{e}"),
+            Error::Io { what, err } => write!(f, "{what}: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let what = what.into();
+    move |err| Error::Io { what, err }
+}
+
+/// Per-direction dataplane counters. Invariants: `rx_packets == offered + bypassed + truncated`,
+/// and `tx_packets + tx_errors + pending == qdisc dequeued packets + bypassed`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirStats {
+    /// Frames received from the input interface.
+    pub rx_packets: u64,
+    /// Their bytes (Ethernet header on, virtio-net header off).
+    pub rx_bytes: u64,
+    /// Frames handed to the qdisc.
+    pub offered: u64,
+    /// Frames forwarded unchanged without queueing because their virtio-net header had a GSO
+    /// type we cannot express, or they were shorter than an Ethernet header.
+    pub bypassed: u64,
+    /// Frames longer than a receive slot (cut by the kernel), dropped.
+    pub truncated: u64,
+    /// Frames the kernel took for sending on the output interface.
+    pub tx_packets: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Frames the kernel refused to send (dropped).
+    pub tx_errors: u64,
+    /// Frames dequeued but not yet taken by the kernel (send buffer full).
+    pub pending: u64,
+    /// Frames the kernel dropped on the input socket's receive queue (we were too slow).
+    pub kernel_drops: u64,
+    /// Times the loop dequeued at a release time the shaper had asked for.
+    pub shaper_wakeups: u64,
+    /// Total nanoseconds those dequeues came after the asked-for time.
+    pub shaper_late_ns: u64,
+    /// The largest such delay, in nanoseconds.
+    pub shaper_late_max_ns: u64,
+}
+
+/// A snapshot of both directions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BridgeStats {
+    /// A to B.
+    pub egress: DirStats,
+    /// B to A.
+    pub ingress: DirStats,
+    /// The egress qdisc's counters.
+    pub egress_qdisc: QdiscStats,
+    /// The ingress qdisc's counters.
+    pub ingress_qdisc: QdiscStats,
+}
+
+/// A handle that stops a running [`Bridge`] from any thread.
+#[derive(Clone, Debug)]
+pub struct Stopper(Arc<EventFd>);
+
+impl Stopper {
+    /// Asks the bridge to stop; [`Bridge::run`] returns soon after.
+    pub fn stop(&self) {
+        self.0.signal();
+    }
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    big: Vec<Vec<u8>>,
+    small: Vec<Vec<u8>>,
+}
+
+impl Pool {
+    fn big(&mut self) -> Vec<u8> {
+        self.big.pop().unwrap_or_else(|| Vec::with_capacity(RX_BUF))
+    }
+    fn small(&mut self) -> Vec<u8> {
+        self.small
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(SMALL))
+    }
+    fn put(&mut self, mut v: Vec<u8>) {
+        v.clear();
+        if v.capacity() >= RX_BUF {
+            if self.big.len() < MAX_BIG {
+                self.big.push(v);
+            }
+        } else if v.capacity() >= SMALL && self.small.len() < MAX_SMALL {
+            self.small.push(v);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Dir {
+    dir: Direction,
+    qdisc: AnyQdisc,
+    /// Socket index (0 = A, 1 = B) frames leave on.
+    tx: usize,
+    pending: Vec<Packet>,
+    pending_hdrs: Vec<[u8; VNET_HDR_LEN]>,
+    sent: usize,
+    /// Monotonic ns at which the qdisc wants `dequeue` again.
+    next: Option<u64>,
+    /// The release time from the qdisc's last `NotBefore`, until it is served.
+    shaper_deadline: Option<u64>,
+    stats: DirStats,
+    last_tx_error: Option<String>,
+}
+
+impl Dir {
+    /// The counters, with `pending` as of now.
+    fn snapshot(&self) -> DirStats {
+        DirStats {
+            pending: (self.pending.len() - self.sent) as u64,
+            ..self.stats
+        }
+    }
+}
+
+#[derive(Debug)]
+struct RxSlots {
+    hdrs: [[u8; VNET_HDR_LEN]; MAX_BATCH],
+    bufs: Vec<Vec<u8>>,
+    trunc: [bool; MAX_BATCH],
+}
+
+/// A running-or-ready bridge between two interfaces.
+#[derive(Debug)]
+pub struct Bridge {
+    cfg: BridgeConfig,
+    socks: [PacketSocket; 2],
+    /// dirs[0] = egress (rx A, tx B), dirs[1] = ingress (rx B, tx A).
+    dirs: [Dir; 2],
+    epoll: Epoll,
+    timer: TimerFd,
+    stop: Arc<EventFd>,
+    signals: Option<SignalFd>,
+    ctl: Option<UnixListener>,
+    rx: RxSlots,
+    pool: Pool,
+    drops: Vec<Dropped>,
+    interest: [u32; 2],
+    /// The absolute time the timerfd is armed for (0: not armed).
+    armed_at: u64,
+}
+
+fn now_ns() -> u64 {
+    sys::monotonic_ns()
+}
+
+/// True when a qdisc asked to be dequeued at or before now.
+fn due(next: Option<u64>) -> bool {
+    match next {
+        Some(t) => t <= now_ns(),
+        None => false,
+    }
+}
+
+impl Bridge {
+    /// Parses the qdiscs, opens both interfaces (promiscuous, virtio-net headers) and the control
+    /// socket. Nothing is forwarded until [`run`](Self::run).
+    pub fn new(cfg: BridgeConfig) -> Result<Bridge, Error> {
+        let q = |spec: &str, seed: u64| {
+            AnyQdisc::from_tc(spec, seed)
+                .map_err(|e| Error::Qdisc(format!("bridge {}: qdisc {spec:?}: {e}", cfg.name)))
+        };
+        if cfg.if_a == cfg.if_b {
+            return Err(Error::Io {
+                what: format!("bridge {}", cfg.name),
+                err: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the two interfaces must differ",
+                ),
+            });
+        }
+        let egress = q(&cfg.egress, cfg.seed)?;
+        let ingress = q(&cfg.ingress, cfg.seed.wrapping_add(1))?;
+        let a = PacketSocket::open(&cfg.if_a, SOCK_BUF)
+            .map_err(io_err(format!("open {}", cfg.if_a)))?;
+        let b = PacketSocket::open(&cfg.if_b, SOCK_BUF)
+            .map_err(io_err(format!("open {}", cfg.if_b)))?;
+        let epoll = Epoll::new().map_err(io_err("epoll"))?;
+        let timer = TimerFd::new().map_err(io_err("timerfd"))?;
+        let stop = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
+        let add = |fd, tok| {
+            epoll
+                .add(fd, sys::READABLE, tok)
+                .map_err(io_err("epoll_ctl"))
+        };
+        add(a.raw_fd(), TOK_A)?;
+        add(b.raw_fd(), TOK_B)?;
+        add(timer.raw_fd(), TOK_TIMER)?;
+        add(stop.raw_fd(), TOK_STOP)?;
+        let ctl = match &cfg.ctl_path {
+            Some(p) => {
+                let l = open_ctl(p)?;
+                add(l.as_raw_fd(), TOK_CTL)?;
+                Some(l)
+            }
+            None => None,
+        };
+        let dir = |d, qdisc, tx| Dir {
+            dir: d,
+            qdisc,
+            tx,
+            pending: Vec::with_capacity(MAX_BATCH * BUDGET),
+            pending_hdrs: Vec::with_capacity(MAX_BATCH * BUDGET),
+            sent: 0,
+            next: None,
+            shaper_deadline: None,
+            stats: DirStats::default(),
+            last_tx_error: None,
+        };
+        Ok(Bridge {
+            socks: [a, b],
+            dirs: [
+                dir(Direction::Egress, egress, 1),
+                dir(Direction::Ingress, ingress, 0),
+            ],
+            epoll,
+            timer,
+            stop,
+            signals: None,
+            ctl,
+            rx: RxSlots {
+                hdrs: [[0; VNET_HDR_LEN]; MAX_BATCH],
+                bufs: (0..MAX_BATCH).map(|_| Vec::with_capacity(RX_BUF)).collect(),
+                trunc: [false; MAX_BATCH],
+            },
+            pool: Pool::default(),
+            drops: Vec::with_capacity(64),
+            interest: [sys::READABLE; 2],
+            armed_at: 0,
+            cfg,
+        })
+    }
+
+    /// A handle to stop [`run`](Self::run) from another thread.
+    pub fn stopper(&self) -> Stopper {
+        Stopper(Arc::clone(&self.stop))
+    }
+
+    /// Makes SIGINT and SIGTERM stop the bridge cleanly. Blocks both signals in the calling
+    /// thread, so call it before spawning threads that should inherit that.
+    pub fn stop_on_signals(&mut self) -> Result<(), Error> {
+        let s = SignalFd::termination().map_err(io_err("signalfd"))?;
+        self.epoll
+            .add(s.raw_fd(), sys::READABLE, TOK_SIG)
+            .map_err(io_err("epoll_ctl"))?;
+        self.signals = Some(s);
+        Ok(())
+    }
+
+    /// Counters of both directions.
+    pub fn stats(&self) -> BridgeStats {
+        BridgeStats {
+            egress: self.dirs[0].snapshot(),
+            ingress: self.dirs[1].snapshot(),
+            egress_qdisc: self.dirs[0].qdisc.stats(),
+            ingress_qdisc: self.dirs[1].qdisc.stats(),
+        }
+    }
+
+    /// Forwards frames until stopped (a [`Stopper`], or a signal after
+    /// [`stop_on_signals`](Self::stop_on_signals)). Packets still queued at that point are
+    /// discarded. Errors only for failures of the event machinery itself; send and receive
+    /// problems on single frames are counted instead.
+    pub fn run(&mut self) -> Result<(), Error> {
+        sys::tight_timer_slack();
+        let mut ready = Vec::with_capacity(16);
+        loop {
+            let timeout = self.arm_timer()?;
+            self.epoll
+                .wait(&mut ready, timeout)
+                .map_err(io_err("epoll_wait"))?;
+            for &t in &ready {
+                match t {
+                    TOK_STOP | TOK_SIG => {
+                        self.stop.clear();
+                        self.refresh_kernel_drops();
+                        return Ok(());
+                    }
+                    TOK_TIMER => {
+                        self.timer.clear();
+                        self.armed_at = 0;
+                    }
+                    TOK_CTL => self.serve_ctl(),
+                    _ => {}
+                }
+            }
+            for s in 0..2 {
+                self.receive(s)?;
+            }
+            for d in 0..2 {
+                self.transmit(d);
+            }
+            self.update_interest()?;
+        }
+    }
+
+    /// Arms the timer for the earliest shaper deadline; returns the epoll timeout (0 = spin).
+    fn arm_timer(&mut self) -> Result<i32, Error> {
+        let deadline = self
+            .dirs
+            .iter()
+            .filter(|d| d.pending.is_empty())
+            .filter_map(|d| d.next)
+            .min();
+        let Some(at) = deadline else {
+            return Ok(-1);
+        };
+        let now = now_ns();
+        if at <= now.saturating_add(SPIN_NS) {
+            return Ok(0);
+        }
+        let wake = at - SPIN_NS;
+        if wake != self.armed_at {
+            self.timer
+                .set_abs(wake)
+                .map_err(io_err("timerfd_settime"))?;
+            self.armed_at = wake;
+        }
+        Ok(-1)
+    }
+
+    fn receive(&mut self, s: usize) -> Result<(), Error> {
+        // Socket A feeds egress (dirs[0]), socket B ingress (dirs[1]).
+        let d = &mut self.dirs[s];
+        for _ in 0..BUDGET {
+            let n = match self.socks[s].recv_batch(
+                &mut self.rx.hdrs,
+                &mut self.rx.bufs,
+                &mut self.rx.trunc,
+            ) {
+                Ok(n) => n,
+                Err(e) if e.raw_os_error() == Some(libc::ENETDOWN) => 0,
+                Err(e) => return Err(io_err("recvmmsg")(e)),
+            };
+            if n == 0 {
+                break;
+            }
+            let now = Instant::from_nanos(now_ns());
+            for k in 0..n {
+                let len = self.rx.bufs[k].len();
+                d.stats.rx_packets += 1;
+                d.stats.rx_bytes += len as u64;
+                if self.rx.trunc[k] {
+                    d.stats.truncated += 1;
+                    self.rx.bufs[k].clear();
+                    continue;
+                }
+                let h = VnetHdr::decode(&self.rx.hdrs[k]);
+                let data = if len <= SMALL {
+                    let mut v = self.pool.small();
+                    v.extend_from_slice(&self.rx.bufs[k]);
+                    self.rx.bufs[k].clear();
+                    v
+                } else {
+                    let fresh = self.pool.big();
+                    std::mem::replace(&mut self.rx.bufs[k], fresh)
+                };
+                let gso = match h.gso() {
+                    Ok(g) if len >= 14 => g,
+                    _ => {
+                        // Forward unchanged, unqueued, with the header as received.
+                        d.stats.bypassed += 1;
+                        let mut out = h;
+                        out.flags &= crate::vnet::F_NEEDS_CSUM;
+                        d.pending_hdrs.push(out.encode());
+                        d.pending.push(Packet::new(data));
+                        continue;
+                    }
+                };
+                let pkt = Packet {
+                    data,
+                    meta: PacketMeta {
+                        gso,
+                        tag: h.to_tag(),
+                        ..PacketMeta::default()
+                    },
+                };
+                d.stats.offered += 1;
+                d.qdisc.enqueue(now, pkt, &mut self.drops);
+                for dr in self.drops.drain(..) {
+                    self.pool.put(dr.packet.data);
+                }
+            }
+            // The qdisc may now release earlier than it said before.
+            d.next = Some(now.as_nanos());
+            if n < MAX_BATCH {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn transmit(&mut self, i: usize) {
+        let d = &mut self.dirs[i];
+        let sock = &self.socks[d.tx];
+        for _ in 0..BUDGET {
+            if d.pending.len() == d.sent {
+                if !due(d.next) && d.pending.is_empty() {
+                    return;
+                }
+                // Fill a batch from the qdisc.
+                let now = Instant::from_nanos(now_ns());
+                if let Some(t) = d.shaper_deadline.take() {
+                    if t <= now.as_nanos() {
+                        let late = now.as_nanos() - t;
+                        d.stats.shaper_wakeups += 1;
+                        d.stats.shaper_late_ns += late;
+                        d.stats.shaper_late_max_ns = d.stats.shaper_late_max_ns.max(late);
+                    } else {
+                        d.shaper_deadline = Some(t);
+                    }
+                }
+                d.next = None;
+                while d.pending.len() < MAX_BATCH {
+                    match d.qdisc.dequeue(now, &mut self.drops) {
+                        Dequeue::Packet(p) => {
+                            let h = VnetHdr::for_send(p.meta.tag, p.meta.gso.is_some());
+                            d.pending_hdrs.push(h.encode());
+                            d.pending.push(p);
+                        }
+                        Dequeue::NotBefore(t) => {
+                            d.next = Some(t.as_nanos());
+                            d.shaper_deadline = Some(t.as_nanos());
+                            break;
+                        }
+                        Dequeue::Empty => break,
+                    }
+                }
+                for dr in self.drops.drain(..) {
+                    self.pool.put(dr.packet.data);
+                }
+                if d.pending.len() == MAX_BATCH && d.next.is_none() {
+                    // Possibly more ready: come back at once.
+                    d.next = Some(now.as_nanos());
+                }
+            }
+            // Flush.
+            while d.sent < d.pending.len() {
+                let start = d.sent;
+                let n = (d.pending.len() - start).min(MAX_BATCH);
+                let (hdrs, pkts) = (&d.pending_hdrs, &d.pending);
+                match sock.send_batch(n, |k| (&hdrs[start + k], &pkts[start + k].data)) {
+                    Ok(0) => break,
+                    Ok(m) => {
+                        for p in &d.pending[start..start + m] {
+                            d.stats.tx_packets += 1;
+                            d.stats.tx_bytes += p.data.len() as u64;
+                        }
+                        d.sent += m;
+                    }
+                    Err(e) => {
+                        d.stats.tx_errors += 1;
+                        d.last_tx_error = Some(e.to_string());
+                        d.sent += 1;
+                    }
+                }
+            }
+            if d.sent < d.pending.len() {
+                // Send buffer full: wait for EPOLLOUT.
+                return;
+            }
+            for p in d.pending.drain(..) {
+                self.pool.put(p.data);
+            }
+            d.pending_hdrs.clear();
+            d.sent = 0;
+            if !due(d.next) {
+                return;
+            }
+        }
+    }
+
+    fn update_interest(&mut self) -> Result<(), Error> {
+        for s in 0..2 {
+            // Socket s is the output of the direction whose tx == s.
+            let blocked = self
+                .dirs
+                .iter()
+                .any(|d| d.tx == s && d.sent < d.pending.len());
+            let want = sys::READABLE | if blocked { sys::WRITABLE } else { 0 };
+            if want != self.interest[s] {
+                self.epoll
+                    .modify(self.socks[s].raw_fd(), want, s as u64)
+                    .map_err(io_err("epoll_ctl"))?;
+                self.interest[s] = want;
+            }
+        }
+        Ok(())
+    }
+
+    fn refresh_kernel_drops(&mut self) {
+        for s in 0..2 {
+            if let Ok(n) = self.socks[s].take_kernel_drops() {
+                self.dirs[s].stats.kernel_drops += n;
+            }
+        }
+    }
+
+    fn serve_ctl(&mut self) {
+        loop {
+            let accepted = match &self.ctl {
+                Some(l) => l.accept(),
+                None => return,
+            };
+            match accepted {
+                Ok((stream, _)) => self.serve_one(stream),
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Answers one control connection. The client is root on this machine and sends its line at
+    /// once; a slow or silent one is cut off after 50 ms so forwarding is not held up longer.
+    fn serve_one(&mut self, mut s: UnixStream) {
+        let t = Some(StdDuration::from_millis(50));
+        if s.set_nonblocking(false).is_err()
+            || s.set_read_timeout(t).is_err()
+            || s.set_write_timeout(Some(StdDuration::from_secs(1)))
+                .is_err()
+        {
+            return;
+        }
+        let mut buf = [0u8; 512];
+        let mut len = 0;
+        while len < buf.len() && !buf[..len].contains(&b'\n') {
+            match s.read(&mut buf[len..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => len += n,
+            }
+        }
+        let line = String::from_utf8_lossy(&buf[..len]);
+        let line = line.lines().next().unwrap_or("");
+        let answer = match Command::parse(line) {
+            Err(e) => format!("error: {e}\n"),
+            Ok(Command::Stats { json }) => {
+                self.refresh_kernel_drops();
+                if json {
+                    self.stats_json()
+                } else {
+                    self.stats_text()
+                }
+            }
+            Ok(Command::SetBandwidth { dir, rate }) => {
+                let d = &mut self.dirs[match dir {
+                    Direction::Egress => 0,
+                    Direction::Ingress => 1,
+                }];
+                match d.qdisc.set_rate(rate) {
+                    Ok(()) => {
+                        // Re-evaluate the release time under the new rate.
+                        d.next = Some(now_ns());
+                        let r = rate.map_or("unlimited".to_string(), qdisc::tc_units::format_rate);
+                        format!("{} bandwidth {r}\n", dir.name())
+                    }
+                    Err(e) => format!("error: {} qdisc {}: {e}\n", dir.name(), d.qdisc.kind()),
+                }
+            }
+        };
+        let _ = s.write_all(answer.as_bytes());
+    }
+
+    fn dev(&self, d: &Dir) -> &str {
+        if d.tx == 0 {
+            &self.cfg.if_a
+        } else {
+            &self.cfg.if_b
+        }
+    }
+
+    /// `tc -s qdisc show`-style text for both directions, each followed by a dataplane line.
+    pub fn stats_text(&self) -> String {
+        let mut out = String::new();
+        for d in &self.dirs {
+            let dev = self.dev(d);
+            match d.qdisc.as_cake() {
+                Some(c) => {
+                    let mut cfg = c.config().clone();
+                    cfg.rate_bps = c.rate();
+                    let t = stats_text(&cfg, &c.cake_stats(), QdiscHeader::for_config(&cfg));
+                    out.push_str(&t.replacen(" root ", &format!(" dev {dev} root "), 1));
+                }
+                None => {
+                    let q = d.qdisc.stats();
+                    out.push_str(&format!(
+                        "qdisc {} 0: dev {dev} root refcnt 2\n Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)\n backlog {}b {}p requeues 0\n",
+                        d.qdisc.kind(),
+                        q.dequeued.bytes,
+                        q.dequeued.packets,
+                        q.dropped_total().packets,
+                        q.overlimits,
+                        q.backlog.bytes,
+                        q.backlog.packets
+                    ));
+                }
+            }
+            let s = &d.snapshot();
+            out.push_str(&format!(
+                " purple {}: rx {} pkt {} bytes, tx {} pkt {} bytes, bypassed {} truncated {} tx_errors {} kernel_drops {} pending {}, shaper wakeups {} late avg {}ns max {}ns\n",
+                d.dir.name(),
+                s.rx_packets,
+                s.rx_bytes,
+                s.tx_packets,
+                s.tx_bytes,
+                s.bypassed,
+                s.truncated,
+                s.tx_errors,
+                s.kernel_drops,
+                s.pending,
+                s.shaper_wakeups,
+                s.shaper_late_ns.checked_div(s.shaper_wakeups).unwrap_or(0),
+                s.shaper_late_max_ns
+            ));
+        }
+        out
+    }
+
+    /// `tc -j -s qdisc show`-style JSON: an array with one object per direction (egress first),
+    /// each with tc's keys plus `dev` and a `purple` object of dataplane counters.
+    pub fn stats_json(&self) -> String {
+        let mut arr = Vec::new();
+        for d in &self.dirs {
+            let mut obj = match d.qdisc.as_cake() {
+                Some(c) => {
+                    let mut cfg = c.config().clone();
+                    cfg.rate_bps = c.rate();
+                    let t = stats_json(&cfg, &c.cake_stats(), QdiscHeader::for_config(&cfg));
+                    match serde_json::from_str::<Value>(&t) {
+                        Ok(Value::Array(mut v)) if !v.is_empty() => v.swap_remove(0),
+                        _ => json!({"kind": "cake"}),
+                    }
+                }
+                None => {
+                    let q = d.qdisc.stats();
+                    json!({
+                        "kind": d.qdisc.kind(), "handle": "0:", "root": true, "refcnt": 2,
+                        "bytes": q.dequeued.bytes, "packets": q.dequeued.packets,
+                        "drops": q.dropped_total().packets, "overlimits": q.overlimits,
+                        "requeues": 0, "backlog": q.backlog.bytes, "qlen": q.backlog.packets,
+                    })
+                }
+            };
+            let s = &d.snapshot();
+            if let Value::Object(m) = &mut obj {
+                m.insert("dev".into(), json!(self.dev(d)));
+                m.insert(
+                    "purple".into(),
+                    json!({
+                        "direction": d.dir.name(),
+                        "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
+                        "offered": s.offered, "bypassed": s.bypassed, "truncated": s.truncated,
+                        "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
+                        "tx_errors": s.tx_errors, "pending": s.pending,
+                        "kernel_drops": s.kernel_drops,
+                        "shaper_wakeups": s.shaper_wakeups,
+                        "shaper_late_ns": s.shaper_late_ns,
+                        "shaper_late_max_ns": s.shaper_late_max_ns,
+                        "last_tx_error": d.last_tx_error,
+                    }),
+                );
+            }
+            arr.push(obj);
+        }
+        let mut out = Value::Array(arr).to_string();
+        out.push('\n');
+        out
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        if let (Some(_), Some(p)) = (&self.ctl, &self.cfg.ctl_path) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Binds the control socket at `p` (mode 0600), creating its directory (0700) if needed and
+/// replacing a stale socket file, but refusing if a live bridge answers there.
+fn open_ctl(p: &std::path::Path) -> Result<UnixListener, Error> {
+    if let Some(dir) = p.parent() {
+        if !dir.as_os_str().is_empty() && !dir.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io_err(format!("create {}", dir.display())))?;
+        }
+    }
+    if p.exists() {
+        if UnixStream::connect(p).is_ok() {
+            return Err(Error::Io {
+                what: format!("control socket {}", p.display()),
+                err: io::Error::new(io::ErrorKind::AddrInUse, "a bridge is already listening"),
+            });
+        }
+        let _ = std::fs::remove_file(p);
+    }
+    let l = UnixListener::bind(p).map_err(io_err(format!("bind {}", p.display())))?;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))
+        .map_err(io_err(format!("chmod {}", p.display())))?;
+    l.set_nonblocking(true)
+        .map_err(io_err("control socket nonblocking"))?;
+    Ok(l)
+}

@@ -1,0 +1,133 @@
+//! The control protocol: one command line per connection to the bridge's Unix socket, answered
+//! with text and then end-of-stream. An answer starting with `error: ` is a failure.
+//!
+//! Commands: `stats`, `stats --json`, `set-bandwidth egress|ingress RATE` (tc rate syntax, or
+//! `unlimited`).
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Which direction of the bridge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the first interface (LAN) out of the second (WAN).
+    Egress,
+    /// From the second interface (WAN) out of the first (LAN).
+    Ingress,
+}
+
+impl Direction {
+    /// `egress` or `ingress`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Direction::Egress => "egress",
+            Direction::Ingress => "ingress",
+        }
+    }
+}
+
+/// A parsed control command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Print statistics (`json`: tc's JSON instead of text).
+    Stats {
+        /// JSON output.
+        json: bool,
+    },
+    /// Change one direction's shaped rate (bytes/s; `None` = unlimited).
+    SetBandwidth {
+        /// The direction.
+        dir: Direction,
+        /// The new rate in bytes per second.
+        rate: Option<u64>,
+    },
+}
+
+impl Command {
+    /// Parses one command line. Errors are human-readable.
+    pub fn parse(line: &str) -> Result<Command, String> {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["stats"] => Ok(Command::Stats { json: false }),
+            ["stats", "--json"] | ["stats", "-j"] => Ok(Command::Stats { json: true }),
+            ["set-bandwidth", d, r] => {
+                let dir = match *d {
+                    "egress" => Direction::Egress,
+                    "ingress" => Direction::Ingress,
+                    _ => return Err(format!("bad direction {d:?} (egress or ingress)")),
+                };
+                let rate = if *r == "unlimited" {
+                    None
+                } else {
+                    Some(
+                        qdisc::tc_units::parse_rate(r)
+                            .map_err(|e| format!("bad rate {r:?}: {e:?}"))?,
+                    )
+                };
+                Ok(Command::SetBandwidth { dir, rate })
+            }
+            _ => Err(format!(
+                "unknown command {line:?} (stats [--json] | set-bandwidth egress|ingress RATE)"
+            )),
+        }
+    }
+}
+
+/// The socket path for bridge `name`: `/run/purple/<name>.sock`.
+pub fn default_path(name: &str) -> PathBuf {
+    Path::new("/run/purple").join(format!("{name}.sock"))
+}
+
+/// Sends `command` to the bridge listening at `path` and returns its answer (`Err` for a
+/// connection failure or an `error: ` answer).
+pub fn request(path: &Path, command: &str) -> Result<String, String> {
+    let mut s = UnixStream::connect(path)
+        .map_err(|e| format!("cannot connect to {}: {e}", path.display()))?;
+    let io = |e: std::io::Error| format!("{}: {e}", path.display());
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(io)?;
+    s.write_all(command.trim_end().as_bytes()).map_err(io)?;
+    s.write_all(b"\n").map_err(io)?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).map_err(io)?;
+    match out.strip_prefix("error: ") {
+        Some(e) => Err(e.trim_end().to_string()),
+        None => Ok(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_parse_and_rates_are_bytes_per_second() {
+        assert_eq!(
+            Command::parse("stats\n"),
+            Ok(Command::Stats { json: false })
+        );
+        assert_eq!(
+            Command::parse("stats --json"),
+            Ok(Command::Stats { json: true })
+        );
+        assert_eq!(
+            Command::parse("set-bandwidth egress 30Mbit"),
+            Ok(Command::SetBandwidth {
+                dir: Direction::Egress,
+                rate: Some(3_750_000)
+            })
+        );
+        assert_eq!(
+            Command::parse("set-bandwidth ingress unlimited"),
+            Ok(Command::SetBandwidth {
+                dir: Direction::Ingress,
+                rate: None
+            })
+        );
+        assert!(Command::parse("set-bandwidth sideways 1Mbit").is_err());
+        assert!(Command::parse("set-bandwidth egress fast").is_err());
+        assert!(Command::parse("reboot").is_err());
+    }
+}

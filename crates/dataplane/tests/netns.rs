@@ -1,0 +1,472 @@
+//! End-to-end tests in network namespaces: client — bridge — server over veth pairs (offloads
+//! left on), the bridge running in a thread of the test that entered the middle namespace.
+//! Skipped (with a printed reason) when not root or when namespaces cannot be created.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use dataplane::{Bridge, BridgeConfig, BridgeStats, Stopper};
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn ns_path(name: &str) -> PathBuf {
+    PathBuf::from("/var/run/netns").join(name)
+}
+
+/// Three namespaces `<p>c`, `<p>b`, `<p>s` with veths c0—b0 and b1—s0; deleted on drop.
+struct Topo {
+    prefix: String,
+    bridge: Option<(Stopper, JoinHandle<BridgeStats>)>,
+}
+
+impl Topo {
+    fn c(&self) -> String {
+        format!("{}c", self.prefix)
+    }
+    fn b(&self) -> String {
+        format!("{}b", self.prefix)
+    }
+    fn s(&self) -> String {
+        format!("{}s", self.prefix)
+    }
+
+    /// Builds the topology, or returns why it cannot.
+    fn new() -> Result<Topo, String> {
+        // SAFETY-free root check: /proc/self/status Uid line.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let root = status
+            .lines()
+            .find(|l| l.starts_with("Uid:"))
+            .is_some_and(|l| l.split_whitespace().nth(1) == Some("0"));
+        if !root {
+            return Err("not root".into());
+        }
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let t = Topo {
+            prefix: format!("pt-{}-{n}", std::process::id()),
+            bridge: None,
+        };
+        let (c, b, s) = (t.c(), t.b(), t.s());
+        for ns in [&c, &b, &s] {
+            if !ip(&["netns", "add", ns]) {
+                return Err(format!("cannot create network namespace {ns}"));
+            }
+        }
+        let ok = ip(&[
+            "-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "b0", "netns", &b,
+        ]) && ip(&[
+            "-n", &b, "link", "add", "b1", "type", "veth", "peer", "name", "s0", "netns", &s,
+        ]) && ip(&["-n", &c, "addr", "add", "10.77.0.1/24", "dev", "c0"])
+            && ip(&["-n", &s, "addr", "add", "10.77.0.2/24", "dev", "s0"])
+            && [
+                (&c, "c0"),
+                (&c, "lo"),
+                (&b, "b0"),
+                (&b, "b1"),
+                (&b, "lo"),
+                (&s, "s0"),
+                (&s, "lo"),
+            ]
+            .iter()
+            .all(|(ns, dev)| ip(&["-n", ns, "link", "set", dev, "up"]));
+        if !ok {
+            return Err("cannot set up veth pairs".into());
+        }
+        Ok(t)
+    }
+
+    /// Starts the bridge b0 (LAN) — b1 (WAN) in the middle namespace.
+    fn start_bridge(&mut self, egress: &str, ingress: &str, ctl: Option<PathBuf>) {
+        let (tx, rx) = mpsc::channel();
+        let cfg = BridgeConfig {
+            if_a: "b0".into(),
+            if_b: "b1".into(),
+            egress: egress.into(),
+            ingress: ingress.into(),
+            name: self.prefix.clone(),
+            ctl_path: ctl,
+            seed: 7,
+        };
+        let path = ns_path(&self.b());
+        let h = thread::spawn(move || {
+            dataplane::sys::enter_netns(&path).expect("setns");
+            let mut br = Bridge::new(cfg).expect("bridge");
+            tx.send(br.stopper()).unwrap();
+            br.run().expect("run");
+            br.stats()
+        });
+        let stopper = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("bridge started");
+        self.bridge = Some((stopper, h));
+    }
+
+    fn stop_bridge(&mut self) -> BridgeStats {
+        let (s, h) = self.bridge.take().expect("bridge running");
+        s.stop();
+        h.join().expect("bridge thread")
+    }
+}
+
+impl Drop for Topo {
+    fn drop(&mut self) {
+        if let Some((s, h)) = self.bridge.take() {
+            s.stop();
+            let _ = h.join();
+        }
+        for ns in [self.c(), self.b(), self.s()] {
+            ip(&["netns", "del", &ns]);
+        }
+    }
+}
+
+macro_rules! topo_or_skip {
+    () => {
+        match Topo::new() {
+            Ok(t) => t,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        }
+    };
+}
+
+/// A TCP bulk transfer client (ns c) → server (ns s) for `secs`; `received` counts bytes at
+/// the server as they arrive.
+struct Transfer {
+    received: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Transfer {
+    fn start(t: &Topo, port: u16) -> Transfer {
+        let received = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (sp, rcv, st) = (ns_path(&t.s()), received.clone(), stop.clone());
+        let server = thread::spawn(move || {
+            dataplane::sys::enter_netns(&sp).expect("setns s");
+            let l = TcpListener::bind(("10.77.0.2", port)).expect("bind");
+            ready_tx.send(()).unwrap();
+            let (mut c, _) = l.accept().expect("accept");
+            c.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let mut buf = vec![0u8; 1 << 16];
+            while !st.load(Ordering::Relaxed) {
+                match c.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        rcv.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    Err(_) => continue,
+                }
+            }
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("server ready");
+        let (cp, st) = (ns_path(&t.c()), stop.clone());
+        let client = thread::spawn(move || {
+            dataplane::sys::enter_netns(&cp).expect("setns c");
+            let mut s = TcpStream::connect_timeout(
+                &(std::net::Ipv4Addr::new(10, 77, 0, 2), port).into(),
+                Duration::from_secs(3),
+            )
+            .expect("connect through the bridge");
+            s.set_write_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let buf = vec![0x5au8; 1 << 16];
+            while !st.load(Ordering::Relaxed) {
+                let _ = s.write(&buf);
+            }
+        });
+        Transfer {
+            received,
+            stop,
+            handles: vec![server, client],
+        }
+    }
+
+    /// Goodput in bit/s over the next `d`.
+    fn measure(&self, d: Duration) -> f64 {
+        let b0 = self.received.load(Ordering::Relaxed);
+        let t0 = dataplane::sys::monotonic_ns();
+        thread::sleep(d);
+        let b1 = self.received.load(Ordering::Relaxed);
+        let dt = (dataplane::sys::monotonic_ns() - t0) as f64 / 1e9;
+        (b1 - b0) as f64 * 8.0 / dt
+    }
+
+    fn finish(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.handles {
+            let _ = h.join();
+        }
+    }
+}
+
+fn ping(t: &Topo) -> bool {
+    Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &t.c(),
+            "ping",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "1",
+            "10.77.0.2",
+        ])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn assert_accounting(s: &BridgeStats) {
+    for (d, q) in [(&s.egress, &s.egress_qdisc), (&s.ingress, &s.ingress_qdisc)] {
+        assert_eq!(d.rx_packets, d.offered + d.bypassed + d.truncated, "{d:?}");
+        assert_eq!(
+            d.tx_packets + d.tx_errors + d.pending,
+            q.dequeued.packets + d.bypassed,
+            "{d:?} {q:?}"
+        );
+        assert!(q.is_balanced(), "{q:?}");
+        assert_eq!(d.tx_errors, 0, "{d:?}");
+    }
+}
+
+#[test]
+fn ping_and_unshaped_tcp_pass_through_the_bridge_with_offloads_on() {
+    let mut t = topo_or_skip!();
+    // Without the bridge nothing passes (b0 and b1 are not connected).
+    assert!(!ping(&t), "ping passed with no bridge running");
+    t.start_bridge("pfifo", "pfifo", None);
+    assert!(ping(&t), "ping through the bridge failed");
+    let x = Transfer::start(&t, 5001);
+    thread::sleep(Duration::from_millis(300));
+    let bps = x.measure(Duration::from_millis(1500));
+    x.finish();
+    let s = t.stop_bridge();
+    eprintln!(
+        "unshaped TCP goodput through the bridge: {:.2} Gbit/s; {s:?}",
+        bps / 1e9
+    );
+    assert!(bps > 200e6, "unshaped TCP only {bps:.0} bit/s");
+    assert!(s.egress.rx_packets > 0 && s.ingress.rx_packets > 0);
+    assert_accounting(&s);
+}
+
+#[test]
+fn cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live() {
+    let mut t = topo_or_skip!();
+    let ctl = std::env::temp_dir().join(format!("{}.sock", t.prefix));
+    t.start_bridge(
+        "cake bandwidth 20Mbit besteffort",
+        "cake bandwidth 100Mbit besteffort ingress",
+        Some(ctl.clone()),
+    );
+    let x = Transfer::start(&t, 5002);
+    thread::sleep(Duration::from_millis(1000));
+    let at20 = x.measure(Duration::from_millis(2000));
+    let answer = dataplane::ctl::request(&ctl, "set-bandwidth egress 40Mbit").expect("ctl");
+    assert_eq!(answer, "egress bandwidth 40Mbit\n");
+    thread::sleep(Duration::from_millis(500));
+    let at40 = x.measure(Duration::from_millis(2000));
+    let json = dataplane::ctl::request(&ctl, "stats --json").expect("stats");
+    let text = dataplane::ctl::request(&ctl, "stats").expect("stats");
+    x.finish();
+    let s = t.stop_bridge();
+    eprintln!(
+        "TCP goodput at 20Mbit: {:.2} Mbit/s, after set-bandwidth 40Mbit: {:.2} Mbit/s\n{text}",
+        at20 / 1e6,
+        at40 / 1e6
+    );
+    // Goodput is the shaped rate times payload/frame (1448/1514 = 0.956 with timestamps).
+    let ratio20 = at20 / 20e6;
+    let ratio40 = at40 / 40e6;
+    assert!(
+        (0.90..=1.0).contains(&ratio20),
+        "at 20Mbit: {at20:.0} bit/s"
+    );
+    assert!(
+        (0.90..=1.0).contains(&ratio40),
+        "at 40Mbit: {at40:.0} bit/s"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).expect("stats json");
+    assert_eq!(v[0]["kind"], "cake");
+    assert_eq!(v[0]["dev"], "b1");
+    assert_eq!(v[0]["options"]["bandwidth"], 5_000_000);
+    assert!(text.contains("qdisc cake 8001: dev b1 root"), "{text}");
+    assert!(!ctl.exists(), "control socket left behind");
+    assert_accounting(&s);
+    assert!(
+        s.egress_qdisc.dequeued.packets > s.egress.offered,
+        "no GSO splitting seen"
+    );
+}
+
+#[test]
+fn malformed_and_non_ip_frames_are_forwarded_unchanged() {
+    let mut t = topo_or_skip!();
+    t.start_bridge("cake bandwidth 50Mbit", "cake bandwidth 50Mbit", None);
+    // An IPv4 frame whose header is cut short, a frame with an unknown EtherType, and an IPv6
+    // frame claiming TCP with a truncated TCP header.
+    let mut frames: Vec<Vec<u8>> = Vec::new();
+    let mac = |f: &mut Vec<u8>, ethertype: u16| {
+        f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01]);
+        f.extend_from_slice(&ethertype.to_be_bytes());
+    };
+    let mut f = Vec::new();
+    mac(&mut f, 0x0800);
+    f.extend_from_slice(&[0x45, 0, 0, 200, 0xde, 0xad]);
+    frames.push(f);
+    let mut f = Vec::new();
+    mac(&mut f, 0x88b5);
+    f.extend((0..100u8).map(|i| i.wrapping_mul(37)));
+    frames.push(f);
+    let mut f = Vec::new();
+    mac(&mut f, 0x86dd);
+    f.extend_from_slice(&[0x60, 0, 0, 0, 0, 40, 6, 64]);
+    f.extend_from_slice(&[0xfd; 32]);
+    f.extend_from_slice(&[0xbe, 0xef, 0, 80]);
+    frames.push(f);
+
+    let (sp, want) = (ns_path(&t.s()), frames.clone());
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let rx = thread::spawn(move || {
+        dataplane::sys::enter_netns(&sp).unwrap();
+        let sock = dataplane::sys::PacketSocket::open("s0", 1 << 20).unwrap();
+        ready_tx.send(()).unwrap();
+        let mut hdrs = [[0u8; 10]; 8];
+        let mut bufs: Vec<Vec<u8>> = (0..8).map(|_| Vec::with_capacity(70_000)).collect();
+        let mut trunc = [false; 8];
+        let mut seen = vec![false; want.len()];
+        let end = dataplane::sys::monotonic_ns() + 3_000_000_000;
+        while dataplane::sys::monotonic_ns() < end && !seen.iter().all(|&s| s) {
+            let n = sock.recv_batch(&mut hdrs, &mut bufs, &mut trunc).unwrap();
+            for b in &bufs[..n] {
+                for (i, w) in want.iter().enumerate() {
+                    // veth pads short frames to 60 bytes.
+                    if b.len() >= w.len() && &b[..w.len()] == w.as_slice() {
+                        seen[i] = true;
+                    }
+                }
+            }
+            if n == 0 {
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
+        seen
+    });
+    ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let cp = ns_path(&t.c());
+    let tx = thread::spawn(move || {
+        dataplane::sys::enter_netns(&cp).unwrap();
+        let sock = dataplane::sys::PacketSocket::open("c0", 1 << 20).unwrap();
+        let hdr = [0u8; 10];
+        for f in &frames {
+            assert_eq!(sock.send_batch(1, |_| (&hdr, f.as_slice())).unwrap(), 1);
+        }
+    });
+    tx.join().unwrap();
+    let seen = rx.join().unwrap();
+    let s = t.stop_bridge();
+    assert_eq!(seen, vec![true; 3], "{s:?}");
+    assert_accounting(&s);
+}
+
+#[test]
+fn cake_no_split_gso_sends_super_packets_whole_and_still_shapes() {
+    let mut t = topo_or_skip!();
+    t.start_bridge(
+        "cake bandwidth 50Mbit besteffort no-split-gso",
+        "pfifo",
+        None,
+    );
+    let x = Transfer::start(&t, 5004);
+    thread::sleep(Duration::from_millis(800));
+    let bps = x.measure(Duration::from_millis(1500));
+    x.finish();
+    let s = t.stop_bridge();
+    eprintln!(
+        "no-split-gso at 50Mbit: {:.2} Mbit/s; {:?}",
+        bps / 1e6,
+        s.egress
+    );
+    // Nothing was split: one packet out per packet in, and some of them were super-packets
+    // (more bytes per packet than the 1514-byte MTU frame).
+    assert_eq!(s.egress_qdisc.enqueued.packets, s.egress.offered);
+    assert!(
+        s.egress.tx_bytes / s.egress.tx_packets.max(1) > 1514,
+        "{:?}",
+        s.egress
+    );
+    assert!((0.85..=1.0).contains(&(bps / 50e6)), "{bps:.0} bit/s");
+    assert_accounting(&s);
+}
+
+/// Measurement, not part of the default suite (about 12 s): the shaped wire rate against the
+/// configured rate from 10 to 300 Mbit/s, and how late the loop served the shaper's release
+/// times. Run with `cargo test -p purple-dataplane --test netns -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn shaped_wire_rate_stays_within_ten_percent_of_the_configured_rate() {
+    for rate in [10u64, 40, 100, 300] {
+        let mut t = topo_or_skip!();
+        let ctl = std::env::temp_dir().join(format!("{}.sock", t.prefix));
+        let egress = format!("cake bandwidth {rate}Mbit besteffort");
+        t.start_bridge(&egress, "pfifo", Some(ctl.clone()));
+        let x = Transfer::start(&t, 5003);
+        thread::sleep(Duration::from_millis(1000));
+        let tx = |c: &PathBuf| {
+            let answer = dataplane::ctl::request(c, "stats --json").unwrap();
+            let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+            let b = v[0]["purple"]["tx_bytes"].as_u64().unwrap();
+            (b, dataplane::sys::monotonic_ns())
+        };
+        let (b0, t0) = tx(&ctl);
+        let g = x.measure(Duration::from_millis(2000));
+        let (b1, t1) = tx(&ctl);
+        x.finish();
+        let s = t.stop_bridge();
+        let wire = (b1 - b0) as f64 * 8.0 / ((t1 - t0) as f64 / 1e9);
+        let r = rate as f64 * 1e6;
+        eprintln!(
+            "rate {rate}Mbit: goodput {:.2} Mbit/s ({:.3}), wire {:.2} Mbit/s ({:.3}), drops {}, \
+             shaper late avg {} ns max {} ns over {} wakeups",
+            g / 1e6,
+            g / r,
+            wire / 1e6,
+            wire / r,
+            s.egress_qdisc.dropped_total().packets,
+            s.egress.shaper_late_ns / s.egress.shaper_wakeups.max(1),
+            s.egress.shaper_late_max_ns,
+            s.egress.shaper_wakeups,
+        );
+        assert!(
+            (0.9..=1.01).contains(&(wire / r)),
+            "{rate}Mbit: wire {wire:.0}"
+        );
+        assert_accounting(&s);
+    }
+}
