@@ -104,7 +104,8 @@ enum Command {
 struct SimArgs {
     #[command(subcommand)]
     report: Option<SimCommand>,
-    /// Scenario: a TOML file, or the name of a built-in one (`purple sim --list`).
+    /// Scenario: a TOML file, the name of a built-in one, or an experiment id such as A2 or
+    /// B2 (`purple sim --list` shows them all).
     #[arg(required_unless_present = "list")]
     scenario: Option<String>,
     /// List the built-in scenarios and exit.
@@ -226,6 +227,19 @@ fn main() {
                     quiet,
                 }),
                 _ if args.list => Ok(sim_cmd::list()),
+                (None, Some(scenario))
+                    if !std::path::Path::new(&scenario).exists()
+                        && experiments::find(&scenario).is_some() =>
+                {
+                    // An experiment id (A1..B4, C..): its report, as `sim report --only ID`.
+                    report::run(&report::ReportOpts {
+                        out: args.out,
+                        only: vec![scenario],
+                        seed: args.seed,
+                        json: args.json,
+                        quiet: args.quiet,
+                    })
+                }
                 (None, Some(scenario)) => sim_cmd::run(
                     &scenario,
                     &sim_cmd::SimOpts {

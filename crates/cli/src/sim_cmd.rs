@@ -25,10 +25,22 @@ pub struct SimOpts {
 /// `purple sim --list`: one line per built-in scenario, name and first comment line.
 pub fn list() -> String {
     let all = builtin::all();
-    let w = all.iter().map(|b| b.name.len()).max().unwrap_or(0);
-    all.iter()
+    let exps = experiments::all();
+    let w = all
+        .iter()
+        .map(|b| b.name.len())
+        .chain(exps.iter().map(|e| e.id.len()))
+        .max()
+        .unwrap_or(0);
+    let mut out: String = all
+        .iter()
         .map(|b| format!("{:<w$}  {}\n", b.name, b.description()))
-        .collect()
+        .collect();
+    out.push_str("\nexperiments (purple sim ID, or all of them with purple sim report):\n");
+    for e in &exps {
+        out.push_str(&format!("{:<w$}  {}\n", e.id, e.title));
+    }
+    out
 }
 
 /// A loaded scenario: its name (file stem), text and the directory for relative paths.

@@ -41,6 +41,13 @@ fn list_shows_the_builtin_scenarios_with_descriptions() {
         out.lines().any(|l| l.starts_with("fq-codel-short ")),
         "{out}"
     );
+    // The published experiments are listed too, by id.
+    for id in ["A2", "B2"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(&format!("{id} "))),
+            "{out}"
+        );
+    }
 }
 
 #[test]
