@@ -1,4 +1,4 @@
-//! The published CAKE experiments of `evaluation.md` (sections A and B) as simulator runs.
+//! The published CAKE experiments of `evaluation.md` (sections A, B and C) as simulator runs.
 //!
 //! Each [`Experiment`] builds its testbed ([`testbed`]), runs every contender the seed compared,
 //! and returns a [`Report`]: a table of our figures, the seed's figures beside them, and
@@ -10,6 +10,7 @@
 
 mod a;
 mod b;
+pub mod c;
 pub mod testbed;
 
 use serde::Serialize;
@@ -180,10 +181,11 @@ pub struct Experiment {
     pub run: fn(&RunOpts) -> Report,
 }
 
-/// Every built-in experiment, A before B, in id order.
+/// Every built-in experiment, A before B before C, in id order.
 pub fn all() -> Vec<Experiment> {
     let mut v = a::experiments();
     v.extend(b::experiments());
+    v.extend(c::experiments());
     v
 }
 
