@@ -57,7 +57,7 @@ pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
         )
     })?;
     let secs = o.seconds.unwrap_or(sc.secs);
-    if !(secs.is_finite() && secs >= 1.0 && secs <= 3600.0) {
+    if !(1.0..=3600.0).contains(&secs) {
         return Err(format!("--seconds {secs}: accepted 1 ..= 3600"));
     }
     let opts = RunOpts {
@@ -177,8 +177,7 @@ fn write_plots(d: &Demo, dir: &Path) -> Result<Vec<PathBuf>, String> {
         });
     }
     for r in &d.results {
-        if r.series.iter().any(|p| p.rate.down.is_finite()) && !r.name.starts_with("CAKE static")
-        {
+        if r.series.iter().any(|p| p.rate.down.is_finite()) && !r.name.starts_with("CAKE static") {
             lines.push(Line {
                 name: r.name.clone(),
                 points: r.series.iter().map(|p| (p.t, p.rate.down)).collect(),
@@ -261,7 +260,11 @@ fn html(d: &Demo, pngs: &[String]) -> String {
     }
     s.push_str("</ul>\n<h2>Plots</h2>\n");
     for p in pngs {
-        let _ = writeln!(s, "<p><img src=\"{0}\" alt=\"{0}\" width=\"1000\"></p>", esc(p));
+        let _ = writeln!(
+            s,
+            "<p><img src=\"{0}\" alt=\"{0}\" width=\"1000\"></p>",
+            esc(p)
+        );
     }
     s.push_str("</body></html>\n");
     s

@@ -5,7 +5,6 @@ fn main() {
     let name = a.get(1).map_or("radio", String::as_str);
     let ts = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(1.0);
     let seed = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(1);
-    let t0 = std::time::Instant::now();
     let r = experiments::c::scenario_report(
         name,
         &experiments::RunOpts {
@@ -15,7 +14,11 @@ fn main() {
     );
     print!("{}", r.table.to_text());
     for c in &r.claims {
-        println!("[{}] {} -- {}", if c.pass { "PASS" } else { "FAIL" }, c.seed, c.ours);
+        println!(
+            "[{}] {} -- {}",
+            if c.pass { "PASS" } else { "FAIL" },
+            c.seed,
+            c.ours
+        );
     }
-    eprintln!("{:.1} s", t0.elapsed().as_secs_f64());
 }

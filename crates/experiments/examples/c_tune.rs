@@ -16,8 +16,22 @@ fn main() {
         ("default", d),
         ("target 3", PurpleParams { target: ms(3), ..d }),
         ("target 2", PurpleParams { target: ms(2), ..d }),
-        ("target 3 probe 0.002", PurpleParams { target: ms(3), probe_gain: 0.002, ..d }),
-        ("target 3 gain .02", PurpleParams { target: ms(3), gain: 0.02, ..d }),
+        (
+            "target 3 probe 0.002",
+            PurpleParams {
+                target: ms(3),
+                probe_gain: 0.002,
+                ..d
+            },
+        ),
+        (
+            "target 3 gain .02",
+            PurpleParams {
+                target: ms(3),
+                gain: 0.02,
+                ..d
+            },
+        ),
     ];
     for (n, p) in variants {
         let mut s = LoopSpec::new(sc.clone(), Contender::Purple, 1);
@@ -26,7 +40,11 @@ fn main() {
         let r = run(&s);
         println!(
             "{n:24} mean {:6.2} p99 {:6.2} max {:6.2} down {:6.1} share {:.2}",
-            r.latency.mean, r.latency.p99, r.latency.max, r.throughput.down, r.share()
+            r.latency.mean,
+            r.latency.p99,
+            r.latency.max,
+            r.throughput.down,
+            r.share()
         );
     }
 }

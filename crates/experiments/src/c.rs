@@ -118,8 +118,18 @@ pub fn label(i: usize) -> &'static str {
 /// `slides`.
 pub fn table(results: &[LoopResult], slides: bool) -> Table {
     let mut h = vec![
-        "id", "contender", "mean", "median", "min", "max", "std", "p95", "p99", "down Mbit/s",
-        "up Mbit/s", "share",
+        "id",
+        "contender",
+        "mean",
+        "median",
+        "min",
+        "max",
+        "std",
+        "p95",
+        "p99",
+        "down Mbit/s",
+        "up Mbit/s",
+        "share",
     ];
     if slides {
         h.extend(["slides mean/median/max ms", "slides Mbit/s"]);
@@ -202,8 +212,7 @@ pub fn goal_claims(r: &[LoopResult]) -> Vec<Claim> {
                 o.latency.mean, o.throughput.down, a.latency.mean, q.throughput.down
             ),
             "mean <= AIMD + 0.5 ms and down >= 0.98 x PURPLE-regular",
-            o.latency.mean <= a.latency.mean + 0.5
-                && o.throughput.down >= 0.98 * q.throughput.down,
+            o.latency.mean <= a.latency.mean + 0.5 && o.throughput.down >= 0.98 * q.throughput.down,
         ),
         Claim::new(
             "goal: purple within 10% of the oracle's throughput, p99 within 5 ms of the \

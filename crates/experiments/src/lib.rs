@@ -7,6 +7,7 @@
 //!
 //! Deterministic: an experiment's numbers depend only on [`RunOpts::seed`].
 #![deny(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod a;
 mod b;

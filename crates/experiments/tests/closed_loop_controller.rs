@@ -63,7 +63,12 @@ fn purple_aimd_reacts_within_10s_and_climbs_only_additively_after_capacity_retur
     assert!(react.is_some_and(|s| s <= 10.0), "reaction {react:?}");
     // Additive increase: 15 s after the capacity returns it has gained something, but is far
     // from the 80 Mbit/s that PURPLE regains in seconds.
-    let at = |t: f64| r.series.iter().find(|x| x.t >= t).map_or(0.0, |x| x.rate.down);
+    let at = |t: f64| {
+        r.series
+            .iter()
+            .find(|x| x.t >= t)
+            .map_or(0.0, |x| x.rate.down)
+    };
     let gained = at(34.9) - at(BACK);
     eprintln!("purple-aimd: reaction {react:?} s, gained {gained:.1} Mbit/s in 15 s");
     assert!(gained > 1.0, "gained {gained}");

@@ -16,16 +16,14 @@ fn short(name: &str, c: Contender, secs: f64) -> LoopSpec {
     s
 }
 
+/// The demo's ordering on the slides' radio (full 30 s): the slides' orderings that we
+/// reproduce, the one we do not (regular PURPLE's throughput edge over AIMD: here its BLUE-like
+/// law aims at 80% of the capacity estimate, so both deliver about the same), and the goal's
+/// first half for `purple`; the oracle stays the latency floor (goal's second half: p99 not met).
 #[test]
 fn demo_ordering_on_the_radio_holds_within_tolerances() {
     let sc = scenario("radio", 1).unwrap();
-    let r = run_all(
-        &sc,
-        &RunOpts {
-            seed: 1,
-            time_scale: 0.5,
-        },
-    );
+    let r = run_all(&sc, &RunOpts::default());
     assert_eq!(r.len(), 10);
     for x in &r {
         eprintln!(
@@ -34,20 +32,27 @@ fn demo_ordering_on_the_radio_holds_within_tolerances() {
         );
     }
     let m = |i: usize| r[i].latency.mean;
+    let p99 = |i: usize| r[i].latency.p99;
     let thr = |i: usize| r[i].throughput.down;
     // Unshaped FQ-CoDel and the optimistic static rate bloat the radio's queue.
-    assert!(m(idx::FQ) > 3.0 * m(idx::OURS), "FQ-CoDel not bloated");
-    assert!(m(idx::OPT) > 3.0 * m(idx::OURS), "C3 not bloated");
+    assert!(m(idx::FQ) > 5.0 * m(idx::OURS), "FQ-CoDel not bloated");
+    assert!(m(idx::OPT) > 5.0 * m(idx::OURS), "C3 not bloated");
     // C2 trades throughput for latency against C3.
     assert!(m(idx::SAFE) < m(idx::OPT) && thr(idx::SAFE) < thr(idx::OPT));
-    // Regular PURPLE more throughput than PURPLE-AIMD (the slides).
-    assert!(thr(idx::RADIO) > thr(idx::AIMD));
-    // Ours: latency no worse than AIMD's (+0.5 ms), throughput at least PURPLE-regular's.
+    // PURPLE-AIMD: lowest mean latency of C1-C5 (within 0.5 ms).
+    for i in [idx::FQ, idx::SAFE, idx::OPT, idx::RADIO] {
+        assert!(m(idx::AIMD) <= m(i) + 0.5, "AIMD vs {}", r[i].name);
+    }
+    // Finding: regular PURPLE and AIMD deliver the same within 3% (the slides: +16%).
+    assert!((thr(idx::RADIO) / thr(idx::AIMD) - 1.0).abs() < 0.03);
+    // Ours: mean latency within 0.5 ms of AIMD's, lower p99, and more throughput than both
+    // PURPLE variants (at least 10% more than regular PURPLE).
     assert!(m(idx::OURS) <= m(idx::AIMD) + 0.5);
-    assert!(thr(idx::OURS) >= 0.98 * thr(idx::RADIO));
-    // Within 10% of the oracle's throughput; the oracle is the latency floor.
+    assert!(p99(idx::OURS) < p99(idx::AIMD));
+    assert!(thr(idx::OURS) >= 1.1 * thr(idx::RADIO).max(thr(idx::AIMD)));
+    // Within 10% of the oracle's throughput; the oracle's p99 stays far lower (goal not met).
     assert!(thr(idx::OURS) >= 0.9 * thr(idx::ORACLE));
-    assert!(r[idx::ORACLE].latency.p99 <= r[idx::OURS].latency.p99);
+    assert!(p99(idx::ORACLE) + 5.0 < p99(idx::OURS));
 }
 
 /// Every controller's rate stays within the configured [min, max] on fast fluctuation.
@@ -126,7 +131,11 @@ fn purple_keeps_working_when_one_reflector_dies() {
     spec.faults = vec![Fault::Dead(0, 3.0)];
     let safe = spec.config().safe.down as f64 * 8e-6;
     let r = run(&spec);
-    assert!(r.series.iter().filter(|p| p.t > 4.0).all(|p| p.rate.down > safe));
+    assert!(r
+        .series
+        .iter()
+        .filter(|p| p.t > 4.0)
+        .all(|p| p.rate.down > safe));
     assert!(r.share() > 0.8, "share {}", r.share());
 }
 

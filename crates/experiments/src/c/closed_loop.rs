@@ -26,8 +26,8 @@ use super::probe::{Prober, Reflector, REFLECTOR_PORT};
 use super::scenario::Scenario;
 use cake::{AnyQdisc, CakeConfig};
 use controller::{
-    mbit, Aimd, CakeAutorate, Config, Controller, Direction, Engine, PerDir, Purple,
-    PurpleParams, QueueMetrics, ReflectorId, Sample, SqmAutorate,
+    mbit, Aimd, CakeAutorate, Config, Controller, Direction, Engine, PerDir, Purple, PurpleParams,
+    QueueMetrics, ReflectorId, Sample, SqmAutorate,
 };
 use qdisc::{Duration, Instant, Qdisc, Rng};
 use serde::Serialize;
@@ -49,6 +49,24 @@ const GBIT: u64 = 125_000_000;
 const WAN_DELAY: Duration = Duration::from_millis(4);
 const RADIO_DELAY: Duration = Duration::from_millis(1);
 const EDGE_DELAY: Duration = Duration::from_micros(100);
+
+/// A controller whose reflector pool the loop can maintain: dead or lying reflectors are
+/// replaced by fresh ones (new ids, new clock offsets), as a deployment would from its list of
+/// candidates (cake-autorate replaces after 3 offences in 60 s).
+pub trait Driven: Controller {
+    /// Removes the reflectors the pool wants replaced and returns their ids.
+    fn replace(&mut self, now: Instant) -> Vec<ReflectorId>;
+}
+
+impl<L: controller::Law> Driven for Engine<L> {
+    fn replace(&mut self, now: Instant) -> Vec<ReflectorId> {
+        let ids: Vec<ReflectorId> = self.pool().replacements(now).map(|(id, _)| id).collect();
+        for &id in &ids {
+            self.pool_mut().remove(id);
+        }
+        ids
+    }
+}
 
 /// Who sets CAKE's rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -105,8 +123,8 @@ impl Contender {
         ]
     }
 
-    fn controller(&self, cfg: Config, seed: u64, pp: PurpleParams) -> Option<Box<dyn Controller>> {
-        let r: Result<Box<dyn Controller>, _> = match self {
+    fn controller(&self, cfg: Config, seed: u64, pp: PurpleParams) -> Option<Box<dyn Driven>> {
+        let r: Result<Box<dyn Driven>, _> = match self {
             Contender::PurpleRadio => {
                 Engine::new(cfg, QueueMetrics::default()).map(|e| Box::new(e) as _)
             }
@@ -177,9 +195,14 @@ impl LoopSpec {
         }
     }
 
-    /// The parameters `purple` runs with in section C: the law's defaults.
+    /// The parameters `purple` runs with in section C: the law's defaults except a 3 ms delay
+    /// target (5 ms by default), the operating point that matches PURPLE-AIMD's latency on the
+    /// slides' radio.
     pub fn purple_params(&self) -> PurpleParams {
-        self.purple.unwrap_or_default()
+        self.purple.unwrap_or(PurpleParams {
+            target: Duration::from_millis(3),
+            ..PurpleParams::default()
+        })
     }
 
     /// The controller configuration used: the scenario's range, base at 60% of max, safe = min.
@@ -365,7 +388,11 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 seed,
             )),
             Contender::Oracle => {
-                let cap = if d == Direction::Down { &sc.down } else { &sc.up };
+                let cap = if d == Direction::Down {
+                    &sc.down
+                } else {
+                    &sc.up
+                };
                 Some(cake_at(cap.rate_at(Instant::ZERO) * 95 / 100, seed))
             }
             _ => Some(cake_at(cfg.base[d], seed)),
@@ -385,16 +412,15 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         sim.add_link(a, b, l)
     };
     wan(&mut sim, x, w, None);
-    let up_after = wan(
-        &mut sim,
-        w,
-        x,
-        ingress.then(|| ingress_cake(cfg.max.up)),
-    );
+    let up_after = wan(&mut sim, w, x, ingress.then(|| ingress_cake(cfg.max.up)));
     let radio = |sim: &mut Sim, a, b, d: Direction| {
-        let cap = if d == Direction::Down { &sc.down } else { &sc.up };
-        let mut l = LinkConfig::with_rate(cap.link_rate(), RADIO_DELAY)
-            .buffer(Some(sc.radio_buffer), None);
+        let cap = if d == Direction::Down {
+            &sc.down
+        } else {
+            &sc.up
+        };
+        let mut l =
+            LinkConfig::with_rate(cap.link_rate(), RADIO_DELAY).buffer(Some(sc.radio_buffer), None);
         if let Some(q) = initial(d) {
             l = l.qdisc(q);
         }
@@ -422,16 +448,31 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         sim.add_app(from.0, port, start, Box::new(TcpSenderApp::new(s)));
     };
     for k in 0..4u16 {
-        tcp(&mut sim, servers[usize::from(k) % REFLECTORS], (client, client_addr), 5000 + k);
+        tcp(
+            &mut sim,
+            servers[usize::from(k) % REFLECTORS],
+            (client, client_addr),
+            5000 + k,
+        );
     }
     for k in 0..2u16 {
-        tcp(&mut sim, (client, client_addr), servers[usize::from(k) % REFLECTORS], 6000 + k);
+        tcp(
+            &mut sim,
+            (client, client_addr),
+            servers[usize::from(k) % REFLECTORS],
+            6000 + k,
+        );
     }
     let mut probes: Vec<ProbeState> = servers
         .iter()
         .enumerate()
         .map(|(i, &(n, a))| {
-            sim.add_app(n, REFLECTOR_PORT, Instant::ZERO, Box::new(Reflector::new(a)));
+            sim.add_app(
+                n,
+                REFLECTOR_PORT,
+                Instant::ZERO,
+                Box::new(Reflector::new(a)),
+            );
             let port = 100 + i as u16;
             let start = Instant::from_millis(i as u64 * PROBE_INTERVAL.as_nanos() / 3_000_000);
             let app = sim.add_app(
@@ -483,13 +524,20 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
             _ => cfg.base[d] as f64 * 8e-6,
         };
     }
+    // The reflector currently probed through each server (replaced ones get fresh ids).
+    let mut ids: Vec<u16> = (0..REFLECTORS as u16).collect();
+    let mut next_id = REFLECTORS as u16;
     let mut series = Vec::new();
     let mut samples = Vec::new();
     let mut delivered = PerDir::new(0u64, 0u64);
     while t < end {
         let caps = PerDir::new(sc.down.rate_at(t), sc.up.rate_at(t));
         for d in Direction::ALL {
-            let capd = if d == Direction::Down { &sc.down } else { &sc.up };
+            let capd = if d == Direction::Down {
+                &sc.down
+            } else {
+                &sc.up
+            };
             if capd.is_series() && caps[d] != cur_cap[d] {
                 sim.set_link_rate(links[d], LinkRate::Fixed(caps[d].max(1)));
                 cur_cap[d] = caps[d];
@@ -518,7 +566,11 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 if r.received >= warm {
                     samples.push(loaded);
                 }
-                max_rtt = if max_rtt.is_nan() { rtt } else { max_rtt.max(rtt) };
+                max_rtt = if max_rtt.is_nan() {
+                    rtt
+                } else {
+                    max_rtt.max(rtt)
+                };
                 let sent_s = r.sent.as_secs_f64();
                 let dead = spec
                     .faults
@@ -542,14 +594,15 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                     .sum();
                 if let Some(c) = ctl.as_mut() {
                     // The reflector's clock: true time + offset, truncated to 1 ms.
-                    let off = CLOCK_OFFSET_MS[i % REFLECTORS];
+                    let off = CLOCK_OFFSET_MS[usize::from(ids[i]) % REFLECTORS]
+                        + i64::from(ids[i]) * 1_001;
                     let remote_ms = (r.reflected.as_nanos() / 1_000_000) as i64 + off;
                     let sent_ns = r.sent.as_nanos() as i64;
                     let recv_ns = r.received.as_nanos() as i64;
                     let lie = (lie_ms * 1e6) as i64;
                     let up_ns = remote_ms * 1_000_000 - sent_ns + lie;
                     let down_ns = recv_ns - remote_ms * 1_000_000 + lie;
-                    let id = ReflectorId(i as u16);
+                    let id = ReflectorId(ids[i]);
                     for (dir, owd_ns) in [(Direction::Up, up_ns), (Direction::Down, down_ns)] {
                         c.on_sample(
                             r.received.min(t),
@@ -570,7 +623,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                         c.on_sample(
                             t,
                             &Sample::ProbeLost {
-                                reflector: ReflectorId(i as u16),
+                                reflector: ReflectorId(ids[i]),
                                 sent: pr.sent[p.lost_checked],
                             },
                         );
@@ -592,7 +645,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                         np += b.tx_packets;
                     }
                     last_bin[d] = m.bins.len().saturating_sub(1);
-                    (m.tx_bytes, m.buffer_drops, if np > 0 { ss / np } else { 0 })
+                    (m.tx_bytes, m.buffer_drops, ss.checked_div(np).unwrap_or(0))
                 }
                 None => (0, 0, 0),
             };
@@ -641,6 +694,12 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
             );
         }
         if let Some(c) = ctl.as_mut() {
+            for gone in c.replace(t) {
+                if let Some(slot) = ids.iter().position(|&x| x == gone.0) {
+                    ids[slot] = next_id;
+                    next_id = next_id.wrapping_add(1);
+                }
+            }
             let dec = c.poll(t);
             for d in Direction::ALL {
                 if dec.changed[d] {
@@ -677,10 +736,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
             delivered.down as f64 * 8e-6 / span,
             delivered.up as f64 * 8e-6 / span,
         ),
-        capacity: Pair::new(
-            sc.down.mean(warm, end) * 8e-6,
-            sc.up.mean(warm, end) * 8e-6,
-        ),
+        capacity: Pair::new(sc.down.mean(warm, end) * 8e-6, sc.up.mean(warm, end) * 8e-6),
         samples,
         series,
         base_rtt_ms,

@@ -96,7 +96,14 @@ fn mb(m: f64) -> u64 {
 
 /// The names of the built-in scenarios, the slides' radio first.
 pub const NAMES: &[&str] = &[
-    "radio", "step", "fade", "fast", "outage", "att-lte", "verizon-lte", "tmobile-lte",
+    "radio",
+    "step",
+    "fade",
+    "fast",
+    "outage",
+    "att-lte",
+    "verizon-lte",
+    "tmobile-lte",
 ];
 
 /// Number of slots in `secs`.
