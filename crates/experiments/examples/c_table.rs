@@ -1,5 +1,5 @@
 //! Prints section C's comparison table for one scenario: `cargo run --release -p
-//! purple-experiments --example c_table -- radio [time_scale] [seed]`.
+//! purple-experiments --example c_table -- radio [time_scale] [seed] [md]`.
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let name = a.get(1).map_or("radio", String::as_str);
@@ -12,7 +12,13 @@ fn main() {
             time_scale: ts,
         },
     );
-    print!("{}", r.table.to_text());
+    if a.get(4).is_some_and(|m| m == "md") {
+        println!("### {}: {}\n\n{}\n", r.id, r.title, r.setup);
+        print!("{}", r.table.to_markdown());
+        println!();
+    } else {
+        print!("{}", r.table.to_text());
+    }
     for c in &r.claims {
         println!(
             "[{}] {} -- {}",

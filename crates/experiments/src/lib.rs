@@ -174,7 +174,8 @@ impl Report {
 /// A built-in experiment.
 #[derive(Clone, Copy, Debug)]
 pub struct Experiment {
-    /// Id as in evaluation.md ("A1".."A6", "B1".."B4").
+    /// Id as in evaluation.md ("A1".."A6", "B1".."B4"; section C by scenario: "C-radio",
+    /// "C-step", ..., see [`c`]).
     pub id: &'static str,
     /// One-line title.
     pub title: &'static str,

@@ -3,7 +3,6 @@
 //! reflector outvoted, reaction to a capacity drop and recovery after it returns.
 #![allow(clippy::unwrap_used)]
 
-use controller::mbit;
 use experiments::c::closed_loop::{run, Contender, Fault, LoopResult, LoopSpec};
 use experiments::c::scenario::scenario;
 use experiments::c::{idx, run_all};
@@ -158,5 +157,4 @@ fn purple_reacts_within_1s_to_a_step_drop_and_recovers_within_10s() {
     eprintln!("reaction {react:?} s, recovery {recover:?} s");
     assert!(react.is_some_and(|s| s <= 1.0), "reaction {react:?}");
     assert!(recover.is_some_and(|s| s <= 10.0), "recovery {recover:?}");
-    let _ = mbit(1.0);
 }
