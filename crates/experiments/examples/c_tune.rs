@@ -1,5 +1,5 @@
 //! Runs `purple` with parameter variants on one scenario (development aid): `cargo run -p
-//! purple-experiments --example c_tune -- radio 0.5`.
+//! purple-experiments --example c_tune -- radio 0.5`
 use controller::PurpleParams;
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::scenario;
@@ -15,7 +15,7 @@ fn main() {
     let variants = [
         ("default", d),
         ("target 3", PurpleParams { target: ms(3), ..d }),
-        ("target 2", PurpleParams { target: ms(2), ..d }),
+        ("target 20", PurpleParams { target: ms(20), ..d }),
         (
             "target 3 probe 0.002",
             PurpleParams {
