@@ -15,7 +15,13 @@ fn main() {
     let variants = [
         ("default", d),
         ("target 3", PurpleParams { target: ms(3), ..d }),
-        ("target 20", PurpleParams { target: ms(20), ..d }),
+        (
+            "target 20",
+            PurpleParams {
+                target: ms(20),
+                ..d
+            },
+        ),
         (
             "target 3 probe 0.002",
             PurpleParams {
