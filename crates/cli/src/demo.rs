@@ -1,350 +1,324 @@
-//! `purple demo`: a built-in scenario run through CAKE in virtual time, printed as a per-flow
-//! table plus `tc -s qdisc show` output. Synthetic sources (no TCP model: that is the
-//! simulator's job): responsive AIMD bulk flows that halve their rate on a drop or CE mark, an
-//! unresponsive UDP flood, an EF-marked VoIP stream and a CS1 background flow, from two hosts.
+//! `purple demo`: the PURPLE comparison on a variable link (default: the slides' radio).
+//!
+//! Runs every contender of section C (`experiments::c`) in closed loop, prints the slides' table
+//! (loaded latency mean, median, min, max, std, plus p95 and p99; throughput per direction and
+//! the share of capacity) and the goal checks, and writes into `--out` (default
+//! `purple-demo/`): per contender a time-series chart of capacity vs shaped rate vs throughput,
+//! one chart of every controller's shaped rate against the capacity, the latency CDF of every
+//! contender (PNG and SVG each), `results.json` and `index.html`, a report linking them all.
 
-use std::net::{IpAddr, Ipv4Addr};
+use crate::plots::{cdf_points, file_stem, write_lines, Line};
+use experiments::c::closed_loop::LoopResult;
+use experiments::c::{goal_claims, label, run_all, scenario, slides_claims, table};
+use experiments::{Claim, RunOpts};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
-use cake::{Cake, CakeConfig};
-use qdisc::packet::FrameSpec;
-use qdisc::{Dequeue, DropReason, Duration, Instant, Packet, Qdisc};
-
-/// The CAKE arguments the demo uses when none are given.
-pub const DEFAULT_ARGS: &[&str] = &["bandwidth", "20Mbit", "diffserv3", "triple-isolate"];
-
-#[derive(Clone, Copy, Debug)]
-enum Behaviour {
-    /// Rate-based AIMD: +`incr` bit/s per second, halve on loss or CE (once per `rtt`).
-    Aimd {
-        rate: f64,
-        incr: f64,
-        rtt: Duration,
-        last_cut: Instant,
-    },
-    /// Fixed rate, ignores feedback.
-    Fixed { rate: f64 },
+/// What `purple demo` runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoOpts {
+    /// Scenario name (`experiments::c::scenario::NAMES`).
+    pub scenario: String,
+    /// Seed of the capacity process and the simulator.
+    pub seed: u64,
+    /// Simulated seconds (`None`: the scenario's length).
+    pub seconds: Option<f64>,
+    /// Print JSON instead of text.
+    pub json: bool,
+    /// Where plots, `results.json` and `index.html` go (`None`: write nothing).
+    pub out: Option<PathBuf>,
 }
 
+/// The demo's results: every contender's measurements and the claims checked on them.
 #[derive(Debug)]
-struct Source {
-    name: &'static str,
-    host: &'static str,
-    dscp: u8,
-    template: Packet,
-    behaviour: Behaviour,
-    next: Instant,
-    start: Instant,
-    sent_bytes: u64,
-    delivered_bytes: u64,
-    drops: u64,
-    marks: u64,
-    delays_us: Vec<u32>,
+pub struct Demo {
+    /// Scenario name.
+    pub scenario: String,
+    /// Its description.
+    pub description: String,
+    /// Simulated seconds.
+    pub seconds: f64,
+    /// Seed.
+    pub seed: u64,
+    /// One result per contender, in table order.
+    pub results: Vec<LoopResult>,
+    /// The slides' orderings (radio only) and the goal.
+    pub claims: Vec<Claim>,
 }
 
-impl Source {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        name: &'static str,
-        host: &'static str,
-        src: [u8; 4],
-        dst: [u8; 4],
-        port: u16,
-        dscp: u8,
-        ecn: u8,
-        size: usize,
-        behaviour: Behaviour,
-        start: Instant,
-    ) -> Self {
-        let (s, d) = (
-            IpAddr::V4(Ipv4Addr::from(src)),
-            IpAddr::V4(Ipv4Addr::from(dst)),
-        );
-        let template = FrameSpec::udp(s, d, port, 5001)
-            .with_dscp_ecn(dscp, ecn)
-            .with_payload(size.saturating_sub(42))
-            .packet_padded();
-        Source {
-            name,
-            host,
-            dscp,
-            template,
-            behaviour,
-            next: start,
-            start,
-            sent_bytes: 0,
-            delivered_bytes: 0,
-            drops: 0,
-            marks: 0,
-            delays_us: Vec::new(),
-        }
+/// Runs the comparison.
+pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
+    let sc = scenario::scenario(&o.scenario, o.seed).ok_or_else(|| {
+        format!(
+            "unknown scenario {:?} (known: {})",
+            o.scenario,
+            scenario::NAMES.join(", ")
+        )
+    })?;
+    let secs = o.seconds.unwrap_or(sc.secs);
+    if !(1.0..=3600.0).contains(&secs) {
+        return Err(format!("--seconds {secs}: accepted 1 ..= 3600"));
     }
-
-    fn rate(&self) -> f64 {
-        match self.behaviour {
-            Behaviour::Aimd { rate, .. } | Behaviour::Fixed { rate } => rate,
-        }
-    }
-
-    fn congestion(&mut self, now: Instant) {
-        if let Behaviour::Aimd {
-            rate,
-            rtt,
-            last_cut,
-            ..
-        } = &mut self.behaviour
-        {
-            if now >= *last_cut + *rtt {
-                *rate = (*rate / 2.0).max(100_000.0);
-                *last_cut = now;
-            }
-        }
-    }
-
-    fn advance(&mut self, dt: Duration) {
-        if let Behaviour::Aimd { rate, incr, .. } = &mut self.behaviour {
-            *rate += *incr * dt.as_secs_f64();
-        }
-    }
-}
-
-fn tag(idx: usize, at: Instant) -> u64 {
-    (at.as_nanos() << 8) | idx as u64
-}
-
-fn untag(tag: u64) -> (usize, Instant) {
-    ((tag & 0xFF) as usize, Instant::from_nanos(tag >> 8))
-}
-
-fn percentile(sorted: &[u32], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    f64::from(sorted[i]) / 1000.0
-}
-
-/// Runs the demo for `seconds` of virtual time with CAKE configured by `args`; returns the text
-/// to print.
-pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<String, String> {
-    let words: Vec<&str> = if args.is_empty() {
-        DEFAULT_ARGS.to_vec()
+    let opts = RunOpts {
+        seed: o.seed,
+        time_scale: secs / sc.secs,
+    };
+    let results = run_all(&sc, &opts);
+    let mut claims = if sc.name == "radio" {
+        slides_claims(&results)
     } else {
-        args.iter().map(String::as_str).collect()
+        Vec::new()
     };
-    let cfg = CakeConfig::from_tc_args(&words).map_err(|e| e.to_string())?;
-    let mut q = Cake::new(cfg.clone(), seed);
-    let rtt = Duration::from_millis(50);
-    let aimd = |start_rate: f64| Behaviour::Aimd {
-        rate: start_rate,
-        incr: 1_000_000.0,
-        rtt,
-        last_cut: Instant::ZERO,
-    };
-    let a = [10, 0, 0, 1];
-    let b = [10, 0, 0, 2];
-    let server = [192, 0, 2, 10];
-    let t = Instant::from_secs;
-    let mut sources = vec![
-        Source::new("bulk-1", "A", a, server, 1001, 0, 2, 1514, aimd(2e6), t(0)),
-        Source::new("bulk-2", "A", a, server, 1002, 0, 2, 1514, aimd(2e6), t(0)),
-        Source::new("bulk-3", "A", a, server, 1003, 0, 0, 1514, aimd(2e6), t(2)),
-        Source::new("bulk-4", "A", a, server, 1004, 0, 0, 1514, aimd(2e6), t(2)),
-        Source::new("bulk-B", "B", b, server, 2001, 0, 0, 1514, aimd(2e6), t(0)),
-        Source::new(
-            "flood-B",
-            "B",
-            b,
-            server,
-            2002,
-            0,
-            0,
-            1514,
-            Behaviour::Fixed { rate: 30e6 },
-            t(4),
-        ),
-        Source::new(
-            "voip-A",
-            "A",
-            a,
-            server,
-            3001,
-            46,
-            0,
-            214,
-            Behaviour::Fixed { rate: 85_600.0 },
-            t(0),
-        ),
-        Source::new(
-            "backup-B",
-            "B",
-            b,
-            server,
-            4001,
-            8,
-            0,
-            1514,
-            aimd(1e6),
-            t(0),
-        ),
-    ];
-    let end = Instant::from_secs(seconds);
-    let mut now = Instant::ZERO;
-    let mut drops = Vec::new();
-    let mut next_dequeue = Instant::MAX;
-    let mut last_advance = Instant::ZERO;
-    while now < end {
-        // Arrivals due now.
-        for (i, s) in sources.iter_mut().enumerate() {
-            while s.next <= now {
-                let mut p = s.template.clone();
-                p.meta.tag = tag(i, s.next);
-                s.sent_bytes += u64::from(p.len());
-                let at = s.next;
-                let gap = f64::from(p.len()) * 8.0 / s.rate().max(1.0);
-                s.next = at + Duration::from_secs_f64(gap);
-                q.enqueue(at, p, &mut drops);
-                next_dequeue = next_dequeue.min(at);
-            }
-        }
-        let dt = now - last_advance;
-        for s in sources.iter_mut() {
-            s.advance(dt);
-        }
-        last_advance = now;
-        // The link takes whatever CAKE releases.
-        while next_dequeue <= now {
-            match q.dequeue(now, &mut drops) {
-                Dequeue::Packet(p) => {
-                    let (i, at) = untag(p.meta.tag);
-                    let s = &mut sources[i];
-                    s.delivered_bytes += u64::from(p.len());
-                    s.delays_us.push(((now - at).as_nanos() / 1000) as u32);
-                    if p.headers().ip.is_some_and(|ip| ip.ecn == 3) {
-                        s.marks += 1;
-                        s.congestion(now);
-                    }
-                }
-                Dequeue::NotBefore(t) => next_dequeue = t,
-                Dequeue::Empty => next_dequeue = Instant::MAX,
-            }
-        }
-        for d in drops.drain(..) {
-            let (i, _) = untag(d.packet.meta.tag);
-            let s = &mut sources[i];
-            s.drops += 1;
-            if d.reason != DropReason::AckFilter {
-                s.congestion(now);
-            }
-        }
-        let next_arrival = sources.iter().map(|s| s.next).min().unwrap_or(Instant::MAX);
-        now = next_arrival.min(next_dequeue).min(end);
-    }
-
-    let stats = q.cake_stats();
-    if json {
-        let header = cake::tc::QdiscHeader::for_config(&cfg);
-        return Ok(cake::tc::stats_json(&cfg, &stats, header) + "\n");
-    }
-    let mut out = String::new();
-    out.push_str(&format!(
-        "purple demo: {seconds} s of virtual time through `cake {}` (seed {seed})\n\n",
-        words.join(" ")
-    ));
-    out.push_str(&format!(
-        "{:<9} {:<4} {:>4} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
-        "flow", "host", "dscp", "offered", "goodput", "delay", "p50", "p99", "drops", "marks"
-    ));
-    out.push_str(&format!(
-        "{:<9} {:<4} {:>4} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
-        "", "", "", "Mbit/s", "Mbit/s", "mean ms", "ms", "ms", "", ""
-    ));
-    for s in &mut sources {
-        let active = (end - s.start).as_secs_f64().max(1e-9);
-        s.delays_us.sort_unstable();
-        let mean = if s.delays_us.is_empty() {
-            0.0
-        } else {
-            s.delays_us.iter().map(|&d| f64::from(d)).sum::<f64>()
-                / s.delays_us.len() as f64
-                / 1000.0
-        };
-        out.push_str(&format!(
-            "{:<9} {:<4} {:>4} {:>10.2} {:>10.2} {:>9.2} {:>9.2} {:>9.2} {:>7} {:>7}\n",
-            s.name,
-            s.host,
-            s.dscp,
-            s.sent_bytes as f64 * 8.0 / active / 1e6,
-            s.delivered_bytes as f64 * 8.0 / active / 1e6,
-            mean,
-            percentile(&s.delays_us, 0.5),
-            percentile(&s.delays_us, 0.99),
-            s.drops,
-            s.marks,
-        ));
-    }
-    out.push_str(&format!(
-        "\naccounting: enqueued {} = dequeued {} + dropped {} + queued {} -> {}\n\n",
-        stats.qdisc.enqueued.packets,
-        stats.qdisc.dequeued.packets,
-        stats.qdisc.dropped_total().packets,
-        stats.qdisc.backlog.packets,
-        if stats.qdisc.is_balanced() {
-            "balanced"
-        } else {
-            "UNBALANCED"
-        }
-    ));
-    out.push_str("$ tc -s qdisc show (purple's CAKE, same layout)\n");
-    out.push_str(&cake::tc::stats_text(
-        &cfg,
-        &stats,
-        cake::tc::QdiscHeader::for_config(&cfg),
-    ));
-    Ok(out)
+    claims.extend(goal_claims(&results));
+    Ok(Demo {
+        scenario: sc.name.to_string(),
+        description: sc.description.to_string(),
+        seconds: secs,
+        seed: o.seed,
+        results,
+        claims,
+    })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The demo as JSON: `{"scenario","description","seconds","seed","contenders":[{"id","name",
+/// "latency_ms":{n,mean,median,min,max,std,p95,p99},"throughput_mbit":{down,up},
+/// "capacity_mbit":{down,up},"share"}],"claims":[{seed,ours,tolerance,pass}]}`.
+pub fn to_json(d: &Demo) -> Value {
+    let contenders: Vec<Value> = d
+        .results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            json!({
+                "id": label(i),
+                "name": r.name,
+                "latency_ms": r.latency,
+                "throughput_mbit": r.throughput,
+                "capacity_mbit": r.capacity,
+                "share": r.share(),
+            })
+        })
+        .collect();
+    json!({
+        "scenario": d.scenario,
+        "description": d.description,
+        "seconds": d.seconds,
+        "seed": d.seed,
+        "contenders": contenders,
+        "claims": d.claims,
+    })
+}
 
-    #[test]
-    fn the_same_seed_gives_identical_output_and_another_seed_differs() {
-        let a = run(&[], 5, 7, false).expect("default args are valid");
-        let b = run(&[], 5, 7, false).expect("default args are valid");
-        let c = run(&[], 5, 8, false).expect("default args are valid");
-        assert_eq!(a, b);
-        assert_ne!(a, c);
+/// The demo as text: the table and the claims.
+pub fn to_text(d: &Demo) -> String {
+    let mut s = format!(
+        "purple demo: {} ({}), {:.0} s simulated, seed {}\n\
+         Loaded latency = probe RTT minus the idle RTT, ms; throughput = delivered by the \
+         radio, Mbit/s; share = download / mean capacity.\n\n",
+        d.scenario, d.description, d.seconds, d.seed
+    );
+    s.push_str(&table(&d.results, d.scenario == "radio").to_text());
+    s.push('\n');
+    for c in &d.claims {
+        let _ = writeln!(
+            s,
+            "[{}] {}\n       ours: {} (tolerance: {})",
+            if c.pass { "PASS" } else { "FAIL" },
+            c.seed,
+            c.ours,
+            c.tolerance
+        );
     }
+    s
+}
 
-    #[test]
-    fn demo_accounts_for_every_packet_and_protects_voip() {
-        let out = run(&[], 10, 1, false).expect("default args are valid");
-        assert!(out.contains("-> balanced"), "{out}");
-        let voip = out
-            .lines()
-            .find(|l| l.starts_with("voip-A"))
-            .expect("voip row");
-        let cols: Vec<f64> = voip
-            .split_whitespace()
-            .filter_map(|w| w.parse().ok())
-            .collect();
-        // dscp, offered, goodput, mean, p50, p99, drops, marks
-        let (p99, drops) = (cols[5], cols[6]);
-        assert!(p99 < 5.0, "VoIP p99 {p99} ms beside a flood");
-        assert_eq!(drops, 0.0);
+fn write_plots(d: &Demo, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    // Capacity vs shaped rate vs throughput, per contender (download).
+    for (i, r) in d.results.iter().enumerate() {
+        let pick = |f: &dyn Fn(&experiments::c::closed_loop::Point) -> f64| {
+            r.series.iter().map(|p| (p.t, f(p))).collect::<Vec<_>>()
+        };
+        let lines = vec![
+            Line {
+                name: "capacity".into(),
+                points: pick(&|p| p.cap.down),
+                thin: false,
+            },
+            Line {
+                name: "shaped rate".into(),
+                points: pick(&|p| p.rate.down),
+                thin: false,
+            },
+            Line {
+                name: "throughput".into(),
+                points: pick(&|p| p.thr.down),
+                thin: true,
+            },
+        ];
+        let stem = format!("{:02}-{}-rates", i + 1, file_stem(&r.name));
+        files.extend(write_lines(
+            dir,
+            &stem,
+            &format!("{}: {} download", d.scenario, r.name),
+            ("time (s)", "Mbit/s"),
+            &lines,
+            None,
+        )?);
     }
+    // Every controller's shaped rate against the capacity.
+    let mut lines = Vec::new();
+    if let Some(r) = d.results.first() {
+        lines.push(Line {
+            name: "capacity".into(),
+            points: r.series.iter().map(|p| (p.t, p.cap.down)).collect(),
+            thin: false,
+        });
+    }
+    for r in &d.results {
+        if r.series.iter().any(|p| p.rate.down.is_finite()) && !r.name.starts_with("CAKE static") {
+            lines.push(Line {
+                name: r.name.clone(),
+                points: r.series.iter().map(|p| (p.t, p.rate.down)).collect(),
+                thin: true,
+            });
+        }
+    }
+    files.extend(write_lines(
+        dir,
+        "shaped-rates",
+        &format!("{}: capacity and shaped rates (download)", d.scenario),
+        ("time (s)", "Mbit/s"),
+        &lines,
+        None,
+    )?);
+    // Latency CDF.
+    let lines: Vec<Line> = d
+        .results
+        .iter()
+        .map(|r| Line {
+            name: r.name.clone(),
+            points: cdf_points(&r.samples),
+            thin: false,
+        })
+        .collect();
+    files.extend(write_lines(
+        dir,
+        "latency-cdf",
+        &format!("{}: loaded latency CDF", d.scenario),
+        ("loaded latency (ms)", "fraction of probes"),
+        &lines,
+        Some((0.0, 1.0)),
+    )?);
+    Ok(files)
+}
 
-    #[test]
-    fn bad_cake_arguments_are_reported_not_panicked() {
-        let err = run(&["diffserv5".to_string()], 1, 1, false).expect_err("must be rejected");
-        assert!(err.contains("diffserv5"), "{err}");
-    }
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
 
-    #[test]
-    fn json_output_is_tc_json() {
-        let out = run(&[], 2, 1, true).expect("default args are valid");
-        let v: serde_json::Value = serde_json::from_str(&out).expect("valid JSON");
-        assert_eq!(v[0]["kind"], "cake");
-        assert!(v[0]["packets"].as_u64().unwrap_or(0) > 0);
+fn html(d: &Demo, pngs: &[String]) -> String {
+    let t = table(&d.results, d.scenario == "radio");
+    let mut s = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>purple demo: {sc}</title>\
+         <style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}\
+         table{{border-collapse:collapse}}td,th{{border:1px solid #999;padding:3px 6px;\
+         text-align:right}}.pass{{color:#070}}.fail{{color:#b00}}</style></head><body>\n\
+         <h1>purple demo: {sc}</h1>\n<p>{desc}; {secs:.0} s simulated, seed {seed}. Loaded \
+         latency = probe RTT minus the idle RTT (ms); throughput delivered by the radio \
+         (Mbit/s); share = download / mean capacity.</p>\n<table><tr>",
+        sc = esc(&d.scenario),
+        desc = esc(&d.description),
+        secs = d.seconds,
+        seed = d.seed
+    );
+    for h in &t.headers {
+        let _ = write!(s, "<th>{}</th>", esc(h));
     }
+    s.push_str("</tr>\n");
+    for r in &t.rows {
+        s.push_str("<tr>");
+        for c in r {
+            let _ = write!(s, "<td>{}</td>", esc(c));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table>\n<h2>Claims</h2>\n<ul>\n");
+    for c in &d.claims {
+        let _ = writeln!(
+            s,
+            "<li class=\"{}\"><b>{}</b> {}<br>ours: {} (tolerance: {})</li>",
+            if c.pass { "pass" } else { "fail" },
+            if c.pass { "PASS" } else { "FAIL" },
+            esc(&c.seed),
+            esc(&c.ours),
+            esc(&c.tolerance)
+        );
+    }
+    s.push_str("</ul>\n<h2>Plots</h2>\n");
+    for p in pngs {
+        let _ = writeln!(
+            s,
+            "<p><img src=\"{0}\" alt=\"{0}\" width=\"1000\"></p>",
+            esc(p)
+        );
+    }
+    s.push_str("</body></html>\n");
+    s
+}
+
+/// Writes plots, `results.json` and `index.html` into `dir`; returns the files written.
+pub fn write_out(d: &Demo, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut files = write_plots(d, dir)?;
+    let pngs: Vec<String> = files
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "png"))
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let j = dir.join("results.json");
+    let text = serde_json::to_string_pretty(&to_json(d)).map_err(|e| e.to_string())?;
+    std::fs::write(&j, text).map_err(|e| format!("{}: {e}", j.display()))?;
+    files.push(j);
+    let h = dir.join("index.html");
+    std::fs::write(&h, html(d, &pngs)).map_err(|e| format!("{}: {e}", h.display()))?;
+    files.push(h);
+    Ok(files)
+}
+
+/// Runs the demo and returns what to print.
+pub fn run(o: &DemoOpts) -> Result<String, String> {
+    let d = compute(o)?;
+    let written = match &o.out {
+        Some(dir) => Some((dir.clone(), write_out(&d, dir)?)),
+        None => None,
+    };
+    if o.json {
+        let mut v = to_json(&d);
+        if let (Some((dir, files)), Some(m)) = (&written, v.as_object_mut()) {
+            m.insert("out".into(), json!(dir.display().to_string()));
+            m.insert(
+                "files".into(),
+                json!(files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()),
+            );
+        }
+        return Ok(format!("{v}\n"));
+    }
+    let mut s = to_text(&d);
+    if let Some((dir, files)) = written {
+        let _ = writeln!(
+            s,
+            "\nwrote {} files into {} (open {})",
+            files.len(),
+            dir.display(),
+            dir.join("index.html").display()
+        );
+    }
+    Ok(s)
 }

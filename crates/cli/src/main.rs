@@ -4,6 +4,7 @@ mod bench;
 mod bridge;
 mod builtin;
 mod cake_config;
+mod cake_demo;
 mod ctl;
 mod demo;
 mod flent;
@@ -26,23 +27,10 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the built-in scenario: synthetic flows from two hosts (AIMD bulk, a UDP flood, VoIP
-    /// on EF, a CS1 backup) through CAKE in virtual time; prints per-flow goodput and delay and
-    /// `tc -s qdisc show` for the CAKE instance.
-    Demo {
-        /// Seconds of virtual time.
-        #[arg(long, default_value_t = 30)]
-        seconds: u64,
-        /// Seed for all randomness (same seed, same numbers).
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Print the CAKE instance's statistics as `tc -j -s qdisc show` JSON instead.
-        #[arg(long)]
-        json: bool,
-        /// cake's arguments as given to tc (default: `bandwidth 20Mbit diffserv3 triple-isolate`).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
-        args: Vec<String>,
-    },
+    /// The PURPLE comparison on a variable link (default: the slides' radio): every contender
+    /// in closed loop, the slides' table plus p95/p99, plots and an HTML report in `--out`.
+    /// `purple demo cake [ARGS]` runs the older CAKE-only demo.
+    Demo(DemoArgs),
     /// Print a freshly attached cake for tc-cake ARGS, as `tc -s qdisc show` (or `-j`) would.
     CakeConfig {
         /// Device MTU (psched_mtu = MTU + 14).
@@ -97,6 +85,53 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+struct DemoArgs {
+    #[command(subcommand)]
+    cake: Option<DemoCommand>,
+    /// Variable-link scenario: radio, step, fade, fast, outage, att-lte, verizon-lte,
+    /// tmobile-lte.
+    #[arg(long, default_value = "radio")]
+    scenario: String,
+    /// Seed of the capacity process and the simulator (same seed, same numbers).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Simulated seconds (default: the scenario's length, 30 s for radio).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Directory for the plots, results.json and index.html.
+    #[arg(long, value_name = "DIR", default_value = "purple-demo")]
+    out: std::path::PathBuf,
+    /// Write no files.
+    #[arg(long)]
+    no_out: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum DemoCommand {
+    /// The CAKE-only demo: synthetic flows from two hosts (AIMD bulk, a UDP flood, VoIP on EF,
+    /// a CS1 backup) through CAKE in virtual time; prints per-flow goodput and delay and
+    /// `tc -s qdisc show` for the CAKE instance.
+    Cake {
+        /// Seconds of virtual time.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// Seed for all randomness (same seed, same numbers).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print the CAKE instance's statistics as `tc -j -s qdisc show` JSON instead.
+        #[arg(long)]
+        json: bool,
+        /// cake's arguments as given to tc (default: `bandwidth 20Mbit diffserv3 triple-isolate`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -189,12 +224,29 @@ enum BenchCommand {
 fn main() {
     let cli = Cli::parse();
     match cli.command {
-        Command::Demo {
-            seconds,
-            seed,
-            json,
-            args,
-        } => match demo::run(&args, seconds, seed, json) {
+        Command::Demo(DemoArgs {
+            cake:
+                Some(DemoCommand::Cake {
+                    seconds,
+                    seed,
+                    json,
+                    args,
+                }),
+            ..
+        }) => match cake_demo::run(&args, seconds, seed, json) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        },
+        Command::Demo(a) => match demo::run(&demo::DemoOpts {
+            scenario: a.scenario,
+            seed: a.seed,
+            seconds: a.seconds,
+            json: a.json,
+            out: (!a.no_out).then_some(a.out),
+        }) {
             Ok(out) => print!("{out}"),
             Err(e) => {
                 eprintln!("{e}");

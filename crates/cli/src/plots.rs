@@ -309,6 +309,124 @@ where
     Ok(())
 }
 
+/// One named line of a [`write_lines`] chart: `(x, y)` points (a NaN `y` splits the line).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Line {
+    /// Legend label.
+    pub name: String,
+    /// Points in x order.
+    pub points: Vec<(f64, f64)>,
+    /// Drawn dashed-looking (thin) rather than thick.
+    pub thin: bool,
+}
+
+/// A generic line chart (time series of capacity / shaped rate / throughput, or a latency CDF):
+/// writes `<stem>.png` and `<stem>.svg` into `dir` and returns both paths. `y_range` of `None`
+/// fits the data (from 0).
+pub fn write_lines(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    axes: (&str, &str),
+    lines: &[Line],
+    y_range: Option<(f64, f64)>,
+) -> Result<Vec<PathBuf>, String> {
+    register_font();
+    let png = dir.join(format!("{stem}.png"));
+    let svg = dir.join(format!("{stem}.svg"));
+    {
+        let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+        draw_lines(&root, title, axes, lines, y_range)?;
+        root.present()
+            .map_err(|e| format!("{}: {e}", png.display()))?;
+    }
+    {
+        let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+        draw_lines(&root, title, axes, lines, y_range)?;
+        root.present()
+            .map_err(|e| format!("{}: {e}", svg.display()))?;
+    }
+    Ok(vec![png, svg])
+}
+
+fn draw_lines<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    axes: (&str, &str),
+    lines: &[Line],
+    y_range: Option<(f64, f64)>,
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(e2s)?;
+    let finite = |v: f64| v.is_finite();
+    let pts = lines.iter().flat_map(|l| l.points.iter());
+    let (mut xmin, mut xmax, mut ymax) = (f64::INFINITY, f64::NEG_INFINITY, 0.0f64);
+    for &(x, y) in pts {
+        if finite(x) {
+            xmin = xmin.min(x);
+            xmax = xmax.max(x);
+        }
+        if finite(y) {
+            ymax = ymax.max(y);
+        }
+    }
+    if !(xmin.is_finite() && xmax > xmin) {
+        (xmin, xmax) = (0.0, 1.0);
+    }
+    let (ylo, yhi) = y_range.unwrap_or((0.0, top(ymax, 1.0)));
+    let mut c = ChartBuilder::on(root)
+        .caption(title, (FAMILY, 22).into_font())
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(xmin..xmax, ylo..yhi)
+        .map_err(e2s)?;
+    c.configure_mesh()
+        .x_desc(axes.0)
+        .y_desc(axes.1)
+        .label_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    for (i, l) in lines.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        let w = if l.thin { 1 } else { 2 };
+        let mut first = true;
+        for seg in l.points.split(|p| !p.1.is_finite() || !p.0.is_finite()) {
+            if seg.is_empty() {
+                continue;
+            }
+            let a = c
+                .draw_series(LineSeries::new(seg.iter().copied(), color.stroke_width(w)))
+                .map_err(e2s)?;
+            if first {
+                a.label(l.name.clone()).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+                first = false;
+            }
+        }
+    }
+    legend(&mut c)
+}
+
+/// An empirical CDF of `samples` as at most 1000 `(value, fraction)` points.
+pub fn cdf_points(samples: &[f64]) -> Vec<(f64, f64)> {
+    let mut s: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();
+    s.sort_unstable_by(f64::total_cmp);
+    let n = s.len();
+    let step = n.div_ceil(CDF_POINTS).max(1);
+    let mut pts: Vec<(f64, f64)> = (0..n)
+        .step_by(step)
+        .map(|i| (s[i], (i + 1) as f64 / n as f64))
+        .collect();
+    if let Some(&last) = s.last() {
+        pts.push((last, 1.0));
+    }
+    pts
+}
+
 fn legend<'a, DB: DrawingBackend + 'a, X: Ranged, Y: Ranged>(
     c: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
 ) -> Result<(), String>

@@ -20,6 +20,8 @@
 //!    to the delay headroom: `gain * (1 - delay / target)` per step. Fast while below the rate
 //!    where the last cut happened (the remembered ceiling), slow (`probe_gain`) near or above it,
 //!    fast again once the ceiling is `ceiling_memory` old (the capacity may have returned).
+//!    The target used everywhere is `target` plus the serialisation time of two full-size
+//!    frames at the current rate (so a low rate is not mistaken for congestion).
 //! 5. The radio's capacity estimate, when given, is sanity-checked against what was achieved
 //!    (an estimate below the achieved throughput is ignored) and only caps increases.
 //!
@@ -29,6 +31,9 @@
 use crate::config::{check, check_f, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::{Direction, Duration, Instant, PerDir, Reason};
+
+/// Bytes of one full-size Ethernet frame, for the serialisation allowance added to the target.
+const MTU: f64 = 1514.0;
 
 /// PURPLE's parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -162,9 +167,15 @@ impl Law for Purple {
             (a, b) => a.or(b).unwrap_or(Duration::ZERO),
         };
         let cur = sig.current as f64;
+        // The target counts from the unavoidable delay of the current rate: a probe may wait
+        // behind one MTU-sized packet in the shaper and one in the radio. At 0.5 Mbit/s that
+        // is 48 ms; without it any low rate reads as congestion and the rate locks at `min`
+        // (found on the cellular traces). At 100 Mbit/s it adds 0.24 ms.
+        let serialisation = Duration::from_nanos((2.0 * MTU * 1e9 / cur.max(1.0)).min(1e9) as u64);
+        let target = p.target + serialisation;
         let load = sig.load.unwrap_or(0.0);
         let cake_busy = sig.cake_backlog.is_some_and(|b| b >= p.cake_busy_bytes);
-        if delay > p.target {
+        if delay > target {
             let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
             let draining = since_cut.is_some_and(|d| d < p.drain_time)
                 && u128::from(delay.as_nanos()) * 10 < u128::from(st.delay_at_cut.as_nanos()) * 9;
@@ -174,13 +185,13 @@ impl Law for Purple {
                     reason: Reason::Hold,
                 };
             }
-            let excess = (delay - p.target).as_secs_f64();
+            let excess = (delay - target).as_secs_f64();
             let rate = match sig.throughput {
                 Some(t) if !cake_busy && t > 0 => {
                     let f = (1.0 - excess / p.drain_time.as_secs_f64()).clamp(0.5, 0.95);
                     (t as f64 * f).min(cur * (1.0 - p.beta / 2.0))
                 }
-                _ => cur * (1.0 - p.beta * (excess / p.target.as_secs_f64()).min(1.0)),
+                _ => cur * (1.0 - p.beta * (excess / target.as_secs_f64()).min(1.0)),
             };
             st.last_cut = Some(now);
             st.delay_at_cut = delay;
@@ -197,7 +208,7 @@ impl Law for Purple {
                 reason: Reason::Hold,
             };
         }
-        let headroom = 1.0 - delay.as_secs_f64() / p.target.as_secs_f64();
+        let headroom = 1.0 - delay.as_secs_f64() / target.as_secs_f64();
         let near = st.ceiling.is_some_and(|(t, c)| {
             now.saturating_duration_since(t) < p.ceiling_memory && cur >= 0.9 * c as f64
         });

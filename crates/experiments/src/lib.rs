@@ -1,4 +1,4 @@
-//! The published CAKE experiments of `evaluation.md` (sections A and B) as simulator runs.
+//! The published CAKE experiments of `evaluation.md` (sections A, B and C) as simulator runs.
 //!
 //! Each [`Experiment`] builds its testbed ([`testbed`]), runs every contender the seed compared,
 //! and returns a [`Report`]: a table of our figures, the seed's figures beside them, and
@@ -7,9 +7,11 @@
 //!
 //! Deterministic: an experiment's numbers depend only on [`RunOpts::seed`].
 #![deny(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod a;
 mod b;
+pub mod c;
 pub mod testbed;
 
 use serde::Serialize;
@@ -172,7 +174,8 @@ impl Report {
 /// A built-in experiment.
 #[derive(Clone, Copy, Debug)]
 pub struct Experiment {
-    /// Id as in evaluation.md ("A1".."A6", "B1".."B4").
+    /// Id as in evaluation.md ("A1".."A6", "B1".."B4"; section C by scenario: "C-radio",
+    /// "C-step", ..., see [`c`]).
     pub id: &'static str,
     /// One-line title.
     pub title: &'static str,
@@ -180,10 +183,11 @@ pub struct Experiment {
     pub run: fn(&RunOpts) -> Report,
 }
 
-/// Every built-in experiment, A before B, in id order.
+/// Every built-in experiment, A before B before C, in id order.
 pub fn all() -> Vec<Experiment> {
     let mut v = a::experiments();
     v.extend(b::experiments());
+    v.extend(c::experiments());
     v
 }
 

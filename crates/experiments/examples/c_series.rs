@@ -1,0 +1,25 @@
+//! Prints one contender's time series (development aid): `c_series SCENARIO CONTENDER_INDEX SECS`.
+use experiments::c::closed_loop::{run, Contender, LoopSpec};
+use experiments::c::scenario::scenario;
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let sc = scenario(a.get(1).map_or("radio", String::as_str), 1)
+        .unwrap_or_else(|| std::process::exit(2));
+    let i: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(9);
+    let secs: f64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(sc.secs);
+    let c = Contender::all(&sc)[i];
+    let mut s = LoopSpec::new(sc, c, 1);
+    s.secs = secs;
+    let r = run(&s);
+    for p in r.series.iter().step_by(10) {
+        println!(
+            "{:5.1} cap {:6.2}/{:6.2} rate {:6.2}/{:6.2} thr {:6.2}/{:6.2} rtt {:7.1}",
+            p.t, p.cap.down, p.cap.up, p.rate.down, p.rate.up, p.thr.down, p.thr.up, p.rtt_ms
+        );
+    }
+    println!(
+        "{} mean {:.2} p99 {:.2} down {:.2} up {:.2}",
+        r.name, r.latency.mean, r.latency.p99, r.throughput.down, r.throughput.up
+    );
+}

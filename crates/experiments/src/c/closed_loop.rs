@@ -1,0 +1,744 @@
+//! The closed loop of section C: a variable-capacity radio with a deep droptail buffer (the
+//! radio's queue, which nobody can change), CAKE directly in front of it in each direction, bulk
+//! TCP both ways, timestamp probes to three reflectors, and a controller (or a static setting,
+//! or the oracle) driving CAKE's rate.
+//!
+//! ```text
+//!  server0..2 ─┐ 1 Gbit/s      1 Gbit/s, 4 ms        radio, 1 ms               1 Gbit/s
+//!              ├─ X ═══════════════════ W ══ down: [CAKE] -> buffer -> C ═════════ client
+//!              ┘                          ══ up:   C -> [CAKE] -> buffer -> W
+//! ```
+//!
+//! CAKE is the qdisc of the radio link itself in each direction: the simulator dequeues it
+//! whenever the radio's buffer has room, so CAKE's shaper decides how fast the radio queue
+//! fills, exactly "CAKE directly behind the bottleneck". For CAKE `autorate-ingress` (which
+//! estimates the rate from arrivals and only makes sense after the bottleneck) the radio links
+//! have no qdisc and CAKE sits on the links leaving the radio (C -> client, W -> X).
+//!
+//! Every [`STEP`] the loop: updates the radio's capacity, runs the simulator, turns the probes'
+//! answers into [`Sample::Owd`] (each reflector's clock offset added, 1 ms resolution, faults
+//! applied) and [`Sample::ProbeLost`] (no answer within 1 s), feeds [`Sample::Throughput`]
+//! (bytes the radio delivered in the step), [`Sample::CakeStats`] and [`Sample::RadioQueue`]
+//! (the radio buffer's backlog, drops, mean sojourn in the step and a noisy capacity estimate),
+//! polls the controller and applies its rates with `set_rate`.
+
+use super::probe::{Prober, Reflector, REFLECTOR_PORT};
+use super::scenario::Scenario;
+use cake::{AnyQdisc, CakeConfig};
+use controller::{
+    mbit, Aimd, CakeAutorate, Config, Controller, Direction, Engine, PerDir, Purple, PurpleParams,
+    QueueMetrics, ReflectorId, Sample, SqmAutorate,
+};
+use qdisc::{Duration, Instant, Qdisc, Rng};
+use serde::Serialize;
+use sim::{LinkConfig, LinkRate, Sim, TcpReceiverApp, TcpSenderApp};
+use std::net::{IpAddr, Ipv4Addr};
+use tcpmodel::{CcKind, Pacing, SenderConfig};
+
+/// The loop's control and measurement step.
+pub const STEP: Duration = Duration::from_millis(50);
+/// Probe interval per reflector (three reflectors: 30 probes/s in all).
+pub const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+/// A probe with no answer after this long is reported lost.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Number of reflectors (one per server).
+pub const REFLECTORS: usize = 3;
+/// Clock offsets of the reflectors relative to the client, ms (the controller must cancel them).
+const CLOCK_OFFSET_MS: [i64; REFLECTORS] = [5_000, -3_217, 86_000];
+const GBIT: u64 = 125_000_000;
+const WAN_DELAY: Duration = Duration::from_millis(4);
+const RADIO_DELAY: Duration = Duration::from_millis(1);
+const EDGE_DELAY: Duration = Duration::from_micros(100);
+
+/// A controller whose reflector pool the loop can maintain: dead or lying reflectors are
+/// replaced by fresh ones (new ids, new clock offsets), as a deployment would from its list of
+/// candidates (cake-autorate replaces after 3 offences in 60 s).
+pub trait Driven: Controller {
+    /// Removes the reflectors the pool wants replaced and returns their ids.
+    fn replace(&mut self, now: Instant) -> Vec<ReflectorId>;
+}
+
+impl<L: controller::Law> Driven for Engine<L> {
+    fn replace(&mut self, now: Instant) -> Vec<ReflectorId> {
+        let ids: Vec<ReflectorId> = self.pool().replacements(now).map(|(id, _)| id).collect();
+        for &id in &ids {
+            self.pool_mut().remove(id);
+        }
+        ids
+    }
+}
+
+/// Who sets CAKE's rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Contender {
+    /// C1: FQ-CoDel at the radio's egress, no shaping.
+    FqCodel,
+    /// C2/C3: CAKE at a static rate, Mbit/s `(down, up)`.
+    CakeStatic(f64, f64),
+    /// C4: PURPLE with the radio's queue metrics (BLUE-like, `controller::QueueMetrics`).
+    PurpleRadio,
+    /// C5: PURPLE-AIMD, delay only (`controller::Aimd`).
+    PurpleAimd,
+    /// cake-autorate's algorithm (`controller::CakeAutorate`).
+    CakeAutorate,
+    /// sqm-autorate's algorithm (`controller::SqmAutorate`).
+    SqmAutorate,
+    /// CAKE's own `autorate-ingress` after the radio.
+    AutorateIngress,
+    /// 95% of the true instantaneous capacity, set every step (the upper reference).
+    Oracle,
+    /// Our design (`controller::Purple`), without radio metrics.
+    Purple,
+}
+
+impl Contender {
+    /// Display name (as in the tables).
+    pub fn name(&self) -> String {
+        match self {
+            Contender::FqCodel => "FQ-CoDel (unshaped)".into(),
+            Contender::CakeStatic(d, u) => format!("CAKE static {d}/{u}M"),
+            Contender::PurpleRadio => "PURPLE (radio metrics)".into(),
+            Contender::PurpleAimd => "PURPLE-AIMD".into(),
+            Contender::CakeAutorate => "cake-autorate".into(),
+            Contender::SqmAutorate => "sqm-autorate".into(),
+            Contender::AutorateIngress => "CAKE autorate-ingress".into(),
+            Contender::Oracle => "oracle (95% of capacity)".into(),
+            Contender::Purple => "purple (ours)".into(),
+        }
+    }
+
+    /// Every contender for scenario `s`, in table order (C1..C5 first).
+    pub fn all(s: &Scenario) -> Vec<Contender> {
+        vec![
+            Contender::FqCodel,
+            Contender::CakeStatic(s.statics[0].0, s.statics[0].1),
+            Contender::CakeStatic(s.statics[1].0, s.statics[1].1),
+            Contender::PurpleRadio,
+            Contender::PurpleAimd,
+            Contender::CakeAutorate,
+            Contender::SqmAutorate,
+            Contender::AutorateIngress,
+            Contender::Oracle,
+            Contender::Purple,
+        ]
+    }
+
+    fn controller(&self, cfg: Config, seed: u64, pp: PurpleParams) -> Option<Box<dyn Driven>> {
+        let r: Result<Box<dyn Driven>, _> = match self {
+            Contender::PurpleRadio => {
+                Engine::new(cfg, QueueMetrics::default()).map(|e| Box::new(e) as _)
+            }
+            Contender::PurpleAimd => Engine::new(cfg, Aimd::default()).map(|e| Box::new(e) as _),
+            Contender::CakeAutorate => {
+                Engine::new(cfg, CakeAutorate::default()).map(|e| Box::new(e) as _)
+            }
+            Contender::SqmAutorate => {
+                let p = controller::SqmAutorateParams {
+                    seed,
+                    ..Default::default()
+                };
+                Engine::new(cfg, SqmAutorate::new(p)).map(|e| Box::new(e) as _)
+            }
+            Contender::Purple => Engine::new(cfg, Purple::new(pp)).map(|e| Box::new(e) as _),
+            _ => return None,
+        };
+        r.ok()
+    }
+}
+
+/// A reflector misbehaving, from `from` seconds of simulated time on.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fault {
+    /// Reflector `0` stops answering.
+    Dead(usize, f64),
+    /// Reflector `0` reports a one-way delay (both directions) growing by `2` ms per second.
+    Lying(usize, f64, f64),
+}
+
+/// One closed-loop run.
+#[derive(Clone, Debug)]
+pub struct LoopSpec {
+    /// The link.
+    pub scenario: Scenario,
+    /// Who sets the rate.
+    pub contender: Contender,
+    /// Seed of the simulator and the estimate noise.
+    pub seed: u64,
+    /// Simulated seconds (defaults to the scenario's).
+    pub secs: f64,
+    /// Latency and throughput are measured from here (seconds) to the end.
+    pub warmup: f64,
+    /// Reflector faults.
+    pub faults: Vec<Fault>,
+    /// Relative noise of the radio's capacity estimate (the slides: often wrong); also, with
+    /// probability `noise`, an estimate 40% low. Default 0.15.
+    pub capacity_noise: f64,
+    /// Overrides the controller configuration (rates, safety); `None`: from the scenario.
+    pub config: Option<Config>,
+    /// Parameters of [`Contender::Purple`]; `None`: [`LoopSpec::purple_params`].
+    pub purple: Option<PurpleParams>,
+}
+
+impl LoopSpec {
+    /// `contender` on `scenario` for its full length, 5 s warm-up, no faults.
+    pub fn new(scenario: Scenario, contender: Contender, seed: u64) -> Self {
+        LoopSpec {
+            secs: scenario.secs,
+            scenario,
+            contender,
+            seed,
+            warmup: 5.0,
+            faults: Vec::new(),
+            capacity_noise: 0.15,
+            config: None,
+            purple: None,
+        }
+    }
+
+    /// The parameters `purple` runs with in section C: the law's defaults except a 3 ms delay
+    /// target (5 ms by default), the operating point that matches PURPLE-AIMD's latency on the
+    /// slides' radio.
+    pub fn purple_params(&self) -> PurpleParams {
+        self.purple.unwrap_or(PurpleParams {
+            target: Duration::from_millis(3),
+            ..PurpleParams::default()
+        })
+    }
+
+    /// The controller configuration used: the scenario's range, base at 60% of max, safe = min.
+    pub fn config(&self) -> Config {
+        if let Some(c) = &self.config {
+            return c.clone();
+        }
+        let s = &self.scenario;
+        let mut c = Config::with_range(
+            PerDir::new(s.range_down.0, s.range_up.0),
+            PerDir::new(s.range_down.1, s.range_up.1),
+        );
+        c.base = PerDir::new(s.range_down.1 * 3 / 5, s.range_up.1 * 3 / 5);
+        c
+    }
+}
+
+/// A value per direction (serialisable).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Pair {
+    /// Download.
+    pub down: f64,
+    /// Upload.
+    pub up: f64,
+}
+
+impl Pair {
+    /// `down`, `up`.
+    pub const fn new(down: f64, up: f64) -> Self {
+        Pair { down, up }
+    }
+}
+
+impl std::ops::Index<Direction> for Pair {
+    type Output = f64;
+    fn index(&self, d: Direction) -> &f64 {
+        match d {
+            Direction::Down => &self.down,
+            Direction::Up => &self.up,
+        }
+    }
+}
+impl std::ops::IndexMut<Direction> for Pair {
+    fn index_mut(&mut self, d: Direction) -> &mut f64 {
+        match d {
+            Direction::Down => &mut self.down,
+            Direction::Up => &mut self.up,
+        }
+    }
+}
+
+/// One step of the time series.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Point {
+    /// Seconds.
+    pub t: f64,
+    /// True capacity, Mbit/s.
+    pub cap: Pair,
+    /// CAKE's rate, Mbit/s (NaN when unshaped).
+    pub rate: Pair,
+    /// Delivered by the radio during the step, Mbit/s.
+    pub thr: Pair,
+    /// Highest probe RTT answered during the step, ms (NaN if none).
+    pub rtt_ms: f64,
+}
+
+/// Loaded-latency statistics, ms (probe RTT minus the idle base RTT).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LatencyStats {
+    /// Samples.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub median: f64,
+    /// Minimum.
+    pub min: f64,
+    /// Maximum.
+    pub max: f64,
+    /// Standard deviation.
+    pub std: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+impl LatencyStats {
+    /// Statistics of `v` (ms); all zero for an empty slice.
+    pub fn of(v: &[f64]) -> Self {
+        if v.is_empty() {
+            return LatencyStats::default();
+        }
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let mean = s.iter().sum::<f64>() / n as f64;
+        let var = s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+        let q = |p: f64| s[(((n - 1) as f64) * p).round() as usize];
+        LatencyStats {
+            n,
+            mean,
+            median: q(0.5),
+            min: s[0],
+            max: s[n - 1],
+            std: var.sqrt(),
+            p95: q(0.95),
+            p99: q(0.99),
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoopResult {
+    /// The contender's name.
+    pub name: String,
+    /// Loaded latency after the warm-up.
+    pub latency: LatencyStats,
+    /// Mean delivered rate per direction after the warm-up, Mbit/s.
+    pub throughput: Pair,
+    /// Mean true capacity per direction after the warm-up, Mbit/s.
+    pub capacity: Pair,
+    /// Every loaded-latency sample after the warm-up, ms (for the CDF).
+    pub samples: Vec<f64>,
+    /// The time series, one point per [`STEP`].
+    pub series: Vec<Point>,
+    /// Idle round-trip time of a probe, ms.
+    pub base_rtt_ms: f64,
+}
+
+impl LoopResult {
+    /// Download throughput as a share of the mean download capacity.
+    pub fn share(&self) -> f64 {
+        if self.capacity.down > 0.0 {
+            self.throughput.down / self.capacity.down
+        } else {
+            0.0
+        }
+    }
+}
+
+struct ProbeState {
+    app: sim::AppId,
+    seen: usize,
+    answered: Vec<bool>,
+    lost_checked: usize,
+}
+
+fn addr(net: u8, i: usize) -> IpAddr {
+    Ipv4Addr::new(10, 0, net, (i + 1) as u8).into()
+}
+
+/// Runs one closed loop. Deterministic in `spec`.
+pub fn run(spec: &LoopSpec) -> LoopResult {
+    let sc = &spec.scenario;
+    let cfg = spec.config();
+    let seed = spec.seed;
+    let mut sim = Sim::new(seed);
+    sim.set_bin_width(STEP);
+    let x = sim.add_node(&[]);
+    let w = sim.add_node(&[]);
+    let c = sim.add_node(&[]);
+    let client_addr = addr(1, 0);
+    let client = sim.add_node(&[client_addr]);
+    let servers: Vec<(usize, IpAddr)> = (0..REFLECTORS)
+        .map(|i| {
+            let a = addr(2, i);
+            let n = sim.add_node(&[a]);
+            sim.add_link(n, x, LinkConfig::fixed(GBIT, EDGE_DELAY));
+            sim.add_link(x, n, LinkConfig::fixed(GBIT, EDGE_DELAY));
+            (n, a)
+        })
+        .collect();
+    let ingress = spec.contender == Contender::AutorateIngress;
+    let cake_at = |rate: u64, s: u64| AnyQdisc::cake(CakeConfig::with_rate(rate.max(1)), s);
+    let initial = |d: Direction| -> Option<AnyQdisc> {
+        match spec.contender {
+            Contender::FqCodel => Some(AnyQdisc::fq_codel_default(seed)),
+            Contender::AutorateIngress => None,
+            Contender::CakeStatic(dn, up) => Some(cake_at(
+                mbit(if d == Direction::Down { dn } else { up }),
+                seed,
+            )),
+            Contender::Oracle => {
+                let cap = if d == Direction::Down {
+                    &sc.down
+                } else {
+                    &sc.up
+                };
+                Some(cake_at(cap.rate_at(Instant::ZERO) * 95 / 100, seed))
+            }
+            _ => Some(cake_at(cfg.base[d], seed)),
+        }
+    };
+    let ingress_cake = |max: u64| {
+        let bw = format!("{}bit", max * 8);
+        let cfg = CakeConfig::from_tc_args(&["bandwidth", &bw, "autorate-ingress", "ingress"])
+            .unwrap_or_else(|_| CakeConfig::with_rate(max));
+        AnyQdisc::cake(cfg, seed)
+    };
+    let wan = |sim: &mut Sim, a, b, q: Option<AnyQdisc>| {
+        let mut l = LinkConfig::fixed(GBIT, WAN_DELAY);
+        if let Some(q) = q {
+            l = l.buffer(Some(2), None).qdisc(q);
+        }
+        sim.add_link(a, b, l)
+    };
+    wan(&mut sim, x, w, None);
+    let up_after = wan(&mut sim, w, x, ingress.then(|| ingress_cake(cfg.max.up)));
+    let radio = |sim: &mut Sim, a, b, d: Direction| {
+        let cap = if d == Direction::Down {
+            &sc.down
+        } else {
+            &sc.up
+        };
+        let mut l =
+            LinkConfig::with_rate(cap.link_rate(), RADIO_DELAY).buffer(Some(sc.radio_buffer), None);
+        if let Some(q) = initial(d) {
+            l = l.qdisc(q);
+        }
+        sim.add_link(a, b, l)
+    };
+    let down = radio(&mut sim, w, c, Direction::Down);
+    let up = radio(&mut sim, c, w, Direction::Up);
+    let mut edge = LinkConfig::fixed(GBIT, EDGE_DELAY);
+    if ingress {
+        edge = edge.buffer(Some(2), None).qdisc(ingress_cake(cfg.max.down));
+    }
+    let down_after = sim.add_link(c, client, edge);
+    sim.add_link(client, c, LinkConfig::fixed(GBIT, EDGE_DELAY));
+    sim.compute_routes();
+    let links = PerDir::new(down, up);
+
+    // Bulk TCP: 4 downloads (servers -> client), 2 uploads.
+    let tcp = |sim: &mut Sim, from: (usize, IpAddr), to: (usize, IpAddr), port: u16| {
+        let mut s = SenderConfig::new(from.1, to.1, port, port);
+        s.cc = CcKind::Cubic;
+        s.ecn = true;
+        s.pacing = Some(Pacing::default());
+        let start = Instant::from_millis(200 + u64::from(port % 7) * 50);
+        sim.add_app(to.0, port, start, Box::new(TcpReceiverApp::for_sender(&s)));
+        sim.add_app(from.0, port, start, Box::new(TcpSenderApp::new(s)));
+    };
+    for k in 0..4u16 {
+        tcp(
+            &mut sim,
+            servers[usize::from(k) % REFLECTORS],
+            (client, client_addr),
+            5000 + k,
+        );
+    }
+    for k in 0..2u16 {
+        tcp(
+            &mut sim,
+            (client, client_addr),
+            servers[usize::from(k) % REFLECTORS],
+            6000 + k,
+        );
+    }
+    let mut probes: Vec<ProbeState> = servers
+        .iter()
+        .enumerate()
+        .map(|(i, &(n, a))| {
+            sim.add_app(
+                n,
+                REFLECTOR_PORT,
+                Instant::ZERO,
+                Box::new(Reflector::new(a)),
+            );
+            let port = 100 + i as u16;
+            let start = Instant::from_millis(i as u64 * PROBE_INTERVAL.as_nanos() / 3_000_000);
+            let app = sim.add_app(
+                client,
+                port,
+                start,
+                Box::new(Prober::new(client_addr, a, port, PROBE_INTERVAL)),
+            );
+            ProbeState {
+                app,
+                seen: 0,
+                answered: Vec::new(),
+                lost_checked: 0,
+            }
+        })
+        .collect();
+
+    // Idle RTT of a 58-byte probe: propagation plus serialisation on every hop, both ways.
+    let ser = |bps: f64| 58.0 / bps * 1e3;
+    let base_rtt_ms = 2.0 * (WAN_DELAY.as_millis_f64() + RADIO_DELAY.as_millis_f64())
+        + 4.0 * EDGE_DELAY.as_millis_f64()
+        + 6.0 * ser(GBIT as f64)
+        + ser(sc.down.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0))
+        + ser(sc.up.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0));
+
+    let mut ctl = spec
+        .contender
+        .controller(cfg.clone(), seed, spec.purple_params());
+    // Only PURPLE-regular (C4) reads the radio's queue metrics; everyone else does without.
+    let radio_metrics = spec.contender == Contender::PurpleRadio;
+    let mut rng = Rng::new(seed ^ 0x5eed_cafe);
+    let end = Instant::from_nanos((spec.secs.max(0.1) * 1e9) as u64);
+    let warm = Instant::from_nanos((spec.warmup.max(0.0) * 1e9) as u64);
+    let mut t = Instant::ZERO;
+    let mut last_tx = PerDir::new(0u64, 0u64);
+    let mut last_bin = PerDir::new(0usize, 0usize);
+    let mut cur_cap = PerDir::new(0u64, 0u64);
+    let mut rate_now = Pair::new(f64::NAN, f64::NAN);
+    for d in Direction::ALL {
+        rate_now[d] = match spec.contender {
+            Contender::FqCodel => f64::NAN,
+            Contender::CakeStatic(dn, u) => {
+                if d == Direction::Down {
+                    dn
+                } else {
+                    u
+                }
+            }
+            _ => cfg.base[d] as f64 * 8e-6,
+        };
+    }
+    // The reflector currently probed through each server (replaced ones get fresh ids).
+    let mut ids: Vec<u16> = (0..REFLECTORS as u16).collect();
+    let mut next_id = REFLECTORS as u16;
+    let mut series = Vec::new();
+    let mut samples = Vec::new();
+    let mut delivered = PerDir::new(0u64, 0u64);
+    while t < end {
+        let caps = PerDir::new(sc.down.rate_at(t), sc.up.rate_at(t));
+        for d in Direction::ALL {
+            let capd = if d == Direction::Down {
+                &sc.down
+            } else {
+                &sc.up
+            };
+            if capd.is_series() && caps[d] != cur_cap[d] {
+                sim.set_link_rate(links[d], LinkRate::Fixed(caps[d].max(1)));
+                cur_cap[d] = caps[d];
+            }
+            if spec.contender == Contender::Oracle {
+                let r = caps[d] * 95 / 100;
+                if let Some(q) = sim.qdisc_mut(links[d]) {
+                    let _ = q.set_rate(Some(r.max(mbit(0.1))));
+                }
+                rate_now[d] = r as f64 * 8e-6;
+            }
+        }
+        t += STEP;
+        sim.run_until(t);
+        let now_s = t.as_secs_f64();
+        // Probes.
+        let mut max_rtt = f64::NAN;
+        for (i, p) in probes.iter_mut().enumerate() {
+            let Some(pr) = sim.app_as::<Prober>(p.app) else {
+                continue;
+            };
+            p.answered.resize(pr.sent.len(), false);
+            for r in &pr.results[p.seen..] {
+                let rtt = r.received.saturating_duration_since(r.sent).as_millis_f64();
+                let loaded = (rtt - base_rtt_ms).max(0.0);
+                if r.received >= warm {
+                    samples.push(loaded);
+                }
+                max_rtt = if max_rtt.is_nan() {
+                    rtt
+                } else {
+                    max_rtt.max(rtt)
+                };
+                let sent_s = r.sent.as_secs_f64();
+                let dead = spec
+                    .faults
+                    .iter()
+                    .any(|f| matches!(*f, Fault::Dead(k, from) if k == i && sent_s >= from));
+                if dead {
+                    continue;
+                }
+                if let Some(a) = p.answered.get_mut(r.seq as usize) {
+                    *a = true;
+                }
+                let lie_ms: f64 = spec
+                    .faults
+                    .iter()
+                    .map(|f| match *f {
+                        Fault::Lying(k, from, per_s) if k == i && sent_s >= from => {
+                            (sent_s - from) * per_s
+                        }
+                        _ => 0.0,
+                    })
+                    .sum();
+                if let Some(c) = ctl.as_mut() {
+                    // The reflector's clock: true time + offset, truncated to 1 ms.
+                    let off = CLOCK_OFFSET_MS[usize::from(ids[i]) % REFLECTORS]
+                        + i64::from(ids[i]) * 1_001;
+                    let remote_ms = (r.reflected.as_nanos() / 1_000_000) as i64 + off;
+                    let sent_ns = r.sent.as_nanos() as i64;
+                    let recv_ns = r.received.as_nanos() as i64;
+                    let lie = (lie_ms * 1e6) as i64;
+                    let up_ns = remote_ms * 1_000_000 - sent_ns + lie;
+                    let down_ns = recv_ns - remote_ms * 1_000_000 + lie;
+                    let id = ReflectorId(ids[i]);
+                    for (dir, owd_ns) in [(Direction::Up, up_ns), (Direction::Down, down_ns)] {
+                        c.on_sample(
+                            r.received.min(t),
+                            &Sample::Owd {
+                                reflector: id,
+                                dir,
+                                sent: r.sent,
+                                owd_ns,
+                            },
+                        );
+                    }
+                }
+            }
+            p.seen = pr.results.len();
+            while p.lost_checked < pr.sent.len() && pr.sent[p.lost_checked] + PROBE_TIMEOUT <= t {
+                if !p.answered[p.lost_checked] {
+                    if let Some(c) = ctl.as_mut() {
+                        c.on_sample(
+                            t,
+                            &Sample::ProbeLost {
+                                reflector: ReflectorId(ids[i]),
+                                sent: pr.sent[p.lost_checked],
+                            },
+                        );
+                    }
+                }
+                p.lost_checked += 1;
+            }
+        }
+        // Throughput, CAKE and radio statistics.
+        let mut thr = Pair::default();
+        for d in Direction::ALL {
+            let l = links[d];
+            let (tx, drops, soj) = match sim.link(l) {
+                Some(m) => {
+                    let from = last_bin[d].min(m.bins.len());
+                    let (mut ss, mut np) = (0u64, 0u64);
+                    for b in &m.bins[from..] {
+                        ss += b.sojourn_sum_ns;
+                        np += b.tx_packets;
+                    }
+                    last_bin[d] = m.bins.len().saturating_sub(1);
+                    (m.tx_bytes, m.buffer_drops, ss.checked_div(np).unwrap_or(0))
+                }
+                None => (0, 0, 0),
+            };
+            let bytes = tx - last_tx[d].min(tx);
+            last_tx[d] = tx;
+            if t > warm {
+                delivered[d] += bytes;
+            }
+            let bps = (bytes as f64 / STEP.as_secs_f64()) as u64;
+            thr[d] = bps as f64 * 8e-6;
+            let Some(c) = ctl.as_mut() else {
+                continue;
+            };
+            c.on_sample(t, &Sample::Throughput { dir: d, bps });
+            if let Some(q) = sim.qdisc(l) {
+                let s = q.stats();
+                c.on_sample(
+                    t,
+                    &Sample::CakeStats {
+                        dir: d,
+                        backlog_bytes: s.backlog.bytes,
+                        drops: s.dropped_total().packets,
+                        ecn_marks: s.ecn_marks,
+                    },
+                );
+            }
+            if !radio_metrics {
+                continue;
+            }
+            let (pk, by) = sim.buffer_backlog(l).unwrap_or((0, 0));
+            let noise = spec.capacity_noise.clamp(0.0, 1.0);
+            let mut est = caps[d] as f64 * (1.0 + noise * (rng.next_f64() * 2.0 - 1.0));
+            if rng.next_f64() < noise {
+                est *= 0.6;
+            }
+            c.on_sample(
+                t,
+                &Sample::RadioQueue {
+                    dir: d,
+                    backlog_bytes: by,
+                    backlog_packets: pk as u32,
+                    drops,
+                    sojourn: Duration::from_nanos(soj),
+                    capacity_bps: Some(est as u64),
+                },
+            );
+        }
+        if let Some(c) = ctl.as_mut() {
+            for gone in c.replace(t) {
+                if let Some(slot) = ids.iter().position(|&x| x == gone.0) {
+                    ids[slot] = next_id;
+                    next_id = next_id.wrapping_add(1);
+                }
+            }
+            let dec = c.poll(t);
+            for d in Direction::ALL {
+                if dec.changed[d] {
+                    if let Some(q) = sim.qdisc_mut(links[d]) {
+                        let _ = q.set_rate(Some(dec.rate[d]));
+                    }
+                }
+                rate_now[d] = dec.rate[d] as f64 * 8e-6;
+            }
+        }
+        if ingress {
+            for (d, l) in [(Direction::Down, down_after), (Direction::Up, up_after)] {
+                rate_now[d] = sim
+                    .qdisc(l)
+                    .and_then(|q| q.as_cake())
+                    .map_or(f64::NAN, |k| {
+                        k.cake_stats().capacity_estimate as f64 * 15.0 / 16.0 * 8e-6
+                    });
+            }
+        }
+        series.push(Point {
+            t: now_s,
+            cap: Pair::new(caps.down as f64 * 8e-6, caps.up as f64 * 8e-6),
+            rate: rate_now,
+            thr,
+            rtt_ms: max_rtt,
+        });
+    }
+    let span = (end.as_secs_f64() - warm.as_secs_f64()).max(1e-3);
+    LoopResult {
+        name: spec.contender.name(),
+        latency: LatencyStats::of(&samples),
+        throughput: Pair::new(
+            delivered.down as f64 * 8e-6 / span,
+            delivered.up as f64 * 8e-6 / span,
+        ),
+        capacity: Pair::new(sc.down.mean(warm, end) * 8e-6, sc.up.mean(warm, end) * 8e-6),
+        samples,
+        series,
+        base_rtt_ms,
+    }
+}

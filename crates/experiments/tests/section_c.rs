@@ -1,0 +1,160 @@
+//! Section C in closed loop: the demo's ordering on the slides' radio (with tolerances) and the
+//! controller's safety properties: bounds, stall fallback when every reflector dies, a lying
+//! reflector outvoted, reaction to a capacity drop and recovery after it returns.
+#![allow(clippy::unwrap_used)]
+
+use experiments::c::closed_loop::{run, Contender, Fault, LoopResult, LoopSpec};
+use experiments::c::scenario::scenario;
+use experiments::c::{idx, run_all};
+use experiments::RunOpts;
+
+fn short(name: &str, c: Contender, secs: f64) -> LoopSpec {
+    let mut s = LoopSpec::new(scenario(name, 1).unwrap(), c, 1);
+    s.secs = secs;
+    s.warmup = 3.0;
+    s
+}
+
+/// The demo's ordering on the slides' radio (full 30 s): the slides' orderings that we
+/// reproduce, the one we do not (regular PURPLE's throughput edge over AIMD: here its BLUE-like
+/// law aims at 80% of the capacity estimate, so both deliver about the same), and the goal's
+/// first half for `purple`; the oracle stays the latency floor (goal's second half: p99 not met).
+#[test]
+fn demo_ordering_on_the_radio_holds_within_tolerances() {
+    let sc = scenario("radio", 1).unwrap();
+    let r = run_all(&sc, &RunOpts::default());
+    assert_eq!(r.len(), 10);
+    for x in &r {
+        eprintln!(
+            "{:28} mean {:6.2} p99 {:6.2} down {:6.1}",
+            x.name, x.latency.mean, x.latency.p99, x.throughput.down
+        );
+    }
+    let m = |i: usize| r[i].latency.mean;
+    let p99 = |i: usize| r[i].latency.p99;
+    let thr = |i: usize| r[i].throughput.down;
+    // Unshaped FQ-CoDel and the optimistic static rate bloat the radio's queue.
+    assert!(m(idx::FQ) > 5.0 * m(idx::OURS), "FQ-CoDel not bloated");
+    assert!(m(idx::OPT) > 5.0 * m(idx::OURS), "C3 not bloated");
+    // C2 trades throughput for latency against C3.
+    assert!(m(idx::SAFE) < m(idx::OPT) && thr(idx::SAFE) < thr(idx::OPT));
+    // PURPLE-AIMD: lowest mean latency of C1-C5 (within 0.5 ms).
+    for i in [idx::FQ, idx::SAFE, idx::OPT, idx::RADIO] {
+        assert!(m(idx::AIMD) <= m(i) + 0.5, "AIMD vs {}", r[i].name);
+    }
+    // Finding: regular PURPLE and AIMD deliver the same within 3% (the slides: +16%).
+    assert!((thr(idx::RADIO) / thr(idx::AIMD) - 1.0).abs() < 0.03);
+    // Ours: mean latency within 0.5 ms of AIMD's, lower p99, and more throughput than both
+    // PURPLE variants (at least 10% more than regular PURPLE).
+    assert!(m(idx::OURS) <= m(idx::AIMD) + 0.5);
+    assert!(p99(idx::OURS) < p99(idx::AIMD));
+    assert!(thr(idx::OURS) >= 1.1 * thr(idx::RADIO).max(thr(idx::AIMD)));
+    // Within 10% of the oracle's throughput; the oracle's p99 stays far lower (goal not met).
+    assert!(thr(idx::OURS) >= 0.9 * thr(idx::ORACLE));
+    assert!(p99(idx::ORACLE) + 5.0 < p99(idx::OURS));
+}
+
+/// Every controller's rate stays within the configured [min, max] on fast fluctuation.
+#[test]
+fn every_controller_keeps_its_rate_within_bounds_on_fast_fluctuation() {
+    for c in [
+        Contender::Purple,
+        Contender::PurpleAimd,
+        Contender::PurpleRadio,
+        Contender::CakeAutorate,
+        Contender::SqmAutorate,
+    ] {
+        let spec = short("fast", c, 8.0);
+        let cfg = spec.config();
+        let r = run(&spec);
+        for p in &r.series {
+            for (v, lo, hi) in [
+                (p.rate.down, cfg.min.down, cfg.max.down),
+                (p.rate.up, cfg.min.up, cfg.max.up),
+            ] {
+                let (lo, hi) = (lo as f64 * 8e-6, hi as f64 * 8e-6);
+                assert!(
+                    v >= lo - 1e-6 && v <= hi + 1e-6,
+                    "{}: {v} outside [{lo}, {hi}] at {}",
+                    r.name,
+                    p.t
+                );
+            }
+        }
+    }
+}
+
+/// All reflectors dead from 5 s: the rate is at the safe rate (= min) within stall_after (2 s)
+/// plus one second, in both directions, and stays there.
+#[test]
+fn purple_falls_back_to_the_safe_rate_when_every_reflector_dies() {
+    let mut spec = short("radio", Contender::Purple, 10.0);
+    spec.faults = (0..3).map(|i| Fault::Dead(i, 5.0)).collect();
+    let safe = spec.config().safe;
+    let r = run(&spec);
+    let after: Vec<_> = r.series.iter().filter(|p| p.t >= 8.0).collect();
+    assert!(!after.is_empty());
+    for p in after {
+        assert!(
+            (p.rate.down - safe.down as f64 * 8e-6).abs() < 1e-6
+                && (p.rate.up - safe.up as f64 * 8e-6).abs() < 1e-6,
+            "at {}: {:?}",
+            p.t,
+            p.rate
+        );
+    }
+    // Before the fault it was well above the safe rate.
+    let before = r.series.iter().find(|p| p.t >= 4.9).unwrap();
+    assert!(before.rate.down > 2.0 * safe.down as f64 * 8e-6);
+}
+
+/// One of three reflectors reports a delay growing by 20 ms per second from 3 s: the median
+/// outvotes it, so the download keeps at least 85% of the honest run's throughput.
+#[test]
+fn purple_ignores_one_lying_reflector() {
+    let honest = run(&short("radio", Contender::Purple, 12.0));
+    let mut spec = short("radio", Contender::Purple, 12.0);
+    spec.faults = vec![Fault::Lying(1, 3.0, 20.0)];
+    let lied = run(&spec);
+    eprintln!(
+        "honest {:.1} Mbit/s, with a liar {:.1} Mbit/s",
+        honest.throughput.down, lied.throughput.down
+    );
+    assert!(lied.throughput.down >= 0.85 * honest.throughput.down);
+}
+
+/// One reflector dead: the two others keep the loop working (no fallback to the safe rate).
+#[test]
+fn purple_keeps_working_when_one_reflector_dies() {
+    let mut spec = short("radio", Contender::Purple, 12.0);
+    spec.faults = vec![Fault::Dead(0, 3.0)];
+    let safe = spec.config().safe.down as f64 * 8e-6;
+    let r = run(&spec);
+    assert!(r
+        .series
+        .iter()
+        .filter(|p| p.t > 4.0)
+        .all(|p| p.rate.down > safe));
+    assert!(r.share() > 0.8, "share {}", r.share());
+}
+
+fn first_after(r: &LoopResult, from: f64, pred: impl Fn(f64, f64, f64) -> bool) -> Option<f64> {
+    r.series
+        .iter()
+        .find(|p| p.t >= from && pred(p.rate.down, p.cap.down, p.rtt_ms))
+        .map(|p| p.t - from)
+}
+
+/// Step 120 -> 40 Mbit/s at 15 s: purple's shaper is at or below 40 within 1 s; after the
+/// capacity returns at 30 s it is back above 80% of 120 Mbit/s within 10 s.
+#[test]
+fn purple_reacts_within_1s_to_a_step_drop_and_recovers_within_10s() {
+    let mut spec = short("step", Contender::Purple, 42.0);
+    spec.warmup = 5.0;
+    let r = run(&spec);
+    let react = first_after(&r, 15.0, |rate, cap, _| rate <= cap);
+    let recover = first_after(&r, 30.0, |rate, _, _| rate >= 0.8 * 120.0);
+    eprintln!("reaction {react:?} s, recovery {recover:?} s");
+    assert!(react.is_some_and(|s| s <= 1.0), "reaction {react:?}");
+    assert!(recover.is_some_and(|s| s <= 10.0), "recovery {recover:?}");
+}
