@@ -11,6 +11,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod actuator;
+pub mod bench;
 pub mod clock;
 pub mod config;
 pub mod counters;
