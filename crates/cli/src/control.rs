@@ -1,6 +1,6 @@
 //! `purple control` (the daemon), `purple control --check`, and `purple bench control`.
 
-use daemon::{DaemonConfig, Daemon, Exit};
+use daemon::{Daemon, DaemonConfig, Exit};
 use serde_json::json;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -51,11 +51,14 @@ pub fn run(path: &Path, dry_run: bool) -> Result<String, String> {
             }
             Exit::Reload => match DaemonConfig::load(path) {
                 Ok(new) => {
-                    let user = cfg.user.clone();
-                    match Daemon::new(new.clone(), dry_run) {
-                        Ok(nd) => {
-                            d = nd;
-                            cfg = DaemonConfig { user, ..new };
+                    // The user switch happened once; a changed `user` needs a restart.
+                    let new = DaemonConfig {
+                        user: cfg.user.clone(),
+                        ..new
+                    };
+                    match d.reload(new.clone(), dry_run) {
+                        Ok(()) => {
+                            cfg = new;
                             d.log_event(json!({"event": "reloaded"}));
                         }
                         Err(e) => d.log_event(json!({"event": "reload-failed",

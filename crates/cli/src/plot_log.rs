@@ -16,8 +16,7 @@ pub fn summary_from_log(name: &str, text: &str) -> Result<RunSummary, String> {
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value =
-            serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
+        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
         if v["event"] == "decision" {
             rows.push(v);
         }
@@ -110,13 +109,11 @@ pub fn run(log: &Path, out: &Path) -> Result<String, String> {
     let summary = summary_from_log(&stem, &text)?;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let files: Vec<PathBuf> = crate::plots::write_all(&summary, out, &stem)?;
-    Ok(files
-        .iter()
-        .map(|p| format!("{}\n", p.display()))
-        .collect())
+    Ok(files.iter().map(|p| format!("{}\n", p.display())).collect())
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

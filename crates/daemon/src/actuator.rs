@@ -26,9 +26,8 @@ impl Netlink {
     /// Resolves each direction's device and parent; opens the netlink socket.
     pub fn new(cfg: &DaemonConfig) -> io::Result<Self> {
         let t = |d: &crate::config::DirConfig| -> io::Result<(u32, u32)> {
-            let idx = netlink::ifindex(d.iface()).map_err(|e| {
-                io::Error::new(e.kind(), format!("device {}: {e}", d.iface()))
-            })?;
+            let idx = netlink::ifindex(d.iface())
+                .map_err(|e| io::Error::new(e.kind(), format!("device {}: {e}", d.iface())))?;
             let parent = crate::config::parse_parent(&d.parent).unwrap_or(netlink::TC_H_ROOT);
             Ok((idx, parent))
         };
@@ -74,7 +73,10 @@ impl Bridge {
             Direction::Up => "egress",
             Direction::Down => "ingress",
         };
-        format!("set-bandwidth {side} {}bit\n", bytes_per_s.saturating_mul(8))
+        format!(
+            "set-bandwidth {side} {}bit\n",
+            bytes_per_s.saturating_mul(8)
+        )
     }
 
     fn try_once(&mut self, line: &str) -> io::Result<()> {
@@ -89,7 +91,10 @@ impl Bridge {
         c.get_mut().write_all(line.as_bytes())?;
         let mut reply = String::new();
         if c.read_line(&mut reply)? == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "bridge closed"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "bridge closed",
+            ));
         }
         if reply.starts_with("ok") {
             Ok(())
@@ -196,12 +201,21 @@ mod tests {
         assert!(l.should_apply(t0, Direction::Up, 1_000_000, false));
         l.applied(t0, Direction::Up, 1_000_000);
         let t1 = Instant::from_millis(1300);
-        assert!(!l.should_apply(t1, Direction::Up, 1_005_000, false), "0.5% is tiny");
+        assert!(
+            !l.should_apply(t1, Direction::Up, 1_005_000, false),
+            "0.5% is tiny"
+        );
         assert!(l.should_apply(t1, Direction::Up, 1_020_000, false));
         let t2 = Instant::from_millis(1100);
-        assert!(!l.should_apply(t2, Direction::Up, 900_000, false), "too soon");
+        assert!(
+            !l.should_apply(t2, Direction::Up, 900_000, false),
+            "too soon"
+        );
         assert!(l.should_apply(t2, Direction::Up, 900_000, true), "forced");
-        assert!(l.should_apply(t2, Direction::Down, 5, false), "other direction");
+        assert!(
+            l.should_apply(t2, Direction::Down, 5, false),
+            "other direction"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! 20 probes/s, and measures the loop thread's CPU time (user + system,
 //! `CLOCK_THREAD_CPUTIME_ID`), extrapolated to an hour.
 
-use crate::{DaemonConfig, Daemon};
+use crate::{Daemon, DaemonConfig};
 use qdisc::Duration;
 use rustix::time::{clock_gettime, ClockId};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,13 +38,15 @@ fn secs(t: rustix::time::Timespec) -> f64 {
 }
 
 /// Runs the bench for `seconds` at `rate_hz` probes per second.
+#[allow(clippy::disallowed_methods)] // wall-clock duration of the run
 pub fn control(seconds: f64, rate_hz: f64) -> std::io::Result<ControlBench> {
     let sock = std::net::UdpSocket::bind("127.0.0.1:0")?;
     let port = sock.local_addr()?.port();
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let refl = std::thread::spawn(move || crate::probe::udp::serve(&sock, 10_000, &st));
-    let log = std::env::temp_dir().join(format!("purple-bench-control-{}.jsonl", std::process::id()));
+    let log =
+        std::env::temp_dir().join(format!("purple-bench-control-{}.jsonl", std::process::id()));
     let text = format!(
         "[download]\ninterface = \"lo\"\ncounter = \"rx\"\n[upload]\ninterface = \"lo\"\n\
          [probe]\nreflectors = [\"udp:127.0.0.1:{port}\", \"127.0.0.1\"]\nrate_hz = {rate_hz}\n\
@@ -70,10 +72,9 @@ pub fn control(seconds: f64, rate_hz: f64) -> std::io::Result<ControlBench> {
     let _ = refl.join();
     let _ = std::fs::remove_file(&log);
     res?;
-    let (sent, replies) = d
-        .health()
-        .iter()
-        .fold((0, 0), |(s, a), (_, _, _, st)| (s + st.sent, a + st.answered));
+    let (sent, replies) = d.health().iter().fold((0, 0), |(s, a), (_, _, _, st)| {
+        (s + st.sent, a + st.answered)
+    });
     let per_hour = cpu / wall.max(1e-9) * 3600.0;
     Ok(ControlBench {
         seconds: wall,

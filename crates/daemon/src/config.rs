@@ -491,7 +491,11 @@ impl DaemonConfig {
             return Err(err("probe.active", p.active, "1 ..= 64"));
         }
         if p.min_interval_ms > 60_000 {
-            return Err(err("probe.min_interval_ms", p.min_interval_ms, "0 ..= 60000"));
+            return Err(err(
+                "probe.min_interval_ms",
+                p.min_interval_ms,
+                "0 ..= 60000",
+            ));
         }
         if !(10..=10_000).contains(&p.timeout_ms) {
             return Err(err("probe.timeout_ms", p.timeout_ms, "10 ..= 10000"));
@@ -603,8 +607,8 @@ mod tests {
         let e = DaemonConfig::parse("[download]\nmin_mbit = 50\nmax_mbit = 10\n").unwrap_err();
         assert_eq!(e.option, "download.max_mbit");
         assert!(e.to_string().contains(">= min_mbit"), "{e}");
-        let e = DaemonConfig::parse("[probe]\nreflectors = [\"1.1.1.1\", \"nonsense\"]\n")
-            .unwrap_err();
+        let e =
+            DaemonConfig::parse("[probe]\nreflectors = [\"1.1.1.1\", \"nonsense\"]\n").unwrap_err();
         assert_eq!(e.option, "probe.reflectors[1]");
         let e = DaemonConfig::parse("[probe]\nrate_hz = 0\n").unwrap_err();
         assert_eq!(e.option, "probe.rate_hz");
@@ -616,7 +620,11 @@ mod tests {
         let e = DaemonConfig::parse("[probe]\nrate = 5\n").unwrap_err();
         assert_eq!(e.option, "(syntax)");
         assert!(e.value.contains("unknown field `rate`"), "{}", e.value);
-        assert!(e.value.contains("rate_hz"), "lists accepted names: {}", e.value);
+        assert!(
+            e.value.contains("rate_hz"),
+            "lists accepted names: {}",
+            e.value
+        );
         let e = DaemonConfig::parse("algorithm = \"blue\"\n").unwrap_err();
         assert!(e.value.contains("cake-autorate"), "{}", e.value);
     }

@@ -55,7 +55,10 @@ mod tests {
     fn rate_is_bytes_over_elapsed_time_and_resets_are_skipped() {
         let mut m = RateMeter::new("lo", Counter::Tx);
         assert_eq!(m.update(Instant::from_millis(0), 1000), None);
-        assert_eq!(m.update(Instant::from_millis(200), 201_000), Some(1_000_000));
+        assert_eq!(
+            m.update(Instant::from_millis(200), 201_000),
+            Some(1_000_000)
+        );
         assert_eq!(m.update(Instant::from_millis(400), 5), None);
         assert_eq!(m.update(Instant::from_millis(600), 100_005), Some(500_000));
     }

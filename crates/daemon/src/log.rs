@@ -99,7 +99,9 @@ mod tests {
         }
         let main = std::fs::read_to_string(&p).unwrap();
         assert!(main.len() <= 100);
-        assert!(main.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+        assert!(main
+            .lines()
+            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
         assert!(dir.join("c.jsonl.1").exists() && dir.join("c.jsonl.2").exists());
         assert!(!dir.join("c.jsonl.3").exists());
         assert!(main.contains("\"i\":19"));

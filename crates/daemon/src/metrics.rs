@@ -23,15 +23,25 @@ pub struct Snapshot {
 /// Renders `s` in the Prometheus text format.
 pub fn render(s: &Snapshot) -> String {
     let mut o = String::with_capacity(1024);
-    let _ = writeln!(o, "# HELP purple_rate_bytes Shaper rate in bytes per second.");
+    let _ = writeln!(
+        o,
+        "# HELP purple_rate_bytes Shaper rate in bytes per second."
+    );
     let _ = writeln!(o, "# TYPE purple_rate_bytes gauge");
     for (i, d) in ["down", "up"].iter().enumerate() {
         let _ = writeln!(o, "purple_rate_bytes{{direction=\"{d}\"}} {}", s.rate[i]);
     }
-    let _ = writeln!(o, "# HELP purple_throughput_bytes Achieved throughput in bytes per second.");
+    let _ = writeln!(
+        o,
+        "# HELP purple_throughput_bytes Achieved throughput in bytes per second."
+    );
     let _ = writeln!(o, "# TYPE purple_throughput_bytes gauge");
     for (i, d) in ["down", "up"].iter().enumerate() {
-        let _ = writeln!(o, "purple_throughput_bytes{{direction=\"{d}\"}} {}", s.throughput[i]);
+        let _ = writeln!(
+            o,
+            "purple_throughput_bytes{{direction=\"{d}\"}} {}",
+            s.throughput[i]
+        );
     }
     let _ = writeln!(o, "# TYPE purple_rate_changes_total counter");
     let _ = writeln!(o, "purple_rate_changes_total {}", s.changes);
@@ -51,7 +61,11 @@ pub fn render(s: &Snapshot) -> String {
     }
     let _ = writeln!(o, "# TYPE purple_reflector_active gauge");
     for (a, _, _, _, act) in &s.reflectors {
-        let _ = writeln!(o, "purple_reflector_active{{reflector=\"{a}\"}} {}", u8::from(*act));
+        let _ = writeln!(
+            o,
+            "purple_reflector_active{{reflector=\"{a}\"}} {}",
+            u8::from(*act)
+        );
     }
     o
 }

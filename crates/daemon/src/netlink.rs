@@ -28,7 +28,12 @@ pub const MSG_LEN: usize = 64;
 /// Encodes the request: nlmsghdr (16 bytes) + tcmsg (20) + `TCA_KIND "cake\0"` (4 + 5, padded
 /// to 12) + `TCA_OPTIONS` (4) holding `TCA_CAKE_BASE_RATE64` (4 + 8). Host byte order, as
 /// netlink requires.
-pub fn encode_set_rate(ifindex: u32, parent: u32, rate_bytes_per_s: u64, seq: u32) -> [u8; MSG_LEN] {
+pub fn encode_set_rate(
+    ifindex: u32,
+    parent: u32,
+    rate_bytes_per_s: u64,
+    seq: u32,
+) -> [u8; MSG_LEN] {
     let mut b = [0u8; MSG_LEN];
     // nlmsghdr
     b[0..4].copy_from_slice(&(MSG_LEN as u32).to_ne_bytes());
@@ -136,7 +141,11 @@ mod tests {
         let u32_at = |i: usize| u32::from_ne_bytes(m[i..i + 4].try_into().unwrap());
         assert_eq!(u32_at(0), 64);
         assert_eq!(u16_at(4), RTM_NEWQDISC);
-        assert_eq!(u16_at(6), NLM_F_REQUEST | NLM_F_ACK, "no CREATE/EXCL/REPLACE: change");
+        assert_eq!(
+            u16_at(6),
+            NLM_F_REQUEST | NLM_F_ACK,
+            "no CREATE/EXCL/REPLACE: change"
+        );
         assert_eq!(u32_at(8), 99);
         assert_eq!(m[16], 0, "AF_UNSPEC");
         assert_eq!(u32_at(20), 7, "ifindex");

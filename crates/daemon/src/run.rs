@@ -17,7 +17,6 @@ use qdisc::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags};
 use serde_json::{json, Value};
 use std::io;
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Why [`Daemon::run`] returned.
@@ -82,9 +81,8 @@ impl DelayStat {
     }
     /// Mean delay over baseline per direction in ms since the last take.
     fn take(&mut self) -> [Option<f64>; 2] {
-        let r = [0, 1].map(|d| {
-            (self.n[d] > 0).then(|| self.sum[d] as f64 / f64::from(self.n[d]) / 1e6)
-        });
+        let r = [0, 1]
+            .map(|d| (self.n[d] > 0).then(|| self.sum[d] as f64 / f64::from(self.n[d]) / 1e6));
         self.sum = [0; 2];
         self.n = [0; 2];
         r
@@ -119,7 +117,10 @@ impl Daemon {
     /// Opens sockets, the actuator, the log and the metrics port per `cfg` (`dry_run`
     /// overrides the actuator), and applies the start rates.
     pub fn new(cfg: DaemonConfig, dry_run: bool) -> io::Result<Self> {
-        let clock = Clock::new();
+        Self::with_clock(cfg, dry_run, Clock::new())
+    }
+
+    fn with_clock(cfg: DaemonConfig, dry_run: bool, clock: Clock) -> io::Result<Self> {
         let now = clock.now();
         let prober = Prober::new(&cfg.probe, &cfg.reflectors(), now)?;
         let act = actuator::from_config(&cfg, dry_run)?;
@@ -134,7 +135,7 @@ impl Daemon {
             RateMeter::new(dirs.up.counter_device(), dirs.up.counter),
         );
         log.write(&json!({
-            "t": 0.0, "event": "start", "algorithm": cfg.algorithm.name(),
+            "t": now.as_secs_f64(), "event": "start", "algorithm": cfg.algorithm.name(),
             "actuator": act.name(), "icmp_raw": prober.icmp_raw(),
             "wall": clock.wall_us(now) as f64 / 1e6,
             "reflectors": cfg.probe.reflectors,
@@ -161,6 +162,37 @@ impl Daemon {
             steps: 0,
             samples_fed: 0,
         })
+    }
+
+    /// Replaces this daemon with one built from `cfg` (SIGHUP), keeping the metrics listener
+    /// when its port is unchanged. The controller restarts from `cfg`'s base rates. On error the
+    /// running daemon is left as it was.
+    pub fn reload(&mut self, cfg: DaemonConfig, dry_run: bool) -> io::Result<()> {
+        let port = cfg.metrics.port;
+        let keep = if port == self.cfg.metrics.port {
+            self.metrics.take()
+        } else {
+            None
+        };
+        let mut c = cfg;
+        if keep.is_some() {
+            c.metrics.port = 0;
+        }
+        // The same clock: log times continue across the reload.
+        match Daemon::with_clock(c, dry_run, self.clock) {
+            Ok(mut nd) => {
+                nd.cfg.metrics.port = port;
+                if keep.is_some() {
+                    nd.metrics = keep;
+                }
+                *self = nd;
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics = keep;
+                Err(e)
+            }
+        }
     }
 
     /// Writes one event line to the log (errors are reported on stderr, never fatal).
@@ -202,7 +234,10 @@ impl Daemon {
                 .min(self.ctl.next_wakeup())
                 .min(self.next_counter)
                 .min(end.unwrap_or(Instant::MAX));
-            let wait_ms = wake.saturating_duration_since(now).as_nanos().div_ceil(1_000_000);
+            let wait_ms = wake
+                .saturating_duration_since(now)
+                .as_nanos()
+                .div_ceil(1_000_000);
             self.wait(wait_ms.min(1000) as i32)?;
             self.work();
         }
@@ -230,7 +265,8 @@ impl Daemon {
         self.prober.receive(now, &self.clock, &mut self.samples);
         self.prober.tick(now, &self.clock, &mut self.samples);
         if now >= self.next_counter {
-            self.next_counter = now.saturating_add(Duration::from_millis(self.cfg.counter_interval_ms));
+            self.next_counter =
+                now.saturating_add(Duration::from_millis(self.cfg.counter_interval_ms));
             for dir in Direction::ALL {
                 match self.meters[dir].sample(now) {
                     Ok(Some(bps)) => {
@@ -271,10 +307,15 @@ impl Daemon {
             ];
             self.snap.throughput = [self.throughput.down, self.throughput.up];
             self.snap.reflectors.clear();
-            for (a, _, active, st) in self.prober.health() {
+            for (a, method, active, st) in self.prober.health() {
+                let label = match method {
+                    crate::config::Method::Udp => format!("udp:{a}"),
+                    crate::config::Method::Echo => format!("echo:{}", a.ip()),
+                    crate::config::Method::Timestamp => format!("timestamp:{}", a.ip()),
+                };
                 self.snap
                     .reflectors
-                    .push((a.ip().to_string(), st.sent, st.answered, st.lost, active));
+                    .push((label, st.sent, st.answered, st.lost, active));
             }
             m.serve_pending(&metrics::render(&self.snap));
         }
@@ -340,19 +381,19 @@ impl Daemon {
     }
 
     /// The decision log's per-reflector health, for `--status`-style output and tests.
-    pub fn health(&self) -> Vec<(std::net::SocketAddr, crate::config::Method, bool, crate::probe::Stats)> {
+    pub fn health(
+        &self,
+    ) -> Vec<(
+        std::net::SocketAddr,
+        crate::config::Method,
+        bool,
+        crate::probe::Stats,
+    )> {
         self.prober.health().collect()
     }
 
     /// The metrics listener's address, if enabled.
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.metrics.as_ref().and_then(|m| m.local_addr().ok())
-    }
-
-    /// Whether the metrics listener has a fd (keeps `AsFd` in use for poll).
-    fn _assert_fd(&self) {
-        if let Some(m) = &self.metrics {
-            let _ = m.listener().as_fd();
-        }
     }
 }

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)]
 
 use daemon::config::Method;
-use daemon::{DaemonConfig, Daemon, Exit};
+use daemon::{Daemon, DaemonConfig, Exit};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -80,7 +80,9 @@ port = 0
     assert_eq!(lines[0]["event"], "start");
     let decisions: Vec<_> = lines.iter().filter(|l| l["event"] == "decision").collect();
     assert!(decisions.len() >= 5, "{} decisions", decisions.len());
-    assert!(decisions.iter().all(|d| d["down"]["rate"].as_u64().unwrap() > 0));
+    assert!(decisions
+        .iter()
+        .all(|d| d["down"]["rate"].as_u64().unwrap() > 0));
     assert!(
         decisions.iter().any(|d| d["up"]["delay_ms"].is_number()),
         "delays were measured"

@@ -65,7 +65,11 @@ fn netlink_set_rate_changes_real_sch_cake_bandwidth() {
     // own dependencies bring).
     let ldd = Command::new("ldd").arg(&bin).output().unwrap();
     for line in String::from_utf8_lossy(&ldd.stdout).lines() {
-        if let Some(path) = line.split("=>").nth(1).and_then(|r| r.split_whitespace().next()) {
+        if let Some(path) = line
+            .split("=>")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+        {
             let p = Path::new(path);
             if p.exists() {
                 std::fs::copy(p, dir.join("in/lib").join(p.file_name().unwrap())).unwrap();
@@ -84,10 +88,16 @@ fn netlink_set_rate_changes_real_sch_cake_bandwidth() {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let _ = std::fs::remove_dir_all(&dir);
     if out.status.code() == Some(124) || out.status.code() == Some(125) {
-        eprintln!("SKIPPED: guest timed out or died (rc {:?}): {stderr}", out.status.code());
+        eprintln!(
+            "SKIPPED: guest timed out or died (rc {:?}): {stderr}",
+            out.status.code()
+        );
         return;
     }
-    assert!(out.status.success(), "guest script failed:\n{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "guest script failed:\n{stdout}\n{stderr}"
+    );
     let jsons: Vec<serde_json::Value> = stdout
         .lines()
         .filter(|l| l.starts_with('['))

@@ -7,8 +7,10 @@ use daemon::netlink::{ifindex, CakeNetlink};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (Some(dev), Some(rate)) = (args.first(), args.get(1).and_then(|r| r.parse::<u64>().ok()))
-    else {
+    let (Some(dev), Some(rate)) = (
+        args.first(),
+        args.get(1).and_then(|r| r.parse::<u64>().ok()),
+    ) else {
         eprintln!("usage: purple-setrate DEV RATE_BYTES_PER_S [PARENT]");
         std::process::exit(2);
     };

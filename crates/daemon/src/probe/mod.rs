@@ -269,8 +269,7 @@ impl Prober {
         for k in 0..n {
             let i = (self.cursor + k) % n;
             let r = &self.refl[i];
-            if r
-                .last_sent
+            if r.last_sent
                 .is_some_and(|t| now.saturating_duration_since(t) < self.min_interval)
             {
                 continue;
@@ -322,10 +321,9 @@ impl Prober {
                     icmp::ECHO_REQUEST
                 };
                 let pkt = icmp::request(kind, self.ident, seq as u16, clock.ms_since_midnight(now));
-                self.icmp.as_ref().map(|s| {
-                    s.send_to(&pkt, &SockAddr::from(r.spec.addr))
-                        .map(|_| ())
-                })
+                self.icmp
+                    .as_ref()
+                    .map(|s| s.send_to(&pkt, &SockAddr::from(r.spec.addr)).map(|_| ()))
             }
         };
         // A send error (no route, link down) is treated like a lost probe.
@@ -358,7 +356,8 @@ impl Prober {
             r.method = Method::Echo;
             r.consecutive_lost = 0;
             r.losses = [None; OFFENCES];
-            self.events.push(Event::FallbackToEcho { addr: r.spec.addr });
+            self.events
+                .push(Event::FallbackToEcho { addr: r.spec.addr });
             return;
         }
         r.losses.rotate_left(1);
@@ -396,8 +395,7 @@ impl Prober {
     /// Reads every waiting reply on the prober's sockets, pushing samples to `out`.
     pub fn receive(&mut self, now: Instant, clock: &Clock, out: &mut Vec<Sample>) {
         let mut buf = [0u8; 1500];
-        loop {
-            let Some(s) = self.icmp.as_ref() else { break };
+        while let Some(s) = self.icmp.as_ref() {
             let n = match (&*s).read(&mut buf) {
                 Ok(n) => n,
                 Err(e) if would_block(&e) => break,

@@ -3,8 +3,8 @@
 //! Request (20 bytes): `"PRPL"`, version 1, type 1, 2 zero bytes, sequence (u32 BE), the
 //! sender's transmit time (u64 BE, µs since the Unix epoch). Reply (36 bytes): the same header
 //! with type 2, the request's sequence and transmit time echoed, then the reflector's receive
-//! time and its transmit time (u64 BE µs each). Up delay = receive - sent; down delay = arrival
-//! - reflector's transmit. Clocks need not be synchronised: the controller's baseline cancels
+//! time and its transmit time (u64 BE µs each). Up delay = receive minus sent; down delay =
+//! arrival minus the reflector's transmit. Clocks need not be synchronised: the controller's baseline cancels
 //! the offset. Anything else is ignored; the reflector never answers with more bytes than it
 //! received plus 16, so it cannot be used for amplification beyond 1.8x.
 
@@ -88,6 +88,8 @@ fn be64(b: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(b.try_into().ok()?))
 }
 
+// The reflector is an I/O program: it timestamps with the real-time clock.
+#[allow(clippy::disallowed_methods)]
 fn wall_us() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -98,6 +100,7 @@ fn wall_us() -> u64 {
 /// `purple reflector`: answers requests on `sock` until `stop` is set (checked at least every
 /// 200 ms), at most `max_pps` replies per second in total (a token bucket; excess requests are
 /// dropped, a polite reflector is not a load generator). Returns the number of replies sent.
+#[allow(clippy::disallowed_methods)] // token bucket timing (I/O side)
 pub fn serve(
     sock: &UdpSocket,
     max_pps: u32,
