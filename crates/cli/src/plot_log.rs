@@ -135,6 +135,7 @@ mod tests {
         assert_eq!(s.flows[0].series.latency_ms[0], Some(0.9));
         assert_eq!(s.flows[2].series.latency_ms[0], None);
         let dir = std::env::temp_dir().join(format!("purple-plotlog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
         let files = crate::plots::write_all(&s, &dir, "x").unwrap();
         assert!(files.iter().all(|f| f.exists()));
         let _ = std::fs::remove_dir_all(&dir);
