@@ -94,3 +94,37 @@ port = 0
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn reflector_that_stops_answering_is_rotated_out_for_a_spare() {
+    let dir = std::env::temp_dir().join(format!("purple-rot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let log = dir.join("c.jsonl");
+    // Nothing listens on UDP port 1 of 127.0.0.1: no reply, ever. 127.0.0.1 (echo) is the spare.
+    let text = format!(
+        "[download]\ninterface = \"lo\"\n[upload]\ninterface = \"lo\"\n[probe]\n\
+         reflectors = [\"udp:127.0.0.1:1\", \"echo:127.0.0.1\"]\nactive = 1\n\
+         rate_hz = 50\nmin_interval_ms = 0\ntimeout_ms = 50\n[actuator]\nkind = \"dry-run\"\n\
+         [log]\npath = \"{}\"\n",
+        log.display()
+    );
+    let mut d = Daemon::new(DaemonConfig::parse(&text).unwrap(), false).unwrap();
+    let f = AtomicBool::new(false);
+    d.run(&f, &f, Some(qdisc::Duration::from_millis(1000)))
+        .unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let rotated: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["event"] == "rotated")
+        .collect();
+    assert_eq!(rotated.len(), 1, "{text}");
+    assert_eq!(rotated[0]["out"], "127.0.0.1:1");
+    assert_eq!(rotated[0]["in"], "127.0.0.1:0");
+    let h = d.health();
+    let active: Vec<_> = h.iter().filter(|r| r.2).collect();
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].0.to_string(), "127.0.0.1:0");
+    assert!(active[0].3.answered > 0, "the spare answers: {h:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -256,7 +256,7 @@ impl Prober {
         let mut budget = 4; // never burst more than a few probes after a stall
         while now >= self.next_send && budget > 0 {
             budget -= 1;
-            self.send_one(now, clock);
+            self.send_one(now, clock, out);
             self.next_send = self.next_send.saturating_add(self.interval);
         }
         if now >= self.next_send {
@@ -264,7 +264,7 @@ impl Prober {
         }
     }
 
-    fn send_one(&mut self, now: Instant, clock: &Clock) {
+    fn send_one(&mut self, now: Instant, clock: &Clock, out: &mut Vec<Sample>) {
         let n = self.active;
         for k in 0..n {
             let i = (self.cursor + k) % n;
@@ -284,7 +284,7 @@ impl Prober {
                 let (id, sent) = (slot.refl, slot.sent);
                 slot.live = false;
                 if let Some(j) = self.index_of(id) {
-                    self.lost(j, now, sent, &mut Vec::new());
+                    self.lost(j, now, sent, out);
                 }
             }
             if ok {
@@ -298,6 +298,10 @@ impl Prober {
             let r = &mut self.refl[i];
             r.last_sent = Some(now);
             r.stats.sent += 1;
+            if !ok {
+                // No route, link down: lost at once (and counts toward rotation).
+                self.lost(i, now, now, out);
+            }
             return;
         }
     }
@@ -511,5 +515,42 @@ impl Prober {
                 owd_ns,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamp_reflector_never_answering_falls_back_to_echo_after_three_losses() {
+        let cfg = ProbeConfig::default();
+        let specs = [
+            ReflectorSpec::parse("timestamp:127.0.0.1", Method::Timestamp).unwrap(),
+            ReflectorSpec::parse("echo:127.0.0.1", Method::Timestamp).unwrap(),
+        ];
+        let mut p = Prober::new(&cfg, &specs, Instant::ZERO).unwrap();
+        if !p.icmp_raw() {
+            eprintln!("SKIPPED: no raw ICMP socket (needs CAP_NET_RAW)");
+            return;
+        }
+        let mut out = Vec::new();
+        for k in 1..=3 {
+            p.lost(0, Instant::from_secs(k), Instant::from_secs(k), &mut out);
+        }
+        assert_eq!(out.len(), 3, "each loss is a ProbeLost sample");
+        assert_eq!(p.refl[0].method, Method::Echo);
+        let ev: Vec<_> = p.drain_events().collect();
+        assert_eq!(
+            ev,
+            vec![Event::FallbackToEcho {
+                addr: specs[0].addr
+            }]
+        );
+        // Only 2 active slots and no spare: further losses do not rotate anything.
+        for k in 4..=6 {
+            p.lost(0, Instant::from_secs(k), Instant::from_secs(k), &mut out);
+        }
+        assert_eq!(p.drain_events().count(), 0);
     }
 }
