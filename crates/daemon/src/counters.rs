@@ -9,6 +9,7 @@ use std::io;
 #[derive(Debug)]
 pub struct RateMeter {
     path: String,
+    file: Option<std::fs::File>,
     last: Option<(Instant, u64)>,
 }
 
@@ -21,6 +22,7 @@ impl RateMeter {
         };
         RateMeter {
             path: format!("/sys/class/net/{dev}/statistics/{name}"),
+            file: None,
             last: None,
         }
     }
@@ -28,10 +30,25 @@ impl RateMeter {
     /// Reads the counter at `now`; returns the rate since the previous reading (none on the
     /// first reading, or when the counter went backwards: a device reset or re-creation).
     pub fn sample(&mut self, now: Instant) -> io::Result<Option<u64>> {
-        let v: u64 = std::fs::read_to_string(&self.path)?
-            .trim()
-            .parse()
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad counter"))?;
+        // The file stays open and is re-read from offset 0 (sysfs regenerates it per read);
+        // it is reopened after an error (the device may have been re-created).
+        use std::os::unix::fs::FileExt;
+        if self.file.is_none() {
+            self.file = Some(std::fs::File::open(&self.path)?);
+        }
+        let mut buf = [0u8; 32];
+        let n = match self.file.as_ref().map(|f| f.read_at(&mut buf, 0)) {
+            Some(Ok(n)) => n,
+            Some(Err(e)) => {
+                self.file = None;
+                return Err(e);
+            }
+            None => 0,
+        };
+        let v: u64 = std::str::from_utf8(&buf[..n])
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "bad counter"))?;
         Ok(self.update(now, v))
     }
 

@@ -230,7 +230,9 @@ impl Prober {
 
     /// When [`Prober::tick`] must run next.
     pub fn next_wakeup(&self) -> Instant {
-        self.next_send.min(self.next_expire)
+        // Loss detection may run up to 50 ms late, so that it shares the send wake-ups.
+        self.next_send
+            .min(self.next_expire.saturating_add(Duration::from_millis(50)))
     }
 
     /// Takes the events since the last call.
@@ -251,7 +253,6 @@ impl Prober {
     pub fn tick(&mut self, now: Instant, clock: &Clock, out: &mut Vec<Sample>) {
         if now >= self.next_expire {
             self.expire(now, out);
-            self.next_expire = now.saturating_add(Duration::from_millis(50));
         }
         let mut budget = 4; // never burst more than a few probes after a stall
         while now >= self.next_send && budget > 0 {
@@ -288,6 +289,7 @@ impl Prober {
                 }
             }
             if ok {
+                self.next_expire = self.next_expire.min(now.saturating_add(self.timeout));
                 self.pending[seq as usize % PENDING] = Pending {
                     live: true,
                     seq,
@@ -334,16 +336,21 @@ impl Prober {
         matches!(res, Some(Ok(())))
     }
 
+    /// Retires timed-out probes and sets `next_expire` to the next deadline.
     fn expire(&mut self, now: Instant, out: &mut Vec<Sample>) {
+        let mut next = Instant::MAX;
         for k in 0..PENDING {
             let p = self.pending[k];
-            if p.live && now.saturating_duration_since(p.sent) >= self.timeout {
+            if p.live && now.saturating_duration_since(p.sent) < self.timeout {
+                next = next.min(p.sent.saturating_add(self.timeout));
+            } else if p.live {
                 self.pending[k].live = false;
                 if let Some(i) = self.index_of(p.refl) {
                     self.lost(i, now, p.sent, out);
                 }
             }
         }
+        self.next_expire = next;
     }
 
     fn lost(&mut self, i: usize, now: Instant, sent: Instant, out: &mut Vec<Sample>) {
