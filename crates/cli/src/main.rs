@@ -6,9 +6,12 @@ mod builtin;
 mod cake_config;
 mod cake_demo;
 mod ctl;
+mod control;
 mod demo;
 mod flent;
+mod plot_log;
 mod plots;
+mod reflector;
 mod report;
 mod sim_cmd;
 
@@ -85,6 +88,38 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The PURPLE daemon: probe reflectors, run the controller, set CAKE's rates (docs/control.md).
+    Control {
+        /// Configuration file (TOML; see packaging/purple.toml).
+        #[arg(long, default_value = "/etc/purple/purple.toml")]
+        config: std::path::PathBuf,
+        /// Only validate the configuration and explain any error.
+        #[arg(long)]
+        check: bool,
+        /// Log decisions without changing any shaper.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// UDP timestamp echo server (one-way delays with µs timestamps) for `udp:` reflectors.
+    Reflector {
+        /// Address to listen on.
+        #[arg(long, default_value = "0.0.0.0")]
+        bind: String,
+        /// UDP port.
+        #[arg(long, default_value_t = 8862)]
+        port: u16,
+        /// At most this many replies per second (excess requests are dropped).
+        #[arg(long, default_value_t = 1000)]
+        max_pps: u32,
+    },
+    /// Plot a `purple control` decision log (JSON lines) like a simulator run.
+    Plot {
+        /// The log file.
+        log: std::path::PathBuf,
+        /// Directory for the PNG and SVG files.
+        #[arg(long, default_value = ".")]
+        out: std::path::PathBuf,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -219,6 +254,29 @@ enum BenchCommand {
         #[arg(long)]
         workload: Option<String>,
     },
+    /// CPU cost of `purple control` (dry run, 20 probes/s to 127.0.0.1, two directions).
+    Control {
+        /// Wall-clock seconds to run.
+        #[arg(long, default_value_t = 30.0)]
+        seconds: f64,
+        /// Probes per second.
+        #[arg(long, default_value_t = 20.0)]
+        rate: f64,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Prints `r`'s text, or the error and exits with status 2.
+fn finish(r: Result<String, String>) {
+    match r {
+        Ok(out) => print!("{out}"),
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::exit(2);
+        }
+    }
 }
 
 fn main() {
@@ -332,6 +390,26 @@ fn main() {
                 std::process::exit(1);
             }
         },
+        Command::Control {
+            config,
+            check,
+            dry_run,
+        } => finish(if check {
+            control::check(&config)
+        } else {
+            control::run(&config, dry_run)
+        }),
+        Command::Reflector {
+            bind,
+            port,
+            max_pps,
+        } => finish(reflector::run(&bind, port, max_pps)),
+        Command::Plot { log, out } => finish(plot_log::run(&log, &out)),
+        Command::Bench(BenchCommand::Control {
+            seconds,
+            rate,
+            json,
+        }) => finish(control::bench(seconds, rate, json)),
         Command::Bench(BenchCommand::Engine {
             json,
             seconds,

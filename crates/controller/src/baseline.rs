@@ -184,7 +184,7 @@ impl Baseline {
                 let (a, b) = (self.hist[i], self.hist[j]);
                 let dt = b.at.as_nanos() as f64 - a.at.as_nanos() as f64;
                 if dt >= min_dt {
-                    slopes[n] = (b.v - a.v) as f64 / dt;
+                    slopes[n] = (b.v as f64 - a.v as f64) / dt;
                     n += 1;
                 }
             }

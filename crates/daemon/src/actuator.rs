@@ -1,0 +1,254 @@
+//! Applying rates: Linux CAKE over netlink, `purple bridge` over its control socket, or a dry
+//! run that only logs. [`Limiter`] rate-limits changes and skips tiny ones.
+
+use crate::config::{ActuatorKind, DaemonConfig};
+use crate::netlink::{self, CakeNetlink};
+use controller::{Direction, PerDir};
+use qdisc::{Duration, Instant};
+use std::io::{self, BufRead, Write};
+
+/// Something that sets a shaper's rate.
+pub trait Actuator: std::fmt::Debug {
+    /// Sets `dir`'s rate to `bytes_per_s`.
+    fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()>;
+    /// Short name for logs.
+    fn name(&self) -> &'static str;
+}
+
+/// Changes the rate of CAKE on each direction's device over rtnetlink.
+#[derive(Debug)]
+pub struct Netlink {
+    nl: CakeNetlink,
+    target: PerDir<(u32, u32)>,
+}
+
+impl Netlink {
+    /// Resolves each direction's device and parent; opens the netlink socket.
+    pub fn new(cfg: &DaemonConfig) -> io::Result<Self> {
+        let t = |d: &crate::config::DirConfig| -> io::Result<(u32, u32)> {
+            let idx = netlink::ifindex(d.iface())
+                .map_err(|e| io::Error::new(e.kind(), format!("device {}: {e}", d.iface())))?;
+            let parent = crate::config::parse_parent(&d.parent).unwrap_or(netlink::TC_H_ROOT);
+            Ok((idx, parent))
+        };
+        Ok(Netlink {
+            nl: CakeNetlink::open()?,
+            target: PerDir::new(t(&cfg.download.0)?, t(&cfg.upload.0)?),
+        })
+    }
+}
+
+impl Actuator for Netlink {
+    fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()> {
+        let (idx, parent) = self.target[dir];
+        self.nl.set_rate(idx, parent, bytes_per_s)
+    }
+    fn name(&self) -> &'static str {
+        "netlink"
+    }
+}
+
+/// Speaks `purple bridge`'s control protocol: one line `set-bandwidth egress|ingress RATE\n`
+/// per change (RATE in bit/s followed by `bit`), answered by one line starting `ok` or `error`.
+/// Upload is the bridge's egress, download its ingress. Reconnects on every change that finds
+/// the connection broken.
+#[derive(Debug)]
+pub struct Bridge {
+    path: std::path::PathBuf,
+    conn: Option<io::BufReader<std::os::unix::net::UnixStream>>,
+}
+
+impl Bridge {
+    /// A client for the control socket at `path` (connected lazily).
+    pub fn new(path: impl Into<std::path::PathBuf>) -> Self {
+        Bridge {
+            path: path.into(),
+            conn: None,
+        }
+    }
+
+    /// The command line for a change.
+    pub fn command(dir: Direction, bytes_per_s: u64) -> String {
+        let side = match dir {
+            Direction::Up => "egress",
+            Direction::Down => "ingress",
+        };
+        format!(
+            "set-bandwidth {side} {}bit\n",
+            bytes_per_s.saturating_mul(8)
+        )
+    }
+
+    fn try_once(&mut self, line: &str) -> io::Result<()> {
+        if self.conn.is_none() {
+            let s = std::os::unix::net::UnixStream::connect(&self.path)?;
+            s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+            self.conn = Some(io::BufReader::new(s));
+        }
+        let Some(c) = self.conn.as_mut() else {
+            return Err(io::Error::new(io::ErrorKind::NotConnected, "no bridge"));
+        };
+        c.get_mut().write_all(line.as_bytes())?;
+        let mut reply = String::new();
+        if c.read_line(&mut reply)? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "bridge closed",
+            ));
+        }
+        if reply.starts_with("ok") {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("bridge: {}", reply.trim())))
+        }
+    }
+}
+
+impl Actuator for Bridge {
+    fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()> {
+        let line = Self::command(dir, bytes_per_s);
+        match self.try_once(&line) {
+            Err(e) if e.kind() != io::ErrorKind::Other => {
+                self.conn = None;
+                self.try_once(&line)
+            }
+            r => r,
+        }
+    }
+    fn name(&self) -> &'static str {
+        "bridge"
+    }
+}
+
+/// Changes nothing; the decision log shows what would have been set.
+#[derive(Debug, Default)]
+pub struct DryRun {
+    /// Every call, in order (for tests and `purple bench control`).
+    pub calls: u64,
+}
+
+impl Actuator for DryRun {
+    fn set_rate(&mut self, _dir: Direction, _bytes_per_s: u64) -> io::Result<()> {
+        self.calls += 1;
+        Ok(())
+    }
+    fn name(&self) -> &'static str {
+        "dry-run"
+    }
+}
+
+/// The configured actuator (`dry_run` overrides the file).
+pub fn from_config(cfg: &DaemonConfig, dry_run: bool) -> io::Result<Box<dyn Actuator>> {
+    Ok(match (dry_run, cfg.actuator.kind) {
+        (true, _) | (_, ActuatorKind::DryRun) => Box::new(DryRun::default()),
+        (_, ActuatorKind::Netlink) => Box::new(Netlink::new(cfg)?),
+        (_, ActuatorKind::Bridge) => Box::new(Bridge::new(&cfg.actuator.bridge_socket)),
+    })
+}
+
+/// Rate-limits changes per direction and skips tiny ones.
+#[derive(Clone, Debug)]
+pub struct Limiter {
+    min_interval: Duration,
+    min_change: f64,
+    applied: PerDir<Option<(Instant, u64)>>,
+}
+
+impl Limiter {
+    /// At most one change per `min_interval` per direction; changes below `min_change_percent`
+    /// of the applied rate are skipped.
+    pub fn new(min_interval: Duration, min_change_percent: f64) -> Self {
+        Limiter {
+            min_interval,
+            min_change: min_change_percent / 100.0,
+            applied: PerDir::default(),
+        }
+    }
+
+    /// Whether `rate` should be applied to `dir` at `now`. `force` (safe rate on exit, the
+    /// first setting) bypasses both limits.
+    pub fn should_apply(&self, now: Instant, dir: Direction, rate: u64, force: bool) -> bool {
+        match self.applied[dir] {
+            None => true,
+            Some((_, r)) if r == rate => false,
+            _ if force => true,
+            Some((t, r)) => {
+                now.saturating_duration_since(t) >= self.min_interval
+                    && (rate as f64 - r as f64).abs() >= self.min_change * r as f64
+            }
+        }
+    }
+
+    /// Records that `rate` was applied to `dir` at `now`.
+    pub fn applied(&mut self, now: Instant, dir: Direction, rate: u64) {
+        self.applied[dir] = Some((now, rate));
+    }
+
+    /// The last applied rate of `dir`.
+    pub fn current(&self, dir: Direction) -> Option<u64> {
+        self.applied[dir].map(|(_, r)| r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_skips_tiny_and_too_frequent_changes() {
+        let mut l = Limiter::new(Duration::from_millis(200), 1.0);
+        let t0 = Instant::from_secs(1);
+        assert!(l.should_apply(t0, Direction::Up, 1_000_000, false));
+        l.applied(t0, Direction::Up, 1_000_000);
+        let t1 = Instant::from_millis(1300);
+        assert!(
+            !l.should_apply(t1, Direction::Up, 1_005_000, false),
+            "0.5% is tiny"
+        );
+        assert!(l.should_apply(t1, Direction::Up, 1_020_000, false));
+        let t2 = Instant::from_millis(1100);
+        assert!(
+            !l.should_apply(t2, Direction::Up, 900_000, false),
+            "too soon"
+        );
+        assert!(l.should_apply(t2, Direction::Up, 900_000, true), "forced");
+        assert!(
+            l.should_apply(t2, Direction::Down, 5, false),
+            "other direction"
+        );
+    }
+
+    #[test]
+    fn bridge_commands_use_bits_per_second() {
+        assert_eq!(
+            Bridge::command(Direction::Up, 1_250_000),
+            "set-bandwidth egress 10000000bit\n"
+        );
+        assert!(Bridge::command(Direction::Down, 1).starts_with("set-bandwidth ingress 8bit"));
+    }
+
+    #[test]
+    fn bridge_client_speaks_the_line_protocol() {
+        let dir = std::env::temp_dir().join(format!("purple-bridge-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let l = std::os::unix::net::UnixListener::bind(&dir).unwrap();
+        let h = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut r = io::BufReader::new(s);
+            let mut lines = Vec::new();
+            for reply in ["ok\n", "error: nope\n"] {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                lines.push(line);
+                r.get_mut().write_all(reply.as_bytes()).unwrap();
+            }
+            lines
+        });
+        let mut b = Bridge::new(&dir);
+        b.set_rate(Direction::Down, 2_500_000).unwrap();
+        assert!(b.set_rate(Direction::Up, 1).is_err());
+        let lines = h.join().unwrap();
+        assert_eq!(lines[0], "set-bandwidth ingress 20000000bit\n");
+        let _ = std::fs::remove_file(&dir);
+    }
+}

@@ -1,0 +1,657 @@
+//! `purple.toml`: the daemon's configuration, with a documented default for every option and
+//! validation whose errors name the option and the values it accepts.
+//!
+//! Every field below is optional in the file; the default is given in its doc comment and in
+//! `packaging/purple.toml`. Unknown options are rejected (a typo must not silently fall back to
+//! a default).
+
+use controller::{mbit, PerDir};
+use serde::Deserialize;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+
+/// An invalid configuration: which option, what was given and what is accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckError {
+    /// The option as written in the file (`download.max_mbit`, `probe.reflectors[2]`, ...), or
+    /// `(syntax)` for a TOML error.
+    pub option: String,
+    /// The rejected value, or the parser's message.
+    pub value: String,
+    /// What is accepted.
+    pub accepted: String,
+}
+
+impl fmt::Display for CheckError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.option == "(syntax)" {
+            write!(f, "{}", self.value)
+        } else {
+            write!(
+                f,
+                "{} = {} is not accepted (accepted: {})",
+                self.option, self.value, self.accepted
+            )
+        }
+    }
+}
+impl std::error::Error for CheckError {}
+
+fn err(option: impl Into<String>, value: impl fmt::Display, accepted: &str) -> CheckError {
+    CheckError {
+        option: option.into(),
+        value: value.to_string(),
+        accepted: accepted.to_string(),
+    }
+}
+
+/// The control algorithm.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// Purple's own design (default).
+    #[default]
+    Purple,
+    /// PURPLE-AIMD.
+    PurpleAimd,
+    /// A port of cake-autorate.
+    CakeAutorate,
+    /// A port of sqm-autorate.
+    SqmAutorate,
+}
+
+impl Algorithm {
+    /// The name as written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Purple => "purple",
+            Algorithm::PurpleAimd => "purple-aimd",
+            Algorithm::CakeAutorate => "cake-autorate",
+            Algorithm::SqmAutorate => "sqm-autorate",
+        }
+    }
+}
+
+/// How rate changes reach the shaper.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActuatorKind {
+    /// Linux CAKE over rtnetlink (default).
+    #[default]
+    Netlink,
+    /// `purple bridge` over its control socket.
+    Bridge,
+    /// Only log the decisions.
+    DryRun,
+}
+
+/// Which interface byte counter measures a direction's achieved throughput.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Counter {
+    /// `tx_bytes` (default: a shaper on egress sees its traffic leave).
+    #[default]
+    Tx,
+    /// `rx_bytes`.
+    Rx,
+}
+
+/// One controlled direction.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DirConfig {
+    /// The device whose root CAKE shapes this direction. Default: `"ifb4wan"` for download
+    /// (the ingress IFB), `"wan"` for upload (filled in by [`DaemonConfig::parse`]).
+    pub interface: Option<String>,
+    /// CAKE's parent handle: `"root"` (default) or `"MAJOR:MINOR"` in hex.
+    pub parent: String,
+    /// The device whose byte counter gives achieved throughput. Default: `interface`.
+    pub counter_interface: Option<String>,
+    /// Which counter: `"tx"` (default) or `"rx"`.
+    pub counter: Counter,
+    /// Lowest rate, Mbit/s. Default 5.
+    pub min_mbit: f64,
+    /// Start rate and the rate a lightly loaded link drifts to, Mbit/s. Default 20.
+    pub base_mbit: f64,
+    /// Highest rate, Mbit/s. Default 80 (download) / 35 (upload) (filled in by
+    /// [`DaemonConfig::parse`]).
+    pub max_mbit: Option<f64>,
+    /// The rate set when there is no signal and on exit (SIGTERM), Mbit/s. Default: `min_mbit`.
+    pub safe_mbit: Option<f64>,
+}
+
+impl Default for DirConfig {
+    fn default() -> Self {
+        DirConfig {
+            interface: None,
+            parent: "root".to_string(),
+            counter_interface: None,
+            counter: Counter::Tx,
+            min_mbit: 5.0,
+            base_mbit: 20.0,
+            max_mbit: None,
+            safe_mbit: None,
+        }
+    }
+}
+
+impl DirConfig {
+    fn new(interface: &str, max: f64) -> Self {
+        DirConfig {
+            interface: Some(interface.to_string()),
+            max_mbit: Some(max),
+            ..DirConfig::default()
+        }
+    }
+    fn fill(&mut self, interface: &str, max: f64) {
+        self.interface.get_or_insert_with(|| interface.to_string());
+        self.max_mbit.get_or_insert(max);
+    }
+    /// The shaped device.
+    pub fn iface(&self) -> &str {
+        self.interface.as_deref().unwrap_or("")
+    }
+    /// The maximum rate, Mbit/s.
+    pub fn max(&self) -> f64 {
+        self.max_mbit.unwrap_or(f64::NAN)
+    }
+    /// The safe rate in Mbit/s (`safe_mbit`, else `min_mbit`).
+    pub fn safe(&self) -> f64 {
+        self.safe_mbit.unwrap_or(self.min_mbit)
+    }
+    /// The counter device (`counter_interface`, else `interface`).
+    pub fn counter_device(&self) -> &str {
+        self.counter_interface.as_deref().unwrap_or(self.iface())
+    }
+}
+
+/// Download defaults.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(transparent)]
+pub struct Download(pub DirConfig);
+impl Default for Download {
+    fn default() -> Self {
+        Download(DirConfig::new("ifb4wan", 80.0))
+    }
+}
+/// Upload defaults.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(transparent)]
+pub struct Upload(pub DirConfig);
+impl Default for Upload {
+    fn default() -> Self {
+        Upload(DirConfig::new("wan", 35.0))
+    }
+}
+
+/// A probe method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// ICMP timestamp request (type 13/14): one-way delays, 1 ms resolution (default); falls
+    /// back to echo for a reflector that does not answer it.
+    #[default]
+    Timestamp,
+    /// ICMP echo: round-trip time only.
+    Echo,
+    /// Our UDP timestamp echo (`purple reflector`): one-way delays, µs resolution.
+    Udp,
+}
+
+/// A reflector as configured: `"1.1.1.1"` (the default method), `"echo:9.9.9.9"`,
+/// `"timestamp:1.0.0.1"`, `"udp:198.51.100.7:8862"` (port default 8862).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReflectorSpec {
+    /// How to probe it.
+    pub method: Method,
+    /// Where (port 0 for ICMP).
+    pub addr: SocketAddr,
+}
+
+/// The default UDP port of `purple reflector`.
+pub const REFLECTOR_PORT: u16 = 8862;
+
+impl ReflectorSpec {
+    /// Parses one entry of `probe.reflectors`, with `default` for bare addresses.
+    pub fn parse(s: &str, default: Method) -> Option<ReflectorSpec> {
+        let (method, rest) = match s.split_once(':') {
+            Some(("udp", r)) => (Method::Udp, r),
+            Some(("echo", r)) => (Method::Echo, r),
+            Some(("timestamp", r)) => (Method::Timestamp, r),
+            _ => (default, s),
+        };
+        if method == Method::Udp {
+            let addr = rest
+                .parse::<SocketAddr>()
+                .ok()
+                .or_else(|| Some(SocketAddr::new(rest.parse().ok()?, REFLECTOR_PORT)))?;
+            Some(ReflectorSpec { method, addr })
+        } else {
+            // ICMP probing is IPv4 only (ICMP timestamps do not exist in ICMPv6).
+            match rest.parse::<IpAddr>().ok()? {
+                ip @ IpAddr::V4(_) => Some(ReflectorSpec {
+                    method,
+                    addr: SocketAddr::new(ip, 0),
+                }),
+                IpAddr::V6(_) => None,
+            }
+        }
+    }
+}
+
+/// Probing.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProbeConfig {
+    /// Reflectors; see [`ReflectorSpec`]. Default: six anycast DNS resolvers known to answer
+    /// ICMP (1.1.1.1, 1.0.0.1, 8.8.8.8, 8.8.4.4, 9.9.9.9, 149.112.112.112).
+    pub reflectors: Vec<String>,
+    /// Method for entries without a `method:` prefix: `"timestamp"` (default), `"echo"`, `"udp"`.
+    pub method: Method,
+    /// Total probes per second over all active reflectors. Default 20 (0.1 ..= 1000).
+    pub rate_hz: f64,
+    /// How many reflectors are probed at a time; the rest are spares that replace reflectors
+    /// that stop answering. Default 6 (1 ..= 64).
+    pub active: usize,
+    /// Politeness: never probe one reflector more often than this, ms. Default 100 (0 ..= 60000).
+    pub min_interval_ms: u64,
+    /// A probe with no reply after this is lost, ms. Default 1000 (10 ..= 10000).
+    pub timeout_ms: u64,
+    /// Bind probe sockets to this device (SO_BINDTODEVICE), so probes leave through the
+    /// controlled link. Default `""` (none).
+    pub bind_interface: String,
+    /// Set this firewall mark on probes (SO_MARK), for policy routing on multi-WAN. Default 0
+    /// (none).
+    pub fwmark: u32,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig {
+            reflectors: [
+                "1.1.1.1",
+                "1.0.0.1",
+                "8.8.8.8",
+                "8.8.4.4",
+                "9.9.9.9",
+                "149.112.112.112",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+            method: Method::Timestamp,
+            rate_hz: 20.0,
+            active: 6,
+            min_interval_ms: 100,
+            timeout_ms: 1000,
+            bind_interface: String::new(),
+            fwmark: 0,
+        }
+    }
+}
+
+/// How decisions reach the shaper.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActuatorConfig {
+    /// `"netlink"` (default), `"bridge"` or `"dry-run"`.
+    pub kind: ActuatorKind,
+    /// The `purple bridge` control socket. Default `"/run/purple/purple.sock"`.
+    pub bridge_socket: String,
+    /// At most one change per direction per this many ms. Default 200 (0 ..= 60000).
+    pub min_interval_ms: u64,
+    /// Skip changes smaller than this, percent of the current rate. Default 1 (0 ..= 50).
+    pub min_change_percent: f64,
+}
+
+impl Default for ActuatorConfig {
+    fn default() -> Self {
+        ActuatorConfig {
+            kind: ActuatorKind::Netlink,
+            bridge_socket: "/run/purple/purple.sock".to_string(),
+            min_interval_ms: 200,
+            min_change_percent: 1.0,
+        }
+    }
+}
+
+/// The decision log.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// JSON-lines file; `""` logs to stdout. Default `"/var/log/purple/control.jsonl"`.
+    pub path: String,
+    /// Rotate when the file exceeds this many bytes. Default 10000000 (4096 ..= 2^40).
+    pub max_bytes: u64,
+    /// Rotated files kept (`.1` .. `.N`). Default 3 (0 ..= 100).
+    pub keep: u32,
+    /// Log every control step (`true`), or only changes and events (`false`, default).
+    pub every_step: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            path: "/var/log/purple/control.jsonl".to_string(),
+            max_bytes: 10_000_000,
+            keep: 3,
+            every_step: false,
+        }
+    }
+}
+
+/// Prometheus metrics.
+#[derive(Clone, Debug, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// Serve `/metrics` on 127.0.0.1:PORT; 0 (default) = off.
+    pub port: u16,
+}
+
+/// The whole file.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// `"purple"` (default), `"purple-aimd"`, `"cake-autorate"`, `"sqm-autorate"`.
+    pub algorithm: Algorithm,
+    /// After opening sockets, switch to this user keeping only CAP_NET_RAW and CAP_NET_ADMIN.
+    /// Default `""` (stay as started; a warning is logged when that is root).
+    pub user: String,
+    /// Throughput counters are read every this many ms. Default 200 (10 ..= 10000).
+    pub counter_interval_ms: u64,
+    /// Download shaping.
+    pub download: Download,
+    /// Upload shaping.
+    pub upload: Upload,
+    /// Probing.
+    pub probe: ProbeConfig,
+    /// Actuator.
+    pub actuator: ActuatorConfig,
+    /// Decision log.
+    pub log: LogConfig,
+    /// Metrics endpoint.
+    pub metrics: MetricsConfig,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            algorithm: Algorithm::Purple,
+            user: String::new(),
+            counter_interval_ms: 200,
+            download: Download::default(),
+            upload: Upload::default(),
+            probe: ProbeConfig::default(),
+            actuator: ActuatorConfig::default(),
+            log: LogConfig::default(),
+            metrics: MetricsConfig::default(),
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// Parses and validates TOML text.
+    pub fn parse(text: &str) -> Result<Self, CheckError> {
+        let mut c: DaemonConfig = toml::from_str(text).map_err(|e| CheckError {
+            option: "(syntax)".to_string(),
+            value: e.to_string(),
+            accepted: String::new(),
+        })?;
+        c.download.0.fill("ifb4wan", 80.0);
+        c.upload.0.fill("wan", 35.0);
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Reads, parses and validates a file.
+    pub fn load(path: &std::path::Path) -> Result<Self, CheckError> {
+        let text = std::fs::read_to_string(path).map_err(|e| CheckError {
+            option: "(syntax)".to_string(),
+            value: format!("cannot read {}: {e}", path.display()),
+            accepted: String::new(),
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Checks every option; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), CheckError> {
+        if self.counter_interval_ms < 10 || self.counter_interval_ms > 10_000 {
+            return Err(err(
+                "counter_interval_ms",
+                self.counter_interval_ms,
+                "10 ..= 10000",
+            ));
+        }
+        for (name, d) in [("download", &self.download.0), ("upload", &self.upload.0)] {
+            let i = d.iface();
+            if i.is_empty() || i.len() > 15 || i.contains('/') {
+                return Err(err(
+                    format!("{name}.interface"),
+                    format!("{i:?}"),
+                    "a device name of 1 ..= 15 characters without '/'",
+                ));
+            }
+            if parse_parent(&d.parent).is_none() {
+                return Err(err(
+                    format!("{name}.parent"),
+                    format!("{:?}", d.parent),
+                    "\"root\" or \"MAJOR:MINOR\" in hex",
+                ));
+            }
+            for (opt, v) in [
+                ("min_mbit", d.min_mbit),
+                ("base_mbit", d.base_mbit),
+                ("max_mbit", d.max()),
+                ("safe_mbit", d.safe()),
+            ] {
+                if !(v.is_finite() && (0.01..=1_000_000.0).contains(&v)) {
+                    return Err(err(format!("{name}.{opt}"), v, "0.01 ..= 1000000"));
+                }
+            }
+            if d.max() < d.min_mbit {
+                return Err(err(format!("{name}.max_mbit"), d.max(), ">= min_mbit"));
+            }
+            if !(d.min_mbit..=d.max()).contains(&d.base_mbit) {
+                return Err(err(
+                    format!("{name}.base_mbit"),
+                    d.base_mbit,
+                    "min_mbit ..= max_mbit",
+                ));
+            }
+            if !(d.min_mbit..=d.max()).contains(&d.safe()) {
+                return Err(err(
+                    format!("{name}.safe_mbit"),
+                    d.safe(),
+                    "min_mbit ..= max_mbit",
+                ));
+            }
+        }
+        let p = &self.probe;
+        if p.reflectors.is_empty() {
+            return Err(err(
+                "probe.reflectors",
+                "[]",
+                "at least one reflector, e.g. [\"1.1.1.1\", \"udp:198.51.100.7:8862\"]",
+            ));
+        }
+        for (i, r) in p.reflectors.iter().enumerate() {
+            if ReflectorSpec::parse(r, p.method).is_none() {
+                return Err(err(
+                    format!("probe.reflectors[{i}]"),
+                    format!("{r:?}"),
+                    "an IPv4 address, optionally prefixed \"echo:\" or \"timestamp:\", or \
+                     \"udp:ADDR[:PORT]\" (IPv4 or [IPv6])",
+                ));
+            }
+        }
+        if !(p.rate_hz.is_finite() && (0.1..=1000.0).contains(&p.rate_hz)) {
+            return Err(err("probe.rate_hz", p.rate_hz, "0.1 ..= 1000"));
+        }
+        if !(1..=64).contains(&p.active) {
+            return Err(err("probe.active", p.active, "1 ..= 64"));
+        }
+        if p.min_interval_ms > 60_000 {
+            return Err(err(
+                "probe.min_interval_ms",
+                p.min_interval_ms,
+                "0 ..= 60000",
+            ));
+        }
+        if !(10..=10_000).contains(&p.timeout_ms) {
+            return Err(err("probe.timeout_ms", p.timeout_ms, "10 ..= 10000"));
+        }
+        if p.bind_interface.len() > 15 {
+            return Err(err(
+                "probe.bind_interface",
+                format!("{:?}", p.bind_interface),
+                "\"\" or a device name of at most 15 characters",
+            ));
+        }
+        let a = &self.actuator;
+        if a.min_interval_ms > 60_000 {
+            return Err(err(
+                "actuator.min_interval_ms",
+                a.min_interval_ms,
+                "0 ..= 60000",
+            ));
+        }
+        if !(a.min_change_percent.is_finite() && (0.0..=50.0).contains(&a.min_change_percent)) {
+            return Err(err(
+                "actuator.min_change_percent",
+                a.min_change_percent,
+                "0 ..= 50",
+            ));
+        }
+        if a.kind == ActuatorKind::Bridge && a.bridge_socket.is_empty() {
+            return Err(err(
+                "actuator.bridge_socket",
+                "\"\"",
+                "the path of purple bridge's control socket",
+            ));
+        }
+        if !(4096..=1 << 40).contains(&self.log.max_bytes) {
+            return Err(err("log.max_bytes", self.log.max_bytes, "4096 ..= 2^40"));
+        }
+        if self.log.keep > 100 {
+            return Err(err("log.keep", self.log.keep, "0 ..= 100"));
+        }
+        self.controller_config()
+            .validate()
+            .map_err(|e| err(e.option, e.value, e.accepted))?;
+        Ok(())
+    }
+
+    /// The reflectors, parsed (invalid entries skipped; [`DaemonConfig::validate`] rejects them).
+    pub fn reflectors(&self) -> Vec<ReflectorSpec> {
+        self.probe
+            .reflectors
+            .iter()
+            .filter_map(|r| ReflectorSpec::parse(r, self.probe.method))
+            .collect()
+    }
+
+    /// The per-direction view (download, upload).
+    pub fn dirs(&self) -> PerDir<&DirConfig> {
+        PerDir::new(&self.download.0, &self.upload.0)
+    }
+
+    /// The controller's configuration: rates from `download` / `upload`, the probe timeout,
+    /// everything else at the controller's defaults.
+    pub fn controller_config(&self) -> controller::Config {
+        let d = &self.download.0;
+        let u = &self.upload.0;
+        controller::Config {
+            min: PerDir::new(mbit(d.min_mbit), mbit(u.min_mbit)),
+            base: PerDir::new(mbit(d.base_mbit), mbit(u.base_mbit)),
+            max: PerDir::new(mbit(d.max()), mbit(u.max())),
+            safe: PerDir::new(mbit(d.safe()), mbit(u.safe())),
+            ..controller::Config::default()
+        }
+    }
+}
+
+/// Parses a tc parent handle: `"root"` is `0xFFFF_FFFF`; `"1:"`, `"1:2"` are hex major:minor.
+pub fn parse_parent(s: &str) -> Option<u32> {
+    if s == "root" {
+        return Some(0xFFFF_FFFF);
+    }
+    let (maj, min) = s.split_once(':')?;
+    let maj = u32::from_str_radix(maj, 16).ok().filter(|v| *v <= 0xFFFF)?;
+    let min = if min.is_empty() {
+        0
+    } else {
+        u32::from_str_radix(min, 16).ok().filter(|v| *v <= 0xFFFF)?
+    };
+    Some(maj << 16 | min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_documented_defaults() {
+        let c = DaemonConfig::parse("").unwrap();
+        assert_eq!(c.algorithm, Algorithm::Purple);
+        assert_eq!(c.download.0.iface(), "ifb4wan");
+        assert_eq!(c.upload.0.max(), 35.0);
+        assert_eq!(c.controller_config(), controller::Config::default());
+        let c = DaemonConfig::parse("[upload]\nmin_mbit = 2\n").unwrap();
+        assert_eq!((c.upload.0.iface(), c.upload.0.max()), ("wan", 35.0));
+        assert_eq!(c.probe.rate_hz, 20.0);
+        assert_eq!(c.reflectors().len(), 6);
+    }
+
+    #[test]
+    fn check_names_option_and_accepted_values() {
+        let e = DaemonConfig::parse("[download]\nmin_mbit = 50\nmax_mbit = 10\n").unwrap_err();
+        assert_eq!(e.option, "download.max_mbit");
+        assert!(e.to_string().contains(">= min_mbit"), "{e}");
+        let e =
+            DaemonConfig::parse("[probe]\nreflectors = [\"1.1.1.1\", \"nonsense\"]\n").unwrap_err();
+        assert_eq!(e.option, "probe.reflectors[1]");
+        let e = DaemonConfig::parse("[probe]\nrate_hz = 0\n").unwrap_err();
+        assert_eq!(e.option, "probe.rate_hz");
+        assert_eq!(e.accepted, "0.1 ..= 1000");
+    }
+
+    #[test]
+    fn unknown_options_and_bad_enums_are_rejected_with_the_parsers_explanation() {
+        let e = DaemonConfig::parse("[probe]\nrate = 5\n").unwrap_err();
+        assert_eq!(e.option, "(syntax)");
+        assert!(e.value.contains("unknown field `rate`"), "{}", e.value);
+        assert!(
+            e.value.contains("rate_hz"),
+            "lists accepted names: {}",
+            e.value
+        );
+        let e = DaemonConfig::parse("algorithm = \"blue\"\n").unwrap_err();
+        assert!(e.value.contains("cake-autorate"), "{}", e.value);
+    }
+
+    #[test]
+    fn reflector_specs_parse_methods_and_ports() {
+        let m = Method::Timestamp;
+        let r = ReflectorSpec::parse("udp:127.0.0.1", m).unwrap();
+        assert_eq!((r.method, r.addr.port()), (Method::Udp, REFLECTOR_PORT));
+        let r = ReflectorSpec::parse("udp:[::1]:9000", m).unwrap();
+        assert_eq!(r.addr.port(), 9000);
+        assert_eq!(
+            ReflectorSpec::parse("echo:9.9.9.9", m).unwrap().method,
+            Method::Echo
+        );
+        assert_eq!(
+            ReflectorSpec::parse("9.9.9.9", m).unwrap().method,
+            Method::Timestamp
+        );
+        assert!(ReflectorSpec::parse("::1", m).is_none());
+    }
+
+    #[test]
+    fn parent_handles_parse_like_tc() {
+        assert_eq!(parse_parent("root"), Some(0xFFFF_FFFF));
+        assert_eq!(parse_parent("1:"), Some(0x1_0000));
+        assert_eq!(parse_parent("ffff:fff1"), Some(0xFFFF_FFF1));
+        assert_eq!(parse_parent("x"), None);
+    }
+}

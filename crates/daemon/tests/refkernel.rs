@@ -1,0 +1,116 @@
+//! The netlink path against the real sch_cake: boots the QEMU reference kernel
+//! (`../shared/tools/refkernel/run-in-guest.sh`, Debian 6.1 with sch_cake), attaches
+//! `cake bandwidth 10mbit` to `lo` and to an IFB device, changes the rate with our
+//! `purple-setrate` (the same code as `purple control`'s netlink actuator) and reads it back
+//! with `tc -j qdisc show`. Skipped, with the reason printed, when the reference kernel or QEMU
+//! is not available; `PURPLE_REFKERNEL=0` skips it too. The binary is the host's glibc build:
+//! the guest's initramfs carries the host's libc (for tc/ip), and the test copies whatever else
+//! `ldd` lists (libgcc_s) next to the binary.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn refkernel() -> Result<PathBuf, String> {
+    if std::env::var("PURPLE_REFKERNEL").as_deref() == Ok("0") {
+        return Err("PURPLE_REFKERNEL=0".into());
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/refkernel");
+    let candidates = [root, PathBuf::from("/work/shared/tools/refkernel")];
+    let dir = candidates
+        .iter()
+        .find(|d| d.join("run-in-guest.sh").exists())
+        .ok_or("run-in-guest.sh not found")?;
+    let qemu = Command::new("sh")
+        .args(["-c", "command -v qemu-system-x86_64"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !qemu.status.success() {
+        return Err("qemu-system-x86_64 not installed".into());
+    }
+    Ok(dir.join("run-in-guest.sh"))
+}
+
+const SCRIPT: &str = r#"#!/bin/sh
+set -e
+export LD_LIBRARY_PATH=/test/lib
+ip link set lo up
+tc qdisc add dev lo root cake bandwidth 10mbit
+/test/purple-setrate lo 2500000
+tc -j qdisc show dev lo
+ip link add ifb4wan type ifb
+ip link set ifb4wan up
+tc qdisc add dev ifb4wan root cake bandwidth 50mbit besteffort
+/test/purple-setrate ifb4wan 1000000
+tc -j qdisc show dev ifb4wan
+tc qdisc del dev ifb4wan root
+if /test/purple-setrate ifb4wan 1000000; then echo "NOCAKE-ACCEPTED"; else echo "NOCAKE-REFUSED"; fi
+"#;
+
+#[test]
+fn netlink_set_rate_changes_real_sch_cake_bandwidth() {
+    let runner = match refkernel() {
+        Ok(r) => r,
+        Err(why) => {
+            eprintln!("SKIPPED netlink_set_rate_changes_real_sch_cake_bandwidth: {why}");
+            return;
+        }
+    };
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_purple-setrate"));
+    let dir = std::env::temp_dir().join(format!("purple-refk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("in/lib")).unwrap();
+    std::fs::copy(&bin, dir.join("in/purple-setrate")).unwrap();
+    // Libraries the guest may lack (everything ldd lists except libc/libm/ld.so, which tc's
+    // own dependencies bring).
+    let ldd = Command::new("ldd").arg(&bin).output().unwrap();
+    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
+        if let Some(path) = line
+            .split("=>")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+        {
+            let p = Path::new(path);
+            if p.exists() {
+                std::fs::copy(p, dir.join("in/lib").join(p.file_name().unwrap())).unwrap();
+            }
+        }
+    }
+    let script = dir.join("script.sh");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let out = Command::new(&runner)
+        .args(["-t", "240", "-i"])
+        .arg(dir.join("in"))
+        .arg(&script)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let _ = std::fs::remove_dir_all(&dir);
+    if out.status.code() == Some(124) || out.status.code() == Some(125) {
+        eprintln!(
+            "SKIPPED: guest timed out or died (rc {:?}): {stderr}",
+            out.status.code()
+        );
+        return;
+    }
+    assert!(
+        out.status.success(),
+        "guest script failed:\n{stdout}\n{stderr}"
+    );
+    let jsons: Vec<serde_json::Value> = stdout
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(jsons.len(), 2, "{stdout}");
+    let bw = |v: &serde_json::Value| v[0]["options"]["bandwidth"].as_u64();
+    assert_eq!(jsons[0][0]["kind"], "cake");
+    assert_eq!(bw(&jsons[0]), Some(2_500_000), "lo: {stdout}");
+    assert_eq!(bw(&jsons[1]), Some(1_000_000), "ifb: {stdout}");
+    assert_eq!(
+        jsons[1][0]["options"]["diffserv"], "besteffort",
+        "other options untouched: {stdout}"
+    );
+    assert!(stdout.contains("NOCAKE-REFUSED"), "{stdout}");
+}
