@@ -42,6 +42,7 @@
 mod bridge;
 pub mod ctl;
 pub mod linkem;
+pub mod linkem_lab;
 pub mod sys;
 pub mod vnet;
 

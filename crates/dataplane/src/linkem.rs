@@ -35,7 +35,7 @@ use qdisc::{
 };
 use serde_json::{json, Value};
 
-use crate::bridge::Stage;
+use crate::bridge::{Bridge, BridgeConfig, Error, Stage};
 use crate::ctl::Direction;
 
 /// The default buffer: 1000 packets (and no byte limit).
@@ -95,6 +95,30 @@ impl Default for LinkConfig {
             capacity_bias: 0.0,
         }
     }
+}
+
+impl Capacity {
+    /// Parses a capacity file: a mahimahi trace (one millisecond offset per line), else a
+    /// [`RateSchedule`] (`<t_seconds> <step|ramp> <rate>` lines). The error names both attempts.
+    pub fn from_trace_text(text: &str) -> Result<Capacity, String> {
+        match MahimahiTrace::parse(text) {
+            Ok(t) => Ok(Capacity::Trace(t)),
+            Err(e1) => match RateSchedule::parse(text) {
+                Ok(s) => Ok(Capacity::Schedule(s)),
+                Err(e2) => Err(format!(
+                    "neither a mahimahi trace ({e1}) nor a step/ramp schedule ({e2})"
+                )),
+            },
+        }
+    }
+}
+
+/// Opens a link emulator between `cfg.if_a` and `cfg.if_b`: `up` shapes frames from A leaving
+/// on B, `down` frames from B leaving on A; traces start now. Run it with [`Bridge::run`]; the
+/// control socket answers `stats [--json]` and `set-rate up|down RATE`.
+pub fn open(cfg: BridgeConfig, up: LinkConfig, down: LinkConfig) -> Result<Bridge<LinkModel>, Error> {
+    let now = Instant::from_nanos(crate::sys::monotonic_ns());
+    Bridge::with_stages(cfg, LinkModel::new(up, now), LinkModel::new(down, now))
 }
 
 /// The emulator's own counters (besides the [`QdiscStats`] every qdisc keeps, where random loss
