@@ -39,8 +39,18 @@ fn measure(
 ) -> Result<Row, String> {
     let lab = Lab::new(shape)?;
     if shape == Shape::Routed
-        && !(lab.exec('b', &["tc", "qdisc", "add", "dev", "b1", "root", "handle", "1:", "htb", "default", "1"])
-            && lab.exec('b', &["tc", "class", "add", "dev", "b1", "parent", "1:", "classid", "1:1", "htb", "rate", "1gbit", "ceil", "1gbit"]))
+        && !(lab.exec(
+            'b',
+            &[
+                "tc", "qdisc", "add", "dev", "b1", "root", "handle", "1:", "htb", "default", "1",
+            ],
+        ) && lab.exec(
+            'b',
+            &[
+                "tc", "class", "add", "dev", "b1", "parent", "1:", "classid", "1:1", "htb", "rate",
+                "1gbit", "ceil", "1gbit",
+            ],
+        ))
     {
         return Err("tc htb failed".into());
     }
@@ -84,8 +94,18 @@ pub fn run(a: &Args) -> Result<String, String> {
     let rows = [
         ("direct veth", Shape::Direct, None, None),
         ("bridge unshaped", Shape::Bridged, Some("pfifo"), None),
-        ("bridge cake 1Gbit", Shape::Bridged, Some("cake bandwidth 1Gbit besteffort"), Some(1e9)),
-        ("bridge cake 100Mbit", Shape::Bridged, Some("cake bandwidth 100Mbit besteffort"), Some(1e8)),
+        (
+            "bridge cake 1Gbit",
+            Shape::Bridged,
+            Some("cake bandwidth 1Gbit besteffort"),
+            Some(1e9),
+        ),
+        (
+            "bridge cake 100Mbit",
+            Shape::Bridged,
+            Some("cake bandwidth 100Mbit besteffort"),
+            Some(1e8),
+        ),
         ("kernel htb 1Gbit", Shape::Routed, None, Some(1e9)),
     ];
     let mut out = Vec::new();
@@ -111,7 +131,14 @@ pub fn run(a: &Args) -> Result<String, String> {
     }
     let mut t = format!(
         "{:<22} {:>10} {:>9} {:>10} {:>10} {:>11} {:>11} {:>12}\n",
-        "row", "Gbit/s", "of rate", "rtt p50us", "rtt p99us", "added p50", "added p99", "cpu s/Gbit"
+        "row",
+        "Gbit/s",
+        "of rate",
+        "rtt p50us",
+        "rtt p99us",
+        "added p50",
+        "added p99",
+        "cpu s/Gbit"
     );
     for r in &out {
         t.push_str(&format!(

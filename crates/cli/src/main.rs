@@ -2,7 +2,6 @@
 
 mod bench;
 mod bench_dataplane;
-mod linkem;
 mod bridge;
 mod builtin;
 mod cake_config;
@@ -10,6 +9,7 @@ mod cake_demo;
 mod ctl;
 mod demo;
 mod flent;
+mod linkem;
 mod plots;
 mod report;
 mod sim_cmd;

@@ -116,7 +116,11 @@ impl Capacity {
 /// Opens a link emulator between `cfg.if_a` and `cfg.if_b`: `up` shapes frames from A leaving
 /// on B, `down` frames from B leaving on A; traces start now. Run it with [`Bridge::run`]; the
 /// control socket answers `stats [--json]` and `set-rate up|down RATE`.
-pub fn open(cfg: BridgeConfig, up: LinkConfig, down: LinkConfig) -> Result<Bridge<LinkModel>, Error> {
+pub fn open(
+    cfg: BridgeConfig,
+    up: LinkConfig,
+    down: LinkConfig,
+) -> Result<Bridge<LinkModel>, Error> {
     let now = Instant::from_nanos(crate::sys::monotonic_ns());
     Bridge::with_stages(cfg, LinkModel::new(up, now), LinkModel::new(down, now))
 }
@@ -202,7 +206,10 @@ pub fn wire_bytes(pkt: &Packet) -> u32 {
     .min(len);
     let payload = len - hdr_end;
     let segs = payload.div_ceil(u32::from(gso.size)).max(1);
-    (hdr_end - l2).saturating_mul(segs).saturating_add(payload).max(1)
+    (hdr_end - l2)
+        .saturating_mul(segs)
+        .saturating_add(payload)
+        .max(1)
 }
 
 fn add(c: &mut Counter, len: u32) {
@@ -301,8 +308,7 @@ impl LinkModel {
     pub fn capacity_estimate(&self, now: Instant) -> Option<f64> {
         let c = self.capacity_at(now)?;
         let epoch = self.rel(now).as_nanos() / CAPACITY_WINDOW.as_nanos();
-        let u = Rng::new(self.seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5eed)
-            .next_f64()
+        let u = Rng::new(self.seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5eed).next_f64()
             * 2.0
             - 1.0;
         Some((c * (1.0 + self.bias) * (1.0 + self.noise * u)).max(0.0))
@@ -359,33 +365,33 @@ impl LinkModel {
     }
 
     fn advance_trace(&mut self, trace: &MahimahiTrace, now: Instant) {
-                loop {
-                    if self.queue.is_empty() {
-                        let seen = trace.count_before(Instant::from_nanos(
-                            self.rel(now).as_nanos().saturating_add(1),
-                        ));
-                        self.next_opp = self.next_opp.max(seen);
-                        break;
+        loop {
+            if self.queue.is_empty() {
+                let seen = trace.count_before(Instant::from_nanos(
+                    self.rel(now).as_nanos().saturating_add(1),
+                ));
+                self.next_opp = self.next_opp.max(seen);
+                break;
+            }
+            let t = self.at_rel(trace.opportunity(self.next_opp));
+            if t > now {
+                break;
+            }
+            let mut bytes = MAHIMAHI_MTU;
+            while bytes > 0 {
+                let Some(h) = self.queue.front() else { break };
+                let take = (h.wire - self.head_sent).min(bytes);
+                self.head_sent += take;
+                bytes -= take;
+                if self.head_sent >= h.wire {
+                    self.head_sent = 0;
+                    if let Some(q) = self.queue.pop_front() {
+                        self.finish(q, t);
                     }
-                    let t = self.at_rel(trace.opportunity(self.next_opp));
-                    if t > now {
-                        break;
-                    }
-                    let mut bytes = MAHIMAHI_MTU;
-                    while bytes > 0 {
-                        let Some(h) = self.queue.front() else { break };
-                        let take = (h.wire - self.head_sent).min(bytes);
-                        self.head_sent += take;
-                        bytes -= take;
-                        if self.head_sent >= h.wire {
-                            self.head_sent = 0;
-                            if let Some(q) = self.queue.pop_front() {
-                                self.finish(q, t);
-                            }
-                        }
-                    }
-                    self.next_opp += 1;
                 }
+            }
+            self.next_opp += 1;
+        }
     }
 
     /// The frame `q` left the link at `end`: into the delay line.
@@ -617,7 +623,11 @@ mod tests {
         let mut now = 0u64;
         loop {
             while i < arrivals.len() && arrivals[i].0 <= now {
-                m.enqueue(Instant::from_nanos(arrivals[i].0), frame(arrivals[i].1), &mut drops);
+                m.enqueue(
+                    Instant::from_nanos(arrivals[i].0),
+                    frame(arrivals[i].1),
+                    &mut drops,
+                );
                 i += 1;
             }
             let next_arrival = arrivals.get(i).map(|a| a.0);
@@ -644,10 +654,16 @@ mod tests {
             capacity: Capacity::Rate(1_250_000),
             ..LinkConfig::default()
         });
-        let t = run(&mut m, &[(0, 1500), (0, 1500), (0, 1500), (10_000_000, 500)]);
+        let t = run(
+            &mut m,
+            &[(0, 1500), (0, 1500), (0, 1500), (10_000_000, 500)],
+        );
         assert_eq!(t, vec![1_200_000, 2_400_000, 3_600_000, 10_400_000]);
         let s = m.link_stats();
-        assert_eq!((s.tx.packets, s.backlog.packets, s.in_flight.packets), (4, 0, 0));
+        assert_eq!(
+            (s.tx.packets, s.backlog.packets, s.in_flight.packets),
+            (4, 0, 0)
+        );
         assert_eq!(s.last_sojourn, Duration::from_micros(400));
         assert!(m.stats().is_balanced());
     }
@@ -690,7 +706,13 @@ mod tests {
         let ms = 1_000_000;
         let t = run(
             &mut m,
-            &[(3 * ms, 1500), (3 * ms, 1500), (3 * ms, 1500), (3 * ms, 700), (3 * ms, 700)],
+            &[
+                (3 * ms, 1500),
+                (3 * ms, 1500),
+                (3 * ms, 1500),
+                (3 * ms, 700),
+                (3 * ms, 700),
+            ],
         );
         assert_eq!(t, vec![5 * ms, 6 * ms, 7 * ms, 7 * ms, 7 * ms]);
         // A frame arriving exactly at an opportunity waits for the next one (10 ms), and a

@@ -77,13 +77,15 @@ impl Lab {
             }
         }
         let mut ok = if shape == Shape::Direct {
-            ip(&["-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "s0", "netns", &s])
+            ip(&[
+                "-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "s0", "netns", &s,
+            ])
         } else {
-            ip(&["-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "b0", "netns", &b])
-                && ip(&[
-                    "-n", &b, "link", "add", "b1", "type", "veth", "peer", "name", "s0", "netns",
-                    &s,
-                ])
+            ip(&[
+                "-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "b0", "netns", &b,
+            ]) && ip(&[
+                "-n", &b, "link", "add", "b1", "type", "veth", "peer", "name", "s0", "netns", &s,
+            ])
         };
         let (ca, sa) = if routed {
             ("10.79.1.1/24", "10.79.2.1/24")
@@ -97,7 +99,10 @@ impl Lab {
         if shape != Shape::Direct {
             devs.extend([(&b, "b0"), (&b, "b1"), (&b, "lo")]);
         }
-        ok = ok && devs.iter().all(|(ns, d)| ip(&["-n", ns, "link", "set", d, "up"]));
+        ok = ok
+            && devs
+                .iter()
+                .all(|(ns, d)| ip(&["-n", ns, "link", "set", d, "up"]));
         if routed {
             ok = ok
                 && ip(&["-n", &b, "addr", "add", "10.79.1.2/24", "dev", "b0"])
@@ -277,10 +282,7 @@ impl Lab {
             Ok::<(String, u64), String>((br.stats_json(), cpu))
         });
         match rx.recv_timeout(Duration::from_secs(5)) {
-            Ok(stopper) => Ok(Running {
-                stopper,
-                handle,
-            }),
+            Ok(stopper) => Ok(Running { stopper, handle }),
             Err(_) => Err(match handle.join() {
                 Ok(Ok(Err(e))) | Ok(Err(e)) => e,
                 _ => "bridge did not start".into(),
