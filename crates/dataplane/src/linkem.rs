@@ -131,6 +131,9 @@ pub fn open(
 pub struct LinkStats {
     /// Frames and bytes in the buffer now (not counting those propagating).
     pub backlog: Counter,
+    /// Wire segments in the buffer now (a GSO super-packet counts as the frames it becomes);
+    /// the packet limit applies to this.
+    pub backlog_segments: u64,
     /// Frames and bytes that left the link and are propagating.
     pub in_flight: Counter,
     /// Frames dropped because the buffer was full.
@@ -152,6 +155,8 @@ struct Queued {
     arrival: Instant,
     /// Bytes the link charges for it.
     wire: u32,
+    /// Wire segments it stands for.
+    segs: u32,
 }
 
 #[derive(Debug)]
@@ -191,11 +196,16 @@ pub struct LinkModel {
 
 /// The bytes the link charges for `pkt`: IP bytes per wire segment (see the module docs).
 pub fn wire_bytes(pkt: &Packet) -> u32 {
+    wire_and_segments(pkt).0
+}
+
+/// The bytes the link charges for `pkt` and the number of wire segments it stands for.
+fn wire_and_segments(pkt: &Packet) -> (u32, u32) {
     let h = Headers::parse(&pkt.data);
     let len = pkt.len();
     let l2 = u32::from(h.network_offset).min(len);
     let Some(gso) = pkt.meta.gso.filter(|g| g.size > 0) else {
-        return (len - l2).max(1);
+        return ((len - l2).max(1), 1);
     };
     // End of all headers: TCP's when parsed, else the L4 start from the virtio-net header's
     // checksum start (carried in the tag) plus a UDP header.
@@ -206,10 +216,11 @@ pub fn wire_bytes(pkt: &Packet) -> u32 {
     .min(len);
     let payload = len - hdr_end;
     let segs = payload.div_ceil(u32::from(gso.size)).max(1);
-    (hdr_end - l2)
+    let wire = (hdr_end - l2)
         .saturating_mul(segs)
         .saturating_add(payload)
-        .max(1)
+        .max(1);
+    (wire, segs)
 }
 
 fn add(c: &mut Counter, len: u32) {
@@ -332,27 +343,28 @@ impl LinkModel {
                     self.finish(q, at);
                 }
             }
-            Capacity::Rate(_) | Capacity::Schedule(_) => loop {
-                let Some(h) = self.queue.front() else { break };
-                let start = h.arrival.max(self.link_free);
-                let rate = self.rate_at(start);
-                if rate < 1.0 {
-                    let resume = start.saturating_add(STALL_RECHECK);
-                    if resume > now {
+            Capacity::Rate(_) | Capacity::Schedule(_) => {
+                while let Some(h) = self.queue.front() {
+                    let start = h.arrival.max(self.link_free);
+                    let rate = self.rate_at(start);
+                    if rate < 1.0 {
+                        let resume = start.saturating_add(STALL_RECHECK);
+                        if resume > now {
+                            break;
+                        }
+                        self.link_free = resume;
+                        continue;
+                    }
+                    let end = start.saturating_add(tx_time(h.wire, rate));
+                    if end > now {
                         break;
                     }
-                    self.link_free = resume;
-                    continue;
+                    self.link_free = end;
+                    if let Some(q) = self.queue.pop_front() {
+                        self.finish(q, end);
+                    }
                 }
-                let end = start.saturating_add(tx_time(h.wire, rate));
-                if end > now {
-                    break;
-                }
-                self.link_free = end;
-                if let Some(q) = self.queue.pop_front() {
-                    self.finish(q, end);
-                }
-            },
+            }
             Capacity::Trace(_) => {
                 // Moved out for the loop (no copy), put back after.
                 let cap = std::mem::replace(&mut self.capacity, Capacity::Unlimited);
@@ -398,6 +410,7 @@ impl LinkModel {
     fn finish(&mut self, q: Queued, end: Instant) {
         let len = q.pkt.len();
         sub(&mut self.link.backlog, len);
+        self.link.backlog_segments = self.link.backlog_segments.saturating_sub(u64::from(q.segs));
         add(&mut self.link.in_flight, len);
         let s = end.saturating_duration_since(q.arrival);
         self.link.last_sojourn = s;
@@ -464,22 +477,24 @@ impl Qdisc for LinkModel {
         if self.loss > 0.0 && self.rng.next_f64() < self.loss {
             return self.drop_arrival(pkt, DropReason::Aqm, drops);
         }
+        let (wire, segs) = wire_and_segments(&pkt);
         let full_p = self
             .buffer_packets
-            .is_some_and(|l| self.link.backlog.packets >= u64::from(l));
+            .is_some_and(|l| self.link.backlog_segments + u64::from(segs) > u64::from(l));
         let full_b = self
             .buffer_bytes
             .is_some_and(|l| self.link.backlog.bytes + u64::from(len) > l);
         if full_p || full_b {
             return self.drop_arrival(pkt, DropReason::Overflow, drops);
         }
-        let wire = wire_bytes(&pkt);
+        self.link.backlog_segments += u64::from(segs);
         self.stats.backlog.add(len);
         self.link.backlog.add(len);
         self.queue.push_back(Queued {
             pkt,
             arrival: now,
             wire,
+            segs,
         });
     }
 
@@ -581,6 +596,7 @@ impl Stage for LinkModel {
             "loss": self.loss,
             "backlog": l.backlog.bytes,
             "qlen": l.backlog.packets,
+            "qlen_segments": l.backlog_segments,
             "in_flight": l.in_flight.packets,
             "sojourn_us": l.last_sojourn.as_micros(),
             "sojourn_ewma_us": l.sojourn_ewma.as_micros(),

@@ -250,11 +250,14 @@ impl Lab {
     }
 }
 
+/// A stopped bridge's final `stats --json` text and its thread's CPU nanoseconds, or why it failed.
+type StatsAndCpu = Result<(String, u64), String>;
+
 /// A bridge (or link emulator) running in a thread of the middle namespace.
 #[derive(Debug)]
 pub struct Running {
     stopper: Stopper,
-    handle: JoinHandle<Result<Result<(String, u64), String>, String>>,
+    handle: JoinHandle<Result<StatsAndCpu, String>>,
 }
 
 impl Running {
