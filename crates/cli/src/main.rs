@@ -1,6 +1,7 @@
 //! `purple`: the command-line front end.
 
 mod bench;
+mod bench_dataplane;
 mod bridge;
 mod builtin;
 mod cake_config;
@@ -9,6 +10,7 @@ mod ctl;
 mod control;
 mod demo;
 mod flent;
+mod linkem;
 mod plot_log;
 mod plots;
 mod reflector;
@@ -73,7 +75,11 @@ enum Command {
         #[arg(long)]
         rt_priority: Option<i32>,
     },
-    /// Control a running bridge: `stats [--json]` or `set-bandwidth egress|ingress RATE`.
+    /// A link emulator as a bridge (like mahimahi's mm-link): capacity per direction from a rate
+    /// or a trace, propagation delay, a droptail buffer, loss; radio-style stats on `purple ctl`.
+    Linkem(linkem::LinkemArgs),
+    /// Control a running bridge: `stats [--json]` or `set-bandwidth egress|ingress RATE`
+    /// (a link emulator: `set-rate up|down RATE`).
     Ctl {
         /// Bridge name.
         #[arg(long, default_value = "purple")]
@@ -221,6 +227,9 @@ enum SimCommand {
 
 #[derive(Subcommand, Debug)]
 enum BenchCommand {
+    /// Dataplane speed in network namespaces: direct veth, the bridge unshaped, CAKE at 1 Gbit/s
+    /// and 100 Mbit/s, kernel HTB; throughput, added latency, CPU per Gbit/s (needs root).
+    Dataplane(bench_dataplane::Args),
     /// Cost per packet of enqueue + dequeue for CAKE and the baselines at 1, 1,024 and 10,000
     /// active flows (the loop of `cargo bench -p purple-cake`).
     Engine {
@@ -383,6 +392,19 @@ fn main() {
                 std::process::exit(1);
             }
         }
+        Command::Linkem(a) => {
+            if let Err(e) = linkem::run(a) {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        }
+        Command::Bench(BenchCommand::Dataplane(a)) => match bench_dataplane::run(&a) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(1);
+            }
+        },
         Command::Ctl { name, ctl, command } => match ctl::run(&name, ctl, &command) {
             Ok(out) => print!("{out}"),
             Err(e) => {

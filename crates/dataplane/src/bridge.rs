@@ -38,6 +38,72 @@ const TOK_CTL: u64 = 3;
 const TOK_STOP: u64 = 4;
 const TOK_SIG: u64 = 5;
 
+/// What a bridge runs in each direction: a queue driven like a qdisc (frames in with
+/// `enqueue`, out with `dequeue` at the release times it asks for) that also renders its own
+/// statistics for the control socket. Implemented by [`AnyQdisc`] (`purple bridge`) and
+/// [`LinkModel`](crate::linkem::LinkModel) (`purple linkem`).
+pub trait Stage: Qdisc {
+    /// The name of `dir` in answers and statistics (`egress`/`ingress` by default).
+    fn dir_name(&self, dir: Direction) -> &'static str {
+        dir.name()
+    }
+    /// Text statistics for this direction, whose frames leave on `dev`, at `now`.
+    fn stage_text(&self, dev: &str, now: Instant) -> String;
+    /// A JSON object of statistics for this direction (the bridge adds `dev` and `purple`).
+    fn stage_json(&self, dev: &str, now: Instant) -> Value;
+}
+
+impl Stage for AnyQdisc {
+    /// `tc -s qdisc show` text.
+    fn stage_text(&self, dev: &str, _now: Instant) -> String {
+        match self.as_cake() {
+            Some(c) => {
+                let mut cfg = c.config().clone();
+                cfg.rate_bps = c.rate();
+                let t = stats_text(&cfg, &c.cake_stats(), QdiscHeader::for_config(&cfg));
+                t.replacen(" root ", &format!(" dev {dev} root "), 1)
+            }
+            None => {
+                let q = self.stats();
+                format!(
+                    "qdisc {} 0: dev {dev} root refcnt 2\n Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)\n backlog {}b {}p requeues 0\n",
+                    self.kind(),
+                    q.dequeued.bytes,
+                    q.dequeued.packets,
+                    q.dropped_total().packets,
+                    q.overlimits,
+                    q.backlog.bytes,
+                    q.backlog.packets
+                )
+            }
+        }
+    }
+
+    /// `tc -j -s qdisc show`'s object.
+    fn stage_json(&self, _dev: &str, _now: Instant) -> Value {
+        match self.as_cake() {
+            Some(c) => {
+                let mut cfg = c.config().clone();
+                cfg.rate_bps = c.rate();
+                let t = stats_json(&cfg, &c.cake_stats(), QdiscHeader::for_config(&cfg));
+                match serde_json::from_str::<Value>(&t) {
+                    Ok(Value::Array(mut v)) if !v.is_empty() => v.swap_remove(0),
+                    _ => json!({"kind": "cake"}),
+                }
+            }
+            None => {
+                let q = self.stats();
+                json!({
+                    "kind": self.kind(), "handle": "0:", "root": true, "refcnt": 2,
+                    "bytes": q.dequeued.bytes, "packets": q.dequeued.packets,
+                    "drops": q.dropped_total().packets, "overlimits": q.overlimits,
+                    "requeues": 0, "backlog": q.backlog.bytes, "qlen": q.backlog.packets,
+                })
+            }
+        }
+    }
+}
+
 /// What to build.
 #[derive(Clone, Debug)]
 pub struct BridgeConfig {
@@ -45,9 +111,10 @@ pub struct BridgeConfig {
     pub if_a: String,
     /// The WAN-side interface.
     pub if_b: String,
-    /// The egress (A to B) qdisc in tc syntax, e.g. `cake bandwidth 20Mbit nat`.
+    /// The egress (A to B) qdisc in tc syntax, e.g. `cake bandwidth 20Mbit nat` (ignored by
+    /// [`Bridge::with_stages`]).
     pub egress: String,
-    /// The ingress (B to A) qdisc in tc syntax.
+    /// The ingress (B to A) qdisc in tc syntax (ignored by [`Bridge::with_stages`]).
     pub ingress: String,
     /// The bridge's name (prefixes error messages).
     pub name: String,
@@ -173,9 +240,9 @@ impl Pool {
 }
 
 #[derive(Debug)]
-struct Dir {
+struct Dir<Q> {
     dir: Direction,
-    qdisc: AnyQdisc,
+    qdisc: Q,
     /// Socket index (0 = A, 1 = B) frames leave on.
     tx: usize,
     pending: Vec<Packet>,
@@ -189,7 +256,7 @@ struct Dir {
     last_tx_error: Option<String>,
 }
 
-impl Dir {
+impl<Q> Dir<Q> {
     /// The counters, with `pending` as of now.
     fn snapshot(&self) -> DirStats {
         DirStats {
@@ -206,13 +273,14 @@ struct RxSlots {
     trunc: [bool; MAX_BATCH],
 }
 
-/// A running-or-ready bridge between two interfaces.
+/// A running-or-ready bridge between two interfaces, running a [`Stage`] per direction
+/// (by default a qdisc parsed from tc syntax).
 #[derive(Debug)]
-pub struct Bridge {
+pub struct Bridge<Q: Stage = AnyQdisc> {
     cfg: BridgeConfig,
     socks: [PacketSocket; 2],
     /// dirs[0] = egress (rx A, tx B), dirs[1] = ingress (rx B, tx A).
-    dirs: [Dir; 2],
+    dirs: [Dir<Q>; 2],
     epoll: Epoll,
     timer: TimerFd,
     stop: Arc<EventFd>,
@@ -257,6 +325,24 @@ impl Bridge {
         }
         let egress = q(&cfg.egress, cfg.seed)?;
         let ingress = q(&cfg.ingress, cfg.seed.wrapping_add(1))?;
+        Bridge::with_stages(cfg, egress, ingress)
+    }
+}
+
+impl<Q: Stage> Bridge<Q> {
+    /// Opens both interfaces (promiscuous, virtio-net headers) and the control socket, to run
+    /// `egress` (A to B) and `ingress` (B to A); `cfg.egress` and `cfg.ingress` are not used.
+    /// Nothing is forwarded until [`run`](Self::run).
+    pub fn with_stages(cfg: BridgeConfig, egress: Q, ingress: Q) -> Result<Bridge<Q>, Error> {
+        if cfg.if_a == cfg.if_b {
+            return Err(Error::Io {
+                what: format!("bridge {}", cfg.name),
+                err: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the two interfaces must differ",
+                ),
+            });
+        }
         let a = PacketSocket::open(&cfg.if_a, SOCK_BUF)
             .map_err(io_err(format!("open {}", cfg.if_a)))?;
         let b = PacketSocket::open(&cfg.if_b, SOCK_BUF)
@@ -281,7 +367,7 @@ impl Bridge {
             }
             None => None,
         };
-        let dir = |d, qdisc, tx| Dir {
+        let dir = |d, qdisc: Q, tx| Dir {
             dir: d,
             qdisc,
             tx,
@@ -626,26 +712,27 @@ impl Bridge {
                     self.stats_text()
                 }
             }
-            Ok(Command::SetBandwidth { dir, rate }) => {
-                let d = &mut self.dirs[match dir {
-                    Direction::Egress => 0,
-                    Direction::Ingress => 1,
-                }];
-                match d.qdisc.set_rate(rate) {
-                    Ok(()) => {
-                        // Re-evaluate the release time under the new rate.
-                        d.next = Some(now_ns());
-                        let r = rate.map_or("unlimited".to_string(), qdisc::tc_units::format_rate);
-                        format!("{} bandwidth {r}\n", dir.name())
-                    }
-                    Err(e) => format!("error: {} qdisc {}: {e}\n", dir.name(), d.qdisc.kind()),
-                }
-            }
+            Ok(Command::SetBandwidth { dir, rate }) => self.set_rate(dir, rate, "bandwidth"),
+            Ok(Command::SetRate { dir, rate }) => self.set_rate(dir, rate, "rate"),
         };
         let _ = s.write_all(answer.as_bytes());
     }
 
-    fn dev(&self, d: &Dir) -> &str {
+    /// Applies a `set-bandwidth`/`set-rate` command; returns the answer line.
+    fn set_rate(&mut self, dir: Direction, rate: Option<u64>, word: &str) -> String {
+        let d = &mut self.dirs[dir_index(dir)];
+        match d.qdisc.set_rate(rate) {
+            Ok(()) => {
+                // Re-evaluate the release time under the new rate.
+                d.next = Some(now_ns());
+                let r = rate.map_or("unlimited".to_string(), qdisc::tc_units::format_rate);
+                format!("{} {word} {r}\n", d.qdisc.dir_name(dir))
+            }
+            Err(e) => format!("error: {} qdisc {}: {e}\n", dir.name(), d.qdisc.kind()),
+        }
+    }
+
+    fn dev(&self, d: &Dir<Q>) -> &str {
         if d.tx == 0 {
             &self.cfg.if_a
         } else {
@@ -653,36 +740,22 @@ impl Bridge {
         }
     }
 
-    /// `tc -s qdisc show`-style text for both directions, each followed by a dataplane line.
+    /// The stage of `dir` (to read its own statistics).
+    pub fn stage(&self, dir: Direction) -> &Q {
+        &self.dirs[dir_index(dir)].qdisc
+    }
+
+    /// Each direction's statistics (`tc -s qdisc show`-style text for qdiscs), each followed by a
+    /// dataplane line.
     pub fn stats_text(&self) -> String {
+        let now = Instant::from_nanos(now_ns());
         let mut out = String::new();
         for d in &self.dirs {
-            let dev = self.dev(d);
-            match d.qdisc.as_cake() {
-                Some(c) => {
-                    let mut cfg = c.config().clone();
-                    cfg.rate_bps = c.rate();
-                    let t = stats_text(&cfg, &c.cake_stats(), QdiscHeader::for_config(&cfg));
-                    out.push_str(&t.replacen(" root ", &format!(" dev {dev} root "), 1));
-                }
-                None => {
-                    let q = d.qdisc.stats();
-                    out.push_str(&format!(
-                        "qdisc {} 0: dev {dev} root refcnt 2\n Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)\n backlog {}b {}p requeues 0\n",
-                        d.qdisc.kind(),
-                        q.dequeued.bytes,
-                        q.dequeued.packets,
-                        q.dropped_total().packets,
-                        q.overlimits,
-                        q.backlog.bytes,
-                        q.backlog.packets
-                    ));
-                }
-            }
+            out.push_str(&d.qdisc.stage_text(self.dev(d), now));
             let s = &d.snapshot();
             out.push_str(&format!(
                 " purple {}: rx {} pkt {} bytes, tx {} pkt {} bytes, bypassed {} truncated {} tx_errors {} kernel_drops {} pending {}, shaper wakeups {} late avg {}ns max {}ns\n",
-                d.dir.name(),
+                d.qdisc.dir_name(d.dir),
                 s.rx_packets,
                 s.rx_bytes,
                 s.tx_packets,
@@ -700,38 +773,21 @@ impl Bridge {
         out
     }
 
-    /// `tc -j -s qdisc show`-style JSON: an array with one object per direction (egress first),
-    /// each with tc's keys plus `dev` and a `purple` object of dataplane counters.
+    /// JSON: an array with one object per direction (egress/up first), each the stage's object
+    /// (`tc -j -s qdisc show`'s for qdiscs) plus `dev` and a `purple` object of dataplane
+    /// counters.
     pub fn stats_json(&self) -> String {
+        let now = Instant::from_nanos(now_ns());
         let mut arr = Vec::new();
         for d in &self.dirs {
-            let mut obj = match d.qdisc.as_cake() {
-                Some(c) => {
-                    let mut cfg = c.config().clone();
-                    cfg.rate_bps = c.rate();
-                    let t = stats_json(&cfg, &c.cake_stats(), QdiscHeader::for_config(&cfg));
-                    match serde_json::from_str::<Value>(&t) {
-                        Ok(Value::Array(mut v)) if !v.is_empty() => v.swap_remove(0),
-                        _ => json!({"kind": "cake"}),
-                    }
-                }
-                None => {
-                    let q = d.qdisc.stats();
-                    json!({
-                        "kind": d.qdisc.kind(), "handle": "0:", "root": true, "refcnt": 2,
-                        "bytes": q.dequeued.bytes, "packets": q.dequeued.packets,
-                        "drops": q.dropped_total().packets, "overlimits": q.overlimits,
-                        "requeues": 0, "backlog": q.backlog.bytes, "qlen": q.backlog.packets,
-                    })
-                }
-            };
+            let mut obj = d.qdisc.stage_json(self.dev(d), now);
             let s = &d.snapshot();
             if let Value::Object(m) = &mut obj {
                 m.insert("dev".into(), json!(self.dev(d)));
                 m.insert(
                     "purple".into(),
                     json!({
-                        "direction": d.dir.name(),
+                        "direction": d.qdisc.dir_name(d.dir),
                         "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
                         "offered": s.offered, "bypassed": s.bypassed, "truncated": s.truncated,
                         "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
@@ -752,7 +808,14 @@ impl Bridge {
     }
 }
 
-impl Drop for Bridge {
+fn dir_index(dir: Direction) -> usize {
+    match dir {
+        Direction::Egress => 0,
+        Direction::Ingress => 1,
+    }
+}
+
+impl<Q: Stage> Drop for Bridge<Q> {
     fn drop(&mut self) {
         if let (Some(_), Some(p)) = (&self.ctl, &self.cfg.ctl_path) {
             let _ = std::fs::remove_file(p);

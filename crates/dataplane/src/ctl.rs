@@ -2,7 +2,8 @@
 //! with text and then end-of-stream. An answer starting with `error: ` is a failure.
 //!
 //! Commands: `stats`, `stats --json`, `set-bandwidth egress|ingress RATE` (tc rate syntax, or
-//! `unlimited`).
+//! `unlimited`), and `set-rate up|down RATE` (the link emulator's spelling; `up` = egress,
+//! `down` = ingress).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -43,6 +44,24 @@ pub enum Command {
         /// The new rate in bytes per second.
         rate: Option<u64>,
     },
+    /// `set-rate up|down RATE`: the same change, as the link emulator spells it (answered
+    /// `up rate RATE`).
+    SetRate {
+        /// The direction (`up` = egress).
+        dir: Direction,
+        /// The new rate in bytes per second.
+        rate: Option<u64>,
+    },
+}
+
+fn parse_rate_word(r: &str) -> Result<Option<u64>, String> {
+    if r == "unlimited" {
+        Ok(None)
+    } else {
+        qdisc::tc_units::parse_rate(r)
+            .map(Some)
+            .map_err(|e| format!("bad rate {r:?}: {e:?}"))
+    }
 }
 
 impl Command {
@@ -58,18 +77,24 @@ impl Command {
                     "ingress" => Direction::Ingress,
                     _ => return Err(format!("bad direction {d:?} (egress or ingress)")),
                 };
-                let rate = if *r == "unlimited" {
-                    None
-                } else {
-                    Some(
-                        qdisc::tc_units::parse_rate(r)
-                            .map_err(|e| format!("bad rate {r:?}: {e:?}"))?,
-                    )
+                Ok(Command::SetBandwidth {
+                    dir,
+                    rate: parse_rate_word(r)?,
+                })
+            }
+            ["set-rate", d, r] => {
+                let dir = match *d {
+                    "up" | "egress" => Direction::Egress,
+                    "down" | "ingress" => Direction::Ingress,
+                    _ => return Err(format!("bad direction {d:?} (up or down)")),
                 };
-                Ok(Command::SetBandwidth { dir, rate })
+                Ok(Command::SetRate {
+                    dir,
+                    rate: parse_rate_word(r)?,
+                })
             }
             _ => Err(format!(
-                "unknown command {line:?} (stats [--json] | set-bandwidth egress|ingress RATE)"
+                "unknown command {line:?} (stats [--json] | set-bandwidth egress|ingress RATE | set-rate up|down RATE)"
             )),
         }
     }
@@ -129,5 +154,13 @@ mod tests {
         assert!(Command::parse("set-bandwidth sideways 1Mbit").is_err());
         assert!(Command::parse("set-bandwidth egress fast").is_err());
         assert!(Command::parse("reboot").is_err());
+        assert_eq!(
+            Command::parse("set-rate down 10Mbit"),
+            Ok(Command::SetRate {
+                dir: Direction::Ingress,
+                rate: Some(1_250_000)
+            })
+        );
+        assert!(Command::parse("set-rate left 1Mbit").is_err());
     }
 }

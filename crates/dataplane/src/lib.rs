@@ -41,8 +41,10 @@
 
 mod bridge;
 pub mod ctl;
+pub mod linkem;
+pub mod linkem_lab;
 pub mod sys;
 pub mod vnet;
 
-pub use bridge::{Bridge, BridgeConfig, BridgeStats, DirStats, Error, Stopper};
+pub use bridge::{Bridge, BridgeConfig, BridgeStats, DirStats, Error, Stage, Stopper};
 pub use ctl::Direction;

@@ -18,6 +18,7 @@ pub mod sfb;
 pub mod sfq;
 pub mod tc_units;
 pub mod time;
+pub mod trace;
 
 pub use packet::{Headers, Packet, PacketMeta};
 pub use qdisc::{Counter, Dequeue, DropReason, Dropped, NoShaper, Qdisc, QdiscStats};

@@ -40,7 +40,8 @@ mod scenario;
 mod sim;
 mod summary;
 mod tcp_app;
-mod trace;
+/// Link capacity traces (moved to [`qdisc::trace`] so the dataplane can share them).
+pub use qdisc::trace;
 
 pub use app::{Application, Outbox, Ping, UdpSource};
 pub use metrics::{

@@ -1,6 +1,7 @@
-//! Link capacity traces: mahimahi delivery-opportunity files and a step/ramp rate schedule.
+//! Link capacity traces: mahimahi delivery-opportunity files and a step/ramp rate schedule
+//! (shared by the simulator and the link emulator `dataplane::linkem`).
 
-use qdisc::{Duration, Instant};
+use crate::{Duration, Instant};
 
 /// Bytes one mahimahi delivery opportunity can carry.
 pub const MAHIMAHI_MTU: u32 = 1500;

@@ -1,0 +1,312 @@
+//! A throwaway namespace lab for measuring the dataplane and the link emulator (used by
+//! `purple bench dataplane` and the namespace tests): client and server namespaces joined either
+//! directly, through a middle namespace where a bridge runs, or routed by the kernel. Needs root
+//! and `ip`; everything is deleted when the [`Lab`] is dropped.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::{self, JoinHandle};
+use std::time::Duration;
+
+use crate::{Bridge, Error, Stage, Stopper};
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// How client and server are joined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// One veth pair c0—s0 (the reference).
+    Direct,
+    /// c0—b0 and b1—s0, nothing joining b0 and b1 (a bridge goes there).
+    Bridged,
+    /// c0—b0 and b1—s0 on two subnets, the middle namespace forwarding IP.
+    Routed,
+}
+
+/// Runs `ip args`; true on success.
+pub fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// True when this process runs as root.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .is_some_and(|l| l.split_whitespace().nth(1) == Some("0"))
+}
+
+/// Namespaces `<prefix>c`, `<prefix>b`, `<prefix>s`; deleted on drop.
+#[derive(Debug)]
+pub struct Lab {
+    /// Unique name prefix.
+    pub prefix: String,
+    /// The server's address as seen by the client.
+    pub server: Ipv4Addr,
+}
+
+impl Lab {
+    /// Builds the namespaces and links, or says why it cannot.
+    pub fn new(shape: Shape) -> Result<Lab, String> {
+        if !is_root() {
+            return Err("not root".into());
+        }
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let routed = shape == Shape::Routed;
+        let lab = Lab {
+            prefix: format!("pl-{}-{n}", std::process::id()),
+            server: if routed {
+                Ipv4Addr::new(10, 79, 2, 1)
+            } else {
+                Ipv4Addr::new(10, 79, 0, 2)
+            },
+        };
+        let (c, b, s) = (lab.ns('c'), lab.ns('b'), lab.ns('s'));
+        for ns in [&c, &b, &s] {
+            if !ip(&["netns", "add", ns]) {
+                return Err(format!("cannot create network namespace {ns}"));
+            }
+        }
+        let mut ok = if shape == Shape::Direct {
+            ip(&[
+                "-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "s0", "netns", &s,
+            ])
+        } else {
+            ip(&[
+                "-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "b0", "netns", &b,
+            ]) && ip(&[
+                "-n", &b, "link", "add", "b1", "type", "veth", "peer", "name", "s0", "netns", &s,
+            ])
+        };
+        let (ca, sa) = if routed {
+            ("10.79.1.1/24", "10.79.2.1/24")
+        } else {
+            ("10.79.0.1/24", "10.79.0.2/24")
+        };
+        ok = ok
+            && ip(&["-n", &c, "addr", "add", ca, "dev", "c0"])
+            && ip(&["-n", &s, "addr", "add", sa, "dev", "s0"]);
+        let mut devs = vec![(&c, "c0"), (&c, "lo"), (&s, "s0"), (&s, "lo")];
+        if shape != Shape::Direct {
+            devs.extend([(&b, "b0"), (&b, "b1"), (&b, "lo")]);
+        }
+        ok = ok
+            && devs
+                .iter()
+                .all(|(ns, d)| ip(&["-n", ns, "link", "set", d, "up"]));
+        if routed {
+            ok = ok
+                && ip(&["-n", &b, "addr", "add", "10.79.1.2/24", "dev", "b0"])
+                && ip(&["-n", &b, "addr", "add", "10.79.2.2/24", "dev", "b1"])
+                && ip(&["-n", &c, "route", "add", "default", "via", "10.79.1.2"])
+                && ip(&["-n", &s, "route", "add", "default", "via", "10.79.2.2"])
+                && lab.exec('b', &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+        }
+        if !ok {
+            return Err("cannot set up the veth pairs".into());
+        }
+        Ok(lab)
+    }
+
+    /// The name of namespace `which` (`c`, `b` or `s`).
+    pub fn ns(&self, which: char) -> String {
+        format!("{}{which}", self.prefix)
+    }
+
+    /// The path to enter namespace `which` with [`crate::sys::enter_netns`].
+    pub fn ns_path(&self, which: char) -> PathBuf {
+        PathBuf::from("/var/run/netns").join(self.ns(which))
+    }
+
+    /// Runs a command in namespace `which`; true on success.
+    pub fn exec(&self, which: char, cmd: &[&str]) -> bool {
+        let ns = self.ns(which);
+        let mut args = vec!["netns", "exec", ns.as_str()];
+        args.extend_from_slice(cmd);
+        ip(&args)
+    }
+
+    /// Spawns `f` in a thread inside namespace `which`.
+    pub fn spawn<T: Send + 'static>(
+        &self,
+        which: char,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> JoinHandle<Result<T, String>> {
+        let p = self.ns_path(which);
+        thread::spawn(move || {
+            crate::sys::enter_netns(&p).map_err(|e| format!("setns {}: {e}", p.display()))?;
+            Ok(f())
+        })
+    }
+
+    /// A TCP bulk transfer client → server for `d` (after `warmup`); returns goodput in bit/s.
+    pub fn tcp_goodput(&self, port: u16, warmup: Duration, d: Duration) -> Result<f64, String> {
+        let received = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let (rcv, st) = (received.clone(), stop.clone());
+        let server = self.spawn('s', move || {
+            let l = TcpListener::bind(("0.0.0.0", port)).map_err(|e| e.to_string())?;
+            let _ = ready_tx.send(());
+            let (mut c, _) = l.accept().map_err(|e| e.to_string())?;
+            let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
+            let mut buf = vec![0u8; 1 << 16];
+            while !st.load(Ordering::Relaxed) {
+                match c.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        rcv.fetch_add(n as u64, Ordering::Relaxed);
+                    }
+                    Err(_) => continue,
+                }
+            }
+            Ok::<(), String>(())
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| "server did not start".to_string())?;
+        let (addr, st) = (SocketAddr::from((self.server, port)), stop.clone());
+        let client = self.spawn('c', move || {
+            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+                .map_err(|e| format!("connect: {e}"))?;
+            let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+            let buf = vec![0x5au8; 1 << 16];
+            while !st.load(Ordering::Relaxed) {
+                let _ = s.write(&buf);
+            }
+            Ok::<(), String>(())
+        });
+        thread::sleep(warmup);
+        let b0 = received.load(Ordering::Relaxed);
+        let t0 = crate::sys::monotonic_ns();
+        thread::sleep(d);
+        let b1 = received.load(Ordering::Relaxed);
+        let dt = (crate::sys::monotonic_ns() - t0) as f64 / 1e9;
+        stop.store(true, Ordering::Relaxed);
+        let c = client.join().map_err(|_| "client panicked")?;
+        let _ = server.join();
+        c??;
+        Ok((b1 - b0) as f64 * 8.0 / dt)
+    }
+
+    /// `count` UDP ping-pongs (64-byte payload, one every `gap`) client → server echo; returns
+    /// the round-trip times in nanoseconds, sorted (lost ones left out).
+    pub fn udp_rtts(&self, port: u16, count: usize, gap: Duration) -> Result<Vec<u64>, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let st = stop.clone();
+        let server = self.spawn('s', move || {
+            let s = UdpSocket::bind(("0.0.0.0", port)).map_err(|e| e.to_string())?;
+            let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
+            let _ = ready_tx.send(());
+            let mut buf = [0u8; 256];
+            while !st.load(Ordering::Relaxed) {
+                if let Ok((n, from)) = s.recv_from(&mut buf) {
+                    let _ = s.send_to(&buf[..n], from);
+                }
+            }
+            Ok::<(), String>(())
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| "echo server did not start".to_string())?;
+        let addr = SocketAddr::from((self.server, port));
+        let client = self.spawn('c', move || {
+            let s = UdpSocket::bind(("0.0.0.0", 0)).map_err(|e| e.to_string())?;
+            let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
+            let mut rtts = Vec::with_capacity(count);
+            let mut buf = [0u8; 256];
+            for i in 0..count as u64 {
+                let mut msg = [0u8; 64];
+                msg[..8].copy_from_slice(&i.to_le_bytes());
+                let t0 = crate::sys::monotonic_ns();
+                if s.send_to(&msg, addr).is_err() {
+                    continue;
+                }
+                while let Ok(n) = s.recv(&mut buf) {
+                    if n >= 8 && buf[..8] == msg[..8] {
+                        rtts.push(crate::sys::monotonic_ns() - t0);
+                        break;
+                    }
+                }
+                thread::sleep(gap);
+            }
+            rtts.sort_unstable();
+            Ok::<Vec<u64>, String>(rtts)
+        });
+        let r = client.join().map_err(|_| "ping client panicked")?;
+        stop.store(true, Ordering::Relaxed);
+        let _ = server.join();
+        r?
+    }
+}
+
+/// A stopped bridge's final `stats --json` text and its thread's CPU nanoseconds, or why it failed.
+type StatsAndCpu = Result<(String, u64), String>;
+
+/// A bridge (or link emulator) running in a thread of the middle namespace.
+#[derive(Debug)]
+pub struct Running {
+    stopper: Stopper,
+    handle: JoinHandle<Result<StatsAndCpu, String>>,
+}
+
+impl Running {
+    /// Stops it; returns its final `stats --json` text and the CPU nanoseconds its thread used.
+    pub fn stop(self) -> Result<(String, u64), String> {
+        self.stopper.stop();
+        self.handle.join().map_err(|_| "bridge thread panicked")??
+    }
+}
+
+impl Lab {
+    /// Builds a bridge with `make` inside the middle namespace (its interfaces are b0 and b1)
+    /// and runs it until [`Running::stop`].
+    pub fn start<Q: Stage>(
+        &self,
+        make: impl FnOnce() -> Result<Bridge<Q>, Error> + Send + 'static,
+    ) -> Result<Running, String> {
+        let (tx, rx) = mpsc::channel();
+        let handle = self.spawn('b', move || {
+            let mut br = make().map_err(|e| e.to_string())?;
+            let _ = tx.send(br.stopper());
+            let c0 = crate::sys::thread_cpu_ns();
+            br.run().map_err(|e| e.to_string())?;
+            let cpu = crate::sys::thread_cpu_ns() - c0;
+            Ok::<(String, u64), String>((br.stats_json(), cpu))
+        });
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(stopper) => Ok(Running { stopper, handle }),
+            Err(_) => Err(match handle.join() {
+                Ok(Ok(Err(e))) | Ok(Err(e)) => e,
+                _ => "bridge did not start".into(),
+            }),
+        }
+    }
+}
+
+/// The `q`-quantile (0..=1) of sorted values (0 when empty).
+pub fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+    sorted[i]
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for w in ['c', 'b', 's'] {
+            ip(&["netns", "del", &self.ns(w)]);
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! The link emulator end to end in network namespaces (client — linkem — server). Skipped with a
+//! printed reason when not root or when namespaces cannot be created.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use dataplane::linkem::{Capacity, LinkConfig};
+use dataplane::linkem_lab::{quantile, Lab, Running, Shape};
+use dataplane::BridgeConfig;
+
+fn start(lab: &Lab, up: LinkConfig, down: LinkConfig, ctl: Option<std::path::PathBuf>) -> Running {
+    let cfg = BridgeConfig {
+        if_a: "b0".into(),
+        if_b: "b1".into(),
+        egress: String::new(),
+        ingress: String::new(),
+        name: lab.prefix.clone(),
+        ctl_path: ctl,
+        seed: 1,
+    };
+    lab.start(move || dataplane::linkem::open(cfg, up, down))
+        .expect("linkem")
+}
+
+macro_rules! lab_or_skip {
+    () => {
+        match Lab::new(Shape::Bridged) {
+            Ok(l) => l,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        }
+    };
+}
+
+#[test]
+fn twenty_ms_each_way_gives_a_forty_ms_round_trip() {
+    let lab = lab_or_skip!();
+    let d = LinkConfig {
+        delay: qdisc::Duration::from_millis(20),
+        ..LinkConfig::default()
+    };
+    let em = start(&lab, d.clone(), d, None);
+    let rtts = lab.udp_rtts(7001, 20, Duration::from_millis(20)).unwrap();
+    em.stop().unwrap();
+    assert!(rtts.len() >= 18, "{} replies", rtts.len());
+    let p50 = quantile(&rtts, 0.5) as f64 / 1e6;
+    eprintln!("RTT through 20 ms + 20 ms: p50 {p50:.2} ms");
+    assert!((38.0..=42.0).contains(&p50), "p50 {p50} ms");
+}
+
+#[test]
+fn tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live() {
+    let lab = lab_or_skip!();
+    let ctl = std::env::temp_dir().join(format!("{}.sock", lab.prefix));
+    let up = LinkConfig {
+        capacity: Capacity::Rate(1_250_000),
+        buffer_packets: Some(200),
+        ..LinkConfig::default()
+    };
+    let em = start(&lab, up, LinkConfig::default(), Some(ctl.clone()));
+    let idle = lab.udp_rtts(7002, 10, Duration::from_millis(10)).unwrap();
+    // Bulk TCP in the background while pinging: the droptail buffer bloats the RTT.
+    let lab = std::sync::Arc::new(lab);
+    let l2 = lab.clone();
+    let bulk = std::thread::spawn(move || {
+        l2.tcp_goodput(
+            7003,
+            Duration::from_millis(1000),
+            Duration::from_millis(2000),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(1200));
+    let json = dataplane::ctl::request(&ctl, "stats --json").unwrap();
+    let loaded = lab.udp_rtts(7004, 10, Duration::from_millis(50)).unwrap();
+    let g10 = bulk.join().unwrap().unwrap();
+    let answer = dataplane::ctl::request(&ctl, "set-rate up 20Mbit").unwrap();
+    assert_eq!(answer, "up rate 20Mbit\n");
+    let g20 = lab
+        .tcp_goodput(
+            7005,
+            Duration::from_millis(700),
+            Duration::from_millis(1500),
+        )
+        .unwrap();
+    let text = dataplane::ctl::request(&ctl, "stats").unwrap();
+    em.stop().unwrap();
+    let (i50, l50) = (
+        quantile(&idle, 0.5) as f64 / 1e6,
+        quantile(&loaded, 0.5) as f64 / 1e6,
+    );
+    eprintln!(
+        "goodput {:.2} Mbit/s at 10Mbit, {:.2} at 20Mbit; RTT idle {i50:.2} ms, loaded {l50:.2} ms\n{text}",
+        g10 / 1e6,
+        g20 / 1e6
+    );
+    // Goodput is capacity × 1448/1500 (IP bytes charged, TCP timestamps on).
+    assert!((0.90..=1.0).contains(&(g10 / 10e6)), "{g10}");
+    assert!((0.90..=1.0).contains(&(g20 / 20e6)), "{g20}");
+    // 200 packets of 1500 bytes at 10 Mbit/s allow 240 ms of queue, but the receiver's
+    // autotuned window (rcvbuf grows with the small idle RTT) keeps the standing queue to some
+    // tens of milliseconds: bloat is visible, not the full buffer.
+    let lmax = quantile(&loaded, 1.0) as f64 / 1e6;
+    assert!(
+        lmax > i50 + 10.0,
+        "no bloat: idle {i50} loaded p50 {l50} max {lmax}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let up = &v[0];
+    assert_eq!(up["kind"], "linkem");
+    assert_eq!(up["purple"]["direction"], "up");
+    assert_eq!(up["capacity"], 1_250_000);
+    assert!(up["qlen"].is_u64() && up["backlog"].is_u64(), "{up}");
+    assert!(up["sojourn_ewma_us"].as_u64().unwrap() > 2_000, "{up}");
+    assert!(up["qlen_segments"].is_u64(), "{up}");
+    assert!(text.contains("capacity 20Mbit"), "{text}");
+}
