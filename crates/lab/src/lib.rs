@@ -130,6 +130,8 @@ pub struct LabRun {
     pub delay_stage: String,
     /// Problems that did not stop the run (a tool's error).
     pub warnings: Vec<String>,
+    /// The namespaces it used (all deleted by the time the run is returned).
+    pub namespaces: Vec<String>,
 }
 
 impl LabRun {
@@ -380,8 +382,13 @@ pub fn run_one(
     }
     let (induced, up, down) = meters_out;
     summary.name = format!("{} {} {}", scn.name, test.name, contender.name);
+    let namespaces = [&t.client, &t.router, &t.linkem, &t.server]
+        .iter()
+        .map(|n| n.name().to_string())
+        .collect();
     drop(t);
     Ok(LabRun {
+        namespaces,
         contender: contender.name.into(),
         test: test.name.into(),
         summary,

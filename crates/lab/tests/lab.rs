@@ -22,7 +22,11 @@ fn skip_reason() -> Option<String> {
     }
 }
 
+/// Runs are serialised: parallel runs would share two cores and disturb each other's timing.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn run(scn: &str, test: &str, c: Contender, secs: f64) -> LabRun {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let s = scenario::find(scn).unwrap();
     let t = s.tests.iter().find(|t| t.name == test).unwrap().clone();
     let opts = LabOpts::new(secs, stage());
@@ -63,4 +67,67 @@ fn b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput() {
     }
     assert!(!cake.summary.qdiscs.is_empty(), "bridge stats present");
     assert_eq!(cake.summary.qdiscs[0]["kind"], "cake");
+}
+
+#[test]
+fn b2_rrul_cake_keeps_icmp_induced_latency_within_the_seed_figures_and_fills_both_links() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let r = run("b2", "rrul", scenario::CAKE, 10.0);
+    let icmp = r.induced("Ping (ms) ICMP").unwrap();
+    // The seed's kernel CAKE: ICMP induced mean 3.7-4.6 ms, max 12-22 ms (with 45 ms each way;
+    // our margin covers a loaded 2-core host).
+    assert!(icmp.mean < 10.0, "ICMP induced mean {:.1} ms", icmp.mean);
+    assert!(icmp.p99 < 40.0, "ICMP induced p99 {:.1} ms", icmp.p99);
+    assert!((14.0..20.5).contains(&r.down_mbit), "down {:.2} Mbit/s", r.down_mbit);
+    assert!((1.8..3.1).contains(&r.up_mbit), "up {:.2} Mbit/s", r.up_mbit);
+    // diffserv3: CS1 (bulk tin) gets the least of the downlink.
+    let g = |n: &str| r.summary.flow(n).unwrap().goodput_bps;
+    assert!(
+        g("TCP download BK") < g("TCP download BE"),
+        "BK {} vs BE {}",
+        g("TCP download BK"),
+        g("TCP download BE")
+    );
+    assert_eq!(r.summary.flows.len(), 12, "4 probes + 8 TCP flows");
+    assert!(r.summary.flows.iter().all(|f| !f.series.goodput_bps.is_empty()));
+}
+
+#[test]
+fn a_run_leaves_none_of_its_namespaces_behind() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let r = run("b1", "download", scenario::FQ_CODEL, 2.0);
+    assert_eq!(r.namespaces.len(), 4);
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&out.stdout);
+    for n in &r.namespaces {
+        assert!(
+            !list.lines().any(|l| l.split_whitespace().next() == Some(n.as_str())),
+            "{n} left behind: {list}"
+        );
+    }
+}
+
+#[test]
+fn with_linkem_the_base_rtt_is_the_scenarios_90_ms() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    if !matches!(stage(), DelayStage::Linkem(_)) {
+        eprintln!("skipped: needs `purple linkem` (set PURPLE_BIN to a purple binary that has it)");
+        return;
+    }
+    let r = run("b1", "download", scenario::CAKE, 5.0);
+    let i = r.induced("Ping (ms) ICMP").unwrap();
+    assert!((88.0..96.0).contains(&i.base_ms), "base RTT {:.1} ms", i.base_ms);
+    assert!(i.max < 30.0, "CAKE download induced peak {:.1} ms", i.max);
 }
