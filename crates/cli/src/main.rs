@@ -7,6 +7,7 @@ mod cake_config;
 mod ctl;
 mod demo;
 mod flent;
+mod lab;
 mod plots;
 mod report;
 mod sim_cmd;
@@ -97,6 +98,48 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The namespace lab: the seeds' testbeds with real kernel TCP through our bridge
+    /// (`purple lab run b1|b2|radio`, `purple lab list`). Needs root.
+    #[command(subcommand)]
+    Lab(LabCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum LabCommand {
+    /// Run a scenario in network namespaces and report it beside the simulator and the seed.
+    Run {
+        /// Scenario name (`purple lab list`).
+        scenario: String,
+        /// Seconds of load per test (default: the seed's length).
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Print one JSON object (`runs` in `purple sim --json`'s form, `sim`, `kernel`).
+        #[arg(long)]
+        json: bool,
+        /// Write each run's summary.json, plots and Flent file under DIR/<run>/.
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+        /// Also run it in the reference kernel (Linux's own qdiscs, QEMU) and report both.
+        #[arg(long)]
+        kernel: bool,
+        /// Only this contender (cake, fq_codel, fifo).
+        #[arg(long)]
+        qdisc: Option<String>,
+        /// Only this test (e.g. upload, download, bidir for b1).
+        #[arg(long)]
+        test: Option<String>,
+        /// Skip the simulator comparison.
+        #[arg(long)]
+        no_sim: bool,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+        /// Inside the reference kernel: Linux qdiscs via tc, netem delay.
+        #[arg(long, hide = true)]
+        guest: bool,
+    },
+    /// List the lab scenarios.
+    List,
 }
 
 #[derive(Args, Debug)]
@@ -266,6 +309,38 @@ fn main() {
                 std::process::exit(1);
             }
         },
+        Command::Lab(LabCommand::List) => print!("{}", lab::list()),
+        Command::Lab(LabCommand::Run {
+            scenario,
+            seconds,
+            json,
+            out,
+            kernel,
+            qdisc,
+            test,
+            no_sim,
+            quiet,
+            guest,
+        }) => {
+            let o = lab::LabCmdOpts {
+                seconds,
+                json,
+                out,
+                kernel,
+                qdisc,
+                test,
+                guest,
+                no_sim,
+                quiet,
+            };
+            match lab::run(&scenario, &o) {
+                Ok(out) => print!("{out}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
         Command::Bench(BenchCommand::Engine {
             json,
             seconds,

@@ -18,6 +18,7 @@
 //! SIGINT/SIGTERM ([`ns::install_signal_cleanup`]).
 #![warn(missing_docs)]
 
+pub mod kernel;
 pub mod ns;
 pub mod scenario;
 mod sys;
@@ -48,6 +49,19 @@ pub enum DelayStage {
     Linkem(PathBuf),
     /// A kernel bridge: no delay, no capacity limit (for when linkem is absent).
     Passthrough,
+    /// A kernel bridge with `netem delay D limit 10000` on both ports (the reference kernel,
+    /// which has netem; fixed-capacity scenarios only).
+    Netem,
+}
+
+/// What shapes traffic in the router namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RouterStage {
+    /// Our bridge ([`dataplane::Bridge`]) with the contender's qdiscs.
+    Purple,
+    /// A kernel bridge with Linux's own qdiscs set by `tc` (sch_cake, fq_codel, htb, pfifo);
+    /// only where the kernel has them (the reference kernel guest).
+    Kernel,
 }
 
 impl DelayStage {
@@ -82,6 +96,8 @@ pub struct LabOpts {
     pub delay: DelayStage,
     /// Congestion control set on every TCP socket.
     pub cc: &'static str,
+    /// The router stage.
+    pub router: RouterStage,
 }
 
 impl LabOpts {
@@ -92,6 +108,7 @@ impl LabOpts {
             idle_seconds: if seconds < 10.0 { 1.0 } else { 2.0 },
             delay,
             cc: "cubic",
+            router: RouterStage::Purple,
         }
     }
 }
@@ -211,12 +228,26 @@ fn start_delay(scn: &Scenario, t: &Topo, stage: &DelayStage) -> Result<(Option<P
                     scn.name
                 ));
             }
-            let l = &t.linkem;
-            l.ip(&["link", "add", "br0", "type", "bridge"])?;
-            l.ip(&["link", "set", "l0", "master", "br0"])?;
-            l.ip(&["link", "set", "l1", "master", "br0"])?;
-            l.ip(&["link", "set", "br0", "up"])?;
+            kernel_bridge(&t.linkem, "l0", "l1")?;
             Ok((None, "kernel bridge (no delay: purple linkem absent)".into()))
+        }
+        DelayStage::Netem => {
+            if scn.needs_linkem {
+                return Err(format!(
+                    "scenario {} needs a varying capacity, which the netem stage does not model",
+                    scn.name
+                ));
+            }
+            let l = &t.linkem;
+            kernel_bridge(l, "l0", "l1")?;
+            let d = format!("{}ms", scn.one_way_ms);
+            for dev in ["l0", "l1"] {
+                l.exec(
+                    "tc",
+                    &["qdisc", "add", "dev", dev, "root", "netem", "delay", &d, "limit", "10000"],
+                )?;
+            }
+            Ok((None, format!("kernel netem, {} ms each way", scn.one_way_ms)))
         }
         DelayStage::Linkem(bin) => {
             let name = format!("{}-linkem", t.prefix);
@@ -274,6 +305,55 @@ fn start_delay(scn: &Scenario, t: &Topo, stage: &DelayStage) -> Result<(Option<P
                 format!("purple linkem, {} ms each way", scn.one_way_ms),
             ))
         }
+    }
+}
+
+/// Joins `a` and `b` with a kernel bridge `br0` in `ns`.
+fn kernel_bridge(ns: &Netns, a: &str, b: &str) -> Result<(), String> {
+    ns.ip(&["link", "add", "br0", "type", "bridge"])?;
+    ns.ip(&["link", "set", a, "master", "br0"])?;
+    ns.ip(&["link", "set", b, "master", "br0"])?;
+    ns.ip(&["link", "set", "br0", "up"])
+}
+
+/// Puts the contender's qdisc for a direction shaped to `rate_bit_s` on `dev` with Linux's tc:
+/// CAKE as is, the seed's HTB (`htb default 1`, class `rate R burst 15k`, the child under it),
+/// or the bare qdisc.
+fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result<(), String> {
+    let rate = format!("{}kbit", rate_bit_s / 1000);
+    let tc = |args: &[&str]| ns.exec("tc", args);
+    match c.shape {
+        scenario::Shape::Cake(a) => {
+            let mut v = vec!["qdisc", "add", "dev", dev, "root", "cake", "bandwidth", &rate];
+            v.extend(a.split_whitespace());
+            tc(&v)
+        }
+        scenario::Shape::Htb(child) => {
+            tc(&["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"])?;
+            tc(&[
+                "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rate,
+                "burst", "15k",
+            ])?;
+            let mut v = vec!["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:"];
+            v.extend(child.split_whitespace());
+            tc(&v)
+        }
+        scenario::Shape::Bare(q) => {
+            let mut v = vec!["qdisc", "add", "dev", dev, "root"];
+            v.extend(q.split_whitespace());
+            tc(&v)
+        }
+    }
+}
+
+/// `tc -s -j qdisc show` of `ns` (kernel router), as JSON values.
+fn kernel_qdisc_stats(ns: &Netns) -> Vec<serde_json::Value> {
+    let o = std::process::Command::new("ip")
+        .args(["netns", "exec", ns.name(), "tc", "-s", "-j", "qdisc", "show"])
+        .output();
+    match o.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok()) {
+        Some(serde_json::Value::Array(a)) => a,
+        _ => Vec::new(),
     }
 }
 
@@ -359,15 +439,32 @@ pub fn run_one(
     }
     let t = Topo::build()?;
     let (mut delay_proc, delay_stage) = start_delay(scn, &t, &opts.delay)?;
-    let (stopper, bridge) = start_bridge(&t, contender.tc(scn.up_bit_s), contender.tc(scn.down_bit_s))?;
+    let bridge = match opts.router {
+        RouterStage::Purple => Some(start_bridge(
+            &t,
+            contender.tc(scn.up_bit_s),
+            contender.tc(scn.down_bit_s),
+        )?),
+        RouterStage::Kernel => {
+            kernel_bridge(&t.router, "r0", "r1")?;
+            // Egress (client -> server) leaves through r1, ingress through r0.
+            kernel_qdisc(&t.router, "r1", contender, scn.up_bit_s)?;
+            kernel_qdisc(&t.router, "r0", contender, scn.down_bit_s)?;
+            None
+        }
+    };
     let ctx = Ctx::new();
     let r = drive(scn, test, opts, &t, &ctx, progress);
     ctx.stop.store(true, Ordering::Relaxed);
-    stopper.stop();
-    let stats = bridge
-        .join()
-        .map_err(|_| "the bridge thread panicked".to_string())
-        .and_then(|r| r);
+    let stats = match bridge {
+        Some((stopper, h)) => {
+            stopper.stop();
+            h.join()
+                .map_err(|_| "the bridge thread panicked".to_string())
+                .and_then(|r| r)
+        }
+        None => Ok(serde_json::Value::Array(kernel_qdisc_stats(&t.router)).to_string()),
+    };
     if let Some(p) = delay_proc.as_mut() {
         p.stop();
     }
