@@ -239,7 +239,7 @@ fn start_delay(scn: &Scenario, t: &Topo, stage: &DelayStage) -> Result<(Option<P
                 ));
             }
             let l = &t.linkem;
-            kernel_bridge(l, "l0", "l1")?;
+            tc_wire(l, "l0", "l1")?;
             let d = format!("{}ms", scn.one_way_ms);
             for dev in ["l0", "l1"] {
                 l.exec(
@@ -314,6 +314,23 @@ fn kernel_bridge(ns: &Netns, a: &str, b: &str) -> Result<(), String> {
     ns.ip(&["link", "set", a, "master", "br0"])?;
     ns.ip(&["link", "set", b, "master", "br0"])?;
     ns.ip(&["link", "set", "br0", "up"])
+}
+
+/// Joins `a` and `b` in `ns` with tc: everything arriving on one is redirected out of the
+/// other (`ingress` + `matchall` + `mirred egress redirect`), so it passes the egress qdisc
+/// there. For kernels without the bridge module (the reference guest).
+fn tc_wire(ns: &Netns, a: &str, b: &str) -> Result<(), String> {
+    for (from, to) in [(a, b), (b, a)] {
+        ns.exec("tc", &["qdisc", "add", "dev", from, "handle", "ffff:", "ingress"])?;
+        ns.exec(
+            "tc",
+            &[
+                "filter", "add", "dev", from, "parent", "ffff:", "matchall", "action", "mirred",
+                "egress", "redirect", "dev", to,
+            ],
+        )?;
+    }
+    Ok(())
 }
 
 /// Puts the contender's qdisc for a direction shaped to `rate_bit_s` on `dev` with Linux's tc:
@@ -446,7 +463,7 @@ pub fn run_one(
             contender.tc(scn.down_bit_s),
         )?),
         RouterStage::Kernel => {
-            kernel_bridge(&t.router, "r0", "r1")?;
+            tc_wire(&t.router, "r0", "r1")?;
             // Egress (client -> server) leaves through r1, ingress through r0.
             kernel_qdisc(&t.router, "r1", contender, scn.up_bit_s)?;
             kernel_qdisc(&t.router, "r0", contender, scn.down_bit_s)?;
