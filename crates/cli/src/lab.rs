@@ -133,7 +133,11 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
     bar.finish_and_clear();
     let kernel = if o.kernel {
         let exe = exe.ok_or("--kernel: cannot find this binary")?;
-        let mut args = vec![scn.name.to_string(), "--seconds".into(), seconds.to_string()];
+        let mut args = vec![
+            scn.name.to_string(),
+            "--seconds".into(),
+            seconds.to_string(),
+        ];
         if let Some(q) = &o.qdisc {
             args.extend(["--qdisc".into(), q.clone()]);
         }
@@ -213,7 +217,11 @@ fn kernel_text(scn: &Scenario, k: &Value) -> String {
                 f(&i["p99"]),
                 f(&i["max"])
             ),
-            if udp.is_empty() { "-".into() } else { udp.join(" / ") },
+            if udp.is_empty() {
+                "-".into()
+            } else {
+                udp.join(" / ")
+            },
             scenario::seed_figure(scn.name, c, test).into(),
         ]);
     }
@@ -267,7 +275,9 @@ fn sim_rows(
     t.headers = rep.table.headers.clone();
     for row in &rep.table.rows {
         let c_ok = cs.iter().any(|c| row.first().is_some_and(|n| n == c.name));
-        let t_ok = tests.iter().any(|x| row.get(1).is_some_and(|n| n == x.name));
+        let t_ok = tests
+            .iter()
+            .any(|x| row.get(1).is_some_and(|n| n == x.name));
         if c_ok && t_ok {
             t.row(row.clone());
         }
@@ -305,7 +315,11 @@ fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&experiments:
             format!("{:.2}", r.up_mbit),
             format!("{:.2}", r.down_mbit),
             format!("{:.1} / {:.1} / {:.1} / {:.1}", i.mean, i.p50, i.p99, i.max),
-            if udp.is_empty() { "-".into() } else { udp.join(" / ") },
+            if udp.is_empty() {
+                "-".into()
+            } else {
+                udp.join(" / ")
+            },
             scenario::seed_figure(scn.name, &r.contender, &r.test).into(),
         ]);
     }

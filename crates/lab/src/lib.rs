@@ -219,7 +219,11 @@ fn write_steps_trace(path: &Path, rates: [u64; 2], period_s: u64) -> Result<(), 
 }
 
 /// Starts the delay stage in the linkem namespace.
-fn start_delay(scn: &Scenario, t: &Topo, stage: &DelayStage) -> Result<(Option<Proc>, String), String> {
+fn start_delay(
+    scn: &Scenario,
+    t: &Topo,
+    stage: &DelayStage,
+) -> Result<(Option<Proc>, String), String> {
     match stage {
         DelayStage::Passthrough => {
             if scn.needs_linkem {
@@ -229,7 +233,10 @@ fn start_delay(scn: &Scenario, t: &Topo, stage: &DelayStage) -> Result<(Option<P
                 ));
             }
             kernel_bridge(&t.linkem, "l0", "l1")?;
-            Ok((None, "kernel bridge (no delay: purple linkem absent)".into()))
+            Ok((
+                None,
+                "kernel bridge (no delay: purple linkem absent)".into(),
+            ))
         }
         DelayStage::Netem => {
             if scn.needs_linkem {
@@ -244,10 +251,15 @@ fn start_delay(scn: &Scenario, t: &Topo, stage: &DelayStage) -> Result<(Option<P
             for dev in ["l0", "l1"] {
                 l.exec(
                     "tc",
-                    &["qdisc", "add", "dev", dev, "root", "netem", "delay", &d, "limit", "10000"],
+                    &[
+                        "qdisc", "add", "dev", dev, "root", "netem", "delay", &d, "limit", "10000",
+                    ],
                 )?;
             }
-            Ok((None, format!("kernel netem, {} ms each way", scn.one_way_ms)))
+            Ok((
+                None,
+                format!("kernel netem, {} ms each way", scn.one_way_ms),
+            ))
         }
         DelayStage::Linkem(bin) => {
             let name = format!("{}-linkem", t.prefix);
@@ -298,7 +310,10 @@ fn start_delay(scn: &Scenario, t: &Topo, stage: &DelayStage) -> Result<(Option<P
             let mut p = t.linkem.spawn(&bin, &a, true)?;
             std::thread::sleep(Duration::from_millis(300));
             if let Some(s) = p.exited() {
-                return Err(format!("purple linkem exited at start ({s}): {}", a.join(" ")));
+                return Err(format!(
+                    "purple linkem exited at start ({s}): {}",
+                    a.join(" ")
+                ));
             }
             Ok((
                 Some(p),
@@ -321,7 +336,10 @@ fn kernel_bridge(ns: &Netns, a: &str, b: &str) -> Result<(), String> {
 /// there. For kernels without the bridge module (the reference guest).
 fn tc_wire(ns: &Netns, a: &str, b: &str) -> Result<(), String> {
     for (from, to) in [(a, b), (b, a)] {
-        ns.exec("tc", &["qdisc", "add", "dev", from, "handle", "ffff:", "ingress"])?;
+        ns.exec(
+            "tc",
+            &["qdisc", "add", "dev", from, "handle", "ffff:", "ingress"],
+        )?;
         ns.exec(
             "tc",
             &[
@@ -341,12 +359,23 @@ fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result
     let tc = |args: &[&str]| ns.exec("tc", args);
     match c.shape {
         scenario::Shape::Cake(a) => {
-            let mut v = vec!["qdisc", "add", "dev", dev, "root", "cake", "bandwidth", &rate];
+            let mut v = vec![
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "root",
+                "cake",
+                "bandwidth",
+                &rate,
+            ];
             v.extend(a.split_whitespace());
             tc(&v)
         }
         scenario::Shape::Htb(child) => {
-            tc(&["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"])?;
+            tc(&[
+                "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1",
+            ])?;
             tc(&[
                 "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb", "rate", &rate,
                 "burst", "15k",
@@ -366,7 +395,16 @@ fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result
 /// `tc -s -j qdisc show` of `ns` (kernel router), as JSON values.
 fn kernel_qdisc_stats(ns: &Netns) -> Vec<serde_json::Value> {
     let o = std::process::Command::new("ip")
-        .args(["netns", "exec", ns.name(), "tc", "-s", "-j", "qdisc", "show"])
+        .args([
+            "netns",
+            "exec",
+            ns.name(),
+            "tc",
+            "-s",
+            "-j",
+            "qdisc",
+            "show",
+        ])
         .output();
     match o.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok()) {
         Some(serde_json::Value::Array(a)) => a,
@@ -374,7 +412,10 @@ fn kernel_qdisc_stats(ns: &Netns) -> Vec<serde_json::Value> {
     }
 }
 
-type BridgeHandle = (dataplane::Stopper, std::thread::JoinHandle<Result<String, String>>);
+type BridgeHandle = (
+    dataplane::Stopper,
+    std::thread::JoinHandle<Result<String, String>>,
+);
 
 /// Starts our bridge in the router namespace; the thread returns the bridge's stats JSON.
 fn start_bridge(t: &Topo, egress: String, ingress: String) -> Result<BridgeHandle, String> {
@@ -528,7 +569,11 @@ fn drive(
     let (cns, sns) = (Some(t.client.path()), Some(t.server.path()));
     let server = |port: u16| -> SocketAddr { SocketAddr::new(SERVER.parse().expect_ip(), port) };
     let client = |port: u16| -> SocketAddr { SocketAddr::new(CLIENT.parse().expect_ip(), port) };
-    let meters: Vec<Arc<Meter>> = test.flows.iter().map(|_| Arc::new(Meter::default())).collect();
+    let meters: Vec<Arc<Meter>> = test
+        .flows
+        .iter()
+        .map(|_| Arc::new(Meter::default()))
+        .collect();
     let mut tasks: Vec<Task> = Vec::new();
     let mut procs: Vec<Proc> = Vec::new();
     // Probes first (they measure the idle base RTT).
@@ -549,7 +594,16 @@ fn drive(
             FlowKind::Icmp => {
                 let mut p = t.client.spawn(
                     "ping",
-                    &["-n", "-i", "0.1", "-W", "5", "-Q", &(u32::from(f.dscp) << 2).to_string(), SERVER],
+                    &[
+                        "-n",
+                        "-i",
+                        "0.1",
+                        "-W",
+                        "5",
+                        "-Q",
+                        &(u32::from(f.dscp) << 2).to_string(),
+                        SERVER,
+                    ],
                     false,
                 )?;
                 if let Some(out) = p.take_stdout() {
@@ -581,11 +635,23 @@ fn drive(
                 match f.kind {
                     FlowKind::TcpUp => {
                         tasks.push(traffic::tcp_sink(ctx, sns.clone(), port, f.dscp, m)?);
-                        tasks.push(traffic::tcp_bulk(ctx, cns.clone(), server(port), f.dscp, opts.cc)?);
+                        tasks.push(traffic::tcp_bulk(
+                            ctx,
+                            cns.clone(),
+                            server(port),
+                            f.dscp,
+                            opts.cc,
+                        )?);
                     }
                     FlowKind::TcpDown => {
                         tasks.push(traffic::tcp_sink(ctx, cns.clone(), port, f.dscp, m)?);
-                        tasks.push(traffic::tcp_bulk(ctx, sns.clone(), client(port), f.dscp, opts.cc)?);
+                        tasks.push(traffic::tcp_bulk(
+                            ctx,
+                            sns.clone(),
+                            client(port),
+                            f.dscp,
+                            opts.cc,
+                        )?);
                     }
                     FlowKind::VoipUp => {
                         tasks.push(traffic::voip_sink(ctx, sns.clone(), port, m.clone())?);
@@ -655,11 +721,17 @@ fn drive(
         match f.kind {
             FlowKind::TcpUp => {
                 up += goodput_bps;
-                up_series.iter_mut().zip(&series_bps).for_each(|(a, b)| *a += b);
+                up_series
+                    .iter_mut()
+                    .zip(&series_bps)
+                    .for_each(|(a, b)| *a += b);
             }
             FlowKind::TcpDown => {
                 down += goodput_bps;
-                down_series.iter_mut().zip(&series_bps).for_each(|(a, b)| *a += b);
+                down_series
+                    .iter_mut()
+                    .zip(&series_bps)
+                    .for_each(|(a, b)| *a += b);
             }
             _ => {}
         }

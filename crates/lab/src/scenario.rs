@@ -194,13 +194,21 @@ fn b1() -> Scenario {
 fn b2() -> Scenario {
     let mut flows = vec![Flow::new("Ping (ms) ICMP", FlowKind::Icmp, 0)];
     for (n, d) in [("BE", 0), ("BK", 8), ("EF", 46)] {
-        flows.push(Flow::new(&format!("Ping (ms) UDP {n}"), FlowKind::UdpPing, d));
+        flows.push(Flow::new(
+            &format!("Ping (ms) UDP {n}"),
+            FlowKind::UdpPing,
+            d,
+        ));
     }
     for (n, d) in DSCPS {
         flows.push(Flow::new(&format!("TCP upload {n}"), FlowKind::TcpUp, d));
     }
     for (n, d) in DSCPS {
-        flows.push(Flow::new(&format!("TCP download {n}"), FlowKind::TcpDown, d));
+        flows.push(Flow::new(
+            &format!("TCP download {n}"),
+            FlowKind::TcpDown,
+            d,
+        ));
     }
     Scenario {
         name: "b2",

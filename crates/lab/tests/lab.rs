@@ -8,7 +8,11 @@ use lab::scenario::{self, Contender};
 use lab::{DelayStage, LabOpts, LabRun};
 
 fn stage() -> DelayStage {
-    DelayStage::detect(std::env::var_os("PURPLE_BIN").as_deref().map(std::path::Path::new))
+    DelayStage::detect(
+        std::env::var_os("PURPLE_BIN")
+            .as_deref()
+            .map(std::path::Path::new),
+    )
 }
 
 fn skip_reason() -> Option<String> {
@@ -56,7 +60,12 @@ fn b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput() {
     // 3 Mbit/s uplink: CUBIC fills pfifo's 1000 packets (seconds of queue); CAKE keeps the
     // ping's own flow empty.
     assert!(ci.p99 < 30.0, "CAKE induced p99 {:.1} ms", ci.p99);
-    assert!(fi.mean > 10.0 * ci.mean.max(1.0), "FIFO mean {:.1} vs CAKE {:.1}", fi.mean, ci.mean);
+    assert!(
+        fi.mean > 10.0 * ci.mean.max(1.0),
+        "FIFO mean {:.1} vs CAKE {:.1}",
+        fi.mean,
+        ci.mean
+    );
     for r in [&cake, &fifo] {
         assert!(
             (2.3..3.1).contains(&r.up_mbit),
@@ -81,8 +90,16 @@ fn b2_rrul_cake_keeps_icmp_induced_latency_within_the_seed_figures_and_fills_bot
     // our margin covers a loaded 2-core host).
     assert!(icmp.mean < 10.0, "ICMP induced mean {:.1} ms", icmp.mean);
     assert!(icmp.p99 < 40.0, "ICMP induced p99 {:.1} ms", icmp.p99);
-    assert!((14.0..20.5).contains(&r.down_mbit), "down {:.2} Mbit/s", r.down_mbit);
-    assert!((1.8..3.1).contains(&r.up_mbit), "up {:.2} Mbit/s", r.up_mbit);
+    assert!(
+        (14.0..20.5).contains(&r.down_mbit),
+        "down {:.2} Mbit/s",
+        r.down_mbit
+    );
+    assert!(
+        (1.8..3.1).contains(&r.up_mbit),
+        "up {:.2} Mbit/s",
+        r.up_mbit
+    );
     // diffserv3: CS1 (bulk tin) gets the least of the downlink.
     let g = |n: &str| r.summary.flow(n).unwrap().goodput_bps;
     assert!(
@@ -92,7 +109,11 @@ fn b2_rrul_cake_keeps_icmp_induced_latency_within_the_seed_figures_and_fills_bot
         g("TCP download BE")
     );
     assert_eq!(r.summary.flows.len(), 12, "4 probes + 8 TCP flows");
-    assert!(r.summary.flows.iter().all(|f| !f.series.goodput_bps.is_empty()));
+    assert!(r
+        .summary
+        .flows
+        .iter()
+        .all(|f| !f.series.goodput_bps.is_empty()));
 }
 
 #[test]
@@ -110,7 +131,9 @@ fn a_run_leaves_none_of_its_namespaces_behind() {
     let list = String::from_utf8_lossy(&out.stdout);
     for n in &r.namespaces {
         assert!(
-            !list.lines().any(|l| l.split_whitespace().next() == Some(n.as_str())),
+            !list
+                .lines()
+                .any(|l| l.split_whitespace().next() == Some(n.as_str())),
             "{n} left behind: {list}"
         );
     }
@@ -128,6 +151,10 @@ fn with_linkem_the_base_rtt_is_the_scenarios_90_ms() {
     }
     let r = run("b1", "download", scenario::CAKE, 5.0);
     let i = r.induced("Ping (ms) ICMP").unwrap();
-    assert!((88.0..96.0).contains(&i.base_ms), "base RTT {:.1} ms", i.base_ms);
+    assert!(
+        (88.0..96.0).contains(&i.base_ms),
+        "base RTT {:.1} ms",
+        i.base_ms
+    );
     assert!(i.max < 30.0, "CAKE download induced peak {:.1} ms", i.max);
 }

@@ -35,7 +35,9 @@ pub(crate) enum Shaping {
 
 /// The one setting that picks the model (see [`Shaping`]): the seed's testbed, a 100 Mbit/s
 /// link behind HTB (or CAKE's own shaper) at 20/3 Mbit/s.
-pub(crate) const SHAPING: Shaping = Shaping::Htb { link_bit_s: 100_000_000 };
+pub(crate) const SHAPING: Shaping = Shaping::Htb {
+    link_bit_s: 100_000_000,
+};
 
 /// A contender: a name and the qdisc per direction, as tc strings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
