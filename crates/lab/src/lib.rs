@@ -834,3 +834,32 @@ impl ExpectIp for Result<std::net::IpAddr, std::net::AddrParseError> {
         self.unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_steps_trace_delivers_each_rate_for_its_period() {
+        let p = std::env::temp_dir().join(format!("plab-trace-test-{}", std::process::id()));
+        write_steps_trace(&p, [120_000_000, 60_000_000], 2).expect("write");
+        let text = std::fs::read_to_string(&p).expect("read");
+        let _ = std::fs::remove_file(&p);
+        let ms: Vec<u64> = text.lines().map(|l| l.parse().expect("ms")).collect();
+        assert!(ms.windows(2).all(|w| w[0] <= w[1]), "non-decreasing");
+        let first = ms.iter().filter(|&&t| t <= 2000).count() as f64;
+        let second = ms.iter().filter(|&&t| t > 2000).count() as f64;
+        // 120 Mbit/s for 2 s = 20,000 packets of 1500 bytes; 60 Mbit/s half that.
+        assert!((first - 20_000.0).abs() <= 1.0, "{first}");
+        assert!((second - 10_000.0).abs() <= 1.0, "{second}");
+        assert_eq!(ms.last().copied(), Some(4000));
+    }
+
+    #[test]
+    fn latency_summary_of_known_samples() {
+        let l = latency_ms(&[4.0, 1.0, 3.0, 2.0]);
+        assert_eq!((l.min, l.p50, l.max), (1.0, 2.0, 4.0));
+        assert!((l.mean - 2.5).abs() < 1e-9);
+        assert_eq!(latency_ms(&[]), LatencyMs::default());
+    }
+}

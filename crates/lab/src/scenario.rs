@@ -297,3 +297,42 @@ pub fn seed_figure(scenario: &str, contender: &str, test: &str) -> &'static str 
         _ => "-",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_contender_of_every_scenario_builds_as_one_of_our_qdiscs_both_ways() {
+        for s in all() {
+            for c in &s.contenders {
+                for rate in [s.up_bit_s, s.down_bit_s] {
+                    let tc = c.tc(rate);
+                    assert!(
+                        cake::AnyQdisc::from_tc(&tc, 1).is_ok(),
+                        "{} {}: {tc:?} does not parse",
+                        s.name,
+                        c.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn b1_and_b2_use_the_seeds_testbed_and_contender_strings() {
+        let b2 = find("B2").expect("b2");
+        assert_eq!((b2.up_bit_s, b2.down_bit_s, b2.one_way_ms), (3_000_000, 20_000_000, 45));
+        assert_eq!(CAKE.tc(20_000_000), "cake bandwidth 20000kbit diffserv3 triple-isolate");
+        assert_eq!(FIFO.tc(3_000_000), "htb rate 3000kbit burst 15k pfifo limit 1000");
+        let rrul = &b2.tests[0].flows;
+        let tcp: Vec<u8> = rrul
+            .iter()
+            .filter(|f| f.kind == FlowKind::TcpDown)
+            .map(|f| f.dscp)
+            .collect();
+        assert_eq!(tcp, vec![0, 8, 40, 46], "RRUL's CS0/CS1/CS5/EF downloads");
+        assert_eq!(find("b1").expect("b1").tests.len(), 3);
+        assert!(find("nope").is_none());
+    }
+}
