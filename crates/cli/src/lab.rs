@@ -93,7 +93,16 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
     }
     lab::ns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
     let exe = std::env::current_exe().ok();
-    let mut opts = LabOpts::new(seconds, DelayStage::detect(exe.as_deref()));
+    // The link emulator: this binary's `linkem`, else the one of $PURPLE_LINKEM_BIN.
+    let stage = match DelayStage::detect(exe.as_deref()) {
+        DelayStage::Passthrough => DelayStage::detect(
+            std::env::var_os("PURPLE_LINKEM_BIN")
+                .map(PathBuf::from)
+                .as_deref(),
+        ),
+        s => s,
+    };
+    let mut opts = LabOpts::new(seconds, stage);
     if o.guest {
         opts.delay = DelayStage::Netem;
         opts.router = lab::RouterStage::Kernel;

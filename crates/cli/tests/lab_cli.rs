@@ -103,3 +103,35 @@ fn sigterm_stops_the_run_and_removes_its_namespaces() {
     assert!(!status.success(), "an interrupted run is an error");
     assert!(namespaces_of(pid).is_empty(), "left: {:?}", namespaces_of(pid));
 }
+
+/// The kernel reference (~45 s: boots Linux 6.1 under QEMU TCG). On demand:
+/// `cargo test -p purple-cli --test lab_cli -- --ignored`.
+#[test]
+#[ignore = "boots the reference kernel under QEMU (~45 s)"]
+fn kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake() {
+    if !root() || !std::path::Path::new("/work/shared/tools/refkernel/run-in-guest.sh").exists() {
+        eprintln!("skipped: needs root and shared/tools/refkernel");
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_purple"))
+        .args([
+            "lab", "run", "b2", "--seconds", "8", "--qdisc", "cake", "--no-sim", "--kernel",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let k = &v["kernel"]["runs"][0];
+    assert_eq!(k["contender"], "CAKE");
+    // Linux's own cake, kernel qdisc stats via `tc -s -j`.
+    assert!(
+        k["qdiscs"].as_array().unwrap().iter().any(|q| q["kind"] == "cake"),
+        "{}",
+        k["qdiscs"]
+    );
+    // netem's 45 ms each way is in the guest's base RTT.
+    let base = k["induced_ms"]["Ping (ms) ICMP"]["base_ms"].as_f64().unwrap();
+    assert!((88.0..110.0).contains(&base), "guest base RTT {base} ms");
+    assert!(k["down_mbit"].as_f64().unwrap() > 2.0);
+}
