@@ -43,12 +43,25 @@ fn lab_json_has_one_sim_style_summary_per_run_with_our_bridge_stats() {
     }
     let out = Command::new(env!("CARGO_BIN_EXE_purple"))
         .args([
-            "lab", "run", "b1", "--seconds", "2", "--qdisc", "cake", "--test", "download",
-            "--no-sim", "--json",
+            "lab",
+            "run",
+            "b1",
+            "--seconds",
+            "2",
+            "--qdisc",
+            "cake",
+            "--test",
+            "download",
+            "--no-sim",
+            "--json",
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 1);
@@ -74,8 +87,17 @@ fn sigterm_stops_the_run_and_removes_its_namespaces() {
     }
     let mut child = Command::new(env!("CARGO_BIN_EXE_purple"))
         .args([
-            "lab", "run", "b1", "--seconds", "60", "--qdisc", "cake", "--test", "upload",
-            "--no-sim", "--quiet",
+            "lab",
+            "run",
+            "b1",
+            "--seconds",
+            "60",
+            "--qdisc",
+            "cake",
+            "--test",
+            "upload",
+            "--no-sim",
+            "--quiet",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -97,11 +119,18 @@ fn sigterm_stops_the_run_and_removes_its_namespaces() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(t1.elapsed() < Duration::from_secs(10), "still running 10 s after SIGTERM");
+        assert!(
+            t1.elapsed() < Duration::from_secs(10),
+            "still running 10 s after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(!status.success(), "an interrupted run is an error");
-    assert!(namespaces_of(pid).is_empty(), "left: {:?}", namespaces_of(pid));
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "left: {:?}",
+        namespaces_of(pid)
+    );
 }
 
 /// The kernel reference (~45 s: boots Linux 6.1 under QEMU TCG). On demand:
@@ -115,23 +144,41 @@ fn kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake() {
     }
     let out = Command::new(env!("CARGO_BIN_EXE_purple"))
         .args([
-            "lab", "run", "b2", "--seconds", "8", "--qdisc", "cake", "--no-sim", "--kernel",
+            "lab",
+            "run",
+            "b2",
+            "--seconds",
+            "8",
+            "--qdisc",
+            "cake",
+            "--no-sim",
+            "--kernel",
             "--json",
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let k = &v["kernel"]["runs"][0];
     assert_eq!(k["contender"], "CAKE");
     // Linux's own cake, kernel qdisc stats via `tc -s -j`.
     assert!(
-        k["qdiscs"].as_array().unwrap().iter().any(|q| q["kind"] == "cake"),
+        k["qdiscs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|q| q["kind"] == "cake"),
         "{}",
         k["qdiscs"]
     );
     // netem's 45 ms each way is in the guest's base RTT.
-    let base = k["induced_ms"]["Ping (ms) ICMP"]["base_ms"].as_f64().unwrap();
+    let base = k["induced_ms"]["Ping (ms) ICMP"]["base_ms"]
+        .as_f64()
+        .unwrap();
     assert!((88.0..110.0).contains(&base), "guest base RTT {base} ms");
     assert!(k["down_mbit"].as_f64().unwrap() > 2.0);
 }

@@ -322,9 +322,18 @@ mod tests {
     #[test]
     fn b1_and_b2_use_the_seeds_testbed_and_contender_strings() {
         let b2 = find("B2").expect("b2");
-        assert_eq!((b2.up_bit_s, b2.down_bit_s, b2.one_way_ms), (3_000_000, 20_000_000, 45));
-        assert_eq!(CAKE.tc(20_000_000), "cake bandwidth 20000kbit diffserv3 triple-isolate");
-        assert_eq!(FIFO.tc(3_000_000), "htb rate 3000kbit burst 15k pfifo limit 1000");
+        assert_eq!(
+            (b2.up_bit_s, b2.down_bit_s, b2.one_way_ms),
+            (3_000_000, 20_000_000, 45)
+        );
+        assert_eq!(
+            CAKE.tc(20_000_000),
+            "cake bandwidth 20000kbit diffserv3 triple-isolate"
+        );
+        assert_eq!(
+            FIFO.tc(3_000_000),
+            "htb rate 3000kbit burst 15k pfifo limit 1000"
+        );
         let rrul = &b2.tests[0].flows;
         let tcp: Vec<u8> = rrul
             .iter()

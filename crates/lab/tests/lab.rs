@@ -1,6 +1,6 @@
 //! Short lab runs in network namespaces with real kernel TCP through our bridge. Skipped with a
 //! printed reason when not root or when namespaces cannot be created. Without `purple linkem`
-//! (set PURPLE_BIN to a `purple` binary that has it) the delay stage is a kernel bridge, so the
+//! (set PURPLE_LINKEM_BIN to a `purple` binary that has it) the delay stage is a kernel bridge, so the
 //! base RTT is ~0 and only the induced latency is meaningful.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,7 +9,7 @@ use lab::{DelayStage, LabOpts, LabRun};
 
 fn stage() -> DelayStage {
     DelayStage::detect(
-        std::env::var_os("PURPLE_BIN")
+        std::env::var_os("PURPLE_LINKEM_BIN")
             .as_deref()
             .map(std::path::Path::new),
     )
@@ -146,7 +146,9 @@ fn with_linkem_the_base_rtt_is_the_scenarios_90_ms() {
         return;
     }
     if !matches!(stage(), DelayStage::Linkem(_)) {
-        eprintln!("skipped: needs `purple linkem` (set PURPLE_BIN to a purple binary that has it)");
+        eprintln!(
+            "skipped: needs `purple linkem` (set PURPLE_LINKEM_BIN to a purple binary that has it)"
+        );
         return;
     }
     let r = run("b1", "download", scenario::CAKE, 5.0);
