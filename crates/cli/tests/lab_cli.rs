@@ -1,6 +1,6 @@
 //! `purple lab` end to end: JSON in `purple sim`'s per-run form, and namespaces removed on
 //! SIGTERM. Skipped (with a printed reason) when not root.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
