@@ -12,6 +12,7 @@ mod demo;
 mod flent;
 mod linkem;
 mod plot_log;
+mod lab;
 mod plots;
 mod reflector;
 mod report;
@@ -94,6 +95,10 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The namespace lab: the seeds' testbeds with real kernel TCP through our bridge
+    /// (`purple lab run b1|b2|radio`, `purple lab list`). Needs root.
+    #[command(subcommand)]
+    Lab(LabCommand),
     /// The PURPLE daemon: probe reflectors, run the controller, set CAKE's rates (docs/control.md).
     Control {
         /// Configuration file (TOML; see packaging/purple.toml).
@@ -173,6 +178,48 @@ enum DemoCommand {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// The namespace lab: the seeds' testbeds with real kernel TCP through our bridge
+    /// (`purple lab run b1|b2|radio`, `purple lab list`). Needs root.
+    #[command(subcommand)]
+    Lab(LabCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum LabCommand {
+    /// Run a scenario in network namespaces and report it beside the simulator and the seed.
+    Run {
+        /// Scenario name (`purple lab list`).
+        scenario: String,
+        /// Seconds of load per test (default: the seed's length).
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Print one JSON object (`runs` in `purple sim --json`'s form, `sim`, `kernel`).
+        #[arg(long)]
+        json: bool,
+        /// Write each run's summary.json, plots and Flent file under DIR/<run>/.
+        #[arg(long, value_name = "DIR")]
+        out: Option<std::path::PathBuf>,
+        /// Also run it in the reference kernel (Linux's own qdiscs, QEMU) and report both.
+        #[arg(long)]
+        kernel: bool,
+        /// Only this contender (cake, fq_codel, fifo).
+        #[arg(long)]
+        qdisc: Option<String>,
+        /// Only this test (e.g. upload, download, bidir for b1).
+        #[arg(long)]
+        test: Option<String>,
+        /// Skip the simulator comparison.
+        #[arg(long)]
+        no_sim: bool,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+        /// Inside the reference kernel: Linux qdiscs via tc, netem delay.
+        #[arg(long, hide = true)]
+        guest: bool,
+    },
+    /// List the lab scenarios.
+    List,
 }
 
 #[derive(Args, Debug)]
@@ -432,6 +479,38 @@ fn main() {
             rate,
             json,
         }) => finish(control::bench(seconds, rate, json)),
+        Command::Lab(LabCommand::List) => print!("{}", lab::list()),
+        Command::Lab(LabCommand::Run {
+            scenario,
+            seconds,
+            json,
+            out,
+            kernel,
+            qdisc,
+            test,
+            no_sim,
+            quiet,
+            guest,
+        }) => {
+            let o = lab::LabCmdOpts {
+                seconds,
+                json,
+                out,
+                kernel,
+                qdisc,
+                test,
+                guest,
+                no_sim,
+                quiet,
+            };
+            match lab::run(&scenario, &o) {
+                Ok(out) => print!("{out}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(2);
+                }
+            }
+        }
         Command::Bench(BenchCommand::Engine {
             json,
             seconds,

@@ -1,0 +1,350 @@
+//! `purple lab run SCENARIO`: the seeds' testbeds in network namespaces with real kernel TCP
+//! through our bridge (crate `lab`), reported like `purple sim` (same JSON per run, plots,
+//! Flent files) with the simulator's figures for the same experiment and the seed's beside them.
+//! `purple lab list` names the scenarios.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use lab::scenario::{self, Contender, Scenario};
+use lab::{DelayStage, LabOpts, LabRun};
+use serde_json::{json, Value};
+
+/// Options of `purple lab run`.
+#[derive(Debug, Default)]
+pub struct LabCmdOpts {
+    /// Seconds of load per test (default: the scenario's full length).
+    pub seconds: Option<f64>,
+    /// Print JSON instead of tables.
+    pub json: bool,
+    /// Write each run's summary.json, plots and Flent file under DIR/<run>/.
+    pub out: Option<PathBuf>,
+    /// Run in the reference kernel with Linux's qdiscs instead.
+    pub kernel: bool,
+    /// Only this contender (`cake`, `fq_codel`, `fifo`, or its table name).
+    pub qdisc: Option<String>,
+    /// Only this test of the scenario.
+    pub test: Option<String>,
+    /// Run as the reference kernel's guest: Linux qdiscs via tc and netem (hidden; used by
+    /// `--kernel`).
+    pub guest: bool,
+    /// Skip the simulator comparison.
+    pub no_sim: bool,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
+/// `purple lab list`.
+pub fn list() -> String {
+    let mut out = String::new();
+    for s in scenario::all() {
+        let tests: Vec<&str> = s.tests.iter().map(|t| t.name).collect();
+        let cs: Vec<&str> = s.contenders.iter().map(|c| c.short).collect();
+        out += &format!(
+            "{:<6} {} [tests: {}; contenders: {}; {} s per test]\n",
+            s.name,
+            s.title,
+            tests.join(", "),
+            cs.join(", "),
+            s.full_seconds
+        );
+    }
+    out
+}
+
+fn pick(s: &Scenario, q: Option<&str>) -> Result<Vec<Contender>, String> {
+    match q {
+        None => Ok(s.contenders.clone()),
+        Some(q) => s
+            .contenders
+            .iter()
+            .find(|c| c.short.eq_ignore_ascii_case(q) || c.name.eq_ignore_ascii_case(q))
+            .map(|c| vec![*c])
+            .ok_or_else(|| {
+                let names: Vec<&str> = s.contenders.iter().map(|c| c.short).collect();
+                format!("unknown contender {q:?} (accepted: {})", names.join(", "))
+            }),
+    }
+}
+
+/// Runs `purple lab run NAME`; returns what to print.
+pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
+    let scn = scenario::find(name)
+        .ok_or_else(|| format!("unknown lab scenario {name:?} (see `purple lab list`)"))?;
+    let contenders = pick(&scn, o.qdisc.as_deref())?;
+    let tests: Vec<scenario::Test> = scn
+        .tests
+        .iter()
+        .filter(|t| o.test.as_deref().is_none_or(|n| n == t.name))
+        .cloned()
+        .collect();
+    if tests.is_empty() {
+        return Err(format!("scenario {} has no test {:?}", scn.name, o.test));
+    }
+    let seconds = o.seconds.unwrap_or(scn.full_seconds);
+    if !(seconds > 0.0 && seconds <= 3600.0) {
+        return Err(format!("--seconds {seconds}: give 0 < S <= 3600"));
+    }
+    if o.kernel && !lab::kernel::available() {
+        return Err(format!(
+            "--kernel: the reference kernel tools are not at {} (set PURPLE_REFKERNEL)",
+            lab::kernel::refkernel_dir().display()
+        ));
+    }
+    lab::ns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
+    let exe = std::env::current_exe().ok();
+    // The link emulator: this binary's `linkem`, else the one of $PURPLE_LINKEM_BIN.
+    let stage = match DelayStage::detect(exe.as_deref()) {
+        DelayStage::Passthrough => DelayStage::detect(
+            std::env::var_os("PURPLE_LINKEM_BIN")
+                .map(PathBuf::from)
+                .as_deref(),
+        ),
+        s => s,
+    };
+    let mut opts = LabOpts::new(seconds, stage);
+    if o.guest {
+        opts.delay = DelayStage::Netem;
+        opts.router = lab::RouterStage::Kernel;
+    }
+    let total = (contenders.len() * tests.len()) as u64;
+    let show = !o.quiet && !o.json && std::io::stderr().is_terminal();
+    let bar = if show {
+        let b = indicatif::ProgressBar::new(total * 1000);
+        if let Ok(st) = indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {percent}% {msg}",
+        ) {
+            b.set_style(st);
+        }
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let mut runs = Vec::new();
+    let mut k = 0u64;
+    for c in &contenders {
+        for t in &tests {
+            bar.set_message(format!("{} {}", c.name, t.name));
+            let base = k * 1000;
+            let r = lab::run_one(&scn, c, t, &opts, &mut |f| {
+                bar.set_position(base + (f * 1000.0) as u64)
+            });
+            k += 1;
+            match r {
+                Ok(r) => runs.push(r),
+                Err(e) => {
+                    bar.finish_and_clear();
+                    return Err(format!("{} {} {}: {e}", scn.name, t.name, c.name));
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let kernel = if o.kernel {
+        let exe = exe.ok_or("--kernel: cannot find this binary")?;
+        let mut args = vec![
+            scn.name.to_string(),
+            "--seconds".into(),
+            seconds.to_string(),
+        ];
+        if let Some(q) = &o.qdisc {
+            args.extend(["--qdisc".into(), q.clone()]);
+        }
+        if let Some(t) = &o.test {
+            args.extend(["--test".into(), t.clone()]);
+        }
+        let budget = total as f64 * (seconds + opts.idle_seconds + 5.0) * 2.0 + 120.0;
+        if show {
+            eprintln!("running the same scenario in the reference kernel (QEMU, TCG)...");
+        }
+        Some(lab::kernel::run_in_guest(&exe, &args, budget as u64)?)
+    } else {
+        None
+    };
+    let sim = if o.no_sim {
+        None
+    } else {
+        sim_rows(&scn, &contenders, &tests, seconds)
+    };
+    if let Some(dir) = &o.out {
+        for r in &runs {
+            let d = dir.join(crate::plots::file_stem(&r.summary.name));
+            crate::sim_cmd::write_outputs(&r.summary, &run_json(r), &d)?;
+        }
+        if !o.json && !o.quiet {
+            eprintln!("wrote {} runs to {}", runs.len(), dir.display());
+        }
+    }
+    if o.json {
+        let v = json!({
+            "scenario": scn.name, "seconds": seconds, "backend": "purple",
+            "delay_stage": runs.first().map(|r| r.delay_stage.clone()),
+            "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+            "sim": sim.as_ref().map(|t| serde_json::to_value(t).unwrap_or(Value::Null)),
+            "kernel": kernel,
+        });
+        return Ok(v.to_string() + "\n");
+    }
+    let mut out = text(&scn, seconds, &runs, sim.as_ref());
+    if let Some(k) = &kernel {
+        out += &kernel_text(&scn, k);
+    }
+    Ok(out)
+}
+
+/// The reference kernel's runs (its `--json` output) as a table like ours.
+fn kernel_text(scn: &Scenario, k: &Value) -> String {
+    let mut t = experiments::Table::new(&[
+        "contender",
+        "test",
+        "up Mbit/s",
+        "down Mbit/s",
+        "ICMP induced mean / p50 / p99 / peak ms",
+        "UDP peak BE / BK / EF ms",
+        "seed",
+    ]);
+    let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+    for r in k["runs"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let c = r["contender"].as_str().unwrap_or("-");
+        let test = r["test"].as_str().unwrap_or("-");
+        let i = &r["induced_ms"]["Ping (ms) ICMP"];
+        let udp: Vec<String> = ["BE", "BK", "EF"]
+            .iter()
+            .map(|d| &r["induced_ms"][format!("Ping (ms) UDP {d}")])
+            .filter(|v| !v.is_null())
+            .map(|v| format!("{:.0}", f(&v["max"])))
+            .collect();
+        t.row(vec![
+            c.into(),
+            test.into(),
+            format!("{:.2}", f(&r["up_mbit"])),
+            format!("{:.2}", f(&r["down_mbit"])),
+            format!(
+                "{:.1} / {:.1} / {:.1} / {:.1}",
+                f(&i["mean"]),
+                f(&i["p50"]),
+                f(&i["p99"]),
+                f(&i["max"])
+            ),
+            if udp.is_empty() {
+                "-".into()
+            } else {
+                udp.join(" / ")
+            },
+            scenario::seed_figure(scn.name, c, test).into(),
+        ]);
+    }
+    format!(
+        "\nreference kernel (Linux 6.1 under QEMU TCG; Linux's qdiscs via tc; {}):\n{}",
+        k["delay_stage"].as_str().unwrap_or("-"),
+        t.to_text()
+    )
+}
+
+/// One run as `purple sim --json` prints a run, plus contender, test and induced latency.
+pub fn run_json(r: &LabRun) -> Value {
+    let mut v = crate::sim_cmd::summary_json(&r.summary, 1);
+    if let Value::Object(m) = &mut v {
+        m.insert("contender".into(), json!(r.contender));
+        m.insert("test".into(), json!(r.test));
+        let ind: serde_json::Map<String, Value> = r
+            .induced
+            .iter()
+            .map(|(n, i)| {
+                (
+                    n.clone(),
+                    json!({"base_ms": i.base_ms, "mean": i.mean, "p50": i.p50, "p99": i.p99,
+                        "max": i.max}),
+                )
+            })
+            .collect();
+        m.insert("induced_ms".into(), Value::Object(ind));
+        m.insert("up_mbit".into(), json!(r.up_mbit));
+        m.insert("down_mbit".into(), json!(r.down_mbit));
+        m.insert("delay_stage".into(), json!(r.delay_stage));
+        m.insert("warnings".into(), json!(r.warnings));
+    }
+    v
+}
+
+/// The simulator's rows for these contenders and tests (same experiment, same testbed).
+fn sim_rows(
+    scn: &Scenario,
+    cs: &[Contender],
+    tests: &[scenario::Test],
+    seconds: f64,
+) -> Option<experiments::Table> {
+    let id = scn.sim_id?;
+    let e = experiments::find(id)?;
+    let rep = (e.run)(&experiments::RunOpts {
+        seed: 1,
+        time_scale: seconds / scn.full_seconds,
+    });
+    let mut t = experiments::Table::new(&[]);
+    t.headers = rep.table.headers.clone();
+    for row in &rep.table.rows {
+        let c_ok = cs.iter().any(|c| row.first().is_some_and(|n| n == c.name));
+        let t_ok = tests
+            .iter()
+            .any(|x| row.get(1).is_some_and(|n| n == x.name));
+        if c_ok && t_ok {
+            t.row(row.clone());
+        }
+    }
+    Some(t)
+}
+
+fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&experiments::Table>) -> String {
+    let mut out = format!(
+        "{}\nlab: real kernel TCP (CUBIC, ECN) through purple's bridge; {} s load per test; \
+         delay stage: {}\n\n",
+        scn.title,
+        seconds,
+        runs.first().map_or("-", |r| r.delay_stage.as_str())
+    );
+    let mut t = experiments::Table::new(&[
+        "contender",
+        "test",
+        "up Mbit/s",
+        "down Mbit/s",
+        "ICMP induced mean / p50 / p99 / peak ms",
+        "UDP peak BE / BK / EF ms",
+        "seed",
+    ]);
+    for r in runs {
+        let i = r.induced("Ping (ms) ICMP").unwrap_or_default();
+        let udp: Vec<String> = ["BE", "BK", "EF"]
+            .iter()
+            .filter_map(|d| r.induced(&format!("Ping (ms) UDP {d}")))
+            .map(|i| format!("{:.0}", i.max))
+            .collect();
+        t.row(vec![
+            r.contender.clone(),
+            r.test.clone(),
+            format!("{:.2}", r.up_mbit),
+            format!("{:.2}", r.down_mbit),
+            format!("{:.1} / {:.1} / {:.1} / {:.1}", i.mean, i.p50, i.p99, i.max),
+            if udp.is_empty() {
+                "-".into()
+            } else {
+                udp.join(" / ")
+            },
+            scenario::seed_figure(scn.name, &r.contender, &r.test).into(),
+        ]);
+    }
+    out += &t.to_text();
+    for r in runs {
+        for w in &r.warnings {
+            out += &format!("warning: {} {}: {w}\n", r.contender, r.test);
+        }
+    }
+    if let Some(s) = sim {
+        out += &format!(
+            "\nsimulator (purple sim report {}, same testbed, {} s):\n",
+            scn.sim_id.unwrap_or("-"),
+            seconds
+        );
+        out += &s.to_text();
+    }
+    out
+}

@@ -1,0 +1,347 @@
+//! The lab's scenarios: the seeds' testbeds (evaluation.md B1, B2 and the PURPLE radio link)
+//! with their flows and contenders as tc strings.
+
+/// How a contender's qdisc is built for a direction shaped to a rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shape {
+    /// CAKE shaping itself: `cake bandwidth RATE ARGS`.
+    Cake(&'static str),
+    /// The seed's HTB in front of a child: `htb rate RATE burst 15k CHILD`.
+    Htb(&'static str),
+    /// No shaper: the qdisc as given (for the radio, where the link is the bottleneck).
+    Bare(&'static str),
+}
+
+/// A qdisc contender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Contender {
+    /// Name in tables (matches the simulator's experiment tables).
+    pub name: &'static str,
+    /// Short name for `--qdisc` (`cake`, `fq_codel`, `fifo`).
+    pub short: &'static str,
+    /// How it is built.
+    pub shape: Shape,
+}
+
+impl Contender {
+    /// The tc string of its qdisc for a direction shaped to `rate_bit_s`.
+    pub fn tc(&self, rate_bit_s: u64) -> String {
+        let kbit = rate_bit_s / 1000;
+        match self.shape {
+            Shape::Cake(a) => format!("cake bandwidth {kbit}kbit {a}"),
+            Shape::Htb(c) => format!("htb rate {kbit}kbit burst 15k {c}"),
+            Shape::Bare(q) => q.to_string(),
+        }
+    }
+}
+
+/// What one flow of a test does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlowKind {
+    /// TCP bulk client → server.
+    TcpUp,
+    /// TCP bulk server → client.
+    TcpDown,
+    /// UDP ping-pong probe from the client to a reflector on the server.
+    UdpPing,
+    /// ICMP echo from the client (system `ping`).
+    Icmp,
+    /// VoIP-like UDP client → server (one-way delay).
+    VoipUp,
+}
+
+/// One flow: a name (flent's where one exists), what it does, and its DSCP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flow {
+    /// Name in tables, JSON and Flent files.
+    pub name: String,
+    /// What it does.
+    pub kind: FlowKind,
+    /// DSCP of its packets.
+    pub dscp: u8,
+}
+
+impl Flow {
+    fn new(name: &str, kind: FlowKind, dscp: u8) -> Flow {
+        Flow {
+            name: name.to_string(),
+            kind,
+            dscp,
+        }
+    }
+
+    /// Whether it measures latency (a probe or VoIP) rather than goodput.
+    pub fn is_probe(&self) -> bool {
+        matches!(self.kind, FlowKind::UdpPing | FlowKind::Icmp)
+    }
+}
+
+/// One test of a scenario (e.g. B1's `upload`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Test {
+    /// Name (`upload`, `download`, `bidir`, `rrul`, ...).
+    pub name: &'static str,
+    /// Its flows (probes included).
+    pub flows: Vec<Flow>,
+}
+
+/// The link emulator's capacity for the bottleneck-behind-the-shaper or the radio.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capacity {
+    /// Fixed rate each way (bit/s), above the shaper.
+    Fixed {
+        /// Client → server.
+        up_bit_s: u64,
+        /// Server → client.
+        down_bit_s: u64,
+    },
+    /// The radio: fixed uplink, a downlink that steps between two rates every `period_s`
+    /// (a Mahimahi trace handed to `purple linkem --down-trace`).
+    Steps {
+        /// Client → server, bit/s.
+        up_bit_s: u64,
+        /// The two downlink rates, bit/s.
+        down_bit_s: [u64; 2],
+        /// Seconds each rate lasts.
+        period_s: u64,
+    },
+}
+
+/// A lab scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Name for `purple lab run NAME`.
+    pub name: &'static str,
+    /// One line.
+    pub title: &'static str,
+    /// The simulator experiment with the same testbed (`purple sim report` id), if any.
+    pub sim_id: Option<&'static str>,
+    /// Shaper rate client → server, bit/s.
+    pub up_bit_s: u64,
+    /// Shaper rate server → client, bit/s.
+    pub down_bit_s: u64,
+    /// One-way propagation delay of the link emulator, ms.
+    pub one_way_ms: u32,
+    /// The link emulator's capacity.
+    pub capacity: Capacity,
+    /// Whether the scenario is meaningless without the link emulator (delay or varying rate).
+    pub needs_linkem: bool,
+    /// Seconds of load per test at full length (the seed's).
+    pub full_seconds: f64,
+    /// Its tests.
+    pub tests: Vec<Test>,
+    /// Its contenders, in table order.
+    pub contenders: Vec<Contender>,
+}
+
+/// CAKE diffserv3 triple-isolate (the seeds' default CAKE).
+pub const CAKE: Contender = Contender {
+    name: "CAKE",
+    short: "cake",
+    shape: Shape::Cake("diffserv3 triple-isolate"),
+};
+/// HTB + FQ-CoDel at defaults (ours).
+pub const FQ_CODEL: Contender = Contender {
+    name: "HTB+FQ-CoDel",
+    short: "fq_codel",
+    shape: Shape::Htb("fq_codel"),
+};
+/// HTB + a 1000-packet tail-drop FIFO (the bufferbloat reference).
+pub const FIFO: Contender = Contender {
+    name: "HTB+pfifo 1000",
+    short: "fifo",
+    shape: Shape::Htb("pfifo limit 1000"),
+};
+
+const DSCPS: [(&str, u8); 4] = [("BE", 0), ("BK", 8), ("CS5", 40), ("EF", 46)];
+
+fn b1() -> Scenario {
+    let probe = || Flow::new("Ping (ms) ICMP", FlowKind::Icmp, 0);
+    let udp = || Flow::new("Ping (ms) UDP BE", FlowKind::UdpPing, 0);
+    let up = || Flow::new("TCP upload", FlowKind::TcpUp, 0);
+    let down = || Flow::new("TCP download", FlowKind::TcpDown, 0);
+    Scenario {
+        name: "b1",
+        title: "B1: tcp_upload / tcp_download / tcp_bidirectional at 20/3 Mbit/s, 45 ms each way",
+        sim_id: Some("B1"),
+        up_bit_s: 3_000_000,
+        down_bit_s: 20_000_000,
+        one_way_ms: 45,
+        capacity: Capacity::Fixed {
+            up_bit_s: 100_000_000,
+            down_bit_s: 100_000_000,
+        },
+        needs_linkem: false,
+        full_seconds: 60.0,
+        tests: vec![
+            Test {
+                name: "upload",
+                flows: vec![probe(), udp(), up()],
+            },
+            Test {
+                name: "download",
+                flows: vec![probe(), udp(), down()],
+            },
+            Test {
+                name: "bidir",
+                flows: vec![probe(), udp(), up(), down()],
+            },
+        ],
+        contenders: vec![CAKE, FQ_CODEL, FIFO],
+    }
+}
+
+fn b2() -> Scenario {
+    let mut flows = vec![Flow::new("Ping (ms) ICMP", FlowKind::Icmp, 0)];
+    for (n, d) in [("BE", 0), ("BK", 8), ("EF", 46)] {
+        flows.push(Flow::new(
+            &format!("Ping (ms) UDP {n}"),
+            FlowKind::UdpPing,
+            d,
+        ));
+    }
+    for (n, d) in DSCPS {
+        flows.push(Flow::new(&format!("TCP upload {n}"), FlowKind::TcpUp, d));
+    }
+    for (n, d) in DSCPS {
+        flows.push(Flow::new(
+            &format!("TCP download {n}"),
+            FlowKind::TcpDown,
+            d,
+        ));
+    }
+    Scenario {
+        name: "b2",
+        title: "B2: RRUL (4 TCP each way on CS0/CS1/CS5/EF + ICMP/UDP probes) at 20/3 Mbit/s",
+        sim_id: Some("B2"),
+        tests: vec![Test {
+            name: "rrul",
+            flows,
+        }],
+        full_seconds: 30.0,
+        ..b1()
+    }
+}
+
+fn radio() -> Scenario {
+    Scenario {
+        name: "radio",
+        title: "PURPLE radio: downlink stepping 130/80 Mbit/s behind CAKE static 100 Mbit/s",
+        sim_id: None,
+        up_bit_s: 50_000_000,
+        down_bit_s: 100_000_000,
+        one_way_ms: 5,
+        capacity: Capacity::Steps {
+            up_bit_s: 50_000_000,
+            down_bit_s: [130_000_000, 80_000_000],
+            period_s: 5,
+        },
+        needs_linkem: true,
+        full_seconds: 60.0,
+        tests: vec![Test {
+            name: "rrul_voip",
+            flows: vec![
+                Flow::new("Ping (ms) ICMP", FlowKind::Icmp, 0),
+                Flow::new("VoIP EF", FlowKind::VoipUp, 46),
+                Flow::new("TCP download BE", FlowKind::TcpDown, 0),
+                Flow::new("TCP download BE 2", FlowKind::TcpDown, 0),
+                Flow::new("TCP upload BE", FlowKind::TcpUp, 0),
+            ],
+        }],
+        contenders: vec![
+            Contender {
+                name: "CAKE static 100 Mbit/s",
+                short: "cake",
+                shape: Shape::Cake("besteffort"),
+            },
+            Contender {
+                name: "FQ-CoDel, no shaping",
+                short: "fq_codel",
+                shape: Shape::Bare("fq_codel"),
+            },
+            Contender {
+                name: "pfifo 1000, no shaping",
+                short: "fifo",
+                shape: Shape::Bare("pfifo limit 1000"),
+            },
+        ],
+    }
+}
+
+/// Every built-in scenario.
+pub fn all() -> Vec<Scenario> {
+    vec![b1(), b2(), radio()]
+}
+
+/// The scenario called `name` (case-insensitive).
+pub fn find(name: &str) -> Option<Scenario> {
+    all()
+        .into_iter()
+        .find(|s| s.name.eq_ignore_ascii_case(name))
+}
+
+/// The seed's figure for `contender` in `test` of `scenario`, as text ("-" where none).
+pub fn seed_figure(scenario: &str, contender: &str, test: &str) -> &'static str {
+    match (scenario, contender, test) {
+        ("b1", "HTB+FQ-CoDel", "upload") => "peak 6",
+        ("b1", "HTB+FQ-CoDel", "download") => "peak ~1",
+        ("b1", "HTB+FQ-CoDel", "bidir") => "peak 20",
+        ("b1", "CAKE", "upload") => "peak ~6",
+        ("b1", "CAKE", "download") => "peak ~1",
+        ("b1", "CAKE", "bidir") => "peak 5",
+        ("b2", "CAKE", _) => "ICMP mean 3.7-4.6, max 12-22; 17.5-18.1/2.4 Mbit/s",
+        ("b2", "HTB+FQ-CoDel", _) => "ICMP mean 2.0-4.1, max 9-21; 15.8-17.3/2.3-2.5",
+        ("b2", "HTB+pfifo 1000", _) => "ICMP mean 513-743, max 693-1202; 19.0-19.9/1.5-1.8",
+        ("radio", "CAKE static 100 Mbit/s", _) => "C2: 6.13/5.73/32.5 ms, 94.2 Mbit/s",
+        ("radio", "FQ-CoDel, no shaping", _) => "C1: 11.43/11.10/34.9 ms, 123 Mbit/s",
+        _ => "-",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_contender_of_every_scenario_builds_as_one_of_our_qdiscs_both_ways() {
+        for s in all() {
+            for c in &s.contenders {
+                for rate in [s.up_bit_s, s.down_bit_s] {
+                    let tc = c.tc(rate);
+                    assert!(
+                        cake::AnyQdisc::from_tc(&tc, 1).is_ok(),
+                        "{} {}: {tc:?} does not parse",
+                        s.name,
+                        c.name
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn b1_and_b2_use_the_seeds_testbed_and_contender_strings() {
+        let b2 = find("B2").expect("b2");
+        assert_eq!(
+            (b2.up_bit_s, b2.down_bit_s, b2.one_way_ms),
+            (3_000_000, 20_000_000, 45)
+        );
+        assert_eq!(
+            CAKE.tc(20_000_000),
+            "cake bandwidth 20000kbit diffserv3 triple-isolate"
+        );
+        assert_eq!(
+            FIFO.tc(3_000_000),
+            "htb rate 3000kbit burst 15k pfifo limit 1000"
+        );
+        let rrul = &b2.tests[0].flows;
+        let tcp: Vec<u8> = rrul
+            .iter()
+            .filter(|f| f.kind == FlowKind::TcpDown)
+            .map(|f| f.dscp)
+            .collect();
+        assert_eq!(tcp, vec![0, 8, 40, 46], "RRUL's CS0/CS1/CS5/EF downloads");
+        assert_eq!(find("b1").expect("b1").tests.len(), 3);
+        assert!(find("nope").is_none());
+    }
+}
