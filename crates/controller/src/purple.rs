@@ -42,12 +42,12 @@ pub struct PurpleParams {
     pub interval: Duration,
     /// Target queueing delay. Default 5 ms. Accepted 1 ms ..= 1 s.
     pub target: Duration,
-    /// Time in which a cut should drain the radio's queue. Default 500 ms. Accepted
+    /// Time in which a cut should drain the radio's queue. Default 200 ms. Accepted
     /// 50 ms ..= 10 s.
     pub drain_time: Duration,
     /// Cut when no throughput is known. Default 0.1. Accepted 0.01 ..= 0.5.
     pub beta: f64,
-    /// Least time between cuts. Default 200 ms. Accepted 0 ..= 10 s.
+    /// Least time between cuts. Default 100 ms. Accepted 0 ..= 10 s.
     pub decrease_holdoff: Duration,
     /// Growth per step at zero delay, below the ceiling. Default 0.04. Accepted 0 ..= 1.
     pub gain: f64,
@@ -60,6 +60,23 @@ pub struct PurpleParams {
     pub cake_busy_bytes: u64,
     /// Load at which the link counts as loaded. Default 0.9. Accepted 0 ..= 1.
     pub loaded: f64,
+    /// Throughput deficit: CAKE backlogged yet the link delivered less than `deficit x rate`
+    /// means the radio is narrower than our rate. Default 0.95. Accepted 0.5 ..= 1.
+    pub deficit: f64,
+    /// A deficit this deep (`delivered < severe x rate`) cuts without waiting for the delay to
+    /// confirm it. Default 0.8. Accepted 0 ..= `deficit`.
+    pub severe: f64,
+    /// Weight of the measured delay jitter added to the target. Default 2. Accepted 0 ..= 10.
+    pub jitter_weight: f64,
+    /// A throughput deficit cuts once the delay exceeds this fraction of the target (or CAKE is
+    /// backlogged). Default 0.3. Accepted 0 ..= 1.
+    pub early: f64,
+    /// Relative step-to-step throughput noise above which the throughput-deficit rules are off
+    /// (a cellular link's 50 ms deliveries vary too much to read a shortfall from one interval).
+    /// Default 0.1. Accepted 0 ..= 1.
+    pub noise_limit: f64,
+    /// Largest jitter allowance added to the target. Default 100 ms. Accepted 0 ..= 1 s.
+    pub max_jitter: Duration,
 }
 
 impl Default for PurpleParams {
@@ -67,14 +84,20 @@ impl Default for PurpleParams {
         PurpleParams {
             interval: Duration::from_millis(50),
             target: Duration::from_millis(5),
-            drain_time: Duration::from_millis(500),
+            drain_time: Duration::from_millis(200),
             beta: 0.1,
-            decrease_holdoff: Duration::from_millis(200),
+            decrease_holdoff: Duration::from_millis(100),
             gain: 0.04,
             probe_gain: 0.004,
             ceiling_memory: Duration::from_secs(5),
             cake_busy_bytes: 3000,
             loaded: 0.9,
+            deficit: 0.95,
+            severe: 0.8,
+            jitter_weight: 2.0,
+            early: 0.3,
+            noise_limit: 0.1,
+            max_jitter: Duration::from_millis(100),
         }
     }
 }
@@ -84,6 +107,13 @@ struct St {
     last_cut: Option<Instant>,
     delay_at_cut: Duration,
     ceiling: Option<(Instant, u64)>,
+    /// Smoothed delay (s) measured while the link kept up with our rate: the path's jitter.
+    jitter: f64,
+    /// Smoothed relative change of the delivered rate from one step to the next: how noisy a
+    /// single interval's throughput is on this link (0 on a steady link, ~0.3+ on cellular).
+    noise: f64,
+    /// The previous step's delivered rate, bytes per second.
+    prev_thr: f64,
 }
 
 /// PURPLE. See the module documentation.
@@ -156,7 +186,18 @@ impl Law for Purple {
             p.cake_busy_bytes,
             "1 ..= 2^32",
         )?;
-        check_f(p.loaded, 0.0, 1.0, "purple.loaded", "0 ..= 1")
+        check_f(p.loaded, 0.0, 1.0, "purple.loaded", "0 ..= 1")?;
+        check_f(p.deficit, 0.5, 1.0, "purple.deficit", "0.5 ..= 1")?;
+        check_f(p.severe, 0.0, p.deficit, "purple.severe", "0 ..= deficit")?;
+        check_f(p.early, 0.0, 1.0, "purple.early", "0 ..= 1")?;
+        check_f(p.noise_limit, 0.0, 1.0, "purple.noise_limit", "0 ..= 1")?;
+        check_f(p.jitter_weight, 0.0, 10.0, "purple.jitter_weight", "0 ..= 10")?;
+        check(
+            p.max_jitter <= ms(1000),
+            "purple.max_jitter",
+            p.max_jitter,
+            "0 ..= 1 s",
+        )
     }
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, _cfg: &Config) -> Step {
         let p = self.p;
@@ -172,24 +213,60 @@ impl Law for Purple {
         // is 48 ms; without it any low rate reads as congestion and the rate locks at `min`
         // (found on the cellular traces). At 100 Mbit/s it adds 0.24 ms.
         let serialisation = Duration::from_nanos((2.0 * MTU * 1e9 / cur.max(1.0)).min(1e9) as u64);
-        let target = p.target + serialisation;
         let load = sig.load.unwrap_or(0.0);
         let cake_busy = sig.cake_backlog.is_some_and(|b| b >= p.cake_busy_bytes);
-        if delay > target {
-            let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
+        let thr = sig.throughput.filter(|&t| t > 0).map(|t| t as f64);
+        let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
+        if let Some(t) = thr {
+            if st.prev_thr > 0.0 {
+                let x = (t - st.prev_thr).abs() / t.max(st.prev_thr);
+                st.noise += 0.1 * (x - st.noise);
+            }
+            st.prev_thr = t;
+        }
+        // Throughput thresholds widen with the link's measured noise: one interval's shortfall
+        // means something on a steady radio and little on a cellular link.
+        // Beyond `noise_limit` the throughput rules are off and only the delay decides.
+        let slack = 2.0 * st.noise;
+        let steady = st.noise <= p.noise_limit;
+        // Jitter: with CAKE backlogged and the link delivering all of our rate, the radio kept up
+        // over the whole step, so what the probes measure is the path's own delay variation
+        // (cellular scheduling gaps), not a queue of ours growing. Learnt slowly, capped, and
+        // never right after a cut (the radio's queue may still be draining).
+        let kept_up = cake_busy && thr.is_some_and(|t| t >= (0.98 - slack) * cur);
+        if kept_up && since_cut.is_none_or(|d| d >= p.drain_time) {
+            let x = delay.as_secs_f64().min(p.max_jitter.as_secs_f64());
+            st.jitter += 0.05 * (x - st.jitter);
+        }
+        let jitter = (p.jitter_weight * st.jitter).min(p.max_jitter.as_secs_f64());
+        let target = p.target + serialisation + Duration::from_secs_f64(jitter);
+        // The radio is narrower than our rate: the link delivered clearly less than our rate while
+        // either CAKE is backlogged (the radio's buffer is full and holding CAKE back) or the
+        // delay has started to rise (CAKE is empty because the ACK clock runs at the radio's
+        // rate, and the radio's buffer is filling). Without either, a shortfall is only demand.
+        let early = Duration::from_secs_f64(target.as_secs_f64() * p.early);
+        let deficit = steady
+            && thr.is_some_and(|t| t < (p.deficit - slack) * cur)
+            && (cake_busy || delay > early);
+        let severe = steady && cake_busy && thr.is_some_and(|t| t < (p.severe - slack) * cur);
+        if delay > target || severe {
             let draining = since_cut.is_some_and(|d| d < p.drain_time)
                 && u128::from(delay.as_nanos()) * 10 < u128::from(st.delay_at_cut.as_nanos()) * 9;
-            if since_cut.is_some_and(|d| d < p.decrease_holdoff) || draining {
+            if since_cut.is_some_and(|d| d < p.decrease_holdoff) || (draining && !severe) {
                 return Step {
                     rate: sig.current,
                     reason: Reason::Hold,
                 };
             }
-            let excess = (delay - target).as_secs_f64();
-            let rate = match sig.throughput {
-                Some(t) if !cake_busy && t > 0 => {
-                    let f = (1.0 - excess / p.drain_time.as_secs_f64()).clamp(0.5, 0.95);
-                    (t as f64 * f).min(cur * (1.0 - p.beta / 2.0))
+            // The queue to drain, in seconds at the delivered rate: the delay above target, or
+            // what the last interval's deficit added to the radio's queue.
+            let excess = (delay.as_secs_f64() - target.as_secs_f64()).max(0.0);
+            let rate = match thr {
+                Some(t) if deficit || !cake_busy => {
+                    let added: f64 = (cur - t).max(0.0) / t * p.interval.as_secs_f64();
+                    let q = excess.max(added);
+                    let f = (1.0 - q / p.drain_time.as_secs_f64()).clamp(0.5, 0.95);
+                    (t * f).min(cur * (1.0 - p.beta / 2.0))
                 }
                 _ => cur * (1.0 - p.beta * (excess / target.as_secs_f64()).min(1.0)),
             };
@@ -199,6 +276,24 @@ impl Law for Purple {
             return Step {
                 rate: rate as u64,
                 reason: Reason::Decrease { delay },
+            };
+        }
+        if deficit {
+            // Above the link's rate but within the delay budget: go to what it delivers.
+            if let Some(t) = thr {
+                if since_cut.is_none_or(|d| d >= p.decrease_holdoff) {
+                    st.last_cut = Some(now);
+                    st.delay_at_cut = delay;
+                    st.ceiling = Some((now, sig.current));
+                    return Step {
+                        rate: (t * 0.98) as u64,
+                        reason: Reason::Decrease { delay },
+                    };
+                }
+            }
+            return Step {
+                rate: sig.current,
+                reason: Reason::Hold,
             };
         }
         let demand = cake_busy || load >= p.loaded;

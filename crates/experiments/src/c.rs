@@ -108,7 +108,9 @@ pub fn run_all(scenario: &Scenario, opts: &RunOpts) -> Vec<LoopResult> {
 
 /// The slides' row label of contender number `i` in [`Contender::all`] order.
 pub fn label(i: usize) -> &'static str {
-    ["C1", "C2", "C3", "C4", "C5", "", "", "", "oracle", "ours"]
+    [
+        "C1", "C2", "C3", "C4", "C5", "", "", "", "oracle", "ours", "oracle+",
+    ]
         .get(i)
         .copied()
         .unwrap_or("")
@@ -188,6 +190,8 @@ pub mod idx {
     pub const ORACLE: usize = 8;
     /// Ours.
     pub const OURS: usize = 9;
+    /// The oracle with 200 ms lookahead (trace scenarios only).
+    pub const ORACLE_LOOKAHEAD: usize = 10;
 }
 
 /// The goal for `purple` as two claims: (1) latency no worse than PURPLE-AIMD's (mean
