@@ -229,12 +229,16 @@ impl Law for Purple {
         // Beyond `noise_limit` the throughput rules are off and only the delay decides.
         let slack = 2.0 * st.noise;
         let steady = st.noise <= p.noise_limit;
-        // Jitter: with CAKE backlogged and the link delivering all of our rate, the radio kept up
-        // over the whole step, so what the probes measure is the path's own delay variation
-        // (cellular scheduling gaps), not a queue of ours growing. Learnt slowly, capped, and
-        // never right after a cut (the radio's queue may still be draining).
-        let kept_up = cake_busy && thr.is_some_and(|t| t >= (0.98 - slack) * cur);
-        if kept_up && since_cut.is_none_or(|d| d >= p.drain_time) {
+        // Jitter, on a link whose delivery is itself irregular (throughput noise above
+        // `noise_limit`, i.e. cellular scheduling): with CAKE backlogged and the link delivering
+        // about our rate (not clearly less: the radio's queue would be growing; not clearly more:
+        // it would be draining one), what the probes measure is the path's own delay variation,
+        // not a queue we are building. Learnt slowly and capped. On a steady link any delay is a
+        // queue: there a learnt "jitter" would only hide a standing queue (seen on the slow fade).
+        let kept_up = !steady
+            && cake_busy
+            && thr.is_some_and(|t| t >= (0.98 - slack) * cur && t <= (1.02 + slack) * cur);
+        if kept_up {
             let x = delay.as_secs_f64().min(p.max_jitter.as_secs_f64());
             st.jitter += 0.05 * (x - st.jitter);
         }
@@ -317,5 +321,108 @@ impl Law for Purple {
             rate: rate as u64,
             reason: Reason::Increase,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(current: u64, delay_ms: u64, thr: u64, backlog: u64) -> DirSignals {
+        DirSignals {
+            current,
+            delay: Some(Duration::from_millis(delay_ms)),
+            reflectors: 3,
+            throughput: Some(thr),
+            load: Some(thr as f64 / current as f64),
+            cake_backlog: Some(backlog),
+            cake_new_drops: 0,
+            radio: None,
+        }
+    }
+
+    fn at(ms: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn a_throughput_deficit_with_cake_backlogged_cuts_below_the_delivered_rate_in_one_step() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Steady: CAKE backlogged, the link delivers our 10 MB/s.
+        for i in 0..20 {
+            let s = law.step(at(i * 50), Direction::Down, &sig(10_000_000, 0, 10_000_000, 50_000), &cfg);
+            assert_eq!(s.reason, Reason::Increase);
+        }
+        // Capacity halves: the radio delivers 5 MB/s, CAKE backs up, the delay not yet risen.
+        let s = law.step(at(1000), Direction::Down, &sig(10_000_000, 0, 5_000_000, 80_000), &cfg);
+        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        assert!(s.rate < 5_000_000 && s.rate >= 2_500_000, "{s:?}");
+    }
+
+    #[test]
+    fn a_shortfall_without_backlog_or_delay_is_demand_not_a_cut() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        let s = law.step(at(0), Direction::Down, &sig(10_000_000, 0, 5_000_000, 0), &cfg);
+        assert_eq!(s.reason, Reason::Hold);
+        assert_eq!(s.rate, 10_000_000);
+    }
+
+    #[test]
+    fn noisy_throughput_turns_the_deficit_rule_off() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // A cellular link: deliveries alternate between 2 and 10 MB/s, CAKE backlogged, delay
+        // within target.
+        let mut last = None;
+        for i in 0..40 {
+            let thr = if i % 2 == 0 { 2_000_000 } else { 10_000_000 };
+            last = Some(law.step(at(i * 50), Direction::Down, &sig(8_000_000, 0, thr, 50_000), &cfg));
+        }
+        // Once the noise is learnt, a low interval no longer cuts.
+        let s = last.unwrap_or_else(|| unreachable!());
+        assert!(!matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        assert!(law.st[Direction::Down].noise > law.p.noise_limit);
+    }
+
+    #[test]
+    fn delay_seen_while_the_link_keeps_up_raises_the_target() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // A cellular link (deliveries alternate between 3 and 7 MB/s) keeps up with our rate on
+        // average yet probes see 8 ms (scheduling jitter): after a while that is learnt as jitter
+        // and no longer cuts.
+        let mut cuts = 0;
+        for i in 0..200 {
+            let thr = if i % 2 == 0 { 3_000_000 } else { 7_000_000 };
+            let s = law.step(at(i * 50), Direction::Down, &sig(5_000_000, 8, thr, 50_000), &cfg);
+            if matches!(s.reason, Reason::Decrease { .. }) {
+                cuts += 1;
+            }
+        }
+        let late = law.step(at(10_000), Direction::Down, &sig(5_000_000, 8, 3_000_000, 50_000), &cfg);
+        assert!(!matches!(late.reason, Reason::Decrease { .. }), "{late:?} after {cuts} cuts");
+        assert!(law.st[Direction::Down].jitter > 0.004);
+    }
+
+    #[test]
+    fn delay_on_a_steady_link_is_never_learnt_as_jitter() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        for i in 0..200 {
+            law.step(at(i * 50), Direction::Down, &sig(5_000_000, 8, 5_000_000, 50_000), &cfg);
+        }
+        assert_eq!(law.st[Direction::Down].jitter, 0.0);
+    }
+
+    #[test]
+    fn new_parameters_are_validated() {
+        let bad = Purple::new(PurpleParams {
+            severe: 0.99,
+            ..PurpleParams::default()
+        });
+        assert!(bad.validate().is_err());
+        assert!(Purple::default().validate().is_ok());
     }
 }
