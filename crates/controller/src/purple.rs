@@ -1,32 +1,56 @@
 //! PURPLE, our design: delay-targeting control that uses every signal it has to decide *how far*
-//! to move, not just *which way*.
+//! to move, not just *which way*, and that reads the link's delivered rate as a capacity
+//! measurement.
 //!
-//! The idea, per direction, every 50 ms:
+//! Per direction, every `interval` (50 ms):
 //! 1. **Delay** = the pool's consensus one-way queueing delay (median over reflectors, baseline
 //!    corrected); where the radio reports its queue sojourn that counts too (the larger of the
 //!    two), so PURPLE works with probes, radio metrics, or both.
-//! 2. **Who is the bottleneck?** CAKE's backlog answers it. A backlog in CAKE means our shaper is
-//!    the narrowest point and the queue is one CAKE manages well; an empty CAKE with a high delay
-//!    means the radio (or something past it) is narrower than our rate and its dumb buffer is
-//!    filling.
-//! 3. **Cut to what the link delivers.** When the delay exceeds `target` and the radio is the
-//!    bottleneck, the achieved throughput *is* the link's capacity right now, so the new rate is
-//!    `throughput * (1 - excess / drain_time)` (clamped to [0.5, 0.95] of it): below capacity by
-//!    enough to drain the radio's queue within `drain_time`. One step reaches the new capacity
-//!    however far it fell, where AIMD needs many 10 % steps. Without a throughput reading it cuts
-//!    by `beta`. A further cut waits `decrease_holdoff` and only comes if the delay is not
-//!    already falling.
-//! 4. **Grow only with evidence of demand** (CAKE backlog, or load >= `loaded`), in proportion
-//!    to the delay headroom: `gain * (1 - delay / target)` per step. Fast while below the rate
+//! 2. **Target** = `target` + the serialisation time of two full-size frames at the current rate
+//!    (a low rate is not congestion) + `jitter_weight` x the learnt *jitter* (capped at
+//!    `max_jitter`). Jitter is learnt only on a link whose delivery is itself irregular (the
+//!    step-to-step throughput noise is above `noise_limit`, i.e. cellular scheduling), from the
+//!    delay seen while CAKE is backlogged and the link delivers about our rate, so the radio's
+//!    queue is neither growing nor draining. On a steady link every delay is a queue, and a
+//!    learnt jitter would only hide a standing one (it did, on the slow fade).
+//! 3. **Who is the bottleneck?** When the radio is narrower than our rate its buffer fills while
+//!    CAKE stays *empty* (the ACK clock runs at the radio's rate), until the radio's buffer is
+//!    full and holds CAKE back, which then backs up. So a *throughput deficit* (delivered below
+//!    `deficit` x our rate) means the radio is the bottleneck when CAKE is backlogged or the
+//!    delay has started to rise (above `early` x target); a shortfall with neither is only
+//!    demand. A deficit below `severe` x our rate with CAKE backlogged cuts without waiting for
+//!    the probes. Both thresholds widen with the measured throughput noise, and both rules are
+//!    off on a noisy link (one 50 ms delivery says little there).
+//! 4. **Cut to what the link delivers.** On a deficit, or a delay above target, the achieved
+//!    throughput *is* the link's capacity right now, so the new rate is `delivered x f` with
+//!    `f = 1 - queue / drain_time` clamped to [0.5, 0.95], where `queue` is the delay above
+//!    target or what the last interval's deficit added to the radio's buffer, whichever is
+//!    larger: below capacity by enough to drain the radio within `drain_time`. One step reaches
+//!    the new capacity however far it fell, where AIMD needs many 10 % steps. A deficit within
+//!    the delay budget goes to 98% of the delivered rate. Without a throughput reading the cut
+//!    is multiplicative (`beta`). A further cut waits `decrease_holdoff` and, unless the deficit
+//!    is severe, only comes if the delay is not already falling.
+//! 5. **Grow only with evidence of demand** (CAKE backlog, or load >= `loaded`), in proportion
+//!    to the delay headroom: `gain x (1 - delay / target)` per step. Fast while below the rate
 //!    where the last cut happened (the remembered ceiling), slow (`probe_gain`) near or above it,
 //!    fast again once the ceiling is `ceiling_memory` old (the capacity may have returned).
-//!    The target used everywhere is `target` plus the serialisation time of two full-size
-//!    frames at the current rate (so a low rate is not mistaken for congestion).
-//! 5. The radio's capacity estimate, when given, is sanity-checked against what was achieved
+//! 6. The radio's capacity estimate, when given, is sanity-checked against what was achieved
 //!    (an estimate below the achieved throughput is ignored) and only caps increases.
 //!
-//! Holding steady when idle keeps the last estimate; the safety rules add bounds, the stall
-//! fallback and the rate-of-change limit.
+//! Holding steady when idle keeps the last estimate; the engine's safety rules add the bounds,
+//! the stall fallback, no increase within `hold_after_decrease` of a cut and the rate-of-change
+//! limit.
+//!
+//! Why, and what it costs (section C, `docs/section-c-results.md`): the throughput rules react
+//! within one interval of a capacity drop, before two of three reflectors' probes (30 probes/s
+//! in all) can show the queue, which is what brings the mean loaded latency on the slides'
+//! radio to about half of PURPLE-AIMD's at ~90% of the oracle's throughput. What no
+//! measurement-driven controller here reaches is the oracle's p99: a drop is only seen after
+//! the interval in which it happened, and in that interval the radio's buffer fills (150
+//! packets: up to 45 ms at 40 Mbit/s), so every drop leaves a transient of a few to tens of ms
+//! that an oracle told the capacity never has. On the cellular traces the per-interval delivery
+//! is too irregular to read a capacity from one interval, so there PURPLE is a delay controller
+//! with a jitter-widened target and stays well below the oracle's throughput.
 
 use crate::config::{check, check_f, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
@@ -191,7 +215,13 @@ impl Law for Purple {
         check_f(p.severe, 0.0, p.deficit, "purple.severe", "0 ..= deficit")?;
         check_f(p.early, 0.0, 1.0, "purple.early", "0 ..= 1")?;
         check_f(p.noise_limit, 0.0, 1.0, "purple.noise_limit", "0 ..= 1")?;
-        check_f(p.jitter_weight, 0.0, 10.0, "purple.jitter_weight", "0 ..= 10")?;
+        check_f(
+            p.jitter_weight,
+            0.0,
+            10.0,
+            "purple.jitter_weight",
+            "0 ..= 10",
+        )?;
         check(
             p.max_jitter <= ms(1000),
             "purple.max_jitter",
@@ -351,11 +381,21 @@ mod tests {
         let cfg = Config::default();
         // Steady: CAKE backlogged, the link delivers our 10 MB/s.
         for i in 0..20 {
-            let s = law.step(at(i * 50), Direction::Down, &sig(10_000_000, 0, 10_000_000, 50_000), &cfg);
+            let s = law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(10_000_000, 0, 10_000_000, 50_000),
+                &cfg,
+            );
             assert_eq!(s.reason, Reason::Increase);
         }
         // Capacity halves: the radio delivers 5 MB/s, CAKE backs up, the delay not yet risen.
-        let s = law.step(at(1000), Direction::Down, &sig(10_000_000, 0, 5_000_000, 80_000), &cfg);
+        let s = law.step(
+            at(1000),
+            Direction::Down,
+            &sig(10_000_000, 0, 5_000_000, 80_000),
+            &cfg,
+        );
         assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
         assert!(s.rate < 5_000_000 && s.rate >= 2_500_000, "{s:?}");
     }
@@ -364,7 +404,12 @@ mod tests {
     fn a_shortfall_without_backlog_or_delay_is_demand_not_a_cut() {
         let mut law = Purple::default();
         let cfg = Config::default();
-        let s = law.step(at(0), Direction::Down, &sig(10_000_000, 0, 5_000_000, 0), &cfg);
+        let s = law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 0, 5_000_000, 0),
+            &cfg,
+        );
         assert_eq!(s.reason, Reason::Hold);
         assert_eq!(s.rate, 10_000_000);
     }
@@ -378,7 +423,12 @@ mod tests {
         let mut last = None;
         for i in 0..40 {
             let thr = if i % 2 == 0 { 2_000_000 } else { 10_000_000 };
-            last = Some(law.step(at(i * 50), Direction::Down, &sig(8_000_000, 0, thr, 50_000), &cfg));
+            last = Some(law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(8_000_000, 0, thr, 50_000),
+                &cfg,
+            ));
         }
         // Once the noise is learnt, a low interval no longer cuts.
         let s = last.unwrap_or_else(|| unreachable!());
@@ -396,13 +446,26 @@ mod tests {
         let mut cuts = 0;
         for i in 0..200 {
             let thr = if i % 2 == 0 { 3_000_000 } else { 7_000_000 };
-            let s = law.step(at(i * 50), Direction::Down, &sig(5_000_000, 8, thr, 50_000), &cfg);
+            let s = law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(5_000_000, 8, thr, 50_000),
+                &cfg,
+            );
             if matches!(s.reason, Reason::Decrease { .. }) {
                 cuts += 1;
             }
         }
-        let late = law.step(at(10_000), Direction::Down, &sig(5_000_000, 8, 3_000_000, 50_000), &cfg);
-        assert!(!matches!(late.reason, Reason::Decrease { .. }), "{late:?} after {cuts} cuts");
+        let late = law.step(
+            at(10_000),
+            Direction::Down,
+            &sig(5_000_000, 8, 3_000_000, 50_000),
+            &cfg,
+        );
+        assert!(
+            !matches!(late.reason, Reason::Decrease { .. }),
+            "{late:?} after {cuts} cuts"
+        );
         assert!(law.st[Direction::Down].jitter > 0.004);
     }
 
@@ -411,7 +474,12 @@ mod tests {
         let mut law = Purple::default();
         let cfg = Config::default();
         for i in 0..200 {
-            law.step(at(i * 50), Direction::Down, &sig(5_000_000, 8, 5_000_000, 50_000), &cfg);
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(5_000_000, 8, 5_000_000, 50_000),
+                &cfg,
+            );
         }
         assert_eq!(law.st[Direction::Down].jitter, 0.0);
     }

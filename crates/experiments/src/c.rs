@@ -12,7 +12,9 @@
 //!
 //! Contenders: C1 FQ-CoDel unshaped, C2/C3 CAKE static (safe / optimistic), C4 PURPLE with radio
 //! metrics, C5 PURPLE-AIMD, cake-autorate, sqm-autorate, CAKE `autorate-ingress`, the oracle
-//! (95% of the true capacity every 50 ms) and `purple` (ours, delay and throughput only).
+//! (95% of the true capacity of the current 50 ms control interval, set at its start; no
+//! further lookahead) and `purple` (ours, delay and throughput only); on the cellular traces
+//! also `oracle+`, an oracle that sees the mean capacity of the next 200 ms.
 
 pub mod closed_loop;
 pub mod probe;
@@ -111,9 +113,9 @@ pub fn label(i: usize) -> &'static str {
     [
         "C1", "C2", "C3", "C4", "C5", "", "", "", "oracle", "ours", "oracle+",
     ]
-        .get(i)
-        .copied()
-        .unwrap_or("")
+    .get(i)
+    .copied()
+    .unwrap_or("")
 }
 
 /// The comparison table of `results` (as from [`run_all`]); slide figures beside C1..C5 when
