@@ -1,32 +1,56 @@
 //! PURPLE, our design: delay-targeting control that uses every signal it has to decide *how far*
-//! to move, not just *which way*.
+//! to move, not just *which way*, and that reads the link's delivered rate as a capacity
+//! measurement.
 //!
-//! The idea, per direction, every 50 ms:
+//! Per direction, every `interval` (50 ms):
 //! 1. **Delay** = the pool's consensus one-way queueing delay (median over reflectors, baseline
 //!    corrected); where the radio reports its queue sojourn that counts too (the larger of the
 //!    two), so PURPLE works with probes, radio metrics, or both.
-//! 2. **Who is the bottleneck?** CAKE's backlog answers it. A backlog in CAKE means our shaper is
-//!    the narrowest point and the queue is one CAKE manages well; an empty CAKE with a high delay
-//!    means the radio (or something past it) is narrower than our rate and its dumb buffer is
-//!    filling.
-//! 3. **Cut to what the link delivers.** When the delay exceeds `target` and the radio is the
-//!    bottleneck, the achieved throughput *is* the link's capacity right now, so the new rate is
-//!    `throughput * (1 - excess / drain_time)` (clamped to [0.5, 0.95] of it): below capacity by
-//!    enough to drain the radio's queue within `drain_time`. One step reaches the new capacity
-//!    however far it fell, where AIMD needs many 10 % steps. Without a throughput reading it cuts
-//!    by `beta`. A further cut waits `decrease_holdoff` and only comes if the delay is not
-//!    already falling.
-//! 4. **Grow only with evidence of demand** (CAKE backlog, or load >= `loaded`), in proportion
-//!    to the delay headroom: `gain * (1 - delay / target)` per step. Fast while below the rate
+//! 2. **Target** = `target` + the serialisation time of two full-size frames at the current rate
+//!    (a low rate is not congestion) + `jitter_weight` x the learnt *jitter* (capped at
+//!    `max_jitter`). Jitter is learnt only on a link whose delivery is itself irregular (the
+//!    step-to-step throughput noise is above `noise_limit`, i.e. cellular scheduling), from the
+//!    delay seen while CAKE is backlogged and the link delivers about our rate, so the radio's
+//!    queue is neither growing nor draining. On a steady link every delay is a queue, and a
+//!    learnt jitter would only hide a standing one (it did, on the slow fade).
+//! 3. **Who is the bottleneck?** When the radio is narrower than our rate its buffer fills while
+//!    CAKE stays *empty* (the ACK clock runs at the radio's rate), until the radio's buffer is
+//!    full and holds CAKE back, which then backs up. So a *throughput deficit* (delivered below
+//!    `deficit` x our rate) means the radio is the bottleneck when CAKE is backlogged or the
+//!    delay has started to rise (above `early` x target); a shortfall with neither is only
+//!    demand. A deficit below `severe` x our rate with CAKE backlogged cuts without waiting for
+//!    the probes. Both thresholds widen with the measured throughput noise, and both rules are
+//!    off on a noisy link (one 50 ms delivery says little there).
+//! 4. **Cut to what the link delivers.** On a deficit, or a delay above target, the achieved
+//!    throughput *is* the link's capacity right now, so the new rate is `delivered x f` with
+//!    `f = 1 - queue / drain_time` clamped to [0.5, 0.95], where `queue` is the delay above
+//!    target or what the last interval's deficit added to the radio's buffer, whichever is
+//!    larger: below capacity by enough to drain the radio within `drain_time`. One step reaches
+//!    the new capacity however far it fell, where AIMD needs many 10 % steps. A deficit within
+//!    the delay budget goes to 98% of the delivered rate. Without a throughput reading the cut
+//!    is multiplicative (`beta`). A further cut waits `decrease_holdoff` and, unless the deficit
+//!    is severe, only comes if the delay is not already falling.
+//! 5. **Grow only with evidence of demand** (CAKE backlog, or load >= `loaded`), in proportion
+//!    to the delay headroom: `gain x (1 - delay / target)` per step. Fast while below the rate
 //!    where the last cut happened (the remembered ceiling), slow (`probe_gain`) near or above it,
 //!    fast again once the ceiling is `ceiling_memory` old (the capacity may have returned).
-//!    The target used everywhere is `target` plus the serialisation time of two full-size
-//!    frames at the current rate (so a low rate is not mistaken for congestion).
-//! 5. The radio's capacity estimate, when given, is sanity-checked against what was achieved
+//! 6. The radio's capacity estimate, when given, is sanity-checked against what was achieved
 //!    (an estimate below the achieved throughput is ignored) and only caps increases.
 //!
-//! Holding steady when idle keeps the last estimate; the safety rules add bounds, the stall
-//! fallback and the rate-of-change limit.
+//! Holding steady when idle keeps the last estimate; the engine's safety rules add the bounds,
+//! the stall fallback, no increase within `hold_after_decrease` of a cut and the rate-of-change
+//! limit.
+//!
+//! Why, and what it costs (section C, `docs/section-c-results.md`): the throughput rules react
+//! within one interval of a capacity drop, before two of three reflectors' probes (30 probes/s
+//! in all) can show the queue, which is what brings the mean loaded latency on the slides'
+//! radio to about half of PURPLE-AIMD's at ~90% of the oracle's throughput. What no
+//! measurement-driven controller here reaches is the oracle's p99: a drop is only seen after
+//! the interval in which it happened, and in that interval the radio's buffer fills (150
+//! packets: up to 45 ms at 40 Mbit/s), so every drop leaves a transient of a few to tens of ms
+//! that an oracle told the capacity never has. On the cellular traces the per-interval delivery
+//! is too irregular to read a capacity from one interval, so there PURPLE is a delay controller
+//! with a jitter-widened target and stays well below the oracle's throughput.
 
 use crate::config::{check, check_f, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
@@ -42,12 +66,12 @@ pub struct PurpleParams {
     pub interval: Duration,
     /// Target queueing delay. Default 5 ms. Accepted 1 ms ..= 1 s.
     pub target: Duration,
-    /// Time in which a cut should drain the radio's queue. Default 500 ms. Accepted
+    /// Time in which a cut should drain the radio's queue. Default 200 ms. Accepted
     /// 50 ms ..= 10 s.
     pub drain_time: Duration,
     /// Cut when no throughput is known. Default 0.1. Accepted 0.01 ..= 0.5.
     pub beta: f64,
-    /// Least time between cuts. Default 200 ms. Accepted 0 ..= 10 s.
+    /// Least time between cuts. Default 100 ms. Accepted 0 ..= 10 s.
     pub decrease_holdoff: Duration,
     /// Growth per step at zero delay, below the ceiling. Default 0.04. Accepted 0 ..= 1.
     pub gain: f64,
@@ -60,6 +84,23 @@ pub struct PurpleParams {
     pub cake_busy_bytes: u64,
     /// Load at which the link counts as loaded. Default 0.9. Accepted 0 ..= 1.
     pub loaded: f64,
+    /// Throughput deficit: CAKE backlogged yet the link delivered less than `deficit x rate`
+    /// means the radio is narrower than our rate. Default 0.95. Accepted 0.5 ..= 1.
+    pub deficit: f64,
+    /// A deficit this deep (`delivered < severe x rate`) cuts without waiting for the delay to
+    /// confirm it. Default 0.8. Accepted 0 ..= `deficit`.
+    pub severe: f64,
+    /// Weight of the measured delay jitter added to the target. Default 2. Accepted 0 ..= 10.
+    pub jitter_weight: f64,
+    /// A throughput deficit cuts once the delay exceeds this fraction of the target (or CAKE is
+    /// backlogged). Default 0.3. Accepted 0 ..= 1.
+    pub early: f64,
+    /// Relative step-to-step throughput noise above which the throughput-deficit rules are off
+    /// (a cellular link's 50 ms deliveries vary too much to read a shortfall from one interval).
+    /// Default 0.1. Accepted 0 ..= 1.
+    pub noise_limit: f64,
+    /// Largest jitter allowance added to the target. Default 100 ms. Accepted 0 ..= 1 s.
+    pub max_jitter: Duration,
 }
 
 impl Default for PurpleParams {
@@ -67,14 +108,20 @@ impl Default for PurpleParams {
         PurpleParams {
             interval: Duration::from_millis(50),
             target: Duration::from_millis(5),
-            drain_time: Duration::from_millis(500),
+            drain_time: Duration::from_millis(200),
             beta: 0.1,
-            decrease_holdoff: Duration::from_millis(200),
+            decrease_holdoff: Duration::from_millis(100),
             gain: 0.04,
             probe_gain: 0.004,
             ceiling_memory: Duration::from_secs(5),
             cake_busy_bytes: 3000,
             loaded: 0.9,
+            deficit: 0.95,
+            severe: 0.8,
+            jitter_weight: 2.0,
+            early: 0.3,
+            noise_limit: 0.1,
+            max_jitter: Duration::from_millis(100),
         }
     }
 }
@@ -84,6 +131,13 @@ struct St {
     last_cut: Option<Instant>,
     delay_at_cut: Duration,
     ceiling: Option<(Instant, u64)>,
+    /// Smoothed delay (s) measured while the link kept up with our rate: the path's jitter.
+    jitter: f64,
+    /// Smoothed relative change of the delivered rate from one step to the next: how noisy a
+    /// single interval's throughput is on this link (0 on a steady link, ~0.3+ on cellular).
+    noise: f64,
+    /// The previous step's delivered rate, bytes per second.
+    prev_thr: f64,
 }
 
 /// PURPLE. See the module documentation.
@@ -156,7 +210,24 @@ impl Law for Purple {
             p.cake_busy_bytes,
             "1 ..= 2^32",
         )?;
-        check_f(p.loaded, 0.0, 1.0, "purple.loaded", "0 ..= 1")
+        check_f(p.loaded, 0.0, 1.0, "purple.loaded", "0 ..= 1")?;
+        check_f(p.deficit, 0.5, 1.0, "purple.deficit", "0.5 ..= 1")?;
+        check_f(p.severe, 0.0, p.deficit, "purple.severe", "0 ..= deficit")?;
+        check_f(p.early, 0.0, 1.0, "purple.early", "0 ..= 1")?;
+        check_f(p.noise_limit, 0.0, 1.0, "purple.noise_limit", "0 ..= 1")?;
+        check_f(
+            p.jitter_weight,
+            0.0,
+            10.0,
+            "purple.jitter_weight",
+            "0 ..= 10",
+        )?;
+        check(
+            p.max_jitter <= ms(1000),
+            "purple.max_jitter",
+            p.max_jitter,
+            "0 ..= 1 s",
+        )
     }
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, _cfg: &Config) -> Step {
         let p = self.p;
@@ -172,24 +243,64 @@ impl Law for Purple {
         // is 48 ms; without it any low rate reads as congestion and the rate locks at `min`
         // (found on the cellular traces). At 100 Mbit/s it adds 0.24 ms.
         let serialisation = Duration::from_nanos((2.0 * MTU * 1e9 / cur.max(1.0)).min(1e9) as u64);
-        let target = p.target + serialisation;
         let load = sig.load.unwrap_or(0.0);
         let cake_busy = sig.cake_backlog.is_some_and(|b| b >= p.cake_busy_bytes);
-        if delay > target {
-            let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
+        let thr = sig.throughput.filter(|&t| t > 0).map(|t| t as f64);
+        let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
+        if let Some(t) = thr {
+            if st.prev_thr > 0.0 {
+                let x = (t - st.prev_thr).abs() / t.max(st.prev_thr);
+                st.noise += 0.1 * (x - st.noise);
+            }
+            st.prev_thr = t;
+        }
+        // Throughput thresholds widen with the link's measured noise: one interval's shortfall
+        // means something on a steady radio and little on a cellular link.
+        // Beyond `noise_limit` the throughput rules are off and only the delay decides.
+        let slack = 2.0 * st.noise;
+        let steady = st.noise <= p.noise_limit;
+        // Jitter, on a link whose delivery is itself irregular (throughput noise above
+        // `noise_limit`, i.e. cellular scheduling): with CAKE backlogged and the link delivering
+        // about our rate (not clearly less: the radio's queue would be growing; not clearly more:
+        // it would be draining one), what the probes measure is the path's own delay variation,
+        // not a queue we are building. Learnt slowly and capped. On a steady link any delay is a
+        // queue: there a learnt "jitter" would only hide a standing queue (seen on the slow fade).
+        let kept_up = !steady
+            && cake_busy
+            && thr.is_some_and(|t| t >= (0.98 - slack) * cur && t <= (1.02 + slack) * cur);
+        if kept_up {
+            let x = delay.as_secs_f64().min(p.max_jitter.as_secs_f64());
+            st.jitter += 0.05 * (x - st.jitter);
+        }
+        let jitter = (p.jitter_weight * st.jitter).min(p.max_jitter.as_secs_f64());
+        let target = p.target + serialisation + Duration::from_secs_f64(jitter);
+        // The radio is narrower than our rate: the link delivered clearly less than our rate while
+        // either CAKE is backlogged (the radio's buffer is full and holding CAKE back) or the
+        // delay has started to rise (CAKE is empty because the ACK clock runs at the radio's
+        // rate, and the radio's buffer is filling). Without either, a shortfall is only demand.
+        let early = Duration::from_secs_f64(target.as_secs_f64() * p.early);
+        let deficit = steady
+            && thr.is_some_and(|t| t < (p.deficit - slack) * cur)
+            && (cake_busy || delay > early);
+        let severe = steady && cake_busy && thr.is_some_and(|t| t < (p.severe - slack) * cur);
+        if delay > target || severe {
             let draining = since_cut.is_some_and(|d| d < p.drain_time)
                 && u128::from(delay.as_nanos()) * 10 < u128::from(st.delay_at_cut.as_nanos()) * 9;
-            if since_cut.is_some_and(|d| d < p.decrease_holdoff) || draining {
+            if since_cut.is_some_and(|d| d < p.decrease_holdoff) || (draining && !severe) {
                 return Step {
                     rate: sig.current,
                     reason: Reason::Hold,
                 };
             }
-            let excess = (delay - target).as_secs_f64();
-            let rate = match sig.throughput {
-                Some(t) if !cake_busy && t > 0 => {
-                    let f = (1.0 - excess / p.drain_time.as_secs_f64()).clamp(0.5, 0.95);
-                    (t as f64 * f).min(cur * (1.0 - p.beta / 2.0))
+            // The queue to drain, in seconds at the delivered rate: the delay above target, or
+            // what the last interval's deficit added to the radio's queue.
+            let excess = (delay.as_secs_f64() - target.as_secs_f64()).max(0.0);
+            let rate = match thr {
+                Some(t) if deficit || !cake_busy => {
+                    let added: f64 = (cur - t).max(0.0) / t * p.interval.as_secs_f64();
+                    let q = excess.max(added);
+                    let f = (1.0 - q / p.drain_time.as_secs_f64()).clamp(0.5, 0.95);
+                    (t * f).min(cur * (1.0 - p.beta / 2.0))
                 }
                 _ => cur * (1.0 - p.beta * (excess / target.as_secs_f64()).min(1.0)),
             };
@@ -199,6 +310,24 @@ impl Law for Purple {
             return Step {
                 rate: rate as u64,
                 reason: Reason::Decrease { delay },
+            };
+        }
+        if deficit {
+            // Above the link's rate but within the delay budget: go to what it delivers.
+            if let Some(t) = thr {
+                if since_cut.is_none_or(|d| d >= p.decrease_holdoff) {
+                    st.last_cut = Some(now);
+                    st.delay_at_cut = delay;
+                    st.ceiling = Some((now, sig.current));
+                    return Step {
+                        rate: (t * 0.98) as u64,
+                        reason: Reason::Decrease { delay },
+                    };
+                }
+            }
+            return Step {
+                rate: sig.current,
+                reason: Reason::Hold,
             };
         }
         let demand = cake_busy || load >= p.loaded;
@@ -222,5 +351,146 @@ impl Law for Purple {
             rate: rate as u64,
             reason: Reason::Increase,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(current: u64, delay_ms: u64, thr: u64, backlog: u64) -> DirSignals {
+        DirSignals {
+            current,
+            delay: Some(Duration::from_millis(delay_ms)),
+            reflectors: 3,
+            throughput: Some(thr),
+            load: Some(thr as f64 / current as f64),
+            cake_backlog: Some(backlog),
+            cake_new_drops: 0,
+            radio: None,
+        }
+    }
+
+    fn at(ms: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(ms)
+    }
+
+    #[test]
+    fn a_throughput_deficit_with_cake_backlogged_cuts_below_the_delivered_rate_in_one_step() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Steady: CAKE backlogged, the link delivers our 10 MB/s.
+        for i in 0..20 {
+            let s = law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(10_000_000, 0, 10_000_000, 50_000),
+                &cfg,
+            );
+            assert_eq!(s.reason, Reason::Increase);
+        }
+        // Capacity halves: the radio delivers 5 MB/s, CAKE backs up, the delay not yet risen.
+        let s = law.step(
+            at(1000),
+            Direction::Down,
+            &sig(10_000_000, 0, 5_000_000, 80_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        assert!(s.rate < 5_000_000 && s.rate >= 2_500_000, "{s:?}");
+    }
+
+    #[test]
+    fn a_shortfall_without_backlog_or_delay_is_demand_not_a_cut() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        let s = law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 0, 5_000_000, 0),
+            &cfg,
+        );
+        assert_eq!(s.reason, Reason::Hold);
+        assert_eq!(s.rate, 10_000_000);
+    }
+
+    #[test]
+    fn noisy_throughput_turns_the_deficit_rule_off() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // A cellular link: deliveries alternate between 2 and 10 MB/s, CAKE backlogged, delay
+        // within target.
+        let mut last = None;
+        for i in 0..40 {
+            let thr = if i % 2 == 0 { 2_000_000 } else { 10_000_000 };
+            last = Some(law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(8_000_000, 0, thr, 50_000),
+                &cfg,
+            ));
+        }
+        // Once the noise is learnt, a low interval no longer cuts.
+        let s = last.unwrap_or_else(|| unreachable!());
+        assert!(!matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        assert!(law.st[Direction::Down].noise > law.p.noise_limit);
+    }
+
+    #[test]
+    fn delay_seen_while_the_link_keeps_up_raises_the_target() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // A cellular link (deliveries alternate between 3 and 7 MB/s) keeps up with our rate on
+        // average yet probes see 8 ms (scheduling jitter): after a while that is learnt as jitter
+        // and no longer cuts.
+        let mut cuts = 0;
+        for i in 0..200 {
+            let thr = if i % 2 == 0 { 3_000_000 } else { 7_000_000 };
+            let s = law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(5_000_000, 8, thr, 50_000),
+                &cfg,
+            );
+            if matches!(s.reason, Reason::Decrease { .. }) {
+                cuts += 1;
+            }
+        }
+        let late = law.step(
+            at(10_000),
+            Direction::Down,
+            &sig(5_000_000, 8, 3_000_000, 50_000),
+            &cfg,
+        );
+        assert!(
+            !matches!(late.reason, Reason::Decrease { .. }),
+            "{late:?} after {cuts} cuts"
+        );
+        assert!(law.st[Direction::Down].jitter > 0.004);
+    }
+
+    #[test]
+    fn delay_on_a_steady_link_is_never_learnt_as_jitter() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        for i in 0..200 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(5_000_000, 8, 5_000_000, 50_000),
+                &cfg,
+            );
+        }
+        assert_eq!(law.st[Direction::Down].jitter, 0.0);
+    }
+
+    #[test]
+    fn new_parameters_are_validated() {
+        let bad = Purple::new(PurpleParams {
+            severe: 0.99,
+            ..PurpleParams::default()
+        });
+        assert!(bad.validate().is_err());
+        assert!(Purple::default().validate().is_ok());
     }
 }

@@ -1,4 +1,5 @@
-//! Prints one contender's time series (development aid): `c_series SCENARIO CONTENDER_INDEX SECS`.
+//! Prints one contender's time series (development aid): `c_series SCENARIO CONTENDER_INDEX SECS
+//! [EVERY_NTH_STEP] [FROM_S]`.
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::scenario;
 
@@ -12,7 +13,9 @@ fn main() {
     let mut s = LoopSpec::new(sc, c, 1);
     s.secs = secs;
     let r = run(&s);
-    for p in r.series.iter().step_by(10) {
+    let nth: usize = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(10);
+    let from: f64 = a.get(5).and_then(|s| s.parse().ok()).unwrap_or(0.0);
+    for p in r.series.iter().filter(|p| p.t >= from).step_by(nth.max(1)) {
         println!(
             "{:5.1} cap {:6.2}/{:6.2} rate {:6.2}/{:6.2} thr {:6.2}/{:6.2} rtt {:7.1}",
             p.t, p.cap.down, p.cap.up, p.rate.down, p.rate.up, p.thr.down, p.thr.up, p.rtt_ms

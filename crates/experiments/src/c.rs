@@ -12,7 +12,9 @@
 //!
 //! Contenders: C1 FQ-CoDel unshaped, C2/C3 CAKE static (safe / optimistic), C4 PURPLE with radio
 //! metrics, C5 PURPLE-AIMD, cake-autorate, sqm-autorate, CAKE `autorate-ingress`, the oracle
-//! (95% of the true capacity every 50 ms) and `purple` (ours, delay and throughput only).
+//! (95% of the true capacity of the current 50 ms control interval, set at its start; no
+//! further lookahead) and `purple` (ours, delay and throughput only); on the cellular traces
+//! also `oracle+`, an oracle that sees the mean capacity of the next 200 ms.
 
 pub mod closed_loop;
 pub mod probe;
@@ -108,10 +110,12 @@ pub fn run_all(scenario: &Scenario, opts: &RunOpts) -> Vec<LoopResult> {
 
 /// The slides' row label of contender number `i` in [`Contender::all`] order.
 pub fn label(i: usize) -> &'static str {
-    ["C1", "C2", "C3", "C4", "C5", "", "", "", "oracle", "ours"]
-        .get(i)
-        .copied()
-        .unwrap_or("")
+    [
+        "C1", "C2", "C3", "C4", "C5", "", "", "", "oracle", "ours", "oracle+",
+    ]
+    .get(i)
+    .copied()
+    .unwrap_or("")
 }
 
 /// The comparison table of `results` (as from [`run_all`]); slide figures beside C1..C5 when
@@ -188,6 +192,8 @@ pub mod idx {
     pub const ORACLE: usize = 8;
     /// Ours.
     pub const OURS: usize = 9;
+    /// The oracle with 200 ms lookahead (trace scenarios only).
+    pub const ORACLE_LOOKAHEAD: usize = 10;
 }
 
 /// The goal for `purple` as two claims: (1) latency no worse than PURPLE-AIMD's (mean

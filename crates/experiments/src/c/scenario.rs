@@ -20,15 +20,22 @@ pub enum Capacity {
 
 impl Capacity {
     /// The capacity at `t`, bytes/s: the slot's rate, or for a trace the delivery opportunities
-    /// in the 200 ms window starting at `t` (what an ideal estimator could know).
+    /// in the [`SLOT`] (50 ms, one control interval) starting at `t`.
     pub fn rate_at(&self, t: Instant) -> u64 {
+        self.rate_over(t, SLOT)
+    }
+
+    /// The mean capacity over `[t, t + window)`, bytes/s: for a series the rate of `t`'s slot
+    /// (the window is ignored: a slot's rate is its instantaneous capacity), for a trace the
+    /// delivery opportunities in the window. A zero window reads as one nanosecond.
+    pub fn rate_over(&self, t: Instant, window: Duration) -> u64 {
         match self {
             Capacity::Series(v) => {
                 let i = (t.as_nanos() / SLOT.as_nanos()) as usize;
                 v.get(i).or(v.last()).copied().unwrap_or(1)
             }
             Capacity::Trace(tr) => {
-                let w = Duration::from_millis(200);
+                let w = window.max(Duration::from_nanos(1));
                 let n = tr.count_before(t + w) - tr.count_before(t);
                 n * u64::from(MAHIMAHI_MTU) * 1_000_000_000 / w.as_nanos()
             }
