@@ -281,39 +281,85 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
                     >= 3.0 * cake.voip_max[0].max(cake.voip_max[1]),
         ));
     }
-    notes.push(
-        "Upstream VoIP delay is not negligible here (a difference to the seed): on the 3 \
-         Mbit/s uplink a 200-byte packet every 20 ms never lets its queue leave the old-flows \
-         list, so it waits a DRR round; FQ-CoDel (22-31 backlogged flows, ~4 ms per MTU) shows \
-         ~120 ms p99 and ~1% loss, CAKE diffserv3 ~20-30 ms p99 in the 9-bulk phases (triple- \
-         isolate scales the VoIP flow's quantum by the client host's 10 bulk flows, below one \
-         VoIP packet), CAKE-Lite ~4 ms. Downstream all three are within a few ms."
-            .into(),
-    );
-    notes.push(
-        "FQ-CoDel's downstream swarm share (~0.5 with one bulk flow) is below the 20/21 \
-         per-flow share: the LEDBAT swarm reaches only ~9 of 20 Mbit/s even uncontended under \
-         FQ-CoDel here (CoDel marks each of 20 paced flows at its 5 ms target), while it fills \
-         the link under CAKE-Lite."
-            .into(),
-    );
+    if let (Some(q), Some(c), Some(l)) = (
+        figs.get("HTB+FQ-CoDel"),
+        figs.get("CAKE"),
+        figs.get("CAKE-Lite"),
+    ) {
+        let down_p99 = [q, c, l].iter().map(|f| f.voip_p99[0]).fold(0.0, f64::max);
+        notes.push(format!(
+            "Upstream VoIP delay over phases 1-9 (a difference to the seed's negligible delay): \
+             FQ-CoDel p99 {:.1} ms, max {:.1} ms, loss {:.2}%; CAKE diffserv3 p99 {:.1} ms, max \
+             {:.1} ms; CAKE-Lite p99 {:.1} ms, max {:.1} ms. On the 3 Mbit/s uplink a 200-byte \
+             packet every 20 ms never lets its queue leave the old-flows list, so it waits in \
+             the DRR round of the 22-31 backlogged flows (~4 ms per MTU) under FQ-CoDel; under \
+             CAKE diffserv3, triple-isolate scales the VoIP flow's quantum by the client \
+             host's bulk flows (10 in the 9-bulk phases), below one VoIP packet. Downstream \
+             the three keep VoIP p99 at or below {down_p99:.1} ms.",
+            q.voip_p99[1],
+            q.voip_max[1],
+            q.voip_loss[1] * 100.0,
+            c.voip_p99[1],
+            c.voip_max[1],
+            l.voip_p99[1],
+            l.voip_max[1],
+        ));
+    }
+    if let (Some(q), Some(l)) = (figs.get("HTB+FQ-CoDel"), figs.get("CAKE-Lite")) {
+        notes.push(format!(
+            "FQ-CoDel's downstream swarm share with one bulk flow ({:.2}) is below the 20/21 \
+             per-flow share: the LEDBAT swarm reaches {:.1} of {:.0} Mbit/s uncontended under \
+             FQ-CoDel here (CoDel marks each of 20 paced flows at its 5 ms target), against \
+             {:.1} Mbit/s under CAKE-Lite (share {:.2}).",
+            q.bt_share(0, 1),
+            q.bt[0][2],
+            rate[0],
+            l.bt[0][2],
+            l.bt_share(0, 1)
+        ));
+    }
     if let Some(f) = figs.get("HTB+SFQ") {
         notes.push(format!(
-            "HTB+SFQ: VoIP upstream p99 {:.0} ms, max {:.0} ms, no loss (the seed: no loss, a \
+            "HTB+SFQ: VoIP upstream p99 {:.0} ms, max {:.0} ms, loss {:.2}% (the seed: no loss, a \
              steady +10 ms): upstream carries the 30 download flows' ACK streams besides 30 \
              uploads, so the VoIP flow's 80 kbit/s exceeds its per-flow share of 3 Mbit/s and \
              its SFQ bucket (no AQM, limit 1000) grows; downstream p99 {:.0} ms.",
-            f.voip_p99[1], f.voip_max[1], f.voip_p99[0]
+            f.voip_p99[1],
+            f.voip_max[1],
+            f.voip_loss[1] * 100.0,
+            f.voip_p99[0]
         ));
     }
-    notes.push(
-        "HTB+CoDel: the downstream LEDBAT swarm collapses here (~0 Mbit/s even uncontended) \
-         and upstream VoIP loses ~70% with up to 0.8 s delay; the seed also saw CoDel fail in \
-         this test (gaps in the download data, multi-second VoIP dropouts) but did not explain \
-         it. PIE: VoIP delay up to 0.4-0.8 s, upstream loss ~15% (seed: >100 ms swings, steady \
-         loss)."
-            .into(),
-    );
+    let mut aqm = Vec::new();
+    if let Some(f) = figs.get("HTB+CoDel") {
+        aqm.push(format!(
+            "HTB+CoDel: the downstream LEDBAT swarm gets {:.2} Mbit/s uncontended; upstream \
+             VoIP loses {:.1}% with up to {:.0} ms delay; the seed also saw CoDel fail in this \
+             test (gaps in the download data, multi-second VoIP dropouts) but did not explain \
+             it",
+            f.bt[0][2],
+            f.voip_loss[1] * 100.0,
+            f.voip_max[1]
+        ));
+    }
+    for (name, seed) in [
+        ("HTB+PIE", ">100 ms swings, steady loss"),
+        ("HTB+SFB", "spikes to 150 ms, early loss"),
+    ] {
+        if let Some(f) = figs.get(name) {
+            aqm.push(format!(
+                "{name}: VoIP delay up to {:.0} / {:.0} ms down / up, loss {:.2}% / {:.1}% \
+                 (seed: {seed})",
+                f.voip_max[0],
+                f.voip_max[1],
+                f.voip_loss[0] * 100.0,
+                f.voip_loss[1] * 100.0
+            ));
+        }
+    }
+    if !aqm.is_empty() {
+        notes.push(format!("{}.", aqm.join(". ")));
+    }
     notes.push(format!(
         "Model: {SHAPING:?}; phases of {p:.0} s after a {base:.0} s baseline (the seed: 60 s \
          and 10 s); shares and throughputs skip each phase's first {:.0} s; BT share = BT / \

@@ -321,9 +321,14 @@ pub(crate) struct Induced {
 /// `skip` samples (the startup: samples come one per probe interval from the load's start).
 pub(crate) fn induced(samples: &[f64], base: f64, skip: usize) -> Induced {
     let all: Vec<f64> = samples.iter().map(|s| (s - base).max(0.0)).collect();
+    let max_all = all.iter().copied().fold(0.0, f64::max);
     let mut w: Vec<f64> = all.iter().skip(skip).copied().collect();
     if w.is_empty() {
-        return Induced::default();
+        // No steady samples: only the startup peak is known.
+        return Induced {
+            max_all,
+            ..Induced::default()
+        };
     }
     w.sort_by(f64::total_cmp);
     let n = w.len();
@@ -334,7 +339,7 @@ pub(crate) fn induced(samples: &[f64], base: f64, skip: usize) -> Induced {
         p95: rank(0.95),
         p99: rank(0.99),
         max: w[n - 1],
-        max_all: all.iter().copied().fold(0.0, f64::max),
+        max_all,
     }
 }
 
