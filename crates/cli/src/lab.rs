@@ -17,7 +17,7 @@ pub struct LabCmdOpts {
     pub seconds: Option<f64>,
     /// Print JSON instead of tables.
     pub json: bool,
-    /// Write each run's summary.json, plots and Flent file under DIR/<run>/.
+    /// Write each run's summary.json, plots and Flent file under DIR/RUN/.
     pub out: Option<PathBuf>,
     /// Run in the reference kernel with Linux's qdiscs instead.
     pub kernel: bool,

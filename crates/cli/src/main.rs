@@ -196,7 +196,7 @@ enum LabCommand {
         /// Print one JSON object (`runs` in `purple sim --json`'s form, `sim`, `kernel`).
         #[arg(long)]
         json: bool,
-        /// Write each run's summary.json, plots and Flent file under DIR/<run>/.
+        /// Write each run's summary.json, plots and Flent file under DIR/RUN/.
         #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
         /// Also run it in the reference kernel (Linux's own qdiscs, QEMU) and report both.
