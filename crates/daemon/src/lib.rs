@@ -21,6 +21,7 @@ pub mod netlink;
 pub mod privs;
 pub mod probe;
 pub mod run;
+pub mod service;
 
 pub use config::DaemonConfig;
 pub use run::{Daemon, Exit};

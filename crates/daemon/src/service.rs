@@ -1,0 +1,90 @@
+//! The daemon's entry points as a service: validate a configuration ([`check`]), run until
+//! signalled ([`run`]), and serve as a UDP reflector ([`reflector`]). Shared by `purple control`
+//! / `purple reflector` and the small router binary `purple-control`, so both behave alike.
+
+use crate::{Daemon, DaemonConfig, Exit};
+use serde_json::json;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// `purple control --check`: validates `path`; the error names the option and what it accepts.
+pub fn check(path: &Path) -> Result<String, String> {
+    let c = DaemonConfig::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let d = c.dirs();
+    Ok(format!(
+        "{}: OK\n  algorithm {}\n  download {} {}..{} Mbit/s (base {}, safe {})\n  upload   {} {}..{} Mbit/s (base {}, safe {})\n  {} reflectors, {} active, {} probes/s; actuator {:?}\n",
+        path.display(),
+        c.algorithm.name(),
+        d.down.iface(), d.down.min_mbit, d.down.max(), d.down.base_mbit, d.down.safe(),
+        d.up.iface(), d.up.min_mbit, d.up.max(), d.up.base_mbit, d.up.safe(),
+        c.probe.reflectors.len(), c.probe.active.min(c.probe.reflectors.len()), c.probe.rate_hz,
+        c.actuator.kind,
+    ))
+}
+
+/// `purple control --config FILE`: runs until SIGTERM/SIGINT (then sets the safe rates and
+/// exits); SIGHUP reloads the file (a bad file is logged and the running configuration kept).
+pub fn run(path: &Path, dry_run: bool) -> Result<String, String> {
+    let mut cfg = DaemonConfig::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let reload = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
+        .map_err(|e| e.to_string())?;
+    let mut d = Daemon::new(cfg.clone(), dry_run).map_err(|e| format!("start: {e}"))?;
+    // Sockets are open: drop to the configured user, keeping CAP_NET_RAW and CAP_NET_ADMIN.
+    // The process is still single-threaded here (privs::drop_to requires it).
+    if !cfg.user.is_empty() {
+        crate::privs::drop_to(&cfg.user).map_err(|e| format!("user {}: {e}", cfg.user))?;
+        d.log_event(json!({"event": "privileges", "user": cfg.user,
+            "kept": ["CAP_NET_RAW", "CAP_NET_ADMIN"]}));
+    } else if crate::privs::is_root() {
+        d.log_event(json!({"event": "privileges", "warning":
+            "running as root with all capabilities: set `user` to drop to CAP_NET_RAW + CAP_NET_ADMIN"}));
+    }
+    loop {
+        match d.run(&stop, &reload, None).map_err(|e| e.to_string())? {
+            Exit::Stop => {
+                d.restore_safe();
+                return Ok(String::new());
+            }
+            Exit::Reload => match DaemonConfig::load(path) {
+                Ok(new) => {
+                    // The user switch happened once; a changed `user` needs a restart.
+                    let new = DaemonConfig {
+                        user: cfg.user.clone(),
+                        ..new
+                    };
+                    match d.reload(new.clone(), dry_run) {
+                        Ok(()) => {
+                            cfg = new;
+                            d.log_event(json!({"event": "reloaded"}));
+                        }
+                        Err(e) => d.log_event(json!({"event": "reload-failed",
+                            "error": e.to_string()})),
+                    }
+                }
+                Err(e) => d.log_event(json!({"event": "reload-failed", "error": e.to_string()})),
+            },
+        }
+    }
+}
+
+/// Serves on `bind:port` until SIGTERM/SIGINT; at most `max_pps` replies per second.
+pub fn reflector(bind: &str, port: u16, max_pps: u32) -> Result<String, String> {
+    let addr: std::net::IpAddr = bind.parse().map_err(|e| format!("--bind {bind}: {e}"))?;
+    let sock = std::net::UdpSocket::bind((addr, port)).map_err(|e| format!("bind: {e}"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+    }
+    eprintln!(
+        "purple reflector: listening on {}",
+        sock.local_addr().map_err(|e| e.to_string())?
+    );
+    let n = crate::probe::udp::serve(&sock, max_pps, &stop).map_err(|e| e.to_string())?;
+    Ok(format!("purple reflector: {n} replies\n"))
+}
