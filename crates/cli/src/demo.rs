@@ -386,10 +386,7 @@ pub fn tracking(r: &lab::LabRun, load_s: f64) -> Option<Tracking> {
     let bin = r.summary.bin_s;
     let cap = &r.capacity_down_mbit;
     let mid = |k: usize| (k as f64 + 0.5) * bin;
-    let from = cap
-        .iter()
-        .enumerate()
-        .position(|(k, _)| mid(k) >= load_s)?;
+    let from = cap.iter().enumerate().position(|(k, _)| mid(k) >= load_s)?;
     let (mut sum, mut n, mut below) = (0.0, 0usize, 0usize);
     let mut reactions = Vec::new();
     let mut drops = 0;
@@ -424,7 +421,10 @@ pub fn tracking(r: &lab::LabRun, load_s: f64) -> Option<Tracking> {
         below_capacity: below as f64 / n as f64,
         drops,
         drops_followed: reactions.len(),
-        reaction_median_s: reactions.get(reactions.len() / 2).copied().unwrap_or(f64::NAN),
+        reaction_median_s: reactions
+            .get(reactions.len() / 2)
+            .copied()
+            .unwrap_or(f64::NAN),
         reaction_max_s: reactions.last().copied().unwrap_or(f64::NAN),
     })
 }
@@ -479,11 +479,16 @@ pub struct LabDemo {
 }
 
 /// Runs every radio contender in the lab (root needed).
-pub fn compute_lab(o: &LabDemoOpts, progress: &mut dyn FnMut(&str, f64)) -> Result<LabDemo, String> {
+pub fn compute_lab(
+    o: &LabDemoOpts,
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<LabDemo, String> {
     if !lab::ns::is_root() {
-        return Err("purple demo --lab needs root (it builds network namespaces): run it as root, \
+        return Err(
+            "purple demo --lab needs root (it builds network namespaces): run it as root, \
                     e.g. `sudo purple demo --lab`"
-            .into());
+                .into(),
+        );
     }
     let scn = lab::scenario::find("radio").ok_or("the lab has no radio scenario")?;
     let seconds = o.seconds.unwrap_or(30.0);
@@ -500,9 +505,11 @@ pub fn compute_lab(o: &LabDemoOpts, progress: &mut dyn FnMut(&str, f64)) -> Resu
         s => s,
     };
     let lab::DelayStage::Linkem(bin) = &stage else {
-        return Err("purple demo --lab needs `purple linkem` (this binary lacks it; set \
+        return Err(
+            "purple demo --lab needs `purple linkem` (this binary lacks it; set \
                     PURPLE_LINKEM_BIN to a purple binary that has it)"
-            .into());
+                .into(),
+        );
     };
     let mut opts = lab::LabOpts::new(seconds, stage.clone());
     opts.purple_bin = Some(bin.clone());
@@ -511,10 +518,12 @@ pub fn compute_lab(o: &LabDemoOpts, progress: &mut dyn FnMut(&str, f64)) -> Resu
     let warm = (seconds / 6.0).min(5.0);
     let mut rows = Vec::new();
     for c in &scn.contenders {
-        let run_dir = o
-            .out
-            .as_ref()
-            .map(|d| d.join(crate::plots::file_stem(&format!("radio {} {}", test.name, c.name))));
+        let run_dir = o.out.as_ref().map(|d| {
+            d.join(crate::plots::file_stem(&format!(
+                "radio {} {}",
+                test.name, c.name
+            )))
+        });
         opts.control_dir = run_dir.clone();
         let r = lab::run_one(&scn, c, &test, &opts, &mut |f| progress(c.name, f))
             .map_err(|e| format!("radio {}: {e}", c.name))?;
@@ -595,7 +604,13 @@ pub fn lab_json(d: &LabDemo) -> Value {
 /// The download rate a contender shapes to at `t` (s since the run's epoch), Mbit/s: the
 /// daemon's decision, the static CAKE's rate, NaN when unshaped.
 fn shaped_rate(d: &LabDemo, r: &LabRow, t: f64) -> f64 {
-    match (&r.run.control, d.scenario.contenders.iter().find(|c| c.name == r.run.contender)) {
+    match (
+        &r.run.control,
+        d.scenario
+            .contenders
+            .iter()
+            .find(|c| c.name == r.run.contender),
+    ) {
         (Some(c), _) => c.down_rate_at(t).unwrap_or(f64::NAN),
         (None, Some(c)) if matches!(c.shape, lab::scenario::Shape::Cake(_)) => {
             d.scenario.down_bit_s as f64 / 1e6

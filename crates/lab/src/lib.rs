@@ -555,7 +555,8 @@ pub fn run_one(
     }
     let t = Topo::build()?;
     let (mut delay_proc, delay_stage, delay_started) = start_delay(scn, &t, &opts.delay)?;
-    let ctl_sock = algorithm.map(|_| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
+    let ctl_sock =
+        algorithm.map(|_| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
     let bridge = match opts.router {
         RouterStage::Purple => Some(start_bridge(
             &t,
