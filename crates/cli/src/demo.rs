@@ -322,3 +322,541 @@ pub fn run(o: &DemoOpts) -> Result<String, String> {
     }
     Ok(s)
 }
+
+// ---------------------------------------------------------------------------------------------
+// `purple demo --lab`: the same comparison in the namespace lab with real kernel TCP.
+// ---------------------------------------------------------------------------------------------
+
+/// What `purple demo --lab` runs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LabDemoOpts {
+    /// Seconds of load per contender (`None`: 30).
+    pub seconds: Option<f64>,
+    /// Print JSON instead of text.
+    pub json: bool,
+    /// Where per-run outputs, the daemon logs, plots and `results.json` go (`None`: nothing
+    /// written except the daemon logs, which go to the temporary directory).
+    pub out: Option<PathBuf>,
+}
+
+/// The probe whose RTT is the lab demo's loaded latency.
+const LAB_PROBE: &str = "Ping (ms) UDP BE";
+
+/// One contender of the lab demo, reduced to the slides' figures.
+#[derive(Debug)]
+pub struct LabRow {
+    /// The run as measured.
+    pub run: lab::LabRun,
+    /// Loaded latency (probe RTT minus its idle median) after the warm-up, ms.
+    pub latency: experiments::c::closed_loop::LatencyStats,
+    /// Loaded-latency samples after the warm-up, ms.
+    pub samples: Vec<f64>,
+    /// Mean downlink capacity over the steady window, Mbit/s (NaN without the emulator).
+    pub capacity_down: f64,
+    /// Shaped-rate tracking, for the daemon contenders.
+    pub tracking: Option<Tracking>,
+}
+
+/// How a daemon's download rate followed the emulator's capacity during the load.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Tracking {
+    /// Mean shaped download rate, Mbit/s.
+    pub mean_rate_mbit: f64,
+    /// Share of the load's 100 ms bins where the shaped rate was at or below the capacity.
+    pub below_capacity: f64,
+    /// Capacity drops seen during the load.
+    pub drops: usize,
+    /// Of those, how many the rate went below the new capacity before the next change.
+    pub drops_followed: usize,
+    /// Median seconds from a drop until the rate was below the new capacity (NaN if none).
+    pub reaction_median_s: f64,
+    /// Slowest such reaction, s (NaN if none).
+    pub reaction_max_s: f64,
+}
+
+/// The times (s since the run's epoch) of the bins' ends, the series' x axis.
+fn bin_times(r: &lab::LabRun) -> Vec<f64> {
+    let n = r.capacity_down_mbit.len();
+    (0..n).map(|k| (k + 1) as f64 * r.summary.bin_s).collect()
+}
+
+/// How the daemon's shaped rate followed the capacity from `load_s` on.
+pub fn tracking(r: &lab::LabRun, load_s: f64) -> Option<Tracking> {
+    let c = r.control.as_ref()?;
+    let bin = r.summary.bin_s;
+    let cap = &r.capacity_down_mbit;
+    let mid = |k: usize| (k as f64 + 0.5) * bin;
+    let from = cap.iter().enumerate().position(|(k, _)| mid(k) >= load_s)?;
+    let (mut sum, mut n, mut below) = (0.0, 0usize, 0usize);
+    let mut reactions = Vec::new();
+    let mut drops = 0;
+    for k in from..cap.len() {
+        let Some(rate) = c.down_rate_at(mid(k)) else {
+            continue;
+        };
+        sum += rate;
+        n += 1;
+        if rate <= cap[k] + 1e-9 {
+            below += 1;
+        }
+        if k > from && cap[k] < cap[k - 1] {
+            drops += 1;
+            // Until the next capacity change: the first bin whose rate is below the capacity.
+            let mut j = k;
+            while j < cap.len() && cap[j] == cap[k] {
+                if c.down_rate_at(mid(j)).is_some_and(|r| r <= cap[k]) {
+                    reactions.push((j - k) as f64 * bin);
+                    break;
+                }
+                j += 1;
+            }
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    reactions.sort_by(f64::total_cmp);
+    Some(Tracking {
+        mean_rate_mbit: sum / n as f64,
+        below_capacity: below as f64 / n as f64,
+        drops,
+        drops_followed: reactions.len(),
+        reaction_median_s: reactions
+            .get(reactions.len() / 2)
+            .copied()
+            .unwrap_or(f64::NAN),
+        reaction_max_s: reactions.last().copied().unwrap_or(f64::NAN),
+    })
+}
+
+/// Reduces one lab run to the demo's figures (`warm_s`: seconds of load skipped).
+pub fn lab_row(run: lab::LabRun, idle_s: f64, warm_s: f64) -> LabRow {
+    let base = run.induced(LAB_PROBE).map_or(0.0, |i| i.base_ms);
+    // The probe sends every 100 ms: skip the warm-up's worth of samples.
+    let skip = (warm_s * 10.0).round() as usize;
+    let samples: Vec<f64> = run
+        .summary
+        .flows
+        .iter()
+        .find(|f| f.name == LAB_PROBE)
+        .map(|f| {
+            f.latency_samples_ms
+                .iter()
+                .skip(skip)
+                .map(|l| (l - base).max(0.0))
+                .collect()
+        })
+        .unwrap_or_default();
+    let bin = run.summary.bin_s;
+    let from = ((idle_s + warm_s) / bin).round() as usize;
+    let steady: Vec<f64> = run.capacity_down_mbit.iter().skip(from).copied().collect();
+    let capacity_down = if steady.is_empty() {
+        f64::NAN
+    } else {
+        steady.iter().sum::<f64>() / steady.len() as f64
+    };
+    let tracking = tracking(&run, idle_s);
+    LabRow {
+        latency: experiments::c::closed_loop::LatencyStats::of(&samples),
+        samples,
+        capacity_down,
+        tracking,
+        run,
+    }
+}
+
+/// The lab demo's results.
+#[derive(Debug)]
+pub struct LabDemo {
+    /// The lab scenario (radio).
+    pub scenario: lab::scenario::Scenario,
+    /// Seconds of load per contender.
+    pub seconds: f64,
+    /// Seconds of idle probing before the load.
+    pub idle_s: f64,
+    /// The rows, in the scenario's contender order.
+    pub rows: Vec<LabRow>,
+}
+
+/// Runs every radio contender in the lab (root needed).
+pub fn compute_lab(
+    o: &LabDemoOpts,
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<LabDemo, String> {
+    if !lab::ns::is_root() {
+        return Err(
+            "purple demo --lab needs root (it builds network namespaces): run it as root, \
+                    e.g. `sudo purple demo --lab`"
+                .into(),
+        );
+    }
+    let scn = lab::scenario::find("radio").ok_or("the lab has no radio scenario")?;
+    let seconds = o.seconds.unwrap_or(30.0);
+    if !(5.0..=3600.0).contains(&seconds) {
+        return Err(format!("--seconds {seconds}: accepted 5 ..= 3600"));
+    }
+    let exe = std::env::current_exe().ok();
+    let stage = match lab::DelayStage::detect(exe.as_deref()) {
+        lab::DelayStage::Passthrough => lab::DelayStage::detect(
+            std::env::var_os("PURPLE_LINKEM_BIN")
+                .map(PathBuf::from)
+                .as_deref(),
+        ),
+        s => s,
+    };
+    let lab::DelayStage::Linkem(bin) = &stage else {
+        return Err(
+            "purple demo --lab needs `purple linkem` (this binary lacks it; set \
+                    PURPLE_LINKEM_BIN to a purple binary that has it)"
+                .into(),
+        );
+    };
+    let mut opts = lab::LabOpts::new(seconds, stage.clone());
+    opts.purple_bin = Some(bin.clone());
+    lab::ns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
+    let test = scn.tests.first().cloned().ok_or("the radio has no test")?;
+    let warm = (seconds / 6.0).min(5.0);
+    let mut rows = Vec::new();
+    for c in &scn.contenders {
+        let run_dir = o.out.as_ref().map(|d| {
+            d.join(crate::plots::file_stem(&format!(
+                "radio {} {}",
+                test.name, c.name
+            )))
+        });
+        opts.control_dir = run_dir.clone();
+        let r = lab::run_one(&scn, c, &test, &opts, &mut |f| progress(c.name, f))
+            .map_err(|e| format!("radio {}: {e}", c.name))?;
+        if let Some(d) = &run_dir {
+            crate::sim_cmd::write_outputs(&r.summary, &crate::lab::run_json(&r), d)?;
+        }
+        rows.push(lab_row(r, opts.idle_seconds, warm));
+    }
+    Ok(LabDemo {
+        scenario: scn,
+        seconds,
+        idle_s: opts.idle_seconds,
+        rows,
+    })
+}
+
+fn nan_null(x: f64) -> Value {
+    if x.is_finite() {
+        json!(x)
+    } else {
+        Value::Null
+    }
+}
+
+/// The lab demo as JSON: `{"scenario","title","seconds","contenders":[{"name","latency_ms":
+/// {n,mean,median,min,max,std,p95,p99},"throughput_mbit":{down,up},"capacity_mbit":{down},
+/// "share","tracking","daemon_log","warnings","series":{"t","capacity","shaped_rate",
+/// "throughput","latency_ms"}}]}` (series per 100 ms bin, Mbit/s; `null` where none).
+pub fn lab_json(d: &LabDemo) -> Value {
+    let rows: Vec<Value> = d
+        .rows
+        .iter()
+        .map(|r| {
+            let t = bin_times(&r.run);
+            let rate: Vec<Value> = t
+                .iter()
+                .map(|&x| nan_null(shaped_rate(d, r, x - r.run.summary.bin_s / 2.0)))
+                .collect();
+            let thr: Vec<Value> = r
+                .run
+                .summary
+                .links
+                .get(1)
+                .map(|l| l.tx_bps.iter().map(|b| nan_null(b / 1e6)).collect())
+                .unwrap_or_default();
+            let lat: Vec<Value> = r
+                .run
+                .summary
+                .flows
+                .iter()
+                .find(|f| f.name == LAB_PROBE)
+                .map(|f| f.series.latency_ms.iter().map(|v| json!(v)).collect())
+                .unwrap_or_default();
+            json!({
+                "name": r.run.contender,
+                "latency_ms": r.latency,
+                "throughput_mbit": {"down": r.run.down_mbit, "up": r.run.up_mbit},
+                "capacity_mbit": {"down": nan_null(r.capacity_down)},
+                "share": nan_null(r.run.down_mbit / r.capacity_down),
+                "tracking": r.tracking,
+                "daemon_log": r.run.control.as_ref().map(|c| c.log.display().to_string()),
+                "warnings": r.run.warnings,
+                "series": {"t": t, "capacity": r.run.capacity_down_mbit, "shaped_rate": rate,
+                    "throughput": thr, "latency_ms": lat},
+            })
+        })
+        .collect();
+    json!({
+        "scenario": d.scenario.name,
+        "title": d.scenario.title,
+        "seconds": d.seconds,
+        "idle_seconds": d.idle_s,
+        "probe": LAB_PROBE,
+        "contenders": rows,
+    })
+}
+
+/// The download rate a contender shapes to at `t` (s since the run's epoch), Mbit/s: the
+/// daemon's decision, the static CAKE's rate, NaN when unshaped.
+fn shaped_rate(d: &LabDemo, r: &LabRow, t: f64) -> f64 {
+    match (
+        &r.run.control,
+        d.scenario
+            .contenders
+            .iter()
+            .find(|c| c.name == r.run.contender),
+    ) {
+        (Some(c), _) => c.down_rate_at(t).unwrap_or(f64::NAN),
+        (None, Some(c)) if matches!(c.shape, lab::scenario::Shape::Cake(_)) => {
+            d.scenario.down_bit_s as f64 / 1e6
+        }
+        _ => f64::NAN,
+    }
+}
+
+/// The lab demo as text: the slides' table and the shaped-rate tracking.
+pub fn lab_text(d: &LabDemo) -> String {
+    let mut s = format!(
+        "purple demo --lab: {}\n{:.0} s of load per contender after {:.0} s idle; real kernel TCP \
+         (CUBIC, ECN) through our bridge and `purple linkem` in network namespaces.\n\
+         Loaded latency = UDP probe RTT (every 100 ms) minus its idle median, ms, after the first \
+         {:.1} s of load; throughput = TCP goodput, Mbit/s; share = download / mean capacity.\n\n",
+        d.scenario.title,
+        d.seconds,
+        d.idle_s,
+        (d.seconds / 6.0).min(5.0)
+    );
+    let mut t = experiments::Table::new(&[
+        "contender",
+        "mean",
+        "median",
+        "min",
+        "max",
+        "std",
+        "p95",
+        "p99",
+        "down Mbit/s",
+        "up Mbit/s",
+        "share",
+        "seed (slides)",
+    ]);
+    for r in &d.rows {
+        let l = &r.latency;
+        let f2 = |x: f64| format!("{x:.2}");
+        t.row(vec![
+            r.run.contender.clone(),
+            f2(l.mean),
+            f2(l.median),
+            f2(l.min),
+            f2(l.max),
+            f2(l.std),
+            f2(l.p95),
+            f2(l.p99),
+            format!("{:.1}", r.run.down_mbit),
+            format!("{:.1}", r.run.up_mbit),
+            format!("{:.0}%", 100.0 * r.run.down_mbit / r.capacity_down),
+            lab::scenario::seed_figure("radio", &r.run.contender, "").to_string(),
+        ]);
+    }
+    s.push_str(&t.to_text());
+    let mut tt = experiments::Table::new(&[
+        "daemon contender",
+        "mean rate",
+        "rate <= capacity",
+        "drops followed",
+        "reaction median s",
+        "reaction max s",
+        "actuator errors",
+    ]);
+    let mut any = false;
+    for r in &d.rows {
+        if let (Some(k), Some(c)) = (&r.tracking, &r.run.control) {
+            any = true;
+            tt.row(vec![
+                r.run.contender.clone(),
+                format!("{:.1}", k.mean_rate_mbit),
+                format!("{:.0}%", 100.0 * k.below_capacity),
+                format!("{}/{}", k.drops_followed, k.drops),
+                format!("{:.1}", k.reaction_median_s),
+                format!("{:.1}", k.reaction_max_s),
+                c.actuator_errors.to_string(),
+            ]);
+        }
+    }
+    if any {
+        let _ = write!(
+            s,
+            "\nShaped-rate tracking (download; capacity steps {}):\n{}",
+            match d.scenario.capacity {
+                lab::scenario::Capacity::Steps {
+                    down_bit_s,
+                    period_s,
+                    ..
+                } => format!(
+                    "{}/{} Mbit/s every {period_s} s",
+                    down_bit_s[0] / 1_000_000,
+                    down_bit_s[1] / 1_000_000
+                ),
+                lab::scenario::Capacity::Fixed { down_bit_s, .. } => {
+                    format!("fixed {} Mbit/s", down_bit_s / 1_000_000)
+                }
+            },
+            tt.to_text()
+        );
+    }
+    for r in &d.rows {
+        for w in &r.run.warnings {
+            let _ = writeln!(s, "warning: {}: {w}", r.run.contender);
+        }
+        if let Some(c) = &r.run.control {
+            let _ = writeln!(s, "{}: decision log {}", r.run.contender, c.log.display());
+        }
+    }
+    s
+}
+
+fn write_lab_plots(d: &LabDemo, dir: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut files = Vec::new();
+    let mut all_rates = Vec::new();
+    for (i, r) in d.rows.iter().enumerate() {
+        let t = bin_times(&r.run);
+        let half = r.run.summary.bin_s / 2.0;
+        let cap: Vec<(f64, f64)> = t
+            .iter()
+            .zip(&r.run.capacity_down_mbit)
+            .map(|(&x, &c)| (x - half, c))
+            .collect();
+        let rate: Vec<(f64, f64)> = t
+            .iter()
+            .map(|&x| (x - half, shaped_rate(d, r, x - half)))
+            .collect();
+        let thr: Vec<(f64, f64)> = r
+            .run
+            .summary
+            .links
+            .get(1)
+            .map(|l| {
+                t.iter()
+                    .zip(&l.tx_bps)
+                    .map(|(&x, b)| (x - half, b / 1e6))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if i == 0 {
+            all_rates.push(Line {
+                name: "capacity".into(),
+                points: cap.clone(),
+                thin: false,
+            });
+        }
+        if r.run.control.is_some() {
+            all_rates.push(Line {
+                name: r.run.contender.clone(),
+                points: rate.clone(),
+                thin: true,
+            });
+        }
+        let lines = vec![
+            Line {
+                name: "capacity".into(),
+                points: cap,
+                thin: false,
+            },
+            Line {
+                name: "shaped rate".into(),
+                points: rate,
+                thin: false,
+            },
+            Line {
+                name: "throughput".into(),
+                points: thr,
+                thin: true,
+            },
+        ];
+        let stem = format!("{:02}-{}-rates", i + 1, file_stem(&r.run.contender));
+        files.extend(write_lines(
+            dir,
+            &stem,
+            &format!("lab radio: {} download", r.run.contender),
+            ("time (s)", "Mbit/s"),
+            &lines,
+            None,
+        )?);
+    }
+    files.extend(write_lines(
+        dir,
+        "shaped-rates",
+        "lab radio: capacity and the daemons' shaped rates (download)",
+        ("time (s)", "Mbit/s"),
+        &all_rates,
+        None,
+    )?);
+    let lines: Vec<Line> = d
+        .rows
+        .iter()
+        .map(|r| Line {
+            name: r.run.contender.clone(),
+            points: cdf_points(&r.samples),
+            thin: false,
+        })
+        .collect();
+    files.extend(write_lines(
+        dir,
+        "latency-cdf",
+        "lab radio: loaded latency CDF (UDP probe)",
+        ("loaded latency (ms)", "fraction of probes"),
+        &lines,
+        Some((0.0, 1.0)),
+    )?);
+    Ok(files)
+}
+
+/// Runs `purple demo --lab` and returns what to print.
+pub fn run_lab(o: &LabDemoOpts) -> Result<String, String> {
+    use std::io::IsTerminal;
+    let show = !o.json && std::io::stderr().is_terminal();
+    let mut last = String::new();
+    let d = compute_lab(o, &mut |name, f| {
+        if show {
+            let line = format!("{name}: {:3.0}%", f * 100.0);
+            if line != last {
+                eprint!("\r{line}   ");
+                last = line;
+            }
+        }
+    })?;
+    if show {
+        eprintln!();
+    }
+    let mut files = Vec::new();
+    if let Some(dir) = &o.out {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        files = write_lab_plots(&d, dir)?;
+        let j = dir.join("results.json");
+        let text = serde_json::to_string_pretty(&lab_json(&d)).map_err(|e| e.to_string())?;
+        std::fs::write(&j, text).map_err(|e| format!("{}: {e}", j.display()))?;
+        files.push(j);
+    }
+    if o.json {
+        let mut v = lab_json(&d);
+        if let (Some(dir), Some(m)) = (&o.out, v.as_object_mut()) {
+            m.insert("out".into(), json!(dir.display().to_string()));
+        }
+        return Ok(format!("{v}\n"));
+    }
+    let mut s = lab_text(&d);
+    if let Some(dir) = &o.out {
+        let _ = writeln!(
+            s,
+            "\nwrote {} files into {} (per-run outputs and daemon logs in its subdirectories)",
+            files.len(),
+            dir.display()
+        );
+    }
+    Ok(s)
+}

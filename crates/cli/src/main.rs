@@ -157,6 +157,11 @@ struct DemoArgs {
     /// Write no files.
     #[arg(long)]
     no_out: bool,
+    /// Run the comparison in the namespace lab instead (real kernel TCP through our bridge,
+    /// `purple linkem`, `purple reflector` and `purple control`; the radio only; root needed).
+    /// Files go into DIR/lab/; --seconds is seconds of load per contender (default 30).
+    #[arg(long)]
+    lab: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -348,6 +353,17 @@ fn main() {
                 }),
             ..
         }) => match cake_demo::run(&args, seconds, seed, json) {
+            Ok(out) => print!("{out}"),
+            Err(e) => {
+                eprintln!("{e}");
+                std::process::exit(2);
+            }
+        },
+        Command::Demo(a) if a.lab => match demo::run_lab(&demo::LabDemoOpts {
+            seconds: a.seconds,
+            json: a.json,
+            out: (!a.no_out).then(|| a.out.join("lab")),
+        }) {
             Ok(out) => print!("{out}"),
             Err(e) => {
                 eprintln!("{e}");

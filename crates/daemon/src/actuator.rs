@@ -48,10 +48,10 @@ impl Actuator for Netlink {
     }
 }
 
-/// Speaks `purple bridge`'s control protocol: one line `set-bandwidth egress|ingress RATE\n`
-/// per change (RATE in bit/s followed by `bit`), answered by one line starting `ok` or `error`.
-/// Upload is the bridge's egress, download its ingress. Reconnects on every change that finds
-/// the connection broken.
+/// Speaks `purple bridge`'s control protocol: one connection per change carrying one line
+/// `set-bandwidth egress|ingress RATE\n` (RATE in bit/s followed by `bit`), answered by one
+/// line (e.g. `ingress bandwidth 20Mbit`; a failure starts with `error`) and end-of-stream.
+/// Upload is the bridge's egress, download its ingress.
 #[derive(Debug)]
 pub struct Bridge {
     path: std::path::PathBuf,
@@ -90,16 +90,19 @@ impl Bridge {
         };
         c.get_mut().write_all(line.as_bytes())?;
         let mut reply = String::new();
-        if c.read_line(&mut reply)? == 0 {
+        let n = c.read_line(&mut reply);
+        // The bridge answers one command per connection and then closes it.
+        self.conn = None;
+        if n? == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "bridge closed",
             ));
         }
-        if reply.starts_with("ok") {
-            Ok(())
-        } else {
+        if reply.starts_with("error") {
             Err(io::Error::other(format!("bridge: {}", reply.trim())))
+        } else {
+            Ok(())
         }
     }
 }
@@ -232,11 +235,12 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("purple-bridge-{}", std::process::id()));
         let _ = std::fs::remove_file(&dir);
         let l = std::os::unix::net::UnixListener::bind(&dir).unwrap();
+        // Like `purple bridge`: one command per connection, one answer, then end-of-stream.
         let h = std::thread::spawn(move || {
-            let (s, _) = l.accept().unwrap();
-            let mut r = io::BufReader::new(s);
             let mut lines = Vec::new();
-            for reply in ["ok\n", "error: nope\n"] {
+            for reply in ["ingress bandwidth 20Mbit\n", "error: nope\n"] {
+                let (s, _) = l.accept().unwrap();
+                let mut r = io::BufReader::new(s);
                 let mut line = String::new();
                 r.read_line(&mut line).unwrap();
                 lines.push(line);

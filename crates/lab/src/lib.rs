@@ -28,6 +28,7 @@
 //! [`DelayStage::Passthrough`] (no delay: the host kernel has no netem, and until `purple
 //! linkem` is merged the base RTT is ~0.2 ms instead of the seeds' 90 ms).
 
+pub mod control;
 pub mod kernel;
 pub mod ns;
 pub mod scenario;
@@ -108,6 +109,12 @@ pub struct LabOpts {
     pub cc: &'static str,
     /// The router stage.
     pub router: RouterStage,
+    /// The `purple` binary that runs `purple control` and `purple reflector` for the
+    /// controlled contenders (`None`: the link emulator's binary, if that is `purple linkem`).
+    pub purple_bin: Option<PathBuf>,
+    /// Where a controlled contender's daemon configuration and decision log go (`None`: a
+    /// directory `purple-lab/<run>` under the system's temporary directory, kept after the run).
+    pub control_dir: Option<PathBuf>,
 }
 
 impl LabOpts {
@@ -119,6 +126,8 @@ impl LabOpts {
             delay,
             cc: "cubic",
             router: RouterStage::Purple,
+            purple_bin: None,
+            control_dir: None,
         }
     }
 }
@@ -159,6 +168,12 @@ pub struct LabRun {
     pub warnings: Vec<String>,
     /// The namespaces it used (all deleted by the time the run is returned).
     pub namespaces: Vec<String>,
+    /// The link emulator's downlink capacity per 100 ms bin of the series (Mbit/s, at each
+    /// bin's middle, aligned with the summary's series to within the emulator's start-up time,
+    /// tens of ms); empty without `purple linkem`.
+    pub capacity_down_mbit: Vec<f64>,
+    /// What the `purple control` daemon did, for the controlled contenders.
+    pub control: Option<control::ControlTrace>,
 }
 
 impl LabRun {
@@ -233,7 +248,7 @@ fn start_delay(
     scn: &Scenario,
     t: &Topo,
     stage: &DelayStage,
-) -> Result<(Option<Proc>, String), String> {
+) -> Result<(Option<Proc>, String, Option<std::time::Instant>), String> {
     match stage {
         DelayStage::Passthrough => {
             if scn.needs_linkem {
@@ -246,6 +261,7 @@ fn start_delay(
             Ok((
                 None,
                 "kernel bridge (no delay: purple linkem absent)".into(),
+                None,
             ))
         }
         DelayStage::Netem => {
@@ -269,6 +285,7 @@ fn start_delay(
             Ok((
                 None,
                 format!("kernel netem, {} ms each way", scn.one_way_ms),
+                None,
             ))
         }
         DelayStage::Linkem(bin) => {
@@ -317,6 +334,9 @@ fn start_delay(
             ]);
             let a: Vec<&str> = args.iter().map(String::as_str).collect();
             let bin = bin.display().to_string();
+            // The lab is the I/O boundary: its clock anchors the emulator's trace.
+            #[allow(clippy::disallowed_methods)]
+            let started = std::time::Instant::now();
             let mut p = t.linkem.spawn(&bin, &a, true)?;
             std::thread::sleep(Duration::from_millis(300));
             if let Some(s) = p.exited() {
@@ -328,6 +348,7 @@ fn start_delay(
             Ok((
                 Some(p),
                 format!("purple linkem, {} ms each way", scn.one_way_ms),
+                Some(started),
             ))
         }
     }
@@ -368,7 +389,7 @@ fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result
     let rate = format!("{}kbit", rate_bit_s / 1000);
     let tc = |args: &[&str]| ns.exec("tc", args);
     match c.shape {
-        scenario::Shape::Cake(a) => {
+        scenario::Shape::Cake(a) | scenario::Shape::Controlled { cake: a, .. } => {
             let mut v = vec![
                 "qdisc",
                 "add",
@@ -428,14 +449,19 @@ type BridgeHandle = (
 );
 
 /// Starts our bridge in the router namespace; the thread returns the bridge's stats JSON.
-fn start_bridge(t: &Topo, egress: String, ingress: String) -> Result<BridgeHandle, String> {
+fn start_bridge(
+    t: &Topo,
+    egress: String,
+    ingress: String,
+    ctl_path: Option<PathBuf>,
+) -> Result<BridgeHandle, String> {
     let cfg = dataplane::BridgeConfig {
         if_a: "r0".into(),
         if_b: "r1".into(),
         egress,
         ingress,
         name: format!("{}-router", t.prefix),
-        ctl_path: None,
+        ctl_path,
         seed: 1,
     };
     let path = t.router.path();
@@ -505,13 +531,38 @@ pub fn run_one(
     if !ns::is_root() {
         return Err("the lab needs root (network namespaces)".into());
     }
+    let algorithm = match contender.shape {
+        scenario::Shape::Controlled { algorithm, .. } => Some(algorithm),
+        _ => None,
+    };
+    let daemon_bin = match (&opts.purple_bin, &opts.delay) {
+        (Some(b), _) | (None, DelayStage::Linkem(b)) => Some(b.clone()),
+        _ => None,
+    };
+    if algorithm.is_some() {
+        if opts.router == RouterStage::Kernel {
+            return Err(format!(
+                "{}: the daemon contenders run with our bridge only",
+                contender.name
+            ));
+        }
+        if daemon_bin.is_none() {
+            return Err(format!(
+                "{} needs the `purple` binary (purple control, purple reflector)",
+                contender.name
+            ));
+        }
+    }
     let t = Topo::build()?;
-    let (mut delay_proc, delay_stage) = start_delay(scn, &t, &opts.delay)?;
+    let (mut delay_proc, delay_stage, delay_started) = start_delay(scn, &t, &opts.delay)?;
+    let ctl_sock =
+        algorithm.map(|_| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
     let bridge = match opts.router {
         RouterStage::Purple => Some(start_bridge(
             &t,
             contender.tc(scn.up_bit_s),
             contender.tc(scn.down_bit_s),
+            ctl_sock.clone(),
         )?),
         RouterStage::Kernel => {
             tc_wire(&t.router, "r0", "r1")?;
@@ -521,9 +572,37 @@ pub fn run_one(
             None
         }
     };
+    let daemon = match (algorithm, &daemon_bin, &ctl_sock) {
+        (Some(alg), Some(bin), Some(sock)) => {
+            let dir = opts.control_dir.clone().unwrap_or_else(|| {
+                std::env::temp_dir()
+                    .join("purple-lab")
+                    .join(format!("{}-{}", t.prefix, contender.short))
+            });
+            let addr = format!("{}/24", control::ROUTER);
+            let started = t
+                .router
+                .ip(&["addr", "add", &addr, "dev", "r1"])
+                .and_then(|()| control::start(scn, alg, bin, &t.router, &t.server, sock, &dir));
+            match started {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    if let Some((stopper, h)) = bridge {
+                        stopper.stop();
+                        let _ = h.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        _ => None,
+    };
     let ctx = Ctx::new();
+    let epoch_wall_s = unix_now_s();
     let r = drive(scn, test, opts, &t, &ctx, progress);
     ctx.stop.store(true, Ordering::Relaxed);
+    // The daemon goes before the bridge (on SIGTERM it sets the safe rate through it).
+    let control = daemon.map(|d| d.finish(epoch_wall_s));
     let stats = match bridge {
         Some((stopper, h)) => {
             stopper.stop();
@@ -537,6 +616,36 @@ pub fn run_one(
         p.stop();
     }
     let (mut summary, meters_out, mut warnings) = r?;
+    let control = match control {
+        Some(Ok(c)) => {
+            if c.actuator_errors > 0 {
+                warnings.push(format!(
+                    "purple control: {} actuator errors (see {})",
+                    c.actuator_errors,
+                    c.log.display()
+                ));
+            }
+            Some(c)
+        }
+        Some(Err(e)) => {
+            warnings.push(e);
+            None
+        }
+        None => None,
+    };
+    let capacity_down_mbit = match delay_started {
+        Some(s) => {
+            let off = ctx.epoch.saturating_duration_since(s).as_secs_f64();
+            let n = summary.links.first().map_or(0, |l| l.tx_bps.len());
+            (0..n)
+                .map(|k| {
+                    let mid = off + (k as f64 + 0.5) * BIN.as_secs_f64();
+                    scn.capacity.down_at(mid) as f64 / 1e6
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
     match stats {
         Ok(j) => {
             if let Ok(serde_json::Value::Array(a)) = serde_json::from_str(&j) {
@@ -562,7 +671,18 @@ pub fn run_one(
         down_mbit: down,
         delay_stage,
         warnings,
+        capacity_down_mbit,
+        control,
     })
+}
+
+/// Seconds since the Unix epoch now (the decision log's `wall` is on this clock).
+// The lab is the I/O boundary: it reads the clocks.
+#[allow(clippy::disallowed_methods)]
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 type Drive = (RunSummary, (Vec<(String, Induced)>, f64, f64), Vec<String>);

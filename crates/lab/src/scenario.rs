@@ -10,6 +10,16 @@ pub enum Shape {
     Htb(&'static str),
     /// No shaper: the qdisc as given (for the radio, where the link is the bottleneck).
     Bare(&'static str),
+    /// CAKE (`cake bandwidth START ARGS`) whose rate a `purple control` daemon in the router
+    /// namespace drives, with the daemon's `algorithm` (`purple`, `cake-autorate`, ...). The
+    /// start rate is the scenario's shaper rate; the daemon's range comes from the link
+    /// emulator's capacity ([`Scenario::control_range`]).
+    Controlled {
+        /// The daemon's `algorithm` option.
+        algorithm: &'static str,
+        /// CAKE's arguments after the bandwidth.
+        cake: &'static str,
+    },
 }
 
 /// A qdisc contender.
@@ -28,7 +38,9 @@ impl Contender {
     pub fn tc(&self, rate_bit_s: u64) -> String {
         let kbit = rate_bit_s / 1000;
         match self.shape {
-            Shape::Cake(a) => format!("cake bandwidth {kbit}kbit {a}"),
+            Shape::Cake(a) | Shape::Controlled { cake: a, .. } => {
+                format!("cake bandwidth {kbit}kbit {a}")
+            }
             Shape::Htb(c) => format!("htb rate {kbit}kbit burst 15k {c}"),
             Shape::Bare(q) => q.to_string(),
         }
@@ -105,6 +117,53 @@ pub enum Capacity {
         /// Seconds each rate lasts.
         period_s: u64,
     },
+}
+
+/// The rate range (Mbit/s) a daemon is given for one direction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateRange {
+    /// `min_mbit`.
+    pub min: f64,
+    /// `base_mbit` (the start rate).
+    pub base: f64,
+    /// `max_mbit`.
+    pub max: f64,
+}
+
+impl Capacity {
+    /// The link emulator's downlink capacity (bit/s) `t` seconds after it started: the fixed
+    /// rate, or the step in force (the trace repeats every two periods).
+    pub fn down_at(&self, t: f64) -> u64 {
+        match *self {
+            Capacity::Fixed { down_bit_s, .. } => down_bit_s,
+            Capacity::Steps {
+                down_bit_s,
+                period_s,
+                ..
+            } => {
+                let k = (t.max(0.0) / period_s.max(1) as f64) as u64;
+                down_bit_s[(k % 2) as usize]
+            }
+        }
+    }
+
+    /// The uplink capacity, bit/s.
+    pub fn up(&self) -> u64 {
+        match *self {
+            Capacity::Fixed { up_bit_s, .. } | Capacity::Steps { up_bit_s, .. } => up_bit_s,
+        }
+    }
+
+    /// The highest and lowest downlink capacity, bit/s.
+    pub fn down_span(&self) -> (u64, u64) {
+        match *self {
+            Capacity::Fixed { down_bit_s, .. } => (down_bit_s, down_bit_s),
+            Capacity::Steps { down_bit_s, .. } => (
+                down_bit_s[0].min(down_bit_s[1]),
+                down_bit_s[0].max(down_bit_s[1]),
+            ),
+        }
+    }
 }
 
 /// A lab scenario.
@@ -242,6 +301,7 @@ fn radio() -> Scenario {
             name: "rrul_voip",
             flows: vec![
                 Flow::new("Ping (ms) ICMP", FlowKind::Icmp, 0),
+                Flow::new("Ping (ms) UDP BE", FlowKind::UdpPing, 0),
                 Flow::new("VoIP EF", FlowKind::VoipUp, 46),
                 Flow::new("TCP download BE", FlowKind::TcpDown, 0),
                 Flow::new("TCP download BE 2", FlowKind::TcpDown, 0),
@@ -264,9 +324,54 @@ fn radio() -> Scenario {
                 short: "fifo",
                 shape: Shape::Bare("pfifo limit 1000"),
             },
+            CAKE_PURPLE,
+            CAKE_AUTORATE,
         ],
     }
 }
+
+impl Scenario {
+    /// The `(download, upload)` rate ranges for a `purple control` contender: download from a
+    /// tenth of the highest capacity up to 5% above it, starting at the shaper rate; upload up
+    /// to the uplink capacity, starting at 90% of it.
+    pub fn control_range(&self) -> (RateRange, RateRange) {
+        let (_, hi) = self.capacity.down_span();
+        let hi = hi as f64 / 1e6;
+        let max = hi * 1.05;
+        let down = RateRange {
+            min: (hi / 10.0).max(0.1),
+            base: (self.down_bit_s as f64 / 1e6).clamp(hi / 10.0, max),
+            max,
+        };
+        let up_cap = self.capacity.up() as f64 / 1e6;
+        let up = RateRange {
+            min: (up_cap / 10.0).max(0.1),
+            base: up_cap * 0.9,
+            max: up_cap,
+        };
+        (down, up)
+    }
+}
+
+/// CAKE driven by `purple control` with the PURPLE law (the radio's own contender).
+pub const CAKE_PURPLE: Contender = Contender {
+    name: "CAKE + PURPLE (purple control)",
+    short: "purple",
+    shape: Shape::Controlled {
+        algorithm: "purple",
+        cake: "besteffort",
+    },
+};
+
+/// CAKE driven by `purple control` with the cake-autorate port.
+pub const CAKE_AUTORATE: Contender = Contender {
+    name: "CAKE + cake-autorate (purple control)",
+    short: "cake-autorate",
+    shape: Shape::Controlled {
+        algorithm: "cake-autorate",
+        cake: "besteffort",
+    },
+};
 
 /// Every built-in scenario.
 pub fn all() -> Vec<Scenario> {
