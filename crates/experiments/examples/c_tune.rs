@@ -2,7 +2,7 @@
 //! purple-experiments --example c_tune -- radio,step 1.0 [key=value ...]`. Each further argument
 //! is one variant: comma-separated `key=value` pairs over the section-C parameters
 //! (`target`, `drain`, `holdoff`, `interval` in ms; `gain`, `probe_gain`, `deficit`, `severe`,
-//! `jitter_weight`, `beta`); `-` is the section-C parameters unchanged.
+//! `jitter_weight`, `beta`, `early`, `noise_limit`, `shortfall`; `fast_window` in ms); `-` is the section-C parameters unchanged.
 use controller::PurpleParams;
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::scenario;
@@ -27,6 +27,8 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
             "beta" => p.beta = f,
             "early" => p.early = f,
             "noise_limit" => p.noise_limit = f,
+            "fast_window" => p.fast_window = ms,
+            "shortfall" => p.shortfall = f,
             _ => eprintln!("unknown key {k}"),
         }
     }
@@ -44,7 +46,12 @@ fn main() {
     for name in names.split(',') {
         let sc = scenario(name, 1).unwrap_or_else(|| std::process::exit(2));
         let mut jobs: Vec<(String, LoopSpec)> = Vec::new();
-        for c in [Contender::Oracle, Contender::PurpleAimd] {
+        let refs: &[Contender] = if std::env::var_os("NOREF").is_some() {
+            &[]
+        } else {
+            &[Contender::Oracle, Contender::PurpleAimd]
+        };
+        for &c in refs {
             let mut s = LoopSpec::new(sc.clone(), c, 1);
             s.secs = sc.secs * ts;
             jobs.push((c.name(), s));
