@@ -21,9 +21,12 @@
 //!    full and holds CAKE back, which then backs up. So a *throughput deficit* (delivered below
 //!    `deficit` x our rate) means the radio is the bottleneck when CAKE is backlogged or the
 //!    delay has started to rise (above `early` x target); a shortfall with neither is only
-//!    demand. A deficit below `severe` x our rate with CAKE backlogged cuts without waiting for
-//!    the probes. Both thresholds widen with the measured throughput noise, and both rules are
-//!    off on a noisy link (one 50 ms delivery says little there).
+//!    demand. A deficit below `severe` x our rate cuts without waiting for the probes when CAKE
+//!    is backlogged, or when the previous interval was saturated (delivered >= `loaded` x rate):
+//!    right after a drop the ACK clock keeps CAKE empty while the radio's buffer fills, and the
+//!    probes crossing that queue come back only after it (250 ms on the step scenario's
+//!    15 Mbit/s uplink). Both thresholds widen with the measured throughput noise, and both
+//!    rules are off on a noisy link (one 50 ms delivery says little there).
 //! 4. **Cut to what the link delivers.** On a deficit, or a delay above target, the achieved
 //!    throughput *is* the link's capacity right now, so the new rate is `delivered x f` with
 //!    `f = 1 - queue / drain_time` clamped to [0.5, 0.95], where `queue` is the delay above
@@ -39,8 +42,11 @@
 //!    is severe, only comes if the delay is not already falling.
 //! 5. **Grow only with evidence of demand** (CAKE backlog, or load >= `loaded`), in proportion
 //!    to the delay headroom: `gain x (1 - delay / target)` per step. Fast while below the rate
-//!    where the last cut happened (the remembered ceiling), slow (`probe_gain`) near or above it,
-//!    fast again once the ceiling is `ceiling_memory` old (the capacity may have returned).
+//!    where the last cut happened (the remembered ceiling), slow (`probe_gain`) between 0.9 and
+//!    `past_ceiling` x the ceiling, fast again above that (no queue where the last one was: the
+//!    capacity grew) or once the ceiling is `ceiling_memory` old. A cut while the link still
+//!    delivered our full rate (draining an earlier queue) keeps the earlier ceiling: our rate
+//!    was not above the capacity there.
 //! 6. The radio's capacity estimate, when given, is sanity-checked against what was achieved
 //!    (an estimate below the achieved throughput is ignored) and only caps increases.
 //!
@@ -51,13 +57,16 @@
 //! Why, and what it costs (section C, `docs/section-c-results.md`): the throughput rules react
 //! within one interval of a capacity drop, before two of three reflectors' probes (30 probes/s
 //! in all) can show the queue, which is what brings the mean loaded latency on the slides'
-//! radio to about half of PURPLE-AIMD's at ~90% of the oracle's throughput. What no
+//! radio to about half of PURPLE-AIMD's at ~95% of the oracle's throughput. What no
 //! measurement-driven controller here reaches is the oracle's p99: a drop is only seen after
 //! the interval in which it happened, and in that interval the radio's buffer fills (150
 //! packets: up to 45 ms at 40 Mbit/s), so every drop leaves a transient of a few to tens of ms
-//! that an oracle told the capacity never has. On the cellular traces the per-interval delivery
-//! is too irregular to read a capacity from one interval, so there PURPLE is a delay controller
-//! with a jitter-widened target and stays well below the oracle's throughput.
+//! that an oracle told the capacity never has. An oracle told the exact capacity one interval
+//! late (`experiments::c::closed_loop::Contender::OracleLagged`) shows the bound: its p99 is
+//! 5-15 ms on the radio, 20-26 ms on the fast fluctuation and tens to hundreds of ms above the
+//! oracle's on the outage and cellular traces. On the cellular traces the per-interval
+//! delivery is too irregular to read a capacity from one interval, so there PURPLE is a delay
+//! controller with a jitter-widened target and stays well below the oracle's throughput.
 
 use crate::baseline::{Baseline, BaselineParams};
 use crate::config::{check, check_f, Config, ConfigError};
@@ -140,6 +149,10 @@ pub struct PurpleParams {
     /// bottleneck (whatever CAKE's backlog): the cut goes below what it delivers. Default 0.99.
     /// Accepted 0.5 ..= 1.
     pub shortfall: f64,
+    /// Growth is slow (`probe_gain`) only between 0.9 and `past_ceiling` x the remembered
+    /// ceiling; beyond it no queue was seen where the last one was, so the capacity has grown
+    /// and growth is fast (`gain`) again. Default 1.1. Accepted 1 ..= 100.
+    pub past_ceiling: f64,
 }
 
 impl Default for PurpleParams {
@@ -163,6 +176,7 @@ impl Default for PurpleParams {
             max_jitter: Duration::from_millis(100),
             fast_window: Duration::from_millis(100),
             shortfall: 0.99,
+            past_ceiling: 1.1,
         }
     }
 }
@@ -179,6 +193,8 @@ struct St {
     noise: f64,
     /// The previous step's delivered rate, bytes per second.
     prev_thr: f64,
+    /// The previous step delivered at least `loaded` x the rate.
+    was_saturated: bool,
 }
 
 /// PURPLE. See the module documentation.
@@ -307,7 +323,14 @@ impl Law for Purple {
             p.fast_window,
             "0 ..= 1 s",
         )?;
-        check_f(p.shortfall, 0.5, 1.0, "purple.shortfall", "0.5 ..= 1")
+        check_f(p.shortfall, 0.5, 1.0, "purple.shortfall", "0.5 ..= 1")?;
+        check_f(
+            p.past_ceiling,
+            1.0,
+            100.0,
+            "purple.past_ceiling",
+            "1 ..= 100",
+        )
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         let Sample::Owd {
@@ -405,7 +428,15 @@ impl Law for Purple {
         let deficit = steady
             && thr.is_some_and(|t| t < (p.deficit - slack) * cur)
             && (cake_busy || delay > early);
-        let severe = steady && cake_busy && thr.is_some_and(|t| t < (p.severe - slack) * cur);
+        // Severe: CAKE backlogged (the radio's full buffer holds it back), or the link was
+        // saturated in the previous interval and now suddenly delivers far less: the ACK clock of
+        // bulk TCP runs at the radio's new rate, so CAKE is empty while the radio's buffer fills,
+        // and the probes crossing that queue only come back after it (on a 15 Mbit/s uplink,
+        // 250 ms after the drop, found on the step scenario).
+        let severe = steady
+            && (cake_busy || st.was_saturated)
+            && thr.is_some_and(|t| t < (p.severe - slack) * cur);
+        st.was_saturated = thr.is_some_and(|t| t >= p.loaded * cur);
         if delay > target || severe {
             let draining = since_cut.is_some_and(|d| d < p.drain_time)
                 && u128::from(delay.as_nanos()) * 10 < u128::from(st.delay_at_cut.as_nanos()) * 9;
@@ -432,7 +463,14 @@ impl Law for Purple {
             };
             st.last_cut = Some(now);
             st.delay_at_cut = delay;
-            st.ceiling = Some((now, sig.current));
+            // The ceiling is where the link could not keep up. A cut while it delivered our
+            // full rate drains a queue left from before (or one elsewhere): our rate was not
+            // above the capacity, so it keeps the earlier ceiling (otherwise a second, draining
+            // cut after a capacity drop would pin the slow probing below the new capacity).
+            let kept_pace = thr.is_some_and(|t| t >= p.shortfall * cur);
+            if !kept_pace || st.ceiling.is_none() {
+                st.ceiling = Some((now, sig.current));
+            }
             return Step {
                 rate: rate as u64,
                 reason: Reason::Decrease { delay },
@@ -465,7 +503,10 @@ impl Law for Purple {
         }
         let headroom = 1.0 - delay.as_secs_f64() / target.as_secs_f64();
         let near = st.ceiling.is_some_and(|(t, c)| {
-            now.saturating_duration_since(t) < p.ceiling_memory && cur >= 0.9 * c as f64
+            let c = c as f64;
+            now.saturating_duration_since(t) < p.ceiling_memory
+                && cur >= 0.9 * c
+                && cur < p.past_ceiling * c
         });
         let g = if near { p.probe_gain } else { p.gain };
         let mut rate = cur * (1.0 + g * headroom) + 1.0;
@@ -722,7 +763,7 @@ mod tests {
     }
 
     #[test]
-    fn new_fast_and_shortfall_parameters_are_validated() {
+    fn new_fast_window_shortfall_and_past_ceiling_parameters_are_validated() {
         for p in [
             PurpleParams {
                 fast_window: Duration::from_secs(2),
@@ -732,8 +773,106 @@ mod tests {
                 shortfall: 0.2,
                 ..PurpleParams::default()
             },
+            PurpleParams {
+                past_ceiling: 0.9,
+                ..PurpleParams::default()
+            },
         ] {
             assert!(Purple::new(p).validate().is_err(), "{p:?}");
         }
+    }
+
+    #[test]
+    fn a_sudden_severe_shortfall_after_a_saturated_interval_cuts_without_backlog_or_delay() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Saturated: the link delivers our 5 MB/s; CAKE empty (ACK-clocked), no delay.
+        for i in 0..20 {
+            law.step(
+                at(i * 50),
+                Direction::Up,
+                &sig(5_000_000, 0, 5_000_000, 0),
+                &cfg,
+            );
+        }
+        // The radio drops to 1.5 MB/s: CAKE still empty, the probes not back yet.
+        let s = law.step(
+            at(1000),
+            Direction::Up,
+            &sig(5_000_000, 0, 1_500_000, 0),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        assert!(s.rate < 1_500_000, "{s:?}");
+    }
+
+    #[test]
+    fn a_shortfall_without_a_saturated_interval_before_is_still_only_demand() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Lightly loaded (delivered 2 of 5 MB/s), then less: demand, not capacity.
+        for i in 0..20 {
+            law.step(
+                at(i * 50),
+                Direction::Up,
+                &sig(5_000_000, 0, 2_000_000, 0),
+                &cfg,
+            );
+        }
+        let s = law.step(
+            at(1000),
+            Direction::Up,
+            &sig(5_000_000, 0, 1_000_000, 0),
+            &cfg,
+        );
+        assert_eq!(s.reason, Reason::Hold);
+    }
+
+    #[test]
+    fn a_draining_cut_while_the_link_kept_pace_keeps_the_earlier_ceiling() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // A cut at 10 MB/s where the link delivered only 6: the ceiling is 10 MB/s.
+        let s = law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 20, 6_000_000, 50_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        // Later, at 5.5 MB/s fully delivered, a residual queue causes a second (draining) cut.
+        let s = law.step(
+            at(600),
+            Direction::Down,
+            &sig(5_500_000, 20, 5_500_000, 50_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        let c = law.st[Direction::Down].ceiling.map(|(_, c)| c);
+        assert_eq!(c, Some(10_000_000));
+    }
+
+    #[test]
+    fn growth_is_fast_again_past_the_ceiling() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        law.st[Direction::Down].ceiling = Some((at(0), 10_000_000));
+        // Near the ceiling: slow.
+        let near = law.step(
+            at(1000),
+            Direction::Down,
+            &sig(10_000_000, 0, 10_000_000, 50_000),
+            &cfg,
+        );
+        // Past 1.1 x the ceiling without a queue: fast.
+        let past = law.step(
+            at(1050),
+            Direction::Down,
+            &sig(12_000_000, 0, 12_000_000, 50_000),
+            &cfg,
+        );
+        let g = |s: Step, cur: f64| s.rate as f64 / cur - 1.0;
+        assert!(g(near, 10e6) < 0.01, "{near:?}");
+        assert!(g(past, 12e6) > 0.03, "{past:?}");
     }
 }
