@@ -5,12 +5,16 @@ use experiments::c::scenario::scenario;
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
-    let sc = scenario(a.get(1).map_or("radio", String::as_str), 1)
+    let seed: u64 = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let sc = scenario(a.get(1).map_or("radio", String::as_str), seed)
         .unwrap_or_else(|| std::process::exit(2));
     let i: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(9);
     let secs: f64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(sc.secs);
     let c = Contender::all(&sc)[i];
-    let mut s = LoopSpec::new(sc, c, 1);
+    let mut s = LoopSpec::new(sc, c, seed);
     s.secs = secs;
     let r = run(&s);
     let nth: usize = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(10);

@@ -2,7 +2,7 @@
 //! purple-experiments --example c_tune -- radio,step 1.0 [key=value ...]`. Each further argument
 //! is one variant: comma-separated `key=value` pairs over the section-C parameters
 //! (`target`, `drain`, `holdoff`, `interval` in ms; `gain`, `probe_gain`, `deficit`, `severe`,
-//! `jitter_weight`, `beta`); `-` is the section-C parameters unchanged.
+//! `jitter_weight`, `beta`, `early`, `noise_limit`, `shortfall`, `past_ceiling`; `fast_window` in ms); `-` is the section-C parameters unchanged.
 use controller::PurpleParams;
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::scenario;
@@ -27,6 +27,9 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
             "beta" => p.beta = f,
             "early" => p.early = f,
             "noise_limit" => p.noise_limit = f,
+            "fast_window" => p.fast_window = ms,
+            "shortfall" => p.shortfall = f,
+            "past_ceiling" => p.past_ceiling = f,
             _ => eprintln!("unknown key {k}"),
         }
     }
@@ -41,16 +44,30 @@ fn main() {
     if variants.is_empty() {
         variants.push("-".into());
     }
+    // Seed of the scenario and the simulator (env `SEED`, default 1: the documented tables).
+    let seed: u64 = std::env::var("SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     for name in names.split(',') {
-        let sc = scenario(name, 1).unwrap_or_else(|| std::process::exit(2));
+        let sc = scenario(name, seed).unwrap_or_else(|| std::process::exit(2));
         let mut jobs: Vec<(String, LoopSpec)> = Vec::new();
-        for c in [Contender::Oracle, Contender::PurpleAimd] {
-            let mut s = LoopSpec::new(sc.clone(), c, 1);
+        let refs: &[Contender] = if std::env::var_os("NOREF").is_some() {
+            &[]
+        } else {
+            &[
+                Contender::Oracle,
+                Contender::OracleLagged,
+                Contender::PurpleAimd,
+            ]
+        };
+        for &c in refs {
+            let mut s = LoopSpec::new(sc.clone(), c, seed);
             s.secs = sc.secs * ts;
             jobs.push((c.name(), s));
         }
         for v in &variants {
-            let mut s = LoopSpec::new(sc.clone(), Contender::Purple, 1);
+            let mut s = LoopSpec::new(sc.clone(), Contender::Purple, seed);
             s.secs = sc.secs * ts;
             s.purple = Some(parse(s.purple_params(), v));
             jobs.push((v.clone(), s));

@@ -202,3 +202,21 @@ fn purple_reacts_within_1s_to_a_step_drop_and_recovers_within_10s() {
     assert!(react.is_some_and(|s| s <= 1.0), "reaction {react:?}");
     assert!(recover.is_some_and(|s| s <= 10.0), "recovery {recover:?}");
 }
+
+/// The bound behind goal 2's p99 half: an oracle told the exact capacity one 50 ms interval late
+/// (as any measurement arrives) already misses the oracle's p99 by more than 5 ms on fast
+/// fluctuation, and sets exactly 95% of the previous interval's capacity.
+#[test]
+fn an_oracle_one_interval_late_misses_the_oracles_p99_by_more_than_5ms_on_fast_fluctuation() {
+    let now = run(&short("fast", Contender::Oracle, 15.0));
+    let late = run(&short("fast", Contender::OracleLagged, 15.0));
+    eprintln!(
+        "oracle p99 {:.2}, one interval late p99 {:.2}",
+        now.latency.p99, late.latency.p99
+    );
+    assert!(late.latency.p99 > now.latency.p99 + 5.0);
+    for w in late.series.windows(2) {
+        let want = (w[0].cap.down * 0.95 * 1e6 / 8.0).floor() * 8e-6;
+        assert!((w[1].rate.down - want).abs() < 1e-3, "{:?}", w[1]);
+    }
+}

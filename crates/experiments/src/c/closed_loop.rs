@@ -94,6 +94,10 @@ pub enum Contender {
     OracleLookahead,
     /// Our design (`controller::Purple`), without radio metrics.
     Purple,
+    /// 95% of the true capacity of the *previous* [`STEP`]: a perfect capacity measurement that,
+    /// like every real controller's, arrives one interval late. Not in the tables; it bounds
+    /// what any measurement-driven law can reach (the p99 a drop's first interval costs).
+    OracleLagged,
 }
 
 impl Contender {
@@ -110,6 +114,7 @@ impl Contender {
             Contender::Oracle => "oracle (95% of capacity)".into(),
             Contender::OracleLookahead => "oracle, 200 ms lookahead".into(),
             Contender::Purple => "purple (ours)".into(),
+            Contender::OracleLagged => "oracle, one interval late".into(),
         }
     }
 
@@ -136,7 +141,10 @@ impl Contender {
 
     /// Whether this contender is told the true capacity (an oracle).
     pub fn is_oracle(&self) -> bool {
-        matches!(self, Contender::Oracle | Contender::OracleLookahead)
+        matches!(
+            self,
+            Contender::Oracle | Contender::OracleLookahead | Contender::OracleLagged
+        )
     }
 
     fn controller(&self, cfg: Config, seed: u64, pp: PurpleParams) -> Option<Box<dyn Driven>> {
@@ -403,7 +411,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 mbit(if d == Direction::Down { dn } else { up }),
                 seed,
             )),
-            Contender::Oracle | Contender::OracleLookahead => {
+            Contender::Oracle | Contender::OracleLookahead | Contender::OracleLagged => {
                 let cap = if d == Direction::Down {
                     &sc.down
                 } else {
@@ -559,10 +567,13 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 cur_cap[d] = caps[d];
             }
             if spec.contender.is_oracle() {
-                let r = if spec.contender == Contender::OracleLookahead {
-                    capd.rate_over(t, Duration::from_millis(200))
-                } else {
-                    caps[d]
+                let r = match spec.contender {
+                    Contender::OracleLookahead => capd.rate_over(t, Duration::from_millis(200)),
+                    Contender::OracleLagged => capd.rate_over(
+                        Instant::from_nanos(t.as_nanos().saturating_sub(STEP.as_nanos())),
+                        STEP,
+                    ),
+                    _ => caps[d],
                 } * 95
                     / 100;
                 if let Some(q) = sim.qdisc_mut(links[d]) {
