@@ -34,8 +34,12 @@ macro_rules! lab_or_skip {
     };
 }
 
+/// The tests share 2 cores; run one emulator at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn twenty_ms_each_way_gives_a_forty_ms_round_trip() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab_or_skip!();
     let d = LinkConfig {
         delay: qdisc::Duration::from_millis(20),
@@ -45,13 +49,24 @@ fn twenty_ms_each_way_gives_a_forty_ms_round_trip() {
     let rtts = lab.udp_rtts(7001, 20, Duration::from_millis(20)).unwrap();
     em.stop().unwrap();
     assert!(rtts.len() >= 18, "{} replies", rtts.len());
+    let min = quantile(&rtts, 0.0) as f64 / 1e6;
     let p50 = quantile(&rtts, 0.5) as f64 / 1e6;
-    eprintln!("RTT through 20 ms + 20 ms: p50 {p50:.2} ms");
-    assert!((38.0..=42.0).contains(&p50), "p50 {p50} ms");
+    eprintln!("RTT through 20 ms + 20 ms: min {min:.2} ms, p50 {p50:.2} ms");
+    // The delay is a floor no packet beats, and at least the fastest probe gets it almost
+    // exactly. The median only gets a loose bound: on a loaded 2-core machine the userspace
+    // emulator's wake-ups slip by milliseconds (CI saw a 48 ms median with other namespace tests
+    // running); `purple bench dataplane` measures the added latency properly.
+    assert!(
+        min >= 39.5,
+        "min {min} ms: faster than the configured delay"
+    );
+    assert!(min <= 43.0, "min {min} ms");
+    assert!(p50 <= 60.0, "p50 {p50} ms");
 }
 
 #[test]
 fn tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab_or_skip!();
     let ctl = std::env::temp_dir().join(format!("{}.sock", lab.prefix));
     let up = LinkConfig {
