@@ -327,6 +327,13 @@ pub fn run(
         .arg("-t")
         .arg(o.timeout_s.to_string())
         .arg(&script)
+        .env(
+            "REFKERNEL_APPEND",
+            // The TSC clocksource: under TCG every HPET read is an emulated MMIO access, and
+            // the daemon, reflector and ping read the clock per packet.
+            std::env::var("REFKERNEL_APPEND")
+                .unwrap_or_else(|_| "tsc=reliable clocksource=tsc".into()),
+        )
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("run {}: {e}", runner.display()));

@@ -7,8 +7,7 @@
 #               CAKE on r1 (up)     netem rate on l1 (up capacity UP)
 #
 # Writes under /out/MODE/: cap.log ("wall_s mbit" per capacity change), cake.log ("wall_s
-# JSON" of `tc -j qdisc show dev r0` at the end of every capacity step, just before the
-# change), control.jsonl (the daemon's decisions),
+# JSON" of `tc -j qdisc show dev r0` mid-step and a second before every step ends), control.jsonl (the daemon's decisions),
 # ping.txt (`ping -D` client -> server every 100 ms), iperf.json, epoch (wall time the load
 # began) and setup.log.
 set -u
@@ -99,6 +98,9 @@ keep = 0
 CFG
 }
 
+# Appends "WALL JSON" of the router's r0 qdisc to $o/cake.log.
+readback() { echo "$EPOCHREALTIME $(nsx rtr tc -j qdisc show dev r0)" >> $o/cake.log; }
+
 run_mode() {
     mode=$1; o=/out/$mode; mkdir -p $o
     echo "qdisc change dev l0 root netem delay 10ms rate ${HI}mbit limit $BUF" >&7
@@ -134,16 +136,21 @@ run_mode() {
     rate=$HI; el=0
     while [ $((el + STEP)) -lt $LOAD ]; do
         el=$((el + STEP))
-        # Read the kernel CAKE's rate back a second before the step ends, then step.
+        # Read the kernel CAKE's rate back mid-step and a second before the step ends, then
+        # step.
+        sleep_until $((t0 + el * 1000000 - STEP * 500000))
+        readback
         sleep_until $((t0 + el * 1000000 - 1000000))
-        echo "$EPOCHREALTIME $(nsx rtr tc -j qdisc show dev r0)" >> $o/cake.log
+        readback
         sleep_until $((t0 + el * 1000000))
         if [ $rate = $HI ]; then rate=$LO; else rate=$HI; fi
         echo "qdisc change dev l0 root netem delay 10ms rate ${rate}mbit limit $BUF" >&7
         echo "$EPOCHREALTIME $rate" >> $o/cap.log
     done
+    sleep_until $((t0 + (el + LOAD) * 500000))
+    readback
     sleep_until $((t0 + LOAD * 1000000 - 500000))
-    echo "$EPOCHREALTIME $(nsx rtr tc -j qdisc show dev r0)" >> $o/cake.log
+    readback
     wait $ipid
     wait $ppid
     if [ -n "$dpid" ]; then kill -TERM $dpid; wait $dpid; fi
