@@ -177,7 +177,10 @@ impl ModeRun {
     /// The capacity in force at `t`, Mbit/s.
     pub fn capacity_at(&self, t: f64) -> f64 {
         let k = self.capacity.partition_point(|c| c.0 <= t);
-        self.capacity[k.saturating_sub(1).min(self.capacity.len().saturating_sub(1))].1
+        self.capacity[k
+            .saturating_sub(1)
+            .min(self.capacity.len().saturating_sub(1))]
+        .1
     }
 
     /// The download rate in force at `t`: the daemon's last decision at or before `t`, or for
@@ -224,7 +227,12 @@ pub fn parse_readback(text: &str, epoch: f64) -> Vec<(f64, f64)> {
 pub fn parse_ping(text: &str, epoch: f64) -> Vec<(f64, f64)> {
     text.lines()
         .filter_map(|l| {
-            let t = l.strip_prefix('[')?.split(']').next()?.parse::<f64>().ok()?;
+            let t = l
+                .strip_prefix('[')?
+                .split(']')
+                .next()?
+                .parse::<f64>()
+                .ok()?;
             let r = l.split("time=").nth(1)?.split_whitespace().next()?;
             Some((t - epoch, r.parse::<f64>().ok()?))
         })
@@ -375,8 +383,8 @@ pub struct ModeSummary {
     pub mean_rate_mbit: f64,
     /// Mean capacity over the load, Mbit/s.
     pub mean_capacity_mbit: f64,
-    /// Per capacity drop: seconds until the rate in force was at or below the new capacity
-    /// (`None`: not before the next step). 0 when it already was.
+    /// Per capacity drop: seconds until the rate in force (the daemon's decisions, else the
+    /// read-backs) was at or below the new capacity (`None`: not before the next step). 0 when it already was (printed "already below").
     pub reactions: Vec<Option<f64>>,
     /// Per capacity rise: the rate in force at the rise and the highest rate before the next
     /// step (or the end), Mbit/s.
@@ -440,17 +448,16 @@ pub fn summarize(r: &ModeRun, load_s: f64, warm_s: f64) -> ModeSummary {
         if c < w[0].1 {
             let reaction = if r.rate_at(t).is_some_and(|x| x <= c) {
                 Some(0.0)
+            } else if r.decisions.is_empty() {
+                r.readback
+                    .iter()
+                    .find(|b| b.0 > t && b.0 < end && b.1 <= c)
+                    .map(|b| b.0 - t)
             } else {
                 r.decisions
                     .iter()
                     .find(|p| p.t > t && p.t < end && p.down_mbit <= c)
                     .map(|p| p.t - t)
-                    .or_else(|| {
-                        r.readback
-                            .iter()
-                            .find(|b| b.0 > t && b.0 < end && b.1 <= c)
-                            .map(|b| b.0 - t)
-                    })
             };
             reactions.push(reaction);
         } else {
@@ -473,7 +480,12 @@ pub fn summarize(r: &ModeRun, load_s: f64, warm_s: f64) -> ModeSummary {
     ModeSummary {
         mode: r.mode.clone(),
         idle_rtt_ms: idle,
-        latency_ms: [mean, med, pick(0.95), lat.last().copied().unwrap_or(f64::NAN)],
+        latency_ms: [
+            mean,
+            med,
+            pick(0.95),
+            lat.last().copied().unwrap_or(f64::NAN),
+        ],
         download_mbit: r.download_mbit,
         mean_rate_mbit: mean_rate,
         mean_capacity_mbit: mean_cap,
@@ -520,7 +532,11 @@ pub fn table(o: &KernelControlOpts, runs: &[ModeRun]) -> String {
         let re: Vec<String> = m
             .reactions
             .iter()
-            .map(|x| x.map_or("none".into(), f))
+            .map(|x| match x {
+                None => "none".into(),
+                Some(x) if *x == 0.0 => "already below".into(),
+                Some(x) => f(*x),
+            })
             .collect();
         let ri: Vec<String> = m
             .rises
@@ -595,7 +611,10 @@ mod tests {
         let r = run_with(&[(0.0, 6.0), (6.5, 5.0), (7.25, 3.9), (13.0, 7.5)]);
         let m = summarize(&r, 18.0, 2.0);
         assert_eq!(m.reactions.len(), 1);
-        assert!((m.reactions[0].unwrap() - 1.25).abs() < 1e-9, "{m:?}");
+        assert!(
+            (m.reactions[0].unwrap_or(f64::NAN) - 1.25).abs() < 1e-9,
+            "{m:?}"
+        );
         assert_eq!(m.rises, vec![(3.9, 7.5)]);
         assert!((m.idle_rtt_ms - 22.0).abs() < 1e-9);
         assert_eq!(m.latency_ms[1], 18.0);
@@ -615,7 +634,10 @@ mod tests {
         assert_eq!(parse_readback(cake, 100.0), vec![(0.5, 4.0)]);
         let ping = "PING x\n[101.25] 64 bytes from 10.79.3.1: icmp_seq=1 ttl=62 time=21.5 ms\n";
         assert_eq!(parse_ping(ping, 100.0), vec![(1.25, 21.5)]);
-        assert_eq!(parse_pairs("99 8\n106 4\nx y\n", 100.0), vec![(-1.0, 8.0), (6.0, 4.0)]);
+        assert_eq!(
+            parse_pairs("99 8\n106 4\nx y\n", 100.0),
+            vec![(-1.0, 8.0), (6.0, 4.0)]
+        );
     }
 
     #[test]
@@ -630,10 +652,7 @@ mod tests {
             ..o.clone()
         };
         assert!(bad.validate().is_err());
-        let inverted = KernelControlOpts {
-            low_mbit: 9.0,
-            ..o
-        };
+        let inverted = KernelControlOpts { low_mbit: 9.0, ..o };
         assert!(inverted.validate().is_err());
     }
 }

@@ -1,6 +1,12 @@
 //! `purple control` driving Linux's own sch_cake over netlink inside the reference kernel
-//! (QEMU TCG): one PURPLE run of 18 s of load on a downlink stepping 8 -> 4 -> 8 Mbit/s, with
-//! the kernel CAKE's bandwidth read back by `tc -j qdisc show` in the guest. Skipped, with the
+//! (QEMU TCG): one daemon run of 18 s of load on a downlink stepping 8 -> 4 -> 8 Mbit/s, with
+//! the kernel CAKE's bandwidth read back by `tc -j qdisc show` in the guest.
+//!
+//! The daemon runs `algorithm = "cake-autorate"`: under TCG on a shared host the probes'
+//! one-way delays carry emulation jitter (median ~7 ms, p90 ~20 ms, spikes to ~80 ms) that
+//! keeps PURPLE, whose target is 5 ms, near its minimum rate whatever the capacity
+//! (docs/lab.md, "The kernel variant"), so a PURPLE run cannot show the rate following the
+//! capacity here; cake-autorate's wider thresholds can, and the netlink path is the same. Skipped, with the
 //! reason printed, when the reference kernel tools or QEMU are missing, when
 //! `PURPLE_REFKERNEL=0`, or when no `purple` binary is found (`$PURPLE_BIN`, else `purple` next
 //! to this test's target directory: run `cargo build -p purple-cli` first). About 40 s.
@@ -57,7 +63,7 @@ fn the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_r
         return;
     }
     let o = KernelControlOpts {
-        modes: vec!["purple".into()],
+        modes: vec!["cake-autorate".into()],
         timeout_s: 150,
         ..Default::default()
     };
@@ -80,7 +86,10 @@ fn the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_r
     );
     eprintln!("{report}");
     assert_eq!(r.actuator_errors, 0, "{report}");
-    assert!(r.decisions.len() > 50, "the daemon logged decisions: {report}");
+    assert!(
+        r.decisions.len() > 50,
+        "the daemon logged decisions: {report}"
+    );
     // The schedule: 8 Mbit/s, 4 from about t = 6, 8 again from about t = 12.
     assert_eq!(r.capacity.len(), 3, "{report}");
     let (t_drop, t_back) = (r.capacity[1].0, r.capacity[2].0);
@@ -105,7 +114,8 @@ fn the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_r
     assert!(!low.is_empty(), "{report}");
     let low_last = *low.last().unwrap();
     assert!(low_last <= 4.0, "not lowered to the new capacity: {report}");
-    // Raised after the return: a later read-back is above the last one of the low step.
+    // Raised after the return: a later read-back is above the low step's capacity and at least
+    // 1 Mbit/s above the last read-back of the low step.
     let high_max = r
         .readback
         .iter()
@@ -113,7 +123,7 @@ fn the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_r
         .map(|b| b.1)
         .fold(f64::NAN, f64::max);
     assert!(
-        high_max > low_last,
+        high_max > 4.0 && high_max >= low_last + 1.0,
         "not raised after the capacity returned: {report}"
     );
     let _ = std::fs::remove_dir_all(&dir);
