@@ -860,7 +860,10 @@ pub fn run_lab(o: &LabDemoOpts) -> Result<String, String> {
             ..Default::default()
         };
         s += "\n";
-        s += &crate::lab::kernel_control(&["purple".into(), "static".into()], &ko)?;
+        s += &crate::lab::kernel_control(
+            &["purple".into(), "cake-autorate".into(), "static".into()],
+            &ko,
+        )?;
     }
     if let Some(dir) = &o.out {
         let _ = writeln!(
