@@ -1,14 +1,15 @@
 # The guest side of `purple lab run radio --kernel --qdisc purple` (crate purple-lab,
-# kernel_control.rs prepends the parameters: MODES HI LO UP STEP IDLE LOAD DMIN DBASE DMAX
-# UMIN UBASE UMAX). Runs inside the reference kernel (Linux's own sch_cake), as root.
+# kernel_control.rs prepends the parameters: MODES HI LO UP BUF STEP IDLE LOAD DMIN DBASE
+# DMAX UMIN UBASE UMAX). Runs inside the reference kernel (Linux's own sch_cake), as root.
+# A mode is a daemon algorithm (purple control, actuator netlink, on CAKE r0/r1) or "static".
 #
 #   cli c0 -- r0 [rtr] r1 -- l0 [lnk] l1 -- s0 srv
 #   10.79.1.1   CAKE on r0 (down)   netem rate on l0 (down capacity, steps HI <-> LO)
 #               CAKE on r1 (up)     netem rate on l1 (up capacity UP)
 #
 # Writes under /out/MODE/: cap.log ("wall_s mbit" per capacity change), cake.log ("wall_s
-# JSON" of `tc -j qdisc show dev r0` mid-step and a second before every step ends), control.jsonl (the daemon's decisions),
-# ping.txt (`ping -D` client -> server every 100 ms), iperf.json, epoch (wall time the load
+# JSON" of `tc -j qdisc show dev r0` mid-step and a second before every step ends),
+# control.toml and control.jsonl (the daemon's configuration and decisions), ping.txt (`ping -D` client -> server every 100 ms), iperf.json, epoch (wall time the load
 # began) and setup.log.
 set -u
 cd /test
@@ -56,7 +57,6 @@ setup() {
     ip netns exec lnk tc -force -batch /tmp/capfifo > /out/tc-batch.log 2>&1 &
     exec 7<>/tmp/capfifo
     nsx srv ./purple reflector --bind 10.79.3.1 --port 8862 >/dev/null 2>&1 &
-    nsx srv iperf3 -s -D -1 >/dev/null 2>&1
     return 0
 }
 
