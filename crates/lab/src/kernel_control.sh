@@ -9,8 +9,9 @@
 #
 # Writes under /out/MODE/: cap.log ("wall_s mbit" per capacity change), cake.log ("wall_s
 # JSON" of `tc -j qdisc show dev r0` mid-step and a second before every step ends),
-# control.toml and control.jsonl (the daemon's configuration and decisions), ping.txt (`ping -D` client -> server every 100 ms), iperf.json, epoch (wall time the load
-# began) and setup.log.
+# control.toml and control.jsonl (the daemon's configuration and decisions), ping.txt
+# (`ping -D` client -> server every 100 ms), iperf.json and epoch (wall time the load began);
+# /out/setup.log and /out/tc-batch.log.
 set -u
 cd /test
 export LD_LIBRARY_PATH=/test/lib
