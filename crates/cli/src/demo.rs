@@ -337,6 +337,9 @@ pub struct LabDemoOpts {
     /// Where per-run outputs, the daemon logs, plots and `results.json` go (`None`: nothing
     /// written except the daemon logs, which go to the temporary directory).
     pub out: Option<PathBuf>,
+    /// Then run `purple control` on Linux's sch_cake in the reference kernel (QEMU) against
+    /// static kernel CAKE, and print that table after the lab's (`--kernel`).
+    pub kernel: bool,
 }
 
 /// The probe whose RTT is the lab demo's loaded latency.
@@ -850,6 +853,18 @@ pub fn run_lab(o: &LabDemoOpts) -> Result<String, String> {
         return Ok(format!("{v}\n"));
     }
     let mut s = lab_text(&d);
+    if o.kernel {
+        let ko = crate::lab::LabCmdOpts {
+            out: o.out.clone(),
+            quiet: !show,
+            ..Default::default()
+        };
+        s += "\n";
+        s += &crate::lab::kernel_control(
+            &["purple".into(), "cake-autorate".into(), "static".into()],
+            &ko,
+        )?;
+    }
     if let Some(dir) = &o.out {
         let _ = writeln!(
             s,

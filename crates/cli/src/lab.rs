@@ -69,6 +69,15 @@ fn pick(s: &Scenario, q: Option<&str>) -> Result<Vec<Contender>, String> {
 
 /// Runs `purple lab run NAME`; returns what to print.
 pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
+    // `radio --kernel --qdisc purple|cake-autorate`: the daemon driving kernel CAKE in the
+    // reference kernel (lab::kernel_control), against static kernel CAKE.
+    if o.kernel && !o.guest && name == "radio" {
+        if let Some(q) = o.qdisc.as_deref() {
+            if lab::kernel_control::ALGORITHMS.contains(&q) {
+                return kernel_control(&[q.to_string(), "static".into()], o);
+            }
+        }
+    }
     let scn = scenario::find(name)
         .ok_or_else(|| format!("unknown lab scenario {name:?} (see `purple lab list`)"))?;
     let contenders = pick(&scn, o.qdisc.as_deref())?;
@@ -190,6 +199,69 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
         out += &kernel_text(&scn, k);
     }
     Ok(out)
+}
+
+/// `purple lab run radio --kernel --qdisc ALG` (and `purple demo --lab --kernel`): the given
+/// modes in the reference kernel with `purple control` on Linux's sch_cake; `--seconds` is the
+/// load (default 18, three capacity steps of 6 s); files go to `--out DIR/kernel-control/`, else
+/// `$TMPDIR/purple-lab/kernel-control-PID/` (kept).
+pub fn kernel_control(modes: &[String], o: &LabCmdOpts) -> Result<String, String> {
+    if !lab::kernel::available() {
+        return Err(format!(
+            "--kernel: the reference kernel tools are not at {} (set PURPLE_REFKERNEL)",
+            lab::kernel::refkernel_dir().display()
+        ));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
+    let mut ko = lab::kernel_control::KernelControlOpts {
+        modes: modes.to_vec(),
+        ..Default::default()
+    };
+    if let Some(s) = o.seconds {
+        ko.load_s = (s.round().clamp(2.0, 3600.0)) as u32;
+        ko.step_s = ko.step_s.min(ko.load_s.saturating_sub(1)).max(1);
+    }
+    ko.timeout_s = 120 + modes.len() as u64 * (ko.load_s as u64 + ko.idle_s as u64) * 4;
+    let dir = match &o.out {
+        Some(d) => d.join("kernel-control"),
+        None => std::env::temp_dir()
+            .join("purple-lab")
+            .join(format!("kernel-control-{}", std::process::id())),
+    };
+    if !o.quiet && !o.json {
+        eprintln!(
+            "running {} in the reference kernel (QEMU TCG, about {} s)...",
+            modes.join(", "),
+            20 + modes.len() as u32 * (ko.load_s + ko.idle_s) * 3
+        );
+    }
+    let runs = lab::kernel_control::run(&exe, &ko, &dir)?;
+    if o.json {
+        let warm = (ko.step_s as f64 / 3.0).min(2.0);
+        let v: Vec<Value> = runs
+            .iter()
+            .map(|r| {
+                let m = lab::kernel_control::summarize(r, ko.load_s as f64, warm);
+                json!({
+                    "mode": m.mode, "latency_ms": {"mean": m.latency_ms[0],
+                    "median": m.latency_ms[1], "p95": m.latency_ms[2], "max": m.latency_ms[3]},
+                    "idle_rtt_ms": m.idle_rtt_ms, "download_mbit": m.download_mbit,
+                    "mean_rate_mbit": m.mean_rate_mbit,
+                    "mean_capacity_mbit": m.mean_capacity_mbit,
+                    "reactions_s": m.reactions, "rises": m.rises,
+                    "capacity": r.capacity, "readback": r.readback,
+                    "actuator_errors": r.actuator_errors,
+                    "dir": r.dir.display().to_string(),
+                })
+            })
+            .collect();
+        return Ok(json!({"kernel_control": v}).to_string() + "\n");
+    }
+    Ok(format!(
+        "{}\nguest files (decision logs control.jsonl, ping.txt, cap.log, cake.log): {}\n",
+        lab::kernel_control::table(&ko, &runs),
+        dir.display()
+    ))
 }
 
 /// The reference kernel's runs (its `--json` output) as a table like ours.

@@ -162,6 +162,10 @@ struct DemoArgs {
     /// Files go into DIR/lab/; --seconds is seconds of load per contender (default 30).
     #[arg(long)]
     lab: bool,
+    /// With --lab: then run `purple control` on Linux's own sch_cake inside the reference
+    /// kernel (QEMU; rates scaled down) against static kernel CAKE and print that table too.
+    #[arg(long, requires = "lab")]
+    kernel: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -363,6 +367,7 @@ fn main() {
             seconds: a.seconds,
             json: a.json,
             out: (!a.no_out).then(|| a.out.join("lab")),
+            kernel: a.kernel,
         }) {
             Ok(out) => print!("{out}"),
             Err(e) => {

@@ -30,6 +30,7 @@
 
 pub mod control;
 pub mod kernel;
+pub mod kernel_control;
 pub mod ns;
 pub mod scenario;
 mod sys;
