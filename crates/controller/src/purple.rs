@@ -153,6 +153,14 @@ pub struct PurpleParams {
     /// ceiling; beyond it no queue was seen where the last one was, so the capacity has grown
     /// and growth is fast (`gain`) again. Default 1.1. Accepted 1 ..= 100.
     pub past_ceiling: f64,
+    /// A delay above target cuts to the delivered rate (or halves the rate on an interval
+    /// that delivered nothing) only if the link carried load — CAKE backlogged, or delivering at
+    /// least half our rate — within this time. On an idle or lightly used link the delay is not
+    /// ours to fix by cutting to what a few probes and ACKs deliver (that would drop the rate to
+    /// `min` on one jitter spike, found driving kernel CAKE in the emulated reference kernel): the
+    /// cut there is the gentle `beta` one and no ceiling is learnt. Default 1 s. Accepted
+    /// 0 ..= 60 s.
+    pub busy_memory: Duration,
 }
 
 impl Default for PurpleParams {
@@ -177,6 +185,7 @@ impl Default for PurpleParams {
             fast_window: Duration::from_millis(100),
             shortfall: 0.99,
             past_ceiling: 1.1,
+            busy_memory: Duration::from_secs(1),
         }
     }
 }
@@ -195,6 +204,9 @@ struct St {
     prev_thr: f64,
     /// The previous step delivered at least `loaded` x the rate.
     was_saturated: bool,
+    /// The last step at which the link carried load (CAKE backlogged or at least half our rate
+    /// delivered).
+    last_busy: Option<Instant>,
 }
 
 /// PURPLE. See the module documentation.
@@ -330,6 +342,12 @@ impl Law for Purple {
             100.0,
             "purple.past_ceiling",
             "1 ..= 100",
+        )?;
+        check(
+            p.busy_memory <= ms(60_000),
+            "purple.busy_memory",
+            p.busy_memory,
+            "0 ..= 60 s",
         )
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
@@ -393,6 +411,12 @@ impl Law for Purple {
         let cake_busy = sig.cake_backlog.is_some_and(|b| b >= p.cake_busy_bytes);
         let thr = sig.throughput.filter(|&t| t > 0).map(|t| t as f64);
         let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
+        if cake_busy || thr.is_some_and(|t| t >= 0.5 * cur) {
+            st.last_busy = Some(now);
+        }
+        let recently_busy = st
+            .last_busy
+            .is_some_and(|b| now.saturating_duration_since(b) <= p.busy_memory);
         if let Some(t) = thr {
             if st.prev_thr > 0.0 {
                 let x = (t - st.prev_thr).abs() / t.max(st.prev_thr);
@@ -450,7 +474,10 @@ impl Law for Purple {
             // what the last interval's deficit added to the radio's queue.
             let excess = (delay.as_secs_f64() - target.as_secs_f64()).max(0.0);
             let rate = match thr {
-                Some(t) if deficit || !cake_busy || (steady && t < p.shortfall * cur) => {
+                Some(t)
+                    if recently_busy
+                        && (deficit || !cake_busy || (steady && t < p.shortfall * cur)) =>
+                {
                     let added: f64 = (cur - t).max(0.0) / t * p.interval.as_secs_f64();
                     let q = excess.max(added);
                     let f = (1.0 - q / p.drain_time.as_secs_f64()).clamp(0.5, 0.95);
@@ -458,7 +485,7 @@ impl Law for Purple {
                 }
                 // Nothing delivered in the interval while the delay is above target: an outage,
                 // not a shortfall of demand; halve rather than creep down by `beta`.
-                _ if sig.throughput == Some(0) => cur * 0.5,
+                _ if recently_busy && sig.throughput == Some(0) => cur * 0.5,
                 _ => cur * (1.0 - p.beta * (excess / target.as_secs_f64()).min(1.0)),
             };
             st.last_cut = Some(now);
@@ -468,7 +495,7 @@ impl Law for Purple {
             // above the capacity, so it keeps the earlier ceiling (otherwise a second, draining
             // cut after a capacity drop would pin the slow probing below the new capacity).
             let kept_pace = thr.is_some_and(|t| t >= p.shortfall * cur);
-            if !kept_pace || st.ceiling.is_none() {
+            if recently_busy && (!kept_pace || st.ceiling.is_none()) {
                 st.ceiling = Some((now, sig.current));
             }
             return Step {
@@ -760,6 +787,52 @@ mod tests {
         );
         assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
         assert_eq!(s.rate, 5_000_000);
+    }
+
+    #[test]
+    fn a_delay_spike_on_an_idle_link_cuts_gently_not_to_what_the_probes_deliver() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Idle: a few kB/s of probes and ACKs, CAKE empty, then one 20 ms jitter spike.
+        let s = law.step(at(0), Direction::Down, &sig(10_000_000, 20, 2_000, 0), &cfg);
+        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        assert!(s.rate >= 9_000_000, "cut to {} on an idle link", s.rate);
+        // Nothing delivered at all while idle is not an outage either.
+        let s = law.step(at(500), Direction::Down, &sig(s.rate, 20, 0, 0), &cfg);
+        assert!(s.rate >= 8_000_000, "halved to {} on an idle link", s.rate);
+    }
+
+    #[test]
+    fn a_link_loaded_within_busy_memory_still_cuts_to_the_delivered_rate() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Loaded at our 10 MB/s, then the capacity drops: 3 MB/s delivered, CAKE empty
+        // (ACK-clocked at the radio's rate), delay above target.
+        for i in 0..10 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(10_000_000, 1, 10_000_000, 0),
+                &cfg,
+            );
+        }
+        let s = law.step(
+            at(500),
+            Direction::Down,
+            &sig(10_000_000, 20, 3_000_000, 0),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        assert!(s.rate <= 3_000_000, "only cut to {}", s.rate);
+    }
+
+    #[test]
+    fn busy_memory_is_validated() {
+        let p = PurpleParams {
+            busy_memory: Duration::from_secs(61),
+            ..PurpleParams::default()
+        };
+        assert!(Purple::new(p).validate().is_err());
     }
 
     #[test]
