@@ -2,9 +2,10 @@
 //! throwaway namespaces. Rows: direct veth (reference), the bridge unshaped, the bridge with CAKE
 //! at 1 Gbit/s (default split-gso, and no-split-gso) and 100 Mbit/s, kernel forwarding through
 //! HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e. the L2 frame bytes
-//! per second the shaper released on the shaped egress during the measurement window (what CAKE
-//! in raw mode and HTB charge against their rate; read from the bridge's CAKE counters over the
-//! control socket, or from `tc -s qdisc` for HTB), and its ratio to the configured rate; idle UDP
+//! per second released on the shaped egress during the measurement window, super-packets counted
+//! as the segments they become (what CAKE in raw mode and HTB charge against their rate; read
+//! from the bridge's `tx_wire_bytes` over the control socket, or from HTB's `Sent` bytes in
+//! `tc -s qdisc`, which count GSO packets the same way), and its ratio to the configured rate; idle UDP
 //! round trip (p50/p99) and what it adds to direct veth's; the bridge thread's CPU (cores) per
 //! Gbit/s of goodput. With `--runs N` every row is measured N times and each column shows the
 //! median.
@@ -26,6 +27,14 @@ pub struct Args {
     /// Measure every row this many times and report per-column medians.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
+    /// Run the bridge thread under `SCHED_FIFO` at this priority, as `purple bridge
+    /// --rt-priority` does (the client and server stay at normal priority).
+    #[arg(long)]
+    pub rt_priority: Option<i32>,
+    /// The bridge spins instead of sleeping this close (µs) to the shaper's next release time
+    /// (default: the bridge's own default).
+    #[arg(long)]
+    pub spin_us: Option<f64>,
     /// Run only the rows whose name contains this text (e.g. `cake`); the direct veth row, the
     /// reference for added latency and the unshaped target, always runs.
     #[arg(long)]
@@ -62,6 +71,8 @@ fn measure(
     qdisc: Option<&'static str>,
     configured_bps: Option<f64>,
     secs: f64,
+    rt: Option<i32>,
+    spin_us: Option<f64>,
 ) -> Result<Row, String> {
     let lab = Lab::new(shape)?;
     if shape == Shape::Routed
@@ -92,7 +103,19 @@ fn measure(
                 ctl_path: Some(ctl.clone()),
                 seed: 1,
             };
-            Some(lab.start(move || Bridge::new(cfg))?)
+            Some(lab.start(move || {
+                if let Some(p) = rt {
+                    dataplane::sys::set_realtime(p).map_err(|err| dataplane::Error::Io {
+                        what: format!("SCHED_FIFO priority {p}"),
+                        err,
+                    })?;
+                }
+                let mut br = Bridge::new(cfg)?;
+                if let Some(us) = spin_us {
+                    br.set_spin_ns((us.max(0.0) * 1e3) as u64);
+                }
+                Ok(br)
+            })?)
         }
         None => None,
     };
@@ -104,7 +127,7 @@ fn measure(
         let bytes = if running.is_some() {
             let answer = dataplane::ctl::request(&ctl, "stats --json").ok()?;
             let v: serde_json::Value = serde_json::from_str(&answer).ok()?;
-            v[0]["bytes"].as_u64()?
+            v[0]["purple"]["tx_wire_bytes"].as_u64()?
         } else {
             htb_sent(&lab)?
         };
@@ -198,7 +221,7 @@ pub fn run(a: &Args) -> Result<String, String> {
     let mut all: Vec<Vec<Row>> = vec![Vec::new(); rows.len()];
     for _ in 0..a.runs.max(1) {
         for (i, &(name, shape, q, rate)) in rows.iter().enumerate() {
-            all[i].push(measure(name, shape, q, rate, a.seconds)?);
+            all[i].push(measure(name, shape, q, rate, a.seconds, a.rt_priority, a.spin_us)?);
         }
     }
     let out: Vec<Row> = all.iter().map(|r| median_row(r)).collect();
