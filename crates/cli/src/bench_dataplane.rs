@@ -1,4 +1,5 @@
-//! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT]`: dataplane speed in
+//! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT] [--rt-priority P]
+//! [--spin-us US] [--stats]`: dataplane speed in
 //! throwaway namespaces. Rows: direct veth (reference), the bridge unshaped, the bridge with CAKE
 //! at 1 Gbit/s (default split-gso, and no-split-gso) and 100 Mbit/s, kernel forwarding through
 //! HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e. the L2 frame bytes
@@ -35,6 +36,9 @@ pub struct Args {
     /// (default: the bridge's own default).
     #[arg(long)]
     pub spin_us: Option<f64>,
+    /// Print each bridge's final `stats --json` to standard error.
+    #[arg(long)]
+    pub stats: bool,
     /// Run only the rows whose name contains this text (e.g. `cake`); the direct veth row, the
     /// reference for added latency and the unshaped target, always runs.
     #[arg(long)]
@@ -70,10 +74,9 @@ fn measure(
     shape: Shape,
     qdisc: Option<&'static str>,
     configured_bps: Option<f64>,
-    secs: f64,
-    rt: Option<i32>,
-    spin_us: Option<f64>,
+    a: &Args,
 ) -> Result<Row, String> {
+    let (secs, rt, spin_us, stats) = (a.seconds, a.rt_priority, a.spin_us, a.stats);
     let lab = Lab::new(shape)?;
     if shape == Shape::Routed
         && !(lab.exec(
@@ -138,7 +141,7 @@ fn measure(
     let cpu = match running {
         Some(r) => {
             let (st, c) = r.stop()?;
-            if std::env::var_os("PURPLE_BENCH_DEBUG").is_some() {
+            if stats {
                 eprintln!("{name}: {st}");
             }
             Some(c)
@@ -215,13 +218,15 @@ pub fn run(a: &Args) -> Result<String, String> {
     let rows: Vec<_> = rows
         .into_iter()
         .enumerate()
-        .filter(|(i, (name, ..))| *i == 0 || a.only.as_ref().is_none_or(|o| name.contains(o.as_str())))
+        .filter(|(i, (name, ..))| {
+            *i == 0 || a.only.as_ref().is_none_or(|o| name.contains(o.as_str()))
+        })
         .map(|(_, r)| r)
         .collect();
     let mut all: Vec<Vec<Row>> = vec![Vec::new(); rows.len()];
     for _ in 0..a.runs.max(1) {
         for (i, &(name, shape, q, rate)) in rows.iter().enumerate() {
-            all[i].push(measure(name, shape, q, rate, a.seconds, a.rt_priority, a.spin_us)?);
+            all[i].push(measure(name, shape, q, rate, a)?);
         }
     }
     let out: Vec<Row> = all.iter().map(|r| median_row(r)).collect();

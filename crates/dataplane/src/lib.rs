@@ -46,5 +46,7 @@ pub mod linkem_lab;
 pub mod sys;
 pub mod vnet;
 
-pub use bridge::{Bridge, BridgeConfig, DEFAULT_SPIN_NS, BridgeStats, DirStats, Error, Stage, Stopper};
+pub use bridge::{
+    Bridge, BridgeConfig, BridgeStats, DirStats, Error, Stage, Stopper, DEFAULT_SPIN_NS,
+};
 pub use ctl::Direction;

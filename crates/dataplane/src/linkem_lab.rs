@@ -114,11 +114,6 @@ impl Lab {
         if !ok {
             return Err("cannot set up the veth pairs".into());
         }
-        if std::env::var_os("PURPLE_LAB_GRO").is_some() {
-            for (w, d) in [('c', "c0"), ('s', "s0")] {
-                lab.exec(w, &["ethtool", "-K", d, "gro", "on"]);
-            }
-        }
         Ok(lab)
     }
 
