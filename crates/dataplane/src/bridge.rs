@@ -478,10 +478,8 @@ impl<Q: Stage> Bridge<Q> {
                     _ => {}
                 }
             }
-            for s in 0..2 {
-                if readable[s] {
-                    self.receive(s)?;
-                }
+            for (s, _) in readable.iter().enumerate().filter(|(_, &r)| r) {
+                self.receive(s)?;
             }
             for d in 0..2 {
                 self.transmit(d);
