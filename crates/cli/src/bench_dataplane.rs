@@ -1,5 +1,5 @@
 //! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT] [--rt-priority P]
-//! [--spin-us US] [--stats]`: dataplane speed in
+//! [--spin-us US] [--busy-poll-us US] [--stats]`: dataplane speed in
 //! throwaway namespaces. Rows: direct veth (reference), the bridge unshaped, the bridge with CAKE
 //! at 1 Gbit/s (default split-gso, and no-split-gso) and 100 Mbit/s, kernel forwarding through
 //! HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e. the L2 frame bytes
@@ -36,6 +36,10 @@ pub struct Args {
     /// (default: the bridge's own default).
     #[arg(long)]
     pub spin_us: Option<f64>,
+    /// After frames arrive the bridge keeps polling this long (µs) before sleeping (default 0:
+    /// off).
+    #[arg(long)]
+    pub busy_poll_us: Option<f64>,
     /// Print each bridge's final `stats --json` to standard error.
     #[arg(long)]
     pub stats: bool,
@@ -77,6 +81,7 @@ fn measure(
     a: &Args,
 ) -> Result<Row, String> {
     let (secs, rt, spin_us, stats) = (a.seconds, a.rt_priority, a.spin_us, a.stats);
+    let busy_us = a.busy_poll_us;
     let lab = Lab::new(shape)?;
     if shape == Shape::Routed
         && !(lab.exec(
@@ -116,6 +121,9 @@ fn measure(
                 let mut br = Bridge::new(cfg)?;
                 if let Some(us) = spin_us {
                     br.set_spin_ns((us.max(0.0) * 1e3) as u64);
+                }
+                if let Some(us) = busy_us {
+                    br.set_busy_poll_ns((us.max(0.0) * 1e3) as u64);
                 }
                 Ok(br)
             })?)

@@ -298,6 +298,10 @@ pub struct Bridge<Q: Stage = AnyQdisc> {
     armed_at: u64,
     /// Spin instead of sleeping when the next release time is this close (ns).
     spin_ns: u64,
+    /// After a frame arrives, keep polling (no sleep) this long (ns); 0: off.
+    busy_poll_ns: u64,
+    /// Monotonic ns until which the loop keeps polling.
+    busy_until: u64,
 }
 
 fn now_ns() -> u64 {
@@ -406,6 +410,8 @@ impl<Q: Stage> Bridge<Q> {
             interest: [sys::READABLE; 2],
             armed_at: 0,
             spin_ns: DEFAULT_SPIN_NS,
+            busy_poll_ns: 0,
+            busy_until: 0,
             cfg,
         })
     }
@@ -417,6 +423,14 @@ impl<Q: Stage> Bridge<Q> {
     /// queue stays backlogged: CAKE's shaper then releases the overdue packets together).
     pub fn set_spin_ns(&mut self, ns: u64) {
         self.spin_ns = ns;
+    }
+
+    /// After frames arrive, keep polling the sockets without sleeping for `ns` (0, the default:
+    /// off), like the kernel's socket busy polling: a reply that comes back within that window
+    /// (a ping's echo, a TCP ACK) is forwarded without the wake-up latency of a sleeping thread,
+    /// at the cost of up to `ns` of CPU per burst of arrivals.
+    pub fn set_busy_poll_ns(&mut self, ns: u64) {
+        self.busy_poll_ns = ns;
     }
 
     /// A handle to stop [`run`](Self::run) from another thread.
@@ -496,10 +510,11 @@ impl<Q: Stage> Bridge<Q> {
             .filter(|d| d.pending.is_empty())
             .filter_map(|d| d.next)
             .min();
-        let Some(at) = deadline else {
-            return Ok(-1);
-        };
         let now = now_ns();
+        let idle = if now < self.busy_until { 0 } else { -1 };
+        let Some(at) = deadline else {
+            return Ok(idle);
+        };
         if at <= now.saturating_add(self.spin_ns) {
             return Ok(0);
         }
@@ -510,7 +525,7 @@ impl<Q: Stage> Bridge<Q> {
                 .map_err(io_err("timerfd_settime"))?;
             self.armed_at = wake;
         }
-        Ok(-1)
+        Ok(idle)
     }
 
     fn receive(&mut self, s: usize) -> Result<(), Error> {
@@ -530,6 +545,9 @@ impl<Q: Stage> Bridge<Q> {
                 break;
             }
             let now = Instant::from_nanos(now_ns());
+            if self.busy_poll_ns > 0 {
+                self.busy_until = now.as_nanos().saturating_add(self.busy_poll_ns);
+            }
             for k in 0..n {
                 let len = self.rx.bufs[k].len();
                 d.stats.rx_packets += 1;
