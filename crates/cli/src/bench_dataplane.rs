@@ -1,7 +1,15 @@
-//! `purple bench dataplane [--json] [--seconds S]`: dataplane speed in throwaway namespaces.
-//! Rows: direct veth (reference), the bridge unshaped, the bridge with CAKE at 1 Gbit/s and
-//! 100 Mbit/s, kernel forwarding through HTB at 1 Gbit/s; TCP goodput, idle UDP round trip
-//! (p50/p99) and the bridge thread's CPU per Gbit/s.
+//! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT] [--rt-priority P]
+//! [--spin-us US] [--busy-poll-us US] [--stats]`: dataplane speed in
+//! throwaway namespaces. Rows: direct veth (reference), the bridge unshaped, the bridge with CAKE
+//! at 1 Gbit/s (default split-gso, and no-split-gso) and 100 Mbit/s, kernel forwarding through
+//! HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e. the L2 frame bytes
+//! per second released on the shaped egress during the measurement window, super-packets counted
+//! as the segments they become (what CAKE in raw mode and HTB charge against their rate; read
+//! from the bridge's `tx_wire_bytes` over the control socket, or from HTB's `Sent` bytes in
+//! `tc -s qdisc`, which count GSO packets the same way), and its ratio to the configured rate; idle UDP
+//! round trip (p50/p99) and what it adds to direct veth's; the bridge thread's CPU (cores) per
+//! Gbit/s of goodput. With `--runs N` every row is measured N times and each column shows the
+//! median.
 
 use std::time::Duration;
 
@@ -17,6 +25,28 @@ pub struct Args {
     /// Seconds of TCP transfer per row.
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
+    /// Measure every row this many times and report per-column medians.
+    #[arg(long, default_value_t = 1)]
+    pub runs: usize,
+    /// Run the bridge thread under `SCHED_FIFO` at this priority, as `purple bridge
+    /// --rt-priority` does (the client and server stay at normal priority).
+    #[arg(long)]
+    pub rt_priority: Option<i32>,
+    /// The bridge spins instead of sleeping this close (µs) to the shaper's next release time
+    /// (default: the bridge's own default).
+    #[arg(long)]
+    pub spin_us: Option<f64>,
+    /// After frames arrive the bridge keeps polling this long (µs) before sleeping (default 0:
+    /// off).
+    #[arg(long)]
+    pub busy_poll_us: Option<f64>,
+    /// Print each bridge's final `stats --json` to standard error.
+    #[arg(long)]
+    pub stats: bool,
+    /// Run only the rows whose name contains this text (e.g. `cake`); the direct veth row, the
+    /// reference for added latency and the unshaped target, always runs.
+    #[arg(long)]
+    pub only: Option<String>,
 }
 
 /// One measured row.
@@ -25,9 +55,22 @@ struct Row {
     name: &'static str,
     configured_bps: Option<f64>,
     goodput_bps: f64,
+    /// L2 bytes per second released by the shaper (shaped rows only).
+    wire_bps: Option<f64>,
     rtt_p50_us: f64,
     rtt_p99_us: f64,
-    cpu_s_per_gbit: Option<f64>,
+    cpu_per_gbit: Option<f64>,
+}
+
+/// The HTB root's `Sent` bytes on b1 of the middle namespace.
+fn htb_sent(lab: &Lab) -> Option<u64> {
+    let out = lab.output('b', &["tc", "-s", "-j", "qdisc", "show", "dev", "b1"])?;
+    let v: serde_json::Value = serde_json::from_str(&out).ok()?;
+    v.as_array()?
+        .iter()
+        .find(|q| q["kind"] == "htb")?
+        .get("bytes")?
+        .as_u64()
 }
 
 fn measure(
@@ -35,8 +78,10 @@ fn measure(
     shape: Shape,
     qdisc: Option<&'static str>,
     configured_bps: Option<f64>,
-    secs: f64,
+    a: &Args,
 ) -> Result<Row, String> {
+    let (secs, rt, spin_us, stats) = (a.seconds, a.rt_priority, a.spin_us, a.stats);
+    let busy_us = a.busy_poll_us;
     let lab = Lab::new(shape)?;
     if shape == Shape::Routed
         && !(lab.exec(
@@ -54,6 +99,7 @@ fn measure(
     {
         return Err("tc htb failed".into());
     }
+    let ctl = std::env::temp_dir().join(format!("{}.sock", lab.prefix));
     let running = match qdisc {
         Some(q) => {
             let cfg = BridgeConfig {
@@ -62,31 +108,94 @@ fn measure(
                 egress: q.into(),
                 ingress: "pfifo".into(),
                 name: lab.prefix.clone(),
-                ctl_path: None,
+                ctl_path: Some(ctl.clone()),
                 seed: 1,
             };
-            Some(lab.start(move || Bridge::new(cfg))?)
+            Some(lab.start(move || {
+                if let Some(p) = rt {
+                    dataplane::sys::set_realtime(p).map_err(|err| dataplane::Error::Io {
+                        what: format!("SCHED_FIFO priority {p}"),
+                        err,
+                    })?;
+                }
+                let mut br = Bridge::new(cfg)?;
+                if let Some(us) = spin_us {
+                    br.set_spin_ns((us.max(0.0) * 1e3) as u64);
+                }
+                if let Some(us) = busy_us {
+                    br.set_busy_poll_ns((us.max(0.0) * 1e3) as u64);
+                }
+                Ok(br)
+            })?)
         }
         None => None,
     };
     let rtts = lab.udp_rtts(7100, 500, Duration::from_millis(2))?;
-    let cpu0 = 0u64;
     let d = Duration::from_secs_f64(secs.clamp(0.5, 60.0));
-    let g = lab.tcp_goodput(7101, Duration::from_millis(500), d)?;
+    let mut sample = || -> Option<(u64, u64)> {
+        configured_bps?;
+        let t0 = dataplane::sys::monotonic_ns();
+        let bytes = if running.is_some() {
+            let answer = dataplane::ctl::request(&ctl, "stats --json").ok()?;
+            let v: serde_json::Value = serde_json::from_str(&answer).ok()?;
+            v[0]["purple"]["tx_wire_bytes"].as_u64()?
+        } else {
+            htb_sent(&lab)?
+        };
+        let t1 = dataplane::sys::monotonic_ns();
+        Some((bytes, t0 + (t1 - t0) / 2))
+    };
+    let (g, wire) = lab.tcp_goodput_sampled(7101, Duration::from_millis(500), d, &mut sample)?;
     let cpu = match running {
-        Some(r) => Some(r.stop()?.1 - cpu0),
+        Some(r) => {
+            let (st, c) = r.stop()?;
+            if stats {
+                eprintln!("{name}: {st}");
+            }
+            Some(c)
+        }
         None => None,
     };
-    // The bridge's CPU over the whole row (mostly the transfer: warm-up plus measurement).
+    // The bridge's CPU over the whole row (mostly the transfer: warm-up plus measurement; the
+    // idle round trips before it cost little).
     let busy_s = d.as_secs_f64() + 0.5;
     Ok(Row {
         name,
         configured_bps,
         goodput_bps: g,
+        wire_bps: wire,
         rtt_p50_us: quantile(&rtts, 0.5) as f64 / 1e3,
         rtt_p99_us: quantile(&rtts, 0.99) as f64 / 1e3,
-        cpu_s_per_gbit: cpu.map(|c| (c as f64 / 1e9 / busy_s) / (g / 1e9).max(1e-9)),
+        cpu_per_gbit: cpu.map(|c| (c as f64 / 1e9 / busy_s) / (g / 1e9).max(1e-9)),
     })
+}
+
+/// The median of `v` (NaN-free values), `None` when empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Per-column medians over runs of the same row.
+fn median_row(runs: &[Row]) -> Row {
+    let col = |f: &dyn Fn(&Row) -> Option<f64>| median(runs.iter().filter_map(f).collect());
+    Row {
+        name: runs[0].name,
+        configured_bps: runs[0].configured_bps,
+        goodput_bps: col(&|r| Some(r.goodput_bps)).unwrap_or(0.0),
+        wire_bps: col(&|r| r.wire_bps),
+        rtt_p50_us: col(&|r| Some(r.rtt_p50_us)).unwrap_or(0.0),
+        rtt_p99_us: col(&|r| Some(r.rtt_p99_us)).unwrap_or(0.0),
+        cpu_per_gbit: col(&|r| r.cpu_per_gbit),
+    }
 }
 
 /// Runs every row; returns the table or JSON.
@@ -101,6 +210,12 @@ pub fn run(a: &Args) -> Result<String, String> {
             Some(1e9),
         ),
         (
+            "cake 1Gbit nosplit",
+            Shape::Bridged,
+            Some("cake bandwidth 1Gbit besteffort no-split-gso"),
+            Some(1e9),
+        ),
+        (
             "bridge cake 100Mbit",
             Shape::Bridged,
             Some("cake bandwidth 100Mbit besteffort"),
@@ -108,12 +223,27 @@ pub fn run(a: &Args) -> Result<String, String> {
         ),
         ("kernel htb 1Gbit", Shape::Routed, None, Some(1e9)),
     ];
-    let mut out = Vec::new();
-    for (name, shape, q, rate) in rows {
-        out.push(measure(name, shape, q, rate, a.seconds)?);
+    let rows: Vec<_> = rows
+        .into_iter()
+        .enumerate()
+        .filter(|(i, (name, ..))| {
+            *i == 0 || a.only.as_ref().is_none_or(|o| name.contains(o.as_str()))
+        })
+        .map(|(_, r)| r)
+        .collect();
+    let mut all: Vec<Vec<Row>> = vec![Vec::new(); rows.len()];
+    for _ in 0..a.runs.max(1) {
+        for (i, &(name, shape, q, rate)) in rows.iter().enumerate() {
+            all[i].push(measure(name, shape, q, rate, a)?);
+        }
     }
+    let out: Vec<Row> = all.iter().map(|r| median_row(r)).collect();
     let base = out[0].rtt_p99_us;
     let base50 = out[0].rtt_p50_us;
+    let of_rate = |r: &Row| match (r.wire_bps, r.configured_bps) {
+        (Some(w), Some(c)) => Some(w / c),
+        _ => None,
+    };
     if a.json {
         let v: Vec<serde_json::Value> = out
             .iter()
@@ -121,38 +251,52 @@ pub fn run(a: &Args) -> Result<String, String> {
                 serde_json::json!({
                     "row": r.name, "goodput_gbps": r.goodput_bps / 1e9,
                     "configured_gbps": r.configured_bps.map(|c| c / 1e9),
+                    "wire_gbps": r.wire_bps.map(|w| w / 1e9),
+                    "wire_of_rate": of_rate(r),
+                    "of_direct": r.goodput_bps / out[0].goodput_bps.max(1.0),
                     "rtt_p50_us": r.rtt_p50_us, "rtt_p99_us": r.rtt_p99_us,
                     "added_p50_us": r.rtt_p50_us - base50, "added_p99_us": r.rtt_p99_us - base,
-                    "cpu_s_per_gbit": r.cpu_s_per_gbit,
+                    "cpu_per_gbps": r.cpu_per_gbit,
                 })
             })
             .collect();
-        return Ok(format!("{}\n", serde_json::json!({ "dataplane": v })));
+        return Ok(format!(
+            "{}\n",
+            serde_json::json!({ "runs": a.runs.max(1), "dataplane": v })
+        ));
     }
     let mut t = format!(
-        "{:<22} {:>10} {:>9} {:>10} {:>10} {:>11} {:>11} {:>12}\n",
+        "{:<20} {:>8} {:>7} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>10}\n",
         "row",
-        "Gbit/s",
+        "goodput",
+        "of dir",
+        "wire",
         "of rate",
-        "rtt p50us",
-        "rtt p99us",
+        "rtt p50",
+        "rtt p99",
         "added p50",
         "added p99",
-        "cpu s/Gbit"
+        "cpu/Gbps"
     );
     for r in &out {
         t.push_str(&format!(
-            "{:<22} {:>10.3} {:>9} {:>10.1} {:>10.1} {:>11.1} {:>11.1} {:>12}\n",
+            "{:<20} {:>8.3} {:>7.3} {:>8} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10}\n",
             r.name,
             r.goodput_bps / 1e9,
-            r.configured_bps
-                .map_or("-".into(), |c| format!("{:.3}", r.goodput_bps / c)),
+            r.goodput_bps / out[0].goodput_bps.max(1.0),
+            r.wire_bps.map_or("-".into(), |w| format!("{:.3}", w / 1e9)),
+            of_rate(r).map_or("-".into(), |x| format!("{x:.4}")),
             r.rtt_p50_us,
             r.rtt_p99_us,
             r.rtt_p50_us - base50,
             r.rtt_p99_us - base,
-            r.cpu_s_per_gbit.map_or("-".into(), |c| format!("{c:.3}")),
+            r.cpu_per_gbit.map_or("-".into(), |c| format!("{c:.3}")),
         ));
     }
+    t.push_str(&format!(
+        "(Gbit/s; rtt in us; wire = L2 bytes/s the shaper released; cpu = bridge thread cores per \
+         Gbit/s of goodput; medians of {} run(s))\n",
+        a.runs.max(1)
+    ));
     Ok(t)
 }

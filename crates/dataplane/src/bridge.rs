@@ -26,8 +26,8 @@ const MAX_BIG: usize = 512;
 const MAX_SMALL: usize = 8_192;
 /// Kernel socket buffer size requested for each packet socket.
 const SOCK_BUF: usize = 8 << 20;
-/// The loop spins (instead of sleeping) this close to the shaper's next release time.
-const SPIN_NS: u64 = 25_000;
+/// By default the loop spins (instead of sleeping) this close to the shaper's next release time.
+pub const DEFAULT_SPIN_NS: u64 = 25_000;
 /// Receive batches per socket per loop iteration, and transmit batches per direction.
 const BUDGET: usize = 8;
 
@@ -172,8 +172,12 @@ pub struct DirStats {
     pub truncated: u64,
     /// Frames the kernel took for sending on the output interface.
     pub tx_packets: u64,
-    /// Their bytes.
+    /// Their bytes (a super-packet counts once, as handed to the kernel).
     pub tx_bytes: u64,
+    /// Their bytes on the wire: Ethernet frames (no preamble or FCS) after the kernel has cut
+    /// super-packets into segments, headers repeated per segment (see [`crate::vnet::wire_len`]);
+    /// what a shaper charging L2 frame bytes sees.
+    pub tx_wire_bytes: u64,
     /// Frames the kernel refused to send (dropped).
     pub tx_errors: u64,
     /// Frames dequeued but not yet taken by the kernel (send buffer full).
@@ -292,6 +296,12 @@ pub struct Bridge<Q: Stage = AnyQdisc> {
     interest: [u32; 2],
     /// The absolute time the timerfd is armed for (0: not armed).
     armed_at: u64,
+    /// Spin instead of sleeping when the next release time is this close (ns).
+    spin_ns: u64,
+    /// After a frame arrives, keep polling (no sleep) this long (ns); 0: off.
+    busy_poll_ns: u64,
+    /// Monotonic ns until which the loop keeps polling.
+    busy_until: u64,
 }
 
 fn now_ns() -> u64 {
@@ -399,8 +409,28 @@ impl<Q: Stage> Bridge<Q> {
             drops: Vec::with_capacity(64),
             interest: [sys::READABLE; 2],
             armed_at: 0,
+            spin_ns: DEFAULT_SPIN_NS,
+            busy_poll_ns: 0,
+            busy_until: 0,
             cfg,
         })
+    }
+
+    /// How close (ns) to the shaper's next release time the loop stops sleeping and spins
+    /// (polls without blocking) until it is due; [`DEFAULT_SPIN_NS`] unless set. Larger values
+    /// serve release times more punctually at the cost of CPU; 0 never spins (the timer alone
+    /// wakes the loop, late by the machine's wake-up latency, which costs no rate as long as the
+    /// queue stays backlogged: CAKE's shaper then releases the overdue packets together).
+    pub fn set_spin_ns(&mut self, ns: u64) {
+        self.spin_ns = ns;
+    }
+
+    /// After frames arrive, keep polling the sockets without sleeping for `ns` (0, the default:
+    /// off), like the kernel's socket busy polling: a reply that comes back within that window
+    /// (a ping's echo, a TCP ACK) is forwarded without the wake-up latency of a sleeping thread,
+    /// at the cost of up to `ns` of CPU per burst of arrivals.
+    pub fn set_busy_poll_ns(&mut self, ns: u64) {
+        self.busy_poll_ns = ns;
     }
 
     /// A handle to stop [`run`](Self::run) from another thread.
@@ -441,8 +471,14 @@ impl<Q: Stage> Bridge<Q> {
             self.epoll
                 .wait(&mut ready, timeout)
                 .map_err(io_err("epoll_wait"))?;
+            // Read only the sockets epoll reported (level-triggered: one left with data after
+            // its budget is reported again at once), saving two empty `recvmmsg` calls on
+            // every pass of the loop, which spins while a release time is close.
+            let mut readable = [false; 2];
             for &t in &ready {
                 match t {
+                    TOK_A => readable[0] = true,
+                    TOK_B => readable[1] = true,
                     TOK_STOP | TOK_SIG => {
                         self.stop.clear();
                         self.refresh_kernel_drops();
@@ -456,7 +492,7 @@ impl<Q: Stage> Bridge<Q> {
                     _ => {}
                 }
             }
-            for s in 0..2 {
+            for (s, _) in readable.iter().enumerate().filter(|(_, &r)| r) {
                 self.receive(s)?;
             }
             for d in 0..2 {
@@ -474,21 +510,22 @@ impl<Q: Stage> Bridge<Q> {
             .filter(|d| d.pending.is_empty())
             .filter_map(|d| d.next)
             .min();
-        let Some(at) = deadline else {
-            return Ok(-1);
-        };
         let now = now_ns();
-        if at <= now.saturating_add(SPIN_NS) {
+        let idle = if now < self.busy_until { 0 } else { -1 };
+        let Some(at) = deadline else {
+            return Ok(idle);
+        };
+        if at <= now.saturating_add(self.spin_ns) {
             return Ok(0);
         }
-        let wake = at - SPIN_NS;
+        let wake = at - self.spin_ns;
         if wake != self.armed_at {
             self.timer
                 .set_abs(wake)
                 .map_err(io_err("timerfd_settime"))?;
             self.armed_at = wake;
         }
-        Ok(-1)
+        Ok(idle)
     }
 
     fn receive(&mut self, s: usize) -> Result<(), Error> {
@@ -508,6 +545,9 @@ impl<Q: Stage> Bridge<Q> {
                 break;
             }
             let now = Instant::from_nanos(now_ns());
+            if self.busy_poll_ns > 0 {
+                self.busy_until = now.as_nanos().saturating_add(self.busy_poll_ns);
+            }
             for k in 0..n {
                 let len = self.rx.bufs[k].len();
                 d.stats.rx_packets += 1;
@@ -614,9 +654,14 @@ impl<Q: Stage> Bridge<Q> {
                 match sock.send_batch(n, |k| (&hdrs[start + k], &pkts[start + k].data)) {
                     Ok(0) => break,
                     Ok(m) => {
-                        for p in &d.pending[start..start + m] {
+                        for (p, h) in d.pending[start..start + m]
+                            .iter()
+                            .zip(&d.pending_hdrs[start..start + m])
+                        {
                             d.stats.tx_packets += 1;
                             d.stats.tx_bytes += p.data.len() as u64;
+                            d.stats.tx_wire_bytes +=
+                                crate::vnet::wire_len(&VnetHdr::decode(h), &p.data);
                         }
                         d.sent += m;
                     }
@@ -791,6 +836,7 @@ impl<Q: Stage> Bridge<Q> {
                         "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
                         "offered": s.offered, "bypassed": s.bypassed, "truncated": s.truncated,
                         "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
+                        "tx_wire_bytes": s.tx_wire_bytes,
                         "tx_errors": s.tx_errors, "pending": s.pending,
                         "kernel_drops": s.kernel_drops,
                         "shaper_wakeups": s.shaper_wakeups,

@@ -148,8 +148,36 @@ impl Lab {
         })
     }
 
+    /// Runs `cmd` in namespace `which`; its standard output when it succeeded.
+    pub fn output(&self, which: char, cmd: &[&str]) -> Option<String> {
+        let ns = self.ns(which);
+        let o = Command::new("ip")
+            .args(["netns", "exec", ns.as_str()])
+            .args(cmd)
+            .output()
+            .ok()?;
+        o.status
+            .success()
+            .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+
     /// A TCP bulk transfer client → server for `d` (after `warmup`); returns goodput in bit/s.
     pub fn tcp_goodput(&self, port: u16, warmup: Duration, d: Duration) -> Result<f64, String> {
+        self.tcp_goodput_sampled(port, warmup, d, &mut || None)
+            .map(|(g, _)| g)
+    }
+
+    /// [`tcp_goodput`](Self::tcp_goodput), also calling `sample` right at the start and the end
+    /// of the measurement window; it reads a byte counter (e.g. what a shaper released) and
+    /// returns it with the monotonic time in ns it was read at. Returns the goodput and, when
+    /// both samples were taken, the counter's rate in bit/s between the two reads.
+    pub fn tcp_goodput_sampled(
+        &self,
+        port: u16,
+        warmup: Duration,
+        d: Duration,
+        sample: &mut dyn FnMut() -> Option<(u64, u64)>,
+    ) -> Result<(f64, Option<f64>), String> {
         let received = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -186,16 +214,24 @@ impl Lab {
             Ok::<(), String>(())
         });
         thread::sleep(warmup);
+        let s0 = sample();
         let b0 = received.load(Ordering::Relaxed);
         let t0 = crate::sys::monotonic_ns();
         thread::sleep(d);
         let b1 = received.load(Ordering::Relaxed);
         let dt = (crate::sys::monotonic_ns() - t0) as f64 / 1e9;
+        let s1 = sample();
+        let sampled = match (s0, s1) {
+            (Some((a, ta)), Some((b, tb))) if tb > ta => {
+                Some(b.saturating_sub(a) as f64 * 8.0 / ((tb - ta) as f64 / 1e9))
+            }
+            _ => None,
+        };
         stop.store(true, Ordering::Relaxed);
         let c = client.join().map_err(|_| "client panicked")?;
         let _ = server.join();
         c??;
-        Ok((b1 - b0) as f64 * 8.0 / dt)
+        Ok(((b1 - b0) as f64 * 8.0 / dt, sampled))
     }
 
     /// `count` UDP ping-pongs (64-byte payload, one every `gap`) client → server echo; returns

@@ -138,6 +138,32 @@ impl VnetHdr {
     }
 }
 
+/// The bytes `frame` (sent with header `h`) occupies on the wire once the kernel has cut it into
+/// segments: Ethernet frames without preamble or FCS, the headers repeated on every segment, as
+/// Linux's `qdisc_pkt_len` counts a GSO packet. A frame without GSO, or whose headers cannot be
+/// located from `h` (no partial checksum to say where the transport header starts), counts as
+/// its own length. Never panics; O(1).
+pub fn wire_len(h: &VnetHdr, frame: &[u8]) -> u64 {
+    let len = frame.len() as u64;
+    let kind = h.gso_type & !GSO_ECN;
+    if kind == GSO_NONE || h.gso_size == 0 || h.flags & F_NEEDS_CSUM == 0 {
+        return len;
+    }
+    let l4 = usize::from(h.csum_start);
+    let hdr = match kind {
+        GSO_TCPV4 | GSO_TCPV6 => match frame.get(l4 + 12) {
+            Some(&off) => l4 + usize::from(off >> 4) * 4,
+            None => return len,
+        },
+        _ => l4 + 8,
+    } as u64;
+    if hdr >= len {
+        return len;
+    }
+    let segs = (len - hdr).div_ceil(u64::from(h.gso_size));
+    len + segs.saturating_sub(1) * hdr
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +188,32 @@ mod tests {
                 size: 1428
             }))
         );
+    }
+
+    #[test]
+    fn wire_len_repeats_the_headers_on_every_segment_of_a_super_packet() {
+        // Ethernet 14 + IPv4 20 + TCP 32 = 66 bytes of headers, 3 x 1448 bytes of payload.
+        let mut f = vec![0u8; 66 + 3 * 1448];
+        f[34 + 12] = 8 << 4;
+        let h = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: GSO_TCPV4,
+            gso_size: 1448,
+            csum_start: 34,
+            csum_offset: 16,
+            ..VnetHdr::default()
+        };
+        assert_eq!(wire_len(&h, &f), 3 * 1514);
+        // A short last segment.
+        f.truncate(66 + 2 * 1448 + 100);
+        assert_eq!(wire_len(&h, &f), 2 * 1514 + 166);
+        // No GSO, or a header that does not fit: the frame's own length.
+        let plain = VnetHdr {
+            gso_type: GSO_NONE,
+            ..h
+        };
+        assert_eq!(wire_len(&plain, &f), f.len() as u64);
+        assert_eq!(wire_len(&h, &f[..40]), 40);
     }
 
     #[test]
