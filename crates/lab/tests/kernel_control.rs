@@ -103,8 +103,10 @@ fn the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_r
             "read back {v} Mbit/s at {t:.1} s matches no decision near it: {report}"
         );
     }
-    // Lowered after the drop: the kernel CAKE's rate read back during the 4 Mbit/s step is
-    // at or below 4 Mbit/s, and below the 6 Mbit/s the run started with.
+    // Lowered after the drop: a kernel CAKE rate read back during the 4 Mbit/s step is at or
+    // below 4 Mbit/s. (Not necessarily the last one: cake-autorate raises its rate x1.04 per
+    // step while the delay is low and so probes above the capacity between cuts; CI read 3.31
+    // then 4.40 Mbit/s in the low step.)
     let low: Vec<f64> = r
         .readback
         .iter()
@@ -112,10 +114,10 @@ fn the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_r
         .map(|b| b.1)
         .collect();
     assert!(!low.is_empty(), "{report}");
-    let low_last = *low.last().unwrap();
-    assert!(low_last <= 4.0, "not lowered to the new capacity: {report}");
+    let low_min = low.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(low_min <= 4.0, "not lowered to the new capacity: {report}");
     // Raised after the return: a later read-back is above the low step's capacity and at least
-    // 1 Mbit/s above the last read-back of the low step.
+    // 1 Mbit/s above the lowest read-back of the low step.
     let high_max = r
         .readback
         .iter()
@@ -123,7 +125,7 @@ fn the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_r
         .map(|b| b.1)
         .fold(f64::NAN, f64::max);
     assert!(
-        high_max > 4.0 && high_max >= low_last + 1.0,
+        high_max > 4.0 && high_max >= low_min + 1.0,
         "not raised after the capacity returned: {report}"
     );
     let _ = std::fs::remove_dir_all(&dir);
