@@ -685,8 +685,8 @@ pub fn lab_text(d: &LabDemo) -> String {
                 format!("{:.1}", k.mean_rate_mbit),
                 format!("{:.0}%", 100.0 * k.below_capacity),
                 format!("{}/{}", k.drops_followed, k.drops),
-                format!("{:.1}", k.reaction_median_s),
-                format!("{:.1}", k.reaction_max_s),
+                secs_or_dash(k.reaction_median_s),
+                secs_or_dash(k.reaction_max_s),
                 c.actuator_errors.to_string(),
             ]);
         }
@@ -874,4 +874,13 @@ pub fn run_lab(o: &LabDemoOpts) -> Result<String, String> {
         );
     }
     Ok(s)
+}
+
+/// A reaction time with one decimal, or "-" when there was none (no drop followed).
+fn secs_or_dash(s: f64) -> String {
+    if s.is_finite() {
+        format!("{s:.1}")
+    } else {
+        "-".to_string()
+    }
 }
