@@ -249,6 +249,10 @@ pub enum Reason {
         /// For how long it has been missing (or since start if it never came).
         missing_for: Duration,
     },
+    /// Raised back to the rate before a cut that the link did not confirm: after a sudden
+    /// drop in delivery the delay stayed low and the link went nearly idle, so the demand
+    /// stopped, not the capacity.
+    Restored,
     /// The algorithm asked for more than `max` or less than `min`: clamped.
     Clamped,
     /// The algorithm asked for a change that the rate-of-change limit holds back.
@@ -280,6 +284,9 @@ impl fmt::Display for Reason {
                 signal,
                 missing_for,
             } => write!(f, "safe rate: no {signal:?} signal for {missing_for:?}"),
+            Reason::Restored => {
+                f.write_str("restored: the demand stopped, not the capacity (delay stayed low)")
+            }
             Reason::Clamped => f.write_str("clamped to [min, max]"),
             Reason::RateLimited => f.write_str("change held back by the rate-of-change limit"),
         }

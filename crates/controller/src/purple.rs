@@ -207,6 +207,19 @@ struct St {
     /// The last step at which the link carried load (CAKE backlogged or at least half our rate
     /// delivered).
     last_busy: Option<Instant>,
+    /// A cut made on a sudden shortfall alone (delay not above target), awaiting confirmation.
+    unconfirmed: Option<Unconfirmed>,
+}
+
+/// A cut not yet confirmed by the delay or the delivery that follows it.
+#[derive(Clone, Copy, Debug)]
+struct Unconfirmed {
+    /// When it was made.
+    at: Instant,
+    /// The rate before it.
+    before: u64,
+    /// The ceiling before it.
+    ceiling: Option<(Instant, u64)>,
 }
 
 /// PURPLE. See the module documentation.
@@ -449,9 +462,36 @@ impl Law for Purple {
         // delay has started to rise (CAKE is empty because the ACK clock runs at the radio's
         // rate, and the radio's buffer is filling). Without either, a shortfall is only demand.
         let early = Duration::from_secs_f64(target.as_secs_f64() * p.early);
+        // On a link that carried no load lately, a rising delay is not ours (it was cutting an
+        // idle link to what the probes deliver, i.e. to `min`, found in the lab).
         let deficit = steady
             && thr.is_some_and(|t| t < (p.deficit - slack) * cur)
-            && (cake_busy || delay > early);
+            && (cake_busy || (delay > early && recently_busy));
+        // A cut on a sudden shortfall alone is confirmed by what follows: the delay rising, or
+        // the link delivering at least half the new rate (the capacity did drop). If instead the
+        // delay stays low and the link goes nearly idle for two intervals, the demand stopped
+        // (the downloads ended), not the capacity: the rate before the cut comes back, so the
+        // next download does not start from `min` (found in the lab's radio run).
+        if let Some(Unconfirmed {
+            at,
+            before,
+            ceiling,
+        }) = st.unconfirmed
+        {
+            let age = now.saturating_duration_since(at);
+            let confirmed = delay > early || cake_busy || thr.is_some_and(|t| t >= 0.5 * cur);
+            if confirmed || age > p.busy_memory {
+                st.unconfirmed = None;
+            } else if age.as_nanos() >= 2 * p.interval.as_nanos() {
+                st.unconfirmed = None;
+                st.ceiling = ceiling;
+                st.last_cut = None;
+                return Step {
+                    rate: before,
+                    reason: Reason::Restored,
+                };
+            }
+        }
         // Severe: CAKE backlogged (the radio's full buffer holds it back), or the link was
         // saturated in the previous interval and now suddenly delivers far less: the ACK clock of
         // bulk TCP runs at the radio's new rate, so CAKE is empty while the radio's buffer fills,
@@ -488,6 +528,11 @@ impl Law for Purple {
                 _ if recently_busy && sig.throughput == Some(0) => cur * 0.5,
                 _ => cur * (1.0 - p.beta * (excess / target.as_secs_f64()).min(1.0)),
             };
+            st.unconfirmed = (delay <= target).then_some(Unconfirmed {
+                at: now,
+                before: sig.current,
+                ceiling: st.ceiling,
+            });
             st.last_cut = Some(now);
             st.delay_at_cut = delay;
             // The ceiling is where the link could not keep up. A cut while it delivered our
@@ -824,6 +869,88 @@ mod tests {
         );
         assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
         assert!(s.rate <= 3_000_000, "only cut to {}", s.rate);
+    }
+
+    #[test]
+    fn a_download_ending_is_not_a_capacity_drop_the_rate_comes_back() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Saturated at our 10 MB/s, then the downloads end: almost nothing delivered, delay low.
+        for i in 0..10 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(10_000_000, 1, 10_000_000, 0),
+                &cfg,
+            );
+        }
+        let s = law.step(
+            at(500),
+            Direction::Down,
+            &sig(10_000_000, 1, 1_500_000, 0),
+            &cfg,
+        );
+        assert!(
+            s.rate < 2_000_000,
+            "the sudden shortfall cuts at once: {s:?}"
+        );
+        let mut last = s;
+        for i in 1..=3 {
+            last = law.step(
+                at(500 + i * 50),
+                Direction::Down,
+                &sig(last.rate, 0, 2_000, 0),
+                &cfg,
+            );
+            if last.reason == Reason::Restored {
+                break;
+            }
+        }
+        assert_eq!(last.reason, Reason::Restored, "{last:?}");
+        assert_eq!(last.rate, 10_000_000);
+    }
+
+    #[test]
+    fn a_capacity_drop_confirmed_by_delivery_keeps_the_cut() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        for i in 0..10 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(10_000_000, 1, 10_000_000, 0),
+                &cfg,
+            );
+        }
+        let s = law.step(
+            at(500),
+            Direction::Down,
+            &sig(10_000_000, 1, 5_000_000, 0),
+            &cfg,
+        );
+        assert!(s.rate < 5_000_000, "{s:?}");
+        // The link now delivers the new capacity, about the cut rate: the drop was real.
+        let mut rate = s.rate;
+        for i in 1..=10 {
+            let d = law.step(
+                at(500 + i * 50),
+                Direction::Down,
+                &sig(rate, 1, rate, 0),
+                &cfg,
+            );
+            assert_ne!(d.reason, Reason::Restored, "step {i}: {d:?}");
+            rate = d.rate;
+        }
+        assert!(rate < 6_000_000, "{rate}");
+    }
+
+    #[test]
+    fn a_small_delay_rise_on_an_idle_link_is_not_a_throughput_deficit() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Idle from the start (a few kB/s of probes), delay between `early` and the target.
+        let s = law.step(at(0), Direction::Down, &sig(12_500_000, 3, 2_000, 0), &cfg);
+        assert_eq!(s.rate, 12_500_000, "{s:?}");
     }
 
     #[test]
