@@ -40,7 +40,7 @@
 //!    the delay budget goes to 98% of the delivered rate. Without a throughput reading the cut
 //!    is multiplicative (`beta`). A further cut waits `decrease_holdoff` and, unless the deficit
 //!    is severe, only comes if the delay is not already falling.
-//! 4b. **Delivery plateau** (capacity without overshooting): with CAKE backlogged it sends
+//!    **Delivery plateau** (capacity without overshooting): with CAKE backlogged it sends
 //!    exactly our rate, so `plateau_run` (2) consecutive intervals in which the link delivered
 //!    less than `(1 - plateau)` x our rate (0.8%, plus half a frame per interval) mean our rate
 //!    has passed the capacity, before the probes show the queue: cut to `plateau_cut` (0.97) x
