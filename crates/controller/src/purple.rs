@@ -40,6 +40,12 @@
 //!    the delay budget goes to 98% of the delivered rate. Without a throughput reading the cut
 //!    is multiplicative (`beta`). A further cut waits `decrease_holdoff` and, unless the deficit
 //!    is severe, only comes if the delay is not already falling.
+//!    **Delivery plateau** (capacity without overshooting): with CAKE backlogged it sends
+//!    exactly our rate, so `plateau_run` (2) consecutive intervals in which the link delivered
+//!    less than `(1 - plateau)` x our rate (0.8%, plus half a frame per interval) mean our rate
+//!    has passed the capacity, before the probes show the queue: cut to `plateau_cut` (0.97) x
+//!    the delivered rate (lower if the plateau added more queue) and remember the ceiling. Only on
+//!    a quiet link (throughput noise at most half `noise_limit`).
 //! 5. **Grow only with evidence of demand** (CAKE backlog, or load >= `loaded`), in proportion
 //!    to the delay headroom: `gain x (1 - delay / target)` per step. Fast while below the rate
 //!    where the last cut happened (the remembered ceiling), slow (`probe_gain`) between 0.9 and
@@ -161,6 +167,17 @@ pub struct PurpleParams {
     /// cut there is the gentle `beta` one and no ceiling is learnt. Default 1 s. Accepted
     /// 0 ..= 60 s.
     pub busy_memory: Duration,
+    /// Delivery plateau: on a steady link with demand (CAKE backlogged or the previous interval
+    /// saturated), `plateau_run` consecutive intervals delivering less than `(1 - plateau) x
+    /// rate` mean our rate has passed the link's capacity although the delay has not shown it
+    /// yet: cut just below what the link delivers. Zero turns it off. Default 0.008. Accepted
+    /// 0 ..= 0.5.
+    pub plateau: f64,
+    /// Consecutive short intervals that make a plateau. Default 2. Accepted 1 ..= 20.
+    pub plateau_run: u32,
+    /// A plateau cuts to at most this fraction of the delivered rate (less if the plateau added
+    /// more than `(1 - plateau_cut) x drain_time` of queue). Default 0.97. Accepted 0.5 ..= 1.
+    pub plateau_cut: f64,
 }
 
 impl Default for PurpleParams {
@@ -186,6 +203,9 @@ impl Default for PurpleParams {
             shortfall: 0.99,
             past_ceiling: 1.1,
             busy_memory: Duration::from_secs(1),
+            plateau: 0.008,
+            plateau_run: 2,
+            plateau_cut: 0.97,
         }
     }
 }
@@ -207,6 +227,10 @@ struct St {
     /// The last step at which the link carried load (CAKE backlogged or at least half our rate
     /// delivered).
     last_busy: Option<Instant>,
+    /// Consecutive intervals that delivered less than `(1 - plateau) x rate` under demand.
+    over_run: u32,
+    /// The queue (seconds at the delivered rate) those intervals added to the radio's buffer.
+    over_q: f64,
     /// A cut made on a sudden shortfall alone (delay not above target), awaiting confirmation.
     unconfirmed: Option<Unconfirmed>,
 }
@@ -361,6 +385,14 @@ impl Law for Purple {
             "purple.busy_memory",
             p.busy_memory,
             "0 ..= 60 s",
+        )?;
+        check_f(p.plateau, 0.0, 0.5, "purple.plateau", "0 ..= 0.5")?;
+        check_f(p.plateau_cut, 0.5, 1.0, "purple.plateau_cut", "0.5 ..= 1")?;
+        check(
+            (1..=20).contains(&p.plateau_run),
+            "purple.plateau_run",
+            p.plateau_run,
+            "1 ..= 20",
         )
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
@@ -501,6 +533,27 @@ impl Law for Purple {
             && (cake_busy || st.was_saturated)
             && thr.is_some_and(|t| t < (p.severe - slack) * cur);
         st.was_saturated = thr.is_some_and(|t| t >= p.loaded * cur);
+        // Delivery plateau: CAKE backlogged sends exactly our rate, so a link delivering clearly
+        // less for `plateau_run` intervals is filling the radio's buffer. Only on a quiet link
+        // (half the noise limit) and with half a frame per interval of slack: at 5 Mbit/s one
+        // frame is 5% of an interval's delivery, and without that slack the rule held the rate
+        // at its minimum after the outage scenario's outages.
+        match thr {
+            Some(t)
+                if p.plateau > 0.0
+                    && steady
+                    && st.noise <= 0.5 * p.noise_limit
+                    && cake_busy
+                    && t < (1.0 - p.plateau) * cur - 0.5 * MTU / p.interval.as_secs_f64() =>
+            {
+                st.over_run = st.over_run.saturating_add(1);
+                st.over_q += (cur - t) / t * p.interval.as_secs_f64();
+            }
+            _ => {
+                st.over_run = 0;
+                st.over_q = 0.0;
+            }
+        }
         if delay > target || severe {
             let draining = since_cut.is_some_and(|d| d < p.drain_time)
                 && u128::from(delay.as_nanos()) * 10 < u128::from(st.delay_at_cut.as_nanos()) * 9;
@@ -535,6 +588,8 @@ impl Law for Purple {
             });
             st.last_cut = Some(now);
             st.delay_at_cut = delay;
+            st.over_run = 0;
+            st.over_q = 0.0;
             // The ceiling is where the link could not keep up. A cut while it delivered our
             // full rate drains a queue left from before (or one elsewhere): our rate was not
             // above the capacity, so it keeps the earlier ceiling (otherwise a second, draining
@@ -548,6 +603,22 @@ impl Law for Purple {
                 reason: Reason::Decrease { delay },
             };
         }
+        if st.over_run >= p.plateau_run && since_cut.is_none_or(|d| d >= p.decrease_holdoff) {
+            if let Some(t) = thr {
+                // Our rate passed the capacity: the link's delivery stopped following it. Go
+                // below what it delivers by enough to drain what the plateau added.
+                let f = (1.0 - st.over_q / p.drain_time.as_secs_f64()).clamp(0.5, p.plateau_cut);
+                st.last_cut = Some(now);
+                st.delay_at_cut = delay;
+                st.over_run = 0;
+                st.over_q = 0.0;
+                st.ceiling = Some((now, sig.current));
+                return Step {
+                    rate: (t * f) as u64,
+                    reason: Reason::Decrease { delay },
+                };
+            }
+        }
         if deficit {
             // Above the link's rate but within the delay budget: go to what it delivers.
             if let Some(t) = thr {
@@ -555,6 +626,8 @@ impl Law for Purple {
                     st.last_cut = Some(now);
                     st.delay_at_cut = delay;
                     st.ceiling = Some((now, sig.current));
+                    st.over_run = 0;
+                    st.over_q = 0.0;
                     return Step {
                         rate: (t * 0.98) as u64,
                         reason: Reason::Decrease { delay },
@@ -951,6 +1024,97 @@ mod tests {
         // Idle from the start (a few kB/s of probes), delay between `early` and the target.
         let s = law.step(at(0), Direction::Down, &sig(12_500_000, 3, 2_000, 0), &cfg);
         assert_eq!(s.rate, 12_500_000, "{s:?}");
+    }
+
+    #[test]
+    fn two_intervals_delivering_below_our_rate_with_cake_backlogged_cut_below_the_plateau() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Steady at our 5 MB/s, CAKE backlogged, no delay.
+        for i in 0..20 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(5_000_000, 0, 5_000_000, 50_000),
+                &cfg,
+            );
+        }
+        // Our rate passed the capacity (4.9 MB/s, 2% short): the first interval only counts.
+        let s = law.step(
+            at(1000),
+            Direction::Down,
+            &sig(5_000_000, 0, 4_900_000, 50_000),
+            &cfg,
+        );
+        assert!(!matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        // The second consecutive one cuts below what the link delivers, the delay still 0.
+        let s = law.step(
+            at(1050),
+            Direction::Down,
+            &sig(5_000_000, 0, 4_900_000, 50_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
+        assert!(s.rate < 4_900_000 && s.rate >= 4_700_000, "{s:?}");
+        let c = law.st[Direction::Down].ceiling.map(|(_, c)| c);
+        assert_eq!(c, Some(5_000_000));
+    }
+
+    #[test]
+    fn a_shortfall_interrupted_by_a_full_interval_is_no_plateau() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        for i in 0..40 {
+            // Every other interval 2% short (a single dip), the others full.
+            let thr = if i % 2 == 0 { 4_900_000 } else { 5_000_000 };
+            let s = law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(5_000_000, 0, thr, 50_000),
+                &cfg,
+            );
+            assert!(!matches!(s.reason, Reason::Decrease { .. }), "{i}: {s:?}");
+        }
+    }
+
+    #[test]
+    fn a_plateau_on_a_noisy_link_does_not_cut() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Throughput noise ~0.07 (above half the noise limit), deliveries short of our rate.
+        for i in 0..60 {
+            let thr = if i % 2 == 0 { 4_500_000 } else { 4_850_000 };
+            let s = law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(5_000_000, 0, thr, 50_000),
+                &cfg,
+            );
+            if i > 40 {
+                assert!(!matches!(s.reason, Reason::Decrease { .. }), "{i}: {s:?}");
+            }
+        }
+        assert!(law.st[Direction::Down].noise > 0.5 * law.p.noise_limit);
+    }
+
+    #[test]
+    fn plateau_parameters_are_validated() {
+        for p in [
+            PurpleParams {
+                plateau: 0.6,
+                ..PurpleParams::default()
+            },
+            PurpleParams {
+                plateau_run: 0,
+                ..PurpleParams::default()
+            },
+            PurpleParams {
+                plateau_cut: 0.4,
+                ..PurpleParams::default()
+            },
+        ] {
+            assert!(Purple::new(p).validate().is_err(), "{p:?}");
+        }
     }
 
     #[test]

@@ -30,6 +30,9 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
             "fast_window" => p.fast_window = ms,
             "shortfall" => p.shortfall = f,
             "past_ceiling" => p.past_ceiling = f,
+            "plateau" => p.plateau = f,
+            "plateau_run" => p.plateau_run = f as u32,
+            "plateau_cut" => p.plateau_cut = f,
             _ => eprintln!("unknown key {k}"),
         }
     }

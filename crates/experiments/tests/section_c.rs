@@ -18,7 +18,7 @@ fn short(name: &str, c: Contender, secs: f64) -> LoopSpec {
 /// The demo's ordering on the slides' radio (full 30 s): the slides' orderings that we
 /// reproduce, the one we do not (regular PURPLE's throughput edge over AIMD: here its BLUE-like
 /// law aims at 80% of the capacity estimate, so both deliver about the same), and the goal's
-/// first half for `purple`; the oracle stays the latency floor (goal's second half: p99 not met).
+/// both halves of the goal for `purple` on this seed.
 #[test]
 fn demo_ordering_on_the_radio_holds_within_tolerances() {
     let sc = scenario("radio", 1).unwrap();
@@ -49,11 +49,11 @@ fn demo_ordering_on_the_radio_holds_within_tolerances() {
     assert!(m(idx::OURS) <= m(idx::AIMD) + 0.5);
     assert!(p99(idx::OURS) < p99(idx::AIMD));
     assert!(thr(idx::OURS) >= 1.05 * thr(idx::RADIO).max(thr(idx::AIMD)));
-    // Within 10% of the oracle's throughput (goal met); the oracle's p99 stays more than 5 ms
-    // lower (goal not met: every capacity drop fills the radio's buffer for one interval before
-    // any measurement can show it).
+    // Goal 2 on seed 1: within 10% of the oracle's throughput and p99 within 5 ms of the
+    // oracle's (5.19 vs 5.59 ms since the delivery-plateau rule; the one-interval-late oracle has
+    // 5.11, so this is at the bound and not met on seeds 2 and 3, see docs/section-c-results.md).
     assert!(thr(idx::OURS) >= 0.9 * thr(idx::ORACLE));
-    assert!(p99(idx::ORACLE) + 5.0 < p99(idx::OURS));
+    assert!(p99(idx::OURS) <= p99(idx::ORACLE) + 5.0);
     // Ours: mean latency well below AIMD's (about half), p99 below 15 ms.
     assert!(m(idx::OURS) < 0.8 * m(idx::AIMD));
     assert!(p99(idx::OURS) < 15.0);
