@@ -454,6 +454,12 @@ impl Law for Purple {
         let serialisation = Duration::from_nanos((2.0 * MTU * 1e9 / cur.max(1.0)).min(1e9) as u64);
         let load = sig.load.unwrap_or(0.0);
         let cake_busy = sig.cake_backlog.is_some_and(|b| b >= p.cake_busy_bytes);
+        // Without CAKE's backlog (a daemon that cannot read it) a delivery below our rate may be
+        // the senders' own dynamics (TCP backing off after a mark, a flow ending), not the link:
+        // the throughput-only rules (deficit on a small delay rise, severe shortfall) stay off
+        // and only a delay above target cuts. With them on, the lab's daemon ratcheted its rate
+        // down to what bursty real TCP delivered (46% of the capacity in a 30 s run).
+        let backlog_known = sig.cake_backlog.is_some();
         let thr = sig.throughput.filter(|&t| t > 0).map(|t| t as f64);
         let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
         if cake_busy || thr.is_some_and(|t| t >= 0.5 * cur) {
@@ -498,7 +504,7 @@ impl Law for Purple {
         // idle link to what the probes deliver, i.e. to `min`, found in the lab).
         let deficit = steady
             && thr.is_some_and(|t| t < (p.deficit - slack) * cur)
-            && (cake_busy || (delay > early && recently_busy));
+            && (cake_busy || (backlog_known && delay > early && recently_busy));
         // A cut on a sudden shortfall alone is confirmed by what follows: the delay rising, or
         // the link delivering at least half the new rate (the capacity did drop). If instead the
         // delay stays low and the link goes nearly idle for two intervals, the demand stopped
@@ -530,7 +536,7 @@ impl Law for Purple {
         // and the probes crossing that queue only come back after it (on a 15 Mbit/s uplink,
         // 250 ms after the drop, found on the step scenario).
         let severe = steady
-            && (cake_busy || st.was_saturated)
+            && (cake_busy || (backlog_known && st.was_saturated))
             && thr.is_some_and(|t| t < (p.severe - slack) * cur);
         st.was_saturated = thr.is_some_and(|t| t >= p.loaded * cur);
         // Delivery plateau: CAKE backlogged sends exactly our rate, so a link delivering clearly
@@ -1115,6 +1121,44 @@ mod tests {
         ] {
             assert!(Purple::new(p).validate().is_err(), "{p:?}");
         }
+    }
+
+    #[test]
+    fn without_cakes_backlog_a_shortfall_alone_does_not_cut() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        let nostats = |cur: u64, d: u64, thr: u64| DirSignals {
+            cake_backlog: None,
+            ..sig(cur, d, thr, 0)
+        };
+        for i in 0..10 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &nostats(10_000_000, 1, 10_000_000),
+                &cfg,
+            );
+        }
+        // Real TCP dips below the shaped rate (a mark, a flow's slow start): delay small.
+        let s = law.step(
+            at(500),
+            Direction::Down,
+            &nostats(10_000_000, 2, 6_000_000),
+            &cfg,
+        );
+        assert!(
+            s.rate >= 9_000_000,
+            "cut to {} on a shortfall alone",
+            s.rate
+        );
+        // A delay above target still cuts, to below what the link delivers.
+        let s = law.step(
+            at(600),
+            Direction::Down,
+            &nostats(s.rate, 20, 6_000_000),
+            &cfg,
+        );
+        assert!(s.rate < 6_000_000, "{s:?}");
     }
 
     #[test]
