@@ -103,6 +103,12 @@ pub struct Daemon {
     metrics: Option<metrics::Server>,
     samples: Vec<Sample>,
     next_counter: Instant,
+    /// When CAKE's statistics are read next (`Instant::MAX`: never).
+    next_cake_stats: Instant,
+    /// The last CAKE backlog read per direction (bytes), for the log and metrics.
+    cake_backlog: PerDir<Option<u64>>,
+    /// Whether the current run of failed statistics reads has been logged (cleared by a success).
+    cake_stats_failing: bool,
     last_log: Instant,
     throughput: PerDir<u64>,
     delay: DelayStat,
@@ -140,6 +146,7 @@ impl Daemon {
             "wall": clock.wall_us(now) as f64 / 1e6,
             "reflectors": cfg.probe.reflectors,
         }))?;
+        let cfg_cake_stats_off = cfg.cake_stats_interval_ms == 0;
         Ok(Daemon {
             ctl: make_controller(&cfg)?,
             limiter: Limiter::new(
@@ -155,6 +162,13 @@ impl Daemon {
             metrics,
             samples: Vec::with_capacity(64),
             next_counter: now,
+            next_cake_stats: if cfg_cake_stats_off {
+                Instant::MAX
+            } else {
+                now
+            },
+            cake_backlog: PerDir::default(),
+            cake_stats_failing: false,
             last_log: now,
             throughput: PerDir::default(),
             delay: DelayStat::default(),
@@ -233,6 +247,7 @@ impl Daemon {
                 .next_wakeup()
                 .min(self.ctl.next_wakeup())
                 .min(self.next_counter)
+                .min(self.next_cake_stats)
                 .min(end.unwrap_or(Instant::MAX));
             let wait_ms = wake
                 .saturating_duration_since(now)
@@ -278,6 +293,9 @@ impl Daemon {
                 }
             }
         }
+        if now >= self.next_cake_stats {
+            self.read_cake_stats(now);
+        }
         for i in 0..self.samples.len() {
             let s = self.samples[i];
             self.ctl.on_sample(now, &s);
@@ -321,6 +339,46 @@ impl Daemon {
         }
     }
 
+    /// Reads CAKE's statistics through the actuator and queues one `Sample::CakeStats` per
+    /// direction that has them. The first failure of a run of failures is logged
+    /// (`cake-stats-error`) and reads are retried at most once a second until one succeeds
+    /// (logged as `cake-stats-ok`); meanwhile the controller goes on without CAKE's signals (they
+    /// go stale after its `stall_after`).
+    fn read_cake_stats(&mut self, now: Instant) {
+        let every = Duration::from_millis(self.cfg.cake_stats_interval_ms);
+        match self.act.cake_stats() {
+            Ok(st) => {
+                self.next_cake_stats = now.saturating_add(every);
+                if self.cake_stats_failing {
+                    self.cake_stats_failing = false;
+                    let v = json!({"t": self.t(now), "event": "cake-stats-ok"});
+                    self.log_event(v);
+                }
+                for dir in Direction::ALL {
+                    self.cake_backlog[dir] = st[dir].map(|c| c.backlog_bytes);
+                    if let Some(c) = st[dir] {
+                        self.samples.push(Sample::CakeStats {
+                            dir,
+                            backlog_bytes: c.backlog_bytes,
+                            drops: c.drops,
+                            ecn_marks: c.ecn_marks,
+                        });
+                    }
+                }
+            }
+            Err(e) => {
+                self.next_cake_stats = now.saturating_add(every.max(Duration::from_secs(1)));
+                self.cake_backlog = PerDir::default();
+                if !self.cake_stats_failing {
+                    self.cake_stats_failing = true;
+                    let v = json!({"t": self.t(now), "event": "cake-stats-error",
+                        "actuator": self.act.name(), "error": e.to_string()});
+                    self.log_event(v);
+                }
+            }
+        }
+    }
+
     fn apply(&mut self, now: Instant, d: &Decision, force: bool) {
         let mut applied = PerDir::both(false);
         for dir in Direction::ALL {
@@ -354,6 +412,7 @@ impl Daemon {
                     "applied": applied[dir],
                     "reason": d.reason[dir].to_string(),
                     "throughput": self.throughput[dir],
+                    "cake_backlog": self.cake_backlog[dir],
                     "delay_ms": delay[i],
                 })
             };
