@@ -360,8 +360,10 @@ pub struct DaemonConfig {
     /// Throughput counters are read every this many ms. Default 200 (10 ..= 10000).
     pub counter_interval_ms: u64,
     /// CAKE's own statistics (backlog, drops, ECN marks) are read from the shaper through the
-    /// actuator every this many ms and fed to the controller; 0 = never. Default 50 (PURPLE's
-    /// control interval). Accepted 0 or 10 ..= 10000.
+    /// actuator right before a control step, at most once per this many ms, and fed to the
+    /// controller; 0 = never. Default 0 (off): in the lab, 50 (every PURPLE step) lowered
+    /// latency but cut PURPLE's throughput by about half (docs/control.md, "CAKE's own
+    /// statistics"). Accepted 0 or 10 ..= 10000.
     pub cake_stats_interval_ms: u64,
     /// Download shaping.
     pub download: Download,
@@ -383,7 +385,7 @@ impl Default for DaemonConfig {
             algorithm: Algorithm::Purple,
             user: String::new(),
             counter_interval_ms: 200,
-            cake_stats_interval_ms: 50,
+            cake_stats_interval_ms: 0,
             download: Download::default(),
             upload: Upload::default(),
             probe: ProbeConfig::default(),
@@ -621,7 +623,10 @@ mod tests {
         assert_eq!(e.option, "probe.reflectors[1]");
         let e = DaemonConfig::parse("cake_stats_interval_ms = 5\n").unwrap_err();
         assert_eq!(e.option, "cake_stats_interval_ms");
-        assert!(DaemonConfig::parse("cake_stats_interval_ms = 0\n").is_ok(), "0 = off");
+        assert!(
+            DaemonConfig::parse("cake_stats_interval_ms = 0\n").is_ok(),
+            "0 = off"
+        );
         let e = DaemonConfig::parse("[probe]\nrate_hz = 0\n").unwrap_err();
         assert_eq!(e.option, "probe.rate_hz");
         assert_eq!(e.accepted, "0.1 ..= 1000");

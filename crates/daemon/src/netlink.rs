@@ -120,7 +120,9 @@ fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
         let hdr = buf.get(off..off + 4)?;
         let len = usize::from(u16::from_ne_bytes([hdr[0], hdr[1]]));
         let kind = u16::from_ne_bytes([hdr[2], hdr[3]]) & NLA_TYPE_MASK;
-        let payload = buf.get(off + 4..off.checked_add(len)?).filter(|_| len >= 4)?;
+        let payload = buf
+            .get(off + 4..off.checked_add(len)?)
+            .filter(|_| len >= 4)?;
         off += (len + 3) & !3;
         Some((kind, payload))
     })
@@ -448,7 +450,10 @@ mod tests {
         ack[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
         ack[8..12].copy_from_slice(&8u32.to_ne_bytes());
         let both = [ack.clone(), m.clone()].concat();
-        assert_eq!(parse_qdisc_stats(&both, 9).unwrap().unwrap().backlog_bytes, 7_570);
+        assert_eq!(
+            parse_qdisc_stats(&both, 9).unwrap().unwrap().backlog_bytes,
+            7_570
+        );
         assert!(parse_qdisc_stats(&m, 10).is_none(), "other sequence");
         // An error for our request is its errno.
         ack[8..12].copy_from_slice(&9u32.to_ne_bytes());

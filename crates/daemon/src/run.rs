@@ -103,8 +103,10 @@ pub struct Daemon {
     metrics: Option<metrics::Server>,
     samples: Vec<Sample>,
     next_counter: Instant,
-    /// When CAKE's statistics are read next (`Instant::MAX`: never).
-    next_cake_stats: Instant,
+    /// When CAKE's statistics were last read (successfully or not).
+    cake_stats_last: Option<Instant>,
+    /// No statistics read before this (a second after a failed read).
+    cake_stats_retry: Instant,
     /// The last CAKE backlog read per direction (bytes), for the log and metrics.
     cake_backlog: PerDir<Option<u64>>,
     /// Whether the current run of failed statistics reads has been logged (cleared by a success).
@@ -146,7 +148,6 @@ impl Daemon {
             "wall": clock.wall_us(now) as f64 / 1e6,
             "reflectors": cfg.probe.reflectors,
         }))?;
-        let cfg_cake_stats_off = cfg.cake_stats_interval_ms == 0;
         Ok(Daemon {
             ctl: make_controller(&cfg)?,
             limiter: Limiter::new(
@@ -162,11 +163,8 @@ impl Daemon {
             metrics,
             samples: Vec::with_capacity(64),
             next_counter: now,
-            next_cake_stats: if cfg_cake_stats_off {
-                Instant::MAX
-            } else {
-                now
-            },
+            cake_stats_last: None,
+            cake_stats_retry: now,
             cake_backlog: PerDir::default(),
             cake_stats_failing: false,
             last_log: now,
@@ -247,7 +245,6 @@ impl Daemon {
                 .next_wakeup()
                 .min(self.ctl.next_wakeup())
                 .min(self.next_counter)
-                .min(self.next_cake_stats)
                 .min(end.unwrap_or(Instant::MAX));
             let wait_ms = wake
                 .saturating_duration_since(now)
@@ -293,7 +290,7 @@ impl Daemon {
                 }
             }
         }
-        if now >= self.next_cake_stats {
+        if now >= self.ctl.next_wakeup() && self.cake_stats_due(now) {
             self.read_cake_stats(now);
         }
         for i in 0..self.samples.len() {
@@ -339,16 +336,29 @@ impl Daemon {
         }
     }
 
+    /// Whether CAKE's statistics should be read before the control step due at `now`: reads
+    /// ride on control steps (no wake-up of their own, and the backlog is as fresh as can be
+    /// when the law uses it), at most one per `cake_stats_interval_ms` (with a quarter of it as
+    /// slack, so that a step a little early does not skip a read), never when it is 0, and not
+    /// within a second of a failed read.
+    fn cake_stats_due(&self, now: Instant) -> bool {
+        let every = self.cfg.cake_stats_interval_ms;
+        every != 0
+            && now >= self.cake_stats_retry
+            && self.cake_stats_last.is_none_or(|l| {
+                now.saturating_duration_since(l) >= Duration::from_micros(every * 750)
+            })
+    }
+
     /// Reads CAKE's statistics through the actuator and queues one `Sample::CakeStats` per
     /// direction that has them. The first failure of a run of failures is logged
     /// (`cake-stats-error`) and reads are retried at most once a second until one succeeds
     /// (logged as `cake-stats-ok`); meanwhile the controller goes on without CAKE's signals (they
     /// go stale after its `stall_after`).
     fn read_cake_stats(&mut self, now: Instant) {
-        let every = Duration::from_millis(self.cfg.cake_stats_interval_ms);
+        self.cake_stats_last = Some(now);
         match self.act.cake_stats() {
             Ok(st) => {
-                self.next_cake_stats = now.saturating_add(every);
                 if self.cake_stats_failing {
                     self.cake_stats_failing = false;
                     let v = json!({"t": self.t(now), "event": "cake-stats-ok"});
@@ -367,7 +377,7 @@ impl Daemon {
                 }
             }
             Err(e) => {
-                self.next_cake_stats = now.saturating_add(every.max(Duration::from_secs(1)));
+                self.cake_stats_retry = now.saturating_add(Duration::from_secs(1));
                 self.cake_backlog = PerDir::default();
                 if !self.cake_stats_failing {
                     self.cake_stats_failing = true;

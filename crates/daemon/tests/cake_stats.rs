@@ -116,7 +116,10 @@ fn unreadable_cake_stats_are_logged_once_retried_each_second_and_the_daemon_goes
     stop.store(true, Ordering::Relaxed);
     let got = h.join().unwrap();
     let reads = got.iter().filter(|l| *l == "stats --json\n").count();
-    assert!((1..=2).contains(&reads), "retried at most once a second: {reads}");
+    assert!(
+        (1..=2).contains(&reads),
+        "retried at most once a second: {reads}"
+    );
     assert!(d.steps >= 10, "the loop went on: {} steps", d.steps);
     let lines = log_lines(&log);
     let errors: Vec<_> = lines
@@ -129,7 +132,9 @@ fn unreadable_cake_stats_are_logged_once_retried_each_second_and_the_daemon_goes
         .unwrap()
         .contains("stats unavailable"));
     let decisions: Vec<_> = lines.iter().filter(|l| l["event"] == "decision").collect();
-    assert!(decisions.iter().all(|l| l["down"]["cake_backlog"].is_null()));
+    assert!(decisions
+        .iter()
+        .all(|l| l["down"]["cake_backlog"].is_null()));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
