@@ -5,7 +5,8 @@
 //! that is absent from the message as it was, so only the rate changes. No process is spawned.
 //!
 //! Reading CAKE's statistics, like `tc -s qdisc show dev DEV parent P`: one `RTM_GETQDISC`
-//! request (no dump) for the device and parent, answered by one `RTM_NEWQDISC` message whose
+//! request (no dump; `NLM_F_ECHO`, without which the answer goes only to the multicast group)
+//! for the device and parent, answered by one `RTM_NEWQDISC` message whose
 //! `TCA_STATS2` nest carries `TCA_STATS_QUEUE` (`struct gnet_stats_queue`: qlen, backlog,
 //! drops, requeues, overlimits; five u32) and, for CAKE, `TCA_STATS_APP` (CAKE's xstats:
 //! nested attributes, with `TCA_CAKE_STATS_TIN_STATS` nesting one attribute per tin, each
@@ -19,6 +20,9 @@ pub const RTM_NEWQDISC: u16 = 36;
 pub const NLM_F_REQUEST: u16 = 0x1;
 /// `NLM_F_ACK`.
 pub const NLM_F_ACK: u16 = 0x4;
+/// `NLM_F_ECHO`: for `RTM_GETQDISC`, the kernel's answer is a notification that goes only to
+/// the `RTNLGRP_TC` multicast group (never to the requester) unless this flag is set.
+pub const NLM_F_ECHO: u16 = 0x8;
 /// `NLMSG_ERROR` (also carries the ack: error 0).
 pub const NLMSG_ERROR: u16 = 2;
 /// `TCA_KIND`.
@@ -82,14 +86,14 @@ pub fn encode_set_rate(
 /// Length of the message [`encode_get_qdisc`] builds.
 pub const GET_MSG_LEN: usize = 36;
 
-/// Encodes the statistics request: nlmsghdr (16 bytes, `RTM_GETQDISC`, `NLM_F_REQUEST` only, no
-/// dump) + tcmsg (20) for `ifindex` and `parent`. The kernel answers with one `RTM_NEWQDISC`
+/// Encodes the statistics request: nlmsghdr (16 bytes, `RTM_GETQDISC`, `NLM_F_REQUEST |
+/// NLM_F_ECHO`, no dump) + tcmsg (20) for `ifindex` and `parent`. The kernel answers with one `RTM_NEWQDISC`
 /// message for the qdisc at `parent`, or an `NLMSG_ERROR`.
 pub fn encode_get_qdisc(ifindex: u32, parent: u32, seq: u32) -> [u8; GET_MSG_LEN] {
     let mut b = [0u8; GET_MSG_LEN];
     b[0..4].copy_from_slice(&(GET_MSG_LEN as u32).to_ne_bytes());
     b[4..6].copy_from_slice(&RTM_GETQDISC.to_ne_bytes());
-    b[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    b[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_ECHO).to_ne_bytes());
     b[8..12].copy_from_slice(&seq.to_ne_bytes());
     b[20..24].copy_from_slice(&ifindex.to_ne_bytes());
     b[28..32].copy_from_slice(&parent.to_ne_bytes());
@@ -423,7 +427,11 @@ mod tests {
         let u32_at = |i: usize| u32::from_ne_bytes(m[i..i + 4].try_into().unwrap());
         assert_eq!(u32_at(0), GET_MSG_LEN as u32);
         assert_eq!(u16_at(4), RTM_GETQDISC);
-        assert_eq!(u16_at(6), NLM_F_REQUEST, "no dump: one qdisc");
+        assert_eq!(
+            u16_at(6),
+            NLM_F_REQUEST | NLM_F_ECHO,
+            "no dump: one qdisc, echoed to us"
+        );
         assert_eq!(u32_at(8), 42);
         assert_eq!(u32_at(20), 7);
         assert_eq!(u32_at(24), 0, "handle 0 matches any");

@@ -47,24 +47,28 @@ tc qdisc del dev ifb4wan root
 if /test/purple-setrate ifb4wan 1000000; then echo "NOCAKE-ACCEPTED"; else echo "NOCAKE-REFUSED"; fi
 "#;
 
-/// CAKE at 2 Mbit/s on a dummy device (which discards what CAKE releases), flooded with
-/// 1400-byte pings marked ECT(0) at about 500 per second: a backlog builds, CoDel marks. Our
-/// netlink statistics are read mid-flood and once drained, each next to `tc -s -j`'s.
+/// CAKE at 500 kbit/s on an IFB device (no ARP; it discards what CAKE releases, as nothing
+/// redirected it there), flooded with
+/// three floods of 1400-byte pings marked ECT(0) (up to 500 per second each; about 45 under QEMU
+/// TCG, still twice the rate together) for 4 s: a backlog builds and CoDel marks. Our netlink
+/// statistics are read mid-flood, and after the rate is raised to 100 Mbit/s (with our netlink
+/// rate change) so that the queue drains, each next to `tc -s -j`'s.
 const STATS_SCRIPT: &str = r#"#!/bin/sh
 set -e
 export LD_LIBRARY_PATH=/test/lib
-ip link add dummy0 type dummy
-ip addr add 10.9.9.1/24 dev dummy0
-ip link set dummy0 up
-tc qdisc add dev dummy0 root cake bandwidth 2mbit besteffort
-ping -q -Q 2 -s 1400 -i 0.002 -c 300 -w 3 10.9.9.2 >/dev/null 2>&1 &
-sleep 0.4
-/test/purple-setrate dummy0 stats
-tc -s -j qdisc show dev dummy0
+ip link add ifb9 type ifb
+ip addr add 10.9.9.1/24 dev ifb9
+ip link set ifb9 up
+tc qdisc add dev ifb9 root cake bandwidth 500kbit besteffort
+for i in 1 2 3; do ping -q -Q 2 -s 1400 -i 0.002 -c 300 -w 4 10.9.9.2 >/dev/null 2>&1 & done
+sleep 2
+/test/purple-setrate ifb9 stats
+tc -s -j qdisc show dev ifb9
 wait || true
-sleep 3
-/test/purple-setrate dummy0 stats
-tc -s -j qdisc show dev dummy0
+/test/purple-setrate ifb9 12500000
+sleep 1
+/test/purple-setrate ifb9 stats
+tc -s -j qdisc show dev ifb9
 "#;
 
 /// The numbers of a `stats DEV qlen Q backlog B drops D ecn_marks E cake C` line.
@@ -92,7 +96,7 @@ fn netlink_stats_read_real_sch_cake_backlog_drops_and_ecn_marks() {
     };
     let ours: Vec<_> = stdout
         .lines()
-        .filter(|l| l.starts_with("stats dummy0"))
+        .filter(|l| l.starts_with("stats ifb9"))
         .map(stats_line)
         .collect();
     let tcs: Vec<serde_json::Value> = stdout
