@@ -357,13 +357,15 @@ pub struct DaemonConfig {
     /// After opening sockets, switch to this user keeping only CAP_NET_RAW and CAP_NET_ADMIN.
     /// Default `""` (stay as started; a warning is logged when that is root).
     pub user: String,
-    /// Throughput counters are read every this many ms. Default 200 (10 ..= 10000).
+    /// Throughput counters are read every this many ms when `cake_stats_interval_ms` is 0
+    /// (otherwise right before every control step). Default 200 (10 ..= 10000).
     pub counter_interval_ms: u64,
     /// CAKE's own statistics (backlog, drops, ECN marks) are read from the shaper through the
     /// actuator right before a control step, at most once per this many ms, and fed to the
-    /// controller; 0 = never. Default 0 (off): in the lab, 50 (every PURPLE step) lowered
-    /// latency but cut PURPLE's throughput by about half (docs/control.md, "CAKE's own
-    /// statistics"). Accepted 0 or 10 ..= 10000.
+    /// controller; 0 = never. While it is not 0 the throughput counters are read right before
+    /// every control step too (`counter_interval_ms` is then unused), so that delivery is
+    /// measured over the interval the rate was in force, as the law assumes. Default 50
+    /// (PURPLE's control interval: every step). Accepted 0 or 10 ..= 10000.
     pub cake_stats_interval_ms: u64,
     /// Download shaping.
     pub download: Download,
@@ -385,7 +387,7 @@ impl Default for DaemonConfig {
             algorithm: Algorithm::Purple,
             user: String::new(),
             counter_interval_ms: 200,
-            cake_stats_interval_ms: 0,
+            cake_stats_interval_ms: 50,
             download: Download::default(),
             upload: Upload::default(),
             probe: ProbeConfig::default(),

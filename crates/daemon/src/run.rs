@@ -244,7 +244,11 @@ impl Daemon {
                 .prober
                 .next_wakeup()
                 .min(self.ctl.next_wakeup())
-                .min(self.next_counter)
+                .min(if self.cfg.cake_stats_interval_ms != 0 {
+                    Instant::MAX
+                } else {
+                    self.next_counter
+                })
                 .min(end.unwrap_or(Instant::MAX));
             let wait_ms = wake
                 .saturating_duration_since(now)
@@ -276,7 +280,17 @@ impl Daemon {
         self.samples.clear();
         self.prober.receive(now, &self.clock, &mut self.samples);
         self.prober.tick(now, &self.clock, &mut self.samples);
-        if now >= self.next_counter {
+        // With CAKE's statistics on, the law compares CAKE's backlog with what the link
+        // delivered under the rate of the interval just ended (as the simulator does): the
+        // counters are then read right before every control step, so the delivery window is
+        // exactly that interval.
+        let aligned = self.cfg.cake_stats_interval_ms != 0;
+        let counter_due = if aligned {
+            now >= self.ctl.next_wakeup()
+        } else {
+            now >= self.next_counter
+        };
+        if counter_due {
             self.next_counter =
                 now.saturating_add(Duration::from_millis(self.cfg.counter_interval_ms));
             for dir in Direction::ALL {

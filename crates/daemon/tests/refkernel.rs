@@ -2,8 +2,9 @@
 //! (`../shared/tools/refkernel/run-in-guest.sh`, Debian 6.1 with sch_cake), attaches
 //! `cake bandwidth 10mbit` to `lo` and to an IFB device, changes the rate with our
 //! `purple-setrate` (the same code as `purple control`'s netlink actuator) and reads it back
-//! with `tc -j qdisc show`. Skipped, with the reason printed, when the reference kernel or QEMU
-//! is not available; `PURPLE_REFKERNEL=0` skips it too. The binary is the host's glibc build:
+//! with `tc -j qdisc show`; and reads CAKE's backlog, drops and ECN marks with
+//! `purple-setrate DEV stats` (the daemon's `RTM_GETQDISC` read) beside `tc -s -j`. Skipped,
+//! with the reason printed, when the reference kernel or QEMU is not available; `PURPLE_REFKERNEL=0` skips it too. The binary is the host's glibc build:
 //! the guest's initramfs carries the host's libc (for tc/ip), and the test copies whatever else
 //! `ldd` lists (libgcc_s) next to the binary.
 #![allow(clippy::unwrap_used)]
@@ -48,9 +49,9 @@ if /test/purple-setrate ifb4wan 1000000; then echo "NOCAKE-ACCEPTED"; else echo 
 "#;
 
 /// CAKE at 500 kbit/s on an IFB device (no ARP; it discards what CAKE releases, as nothing
-/// redirected it there), flooded with
-/// three floods of 1400-byte pings marked ECT(0) (up to 500 per second each; about 45 under QEMU
-/// TCG, still twice the rate together) for 4 s: a backlog builds and CoDel marks. Our netlink
+/// redirected it there), flooded for 4 s by three pings of 1400 bytes marked ECT(0) (up to 500
+/// per second each; about 45 under QEMU TCG, together still twice the rate): a backlog builds and
+/// CoDel marks. Our netlink
 /// statistics are read mid-flood, and after the rate is raised to 100 Mbit/s (with our netlink
 /// rate change) so that the queue drains, each next to `tc -s -j`'s.
 const STATS_SCRIPT: &str = r#"#!/bin/sh
