@@ -335,6 +335,7 @@ impl Daemon {
                 self.limiter.current(Direction::Up).unwrap_or(0),
             ];
             self.snap.throughput = [self.throughput.down, self.throughput.up];
+            self.snap.cake_backlog = [self.cake_backlog.down, self.cake_backlog.up];
             self.snap.reflectors.clear();
             for (a, method, active, st) in self.prober.health() {
                 let label = match method {
@@ -360,7 +361,7 @@ impl Daemon {
         every != 0
             && now >= self.cake_stats_retry
             && self.cake_stats_last.is_none_or(|l| {
-                now.saturating_duration_since(l) >= Duration::from_micros(every * 750)
+                now.saturating_duration_since(l) >= Duration::from_micros(every.saturating_mul(750))
             })
     }
 
