@@ -1,5 +1,7 @@
 //! Applying rates: Linux CAKE over netlink, `purple bridge` over its control socket, or a dry
-//! run that only logs. [`Limiter`] rate-limits changes and skips tiny ones.
+//! run that only logs. [`Limiter`] rate-limits changes and skips tiny ones. Each actuator also
+//! reads back its shaper's own statistics ([`Actuator::cake_stats`]: backlog, drops, ECN marks)
+//! for the controller's `Sample::CakeStats`.
 
 use crate::config::{ActuatorKind, DaemonConfig};
 use crate::netlink::{self, CakeNetlink};
@@ -13,6 +15,23 @@ pub trait Actuator: std::fmt::Debug {
     fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()>;
     /// Short name for logs.
     fn name(&self) -> &'static str;
+    /// Reads each direction's CAKE counters now. A direction is `None` when this actuator has
+    /// no shaper there to read (the dry run has none anywhere); `Err` when reading failed.
+    fn cake_stats(&mut self) -> io::Result<PerDir<Option<CakeCounters>>> {
+        Ok(PerDir::both(None))
+    }
+}
+
+/// CAKE's own counters for one direction, as the shaper reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CakeCounters {
+    /// Bytes queued now.
+    pub backlog_bytes: u64,
+    /// Packets dropped so far (cumulative; may wrap or reset, which the controller treats as a
+    /// restart of the count).
+    pub drops: u64,
+    /// Packets ECN-marked so far (cumulative; 0 where the shaper does not report marks).
+    pub ecn_marks: u64,
 }
 
 /// Changes the rate of CAKE on each direction's device over rtnetlink.
@@ -43,6 +62,21 @@ impl Actuator for Netlink {
         let (idx, parent) = self.target[dir];
         self.nl.set_rate(idx, parent, bytes_per_s)
     }
+    /// One `RTM_GETQDISC` per direction (see [`CakeNetlink::qdisc_stats`]); a failure in
+    /// either direction is an error.
+    fn cake_stats(&mut self) -> io::Result<PerDir<Option<CakeCounters>>> {
+        let mut out = PerDir::both(None);
+        for dir in Direction::ALL {
+            let (idx, parent) = self.target[dir];
+            let s = self.nl.qdisc_stats(idx, parent)?;
+            out[dir] = Some(CakeCounters {
+                backlog_bytes: u64::from(s.backlog_bytes),
+                drops: u64::from(s.drops),
+                ecn_marks: s.ecn_marks,
+            });
+        }
+        Ok(out)
+    }
     fn name(&self) -> &'static str {
         "netlink"
     }
@@ -52,6 +86,9 @@ impl Actuator for Netlink {
 /// `set-bandwidth egress|ingress RATE\n` (RATE in bit/s followed by `bit`), answered by one
 /// line (e.g. `ingress bandwidth 20Mbit`; a failure starts with `error`) and end-of-stream.
 /// Upload is the bridge's egress, download its ingress.
+///
+/// Statistics: one connection carrying `stats --json\n`, answered by a JSON array with one
+/// object per direction (see [`parse_bridge_stats`]) and end-of-stream.
 #[derive(Debug)]
 pub struct Bridge {
     path: std::path::PathBuf,
@@ -107,7 +144,64 @@ impl Bridge {
     }
 }
 
+/// How long a statistics read may wait for the bridge (the event loop blocks meanwhile).
+const BRIDGE_STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(250);
+
+impl Bridge {
+    /// Sends `stats --json` on a fresh connection and reads the answer to end-of-stream.
+    fn stats_text(&self) -> io::Result<String> {
+        let mut s = std::os::unix::net::UnixStream::connect(&self.path)?;
+        s.set_read_timeout(Some(BRIDGE_STATS_TIMEOUT))?;
+        s.set_write_timeout(Some(BRIDGE_STATS_TIMEOUT))?;
+        s.write_all(b"stats --json\n")?;
+        let mut text = String::new();
+        io::Read::read_to_string(&mut s, &mut text)?;
+        Ok(text)
+    }
+}
+
+/// Parses `purple bridge`'s `stats --json` answer: a JSON array of per-direction objects, each
+/// with a `purple.direction` of `"egress"`/`"up"` (upload) or `"ingress"`/`"down"` (download),
+/// and, where the stage is a qdisc, tc's `"backlog"` (bytes) and `"drops"` (packets), plus
+/// for CAKE `"tins"` each with `"ecn_mark"` (summed). A direction whose object lacks
+/// `"backlog"` is `None`. Errors: not JSON, not an array, or an answer starting `error`.
+pub fn parse_bridge_stats(text: &str) -> io::Result<PerDir<Option<CakeCounters>>> {
+    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
+    let t = text.trim();
+    if t.starts_with("error") {
+        return Err(io::Error::other(format!("bridge: {t}")));
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(t).map_err(|e| bad(format!("bridge stats: not JSON: {e}")))?;
+    let arr = v
+        .as_array()
+        .ok_or_else(|| bad("bridge stats: not a JSON array".to_string()))?;
+    let mut out = PerDir::both(None);
+    for o in arr {
+        let dir = match o["purple"]["direction"].as_str() {
+            Some("egress" | "up") => Direction::Up,
+            Some("ingress" | "down") => Direction::Down,
+            _ => continue,
+        };
+        let Some(backlog) = o["backlog"].as_u64() else {
+            continue;
+        };
+        let ecn = o["tins"]
+            .as_array()
+            .map_or(0, |t| t.iter().filter_map(|x| x["ecn_mark"].as_u64()).sum());
+        out[dir] = Some(CakeCounters {
+            backlog_bytes: backlog,
+            drops: o["drops"].as_u64().unwrap_or(0),
+            ecn_marks: ecn,
+        });
+    }
+    Ok(out)
+}
+
 impl Actuator for Bridge {
+    fn cake_stats(&mut self) -> io::Result<PerDir<Option<CakeCounters>>> {
+        parse_bridge_stats(&self.stats_text()?)
+    }
     fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()> {
         let line = Self::command(dir, bytes_per_s);
         match self.try_once(&line) {
@@ -254,5 +348,70 @@ mod tests {
         let lines = h.join().unwrap();
         assert_eq!(lines[0], "set-bandwidth ingress 20000000bit\n");
         let _ = std::fs::remove_file(&dir);
+    }
+
+    /// What `purple bridge --egress "cake ..." --ingress "cake ..."` answers to `stats --json`
+    /// (abridged: tc's keys that matter plus the `purple` object), egress first.
+    const BRIDGE_STATS: &str = r#"[{"kind":"cake","handle":"0:","root":true,"bytes":123,"packets":4,"drops":7,"overlimits":0,"requeues":0,"backlog":4542,"qlen":3,"tins":[{"sent_bytes":1,"drops":5,"ecn_mark":2},{"sent_bytes":0,"drops":2,"ecn_mark":9}],"dev":"wan0","purple":{"direction":"egress","rx_packets":4}},{"kind":"cake","handle":"0:","root":true,"drops":0,"backlog":0,"qlen":0,"tins":[{"ecn_mark":0}],"dev":"lan0","purple":{"direction":"ingress"}}]
+"#;
+
+    #[test]
+    fn bridge_stats_json_maps_egress_to_upload_and_sums_tin_ecn_marks() {
+        let s = parse_bridge_stats(BRIDGE_STATS).unwrap();
+        assert_eq!(
+            s.up,
+            Some(CakeCounters {
+                backlog_bytes: 4542,
+                drops: 7,
+                ecn_marks: 11
+            })
+        );
+        assert_eq!(s.down, Some(CakeCounters::default()));
+        // A stage that is not a qdisc (no "backlog") reads as unknown, not as an empty queue.
+        let s = parse_bridge_stats(r#"[{"kind":"delay","purple":{"direction":"up"}}]"#).unwrap();
+        assert_eq!((s.up, s.down), (None, None));
+        assert!(parse_bridge_stats("error: unknown command").is_err());
+        assert!(parse_bridge_stats("{\"backlog\": 1}").is_err());
+        assert!(parse_bridge_stats("egress bandwidth 20Mbit").is_err());
+    }
+
+    #[test]
+    fn bridge_client_reads_stats_over_one_connection_per_command() {
+        let dir = std::env::temp_dir().join(format!("purple-bridge-st-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let l = std::os::unix::net::UnixListener::bind(&dir).unwrap();
+        let h = std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for _ in 0..2 {
+                let (s, _) = l.accept().unwrap();
+                let mut r = io::BufReader::new(s);
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                let reply = if lines.is_empty() {
+                    BRIDGE_STATS
+                } else {
+                    "error: no\n"
+                };
+                lines.push(line);
+                r.get_mut().write_all(reply.as_bytes()).unwrap();
+                // End-of-stream: the connection drops here.
+            }
+            lines
+        });
+        let mut b = Bridge::new(&dir);
+        let s = b.cake_stats().unwrap();
+        assert_eq!(s.up.map(|c| c.backlog_bytes), Some(4542));
+        assert!(b.cake_stats().is_err(), "an error answer is an error");
+        let lines = h.join().unwrap();
+        assert_eq!(lines, ["stats --json\n", "stats --json\n"]);
+        let _ = std::fs::remove_file(&dir);
+        // Nobody listening: an error, not a hang.
+        assert!(Bridge::new(&dir).cake_stats().is_err());
+    }
+
+    #[test]
+    fn dry_run_has_no_stats_to_read() {
+        let s = DryRun::default().cake_stats().unwrap();
+        assert_eq!((s.up, s.down), (None, None));
     }
 }

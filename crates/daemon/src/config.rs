@@ -357,8 +357,16 @@ pub struct DaemonConfig {
     /// After opening sockets, switch to this user keeping only CAP_NET_RAW and CAP_NET_ADMIN.
     /// Default `""` (stay as started; a warning is logged when that is root).
     pub user: String,
-    /// Throughput counters are read every this many ms. Default 200 (10 ..= 10000).
+    /// Throughput counters are read every this many ms when `cake_stats_interval_ms` is 0
+    /// (otherwise right before every control step). Default 200 (10 ..= 10000).
     pub counter_interval_ms: u64,
+    /// CAKE's own statistics (backlog, drops, ECN marks) are read from the shaper through the
+    /// actuator right before a control step, at most once per this many ms, and fed to the
+    /// controller; 0 = never. While it is not 0 the throughput counters are read right before
+    /// every control step too (`counter_interval_ms` is then unused), so that delivery is
+    /// measured over the interval the rate was in force, as the law assumes. Default 50
+    /// (PURPLE's control interval: every step). Accepted 0 or 10 ..= 10000.
+    pub cake_stats_interval_ms: u64,
     /// Download shaping.
     pub download: Download,
     /// Upload shaping.
@@ -379,6 +387,7 @@ impl Default for DaemonConfig {
             algorithm: Algorithm::Purple,
             user: String::new(),
             counter_interval_ms: 200,
+            cake_stats_interval_ms: 50,
             download: Download::default(),
             upload: Upload::default(),
             probe: ProbeConfig::default(),
@@ -421,6 +430,10 @@ impl DaemonConfig {
                 self.counter_interval_ms,
                 "10 ..= 10000",
             ));
+        }
+        let cs = self.cake_stats_interval_ms;
+        if cs != 0 && !(10..=10_000).contains(&cs) {
+            return Err(err("cake_stats_interval_ms", cs, "0 (off) or 10 ..= 10000"));
         }
         for (name, d) in [("download", &self.download.0), ("upload", &self.upload.0)] {
             let i = d.iface();
@@ -610,6 +623,12 @@ mod tests {
         let e =
             DaemonConfig::parse("[probe]\nreflectors = [\"1.1.1.1\", \"nonsense\"]\n").unwrap_err();
         assert_eq!(e.option, "probe.reflectors[1]");
+        let e = DaemonConfig::parse("cake_stats_interval_ms = 5\n").unwrap_err();
+        assert_eq!(e.option, "cake_stats_interval_ms");
+        assert!(
+            DaemonConfig::parse("cake_stats_interval_ms = 0\n").is_ok(),
+            "0 = off"
+        );
         let e = DaemonConfig::parse("[probe]\nrate_hz = 0\n").unwrap_err();
         assert_eq!(e.option, "probe.rate_hz");
         assert_eq!(e.accepted, "0.1 ..= 1000");

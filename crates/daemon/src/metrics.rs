@@ -12,6 +12,8 @@ pub struct Snapshot {
     pub rate: [u64; 2],
     /// Achieved throughput per direction, bytes/s.
     pub throughput: [u64; 2],
+    /// CAKE's backlog per direction (down, up), bytes, as last read; `None` when not read.
+    pub cake_backlog: [Option<u64>; 2],
     /// Rate changes applied.
     pub changes: u64,
     /// Actuator errors.
@@ -42,6 +44,18 @@ pub fn render(s: &Snapshot) -> String {
             "purple_throughput_bytes{{direction=\"{d}\"}} {}",
             s.throughput[i]
         );
+    }
+    if s.cake_backlog.iter().any(Option::is_some) {
+        let _ = writeln!(
+            o,
+            "# HELP purple_cake_backlog_bytes Bytes queued in CAKE at the last statistics read."
+        );
+        let _ = writeln!(o, "# TYPE purple_cake_backlog_bytes gauge");
+        for (i, d) in ["down", "up"].iter().enumerate() {
+            if let Some(b) = s.cake_backlog[i] {
+                let _ = writeln!(o, "purple_cake_backlog_bytes{{direction=\"{d}\"}} {b}");
+            }
+        }
     }
     let _ = writeln!(o, "# TYPE purple_rate_changes_total counter");
     let _ = writeln!(o, "purple_rate_changes_total {}", s.changes);
@@ -118,6 +132,17 @@ fn respond(mut s: TcpStream, body: &str) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cake_backlog_gauge_is_exported_only_for_directions_that_were_read() {
+        assert!(!render(&Snapshot::default()).contains("purple_cake_backlog_bytes"));
+        let r = render(&Snapshot {
+            cake_backlog: [Some(30_000), None],
+            ..Snapshot::default()
+        });
+        assert!(r.contains("purple_cake_backlog_bytes{direction=\"down\"} 30000"));
+        assert!(!r.contains("purple_cake_backlog_bytes{direction=\"up\"}"));
+    }
 
     #[test]
     fn metrics_are_served_over_http_in_text_format() {

@@ -3,6 +3,14 @@
 //! qdisc and fails if none is there), `TCA_KIND = "cake"`, and `TCA_OPTIONS` nesting only
 //! `TCA_CAKE_BASE_RATE64` (u64, bytes per second). CAKE's change handler leaves every option
 //! that is absent from the message as it was, so only the rate changes. No process is spawned.
+//!
+//! Reading CAKE's statistics, like `tc -s qdisc show dev DEV parent P`: one `RTM_GETQDISC`
+//! request (no dump; `NLM_F_ECHO`, without which the answer goes only to the multicast group)
+//! for the device and parent, answered by one `RTM_NEWQDISC` message whose
+//! `TCA_STATS2` nest carries `TCA_STATS_QUEUE` (`struct gnet_stats_queue`: qlen, backlog,
+//! drops, requeues, overlimits; five u32) and, for CAKE, `TCA_STATS_APP` (CAKE's xstats:
+//! nested attributes, with `TCA_CAKE_STATS_TIN_STATS` nesting one attribute per tin, each
+//! holding `TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS`, a u32). See [`parse_qdisc_stats`].
 
 use std::io;
 
@@ -12,6 +20,9 @@ pub const RTM_NEWQDISC: u16 = 36;
 pub const NLM_F_REQUEST: u16 = 0x1;
 /// `NLM_F_ACK`.
 pub const NLM_F_ACK: u16 = 0x4;
+/// `NLM_F_ECHO`: for `RTM_GETQDISC`, the kernel's answer is a notification that goes only to
+/// the `RTNLGRP_TC` multicast group (never to the requester) unless this flag is set.
+pub const NLM_F_ECHO: u16 = 0x8;
 /// `NLMSG_ERROR` (also carries the ack: error 0).
 pub const NLMSG_ERROR: u16 = 2;
 /// `TCA_KIND`.
@@ -20,6 +31,20 @@ pub const TCA_KIND: u16 = 1;
 pub const TCA_OPTIONS: u16 = 2;
 /// `TCA_CAKE_BASE_RATE64` (after `TCA_CAKE_UNSPEC`, `TCA_CAKE_PAD`).
 pub const TCA_CAKE_BASE_RATE64: u16 = 2;
+/// `RTM_GETQDISC`.
+pub const RTM_GETQDISC: u16 = 38;
+/// `TCA_STATS2` (the nest of `gnet_stats` attributes).
+pub const TCA_STATS2: u16 = 7;
+/// `TCA_STATS_QUEUE` inside `TCA_STATS2`: `struct gnet_stats_queue`.
+pub const TCA_STATS_QUEUE: u16 = 3;
+/// `TCA_STATS_APP` inside `TCA_STATS2`: the qdisc's own statistics (CAKE: nested attributes).
+pub const TCA_STATS_APP: u16 = 4;
+/// `TCA_CAKE_STATS_TIN_STATS` inside CAKE's `TCA_STATS_APP`.
+pub const TCA_CAKE_STATS_TIN_STATS: u16 = 10;
+/// `TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS` inside one tin's nest (u32).
+pub const TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS: u16 = 8;
+/// Netlink's attribute type mask (drops `NLA_F_NESTED` and `NLA_F_NET_BYTEORDER`).
+const NLA_TYPE_MASK: u16 = 0x3FFF;
 /// `TC_H_ROOT`.
 pub const TC_H_ROOT: u32 = 0xFFFF_FFFF;
 /// Length of the message [`encode_set_rate`] builds.
@@ -58,6 +83,140 @@ pub fn encode_set_rate(
     b
 }
 
+/// Length of the message [`encode_get_qdisc`] builds.
+pub const GET_MSG_LEN: usize = 36;
+
+/// Encodes the statistics request: nlmsghdr (16 bytes, `RTM_GETQDISC`, `NLM_F_REQUEST |
+/// NLM_F_ECHO`, no dump) + tcmsg (20) for `ifindex` and `parent`. The kernel answers with one `RTM_NEWQDISC`
+/// message for the qdisc at `parent`, or an `NLMSG_ERROR`.
+pub fn encode_get_qdisc(ifindex: u32, parent: u32, seq: u32) -> [u8; GET_MSG_LEN] {
+    let mut b = [0u8; GET_MSG_LEN];
+    b[0..4].copy_from_slice(&(GET_MSG_LEN as u32).to_ne_bytes());
+    b[4..6].copy_from_slice(&RTM_GETQDISC.to_ne_bytes());
+    b[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_ECHO).to_ne_bytes());
+    b[8..12].copy_from_slice(&seq.to_ne_bytes());
+    b[20..24].copy_from_slice(&ifindex.to_ne_bytes());
+    b[28..32].copy_from_slice(&parent.to_ne_bytes());
+    b
+}
+
+/// A qdisc's statistics as read over netlink.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QdiscStats {
+    /// Packets queued now (`gnet_stats_queue.qlen`).
+    pub qlen: u32,
+    /// Bytes queued now (`gnet_stats_queue.backlog`).
+    pub backlog_bytes: u32,
+    /// Packets dropped so far (`gnet_stats_queue.drops`; a u32 the kernel lets wrap).
+    pub drops: u32,
+    /// Packets CE-marked so far, summed over CAKE's tins (0 when the qdisc is not CAKE or
+    /// reports no tins).
+    pub ecn_marks: u64,
+    /// Whether `TCA_KIND` was `"cake"`.
+    pub is_cake: bool,
+}
+
+/// The netlink attributes in `buf` (4-byte aligned TLVs): `(type without flags, payload)`.
+/// Stops at the first malformed header; never reads outside `buf`.
+fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut off = 0usize;
+    std::iter::from_fn(move || {
+        let hdr = buf.get(off..off + 4)?;
+        let len = usize::from(u16::from_ne_bytes([hdr[0], hdr[1]]));
+        let kind = u16::from_ne_bytes([hdr[2], hdr[3]]) & NLA_TYPE_MASK;
+        let payload = buf
+            .get(off + 4..off.checked_add(len)?)
+            .filter(|_| len >= 4)?;
+        off += (len + 3) & !3;
+        Some((kind, payload))
+    })
+}
+
+fn u32_of(p: &[u8]) -> Option<u32> {
+    Some(u32::from_ne_bytes(p.get(0..4)?.try_into().ok()?))
+}
+
+/// Parses the kernel's answer to [`encode_get_qdisc`] with sequence `seq` from a reply buffer
+/// (one or more netlink messages): the `RTM_NEWQDISC` message's `TCA_KIND`, its
+/// `TCA_STATS2 / TCA_STATS_QUEUE`, and for CAKE the ECN marks of every tin in
+/// `TCA_STATS2 / TCA_STATS_APP / TCA_CAKE_STATS_TIN_STATS`. `None` if `buf` holds no message
+/// for `seq`; `Some(Err)` for an `NLMSG_ERROR` (the errno) or a reply without
+/// `TCA_STATS_QUEUE`. Messages for other sequence numbers (late acks) are skipped. Never
+/// panics, whatever the bytes.
+pub fn parse_qdisc_stats(buf: &[u8], seq: u32) -> Option<io::Result<QdiscStats>> {
+    let mut off = 0usize;
+    while off + 16 <= buf.len() {
+        let len = u32_of(&buf[off..])? as usize;
+        let kind = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+        if len < 16 {
+            return None;
+        }
+        let msg = buf.get(off..off.checked_add(len)?)?;
+        let mseq = u32_of(&msg[8..])?;
+        if mseq == seq && kind == NLMSG_ERROR {
+            let errno = u32_of(msg.get(16..)?)? as i32;
+            return Some(Err(if errno == 0 {
+                io::Error::new(io::ErrorKind::InvalidData, "netlink: ack without qdisc")
+            } else {
+                io::Error::from_raw_os_error(-errno)
+            }));
+        }
+        if mseq == seq && kind == RTM_NEWQDISC {
+            return Some(parse_newqdisc(msg.get(36..).unwrap_or(&[])));
+        }
+        off += (len + 3) & !3;
+    }
+    None
+}
+
+/// The attributes of one `RTM_NEWQDISC` message (after nlmsghdr and tcmsg).
+fn parse_newqdisc(body: &[u8]) -> io::Result<QdiscStats> {
+    let mut st = QdiscStats::default();
+    let mut queue = false;
+    for (t, p) in attrs(body) {
+        match t {
+            TCA_KIND => st.is_cake = p.split(|&c| c == 0).next() == Some(b"cake"),
+            TCA_STATS2 => {
+                for (t2, p2) in attrs(p) {
+                    match t2 {
+                        TCA_STATS_QUEUE if p2.len() >= 12 => {
+                            st.qlen = u32_of(p2).unwrap_or(0);
+                            st.backlog_bytes = u32_of(&p2[4..]).unwrap_or(0);
+                            st.drops = u32_of(&p2[8..]).unwrap_or(0);
+                            queue = true;
+                        }
+                        TCA_STATS_APP => st.ecn_marks = cake_ecn_marks(p2),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if !queue {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "netlink: qdisc reply without TCA_STATS_QUEUE",
+        ));
+    }
+    if !st.is_cake {
+        st.ecn_marks = 0;
+    }
+    Ok(st)
+}
+
+/// Sum of `TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS` over the tins in CAKE's xstats.
+fn cake_ecn_marks(app: &[u8]) -> u64 {
+    attrs(app)
+        .filter(|&(t, _)| t == TCA_CAKE_STATS_TIN_STATS)
+        .flat_map(|(_, tins)| attrs(tins))
+        .flat_map(|(_, tin)| attrs(tin))
+        .filter(|&(t, _)| t == TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS)
+        .filter_map(|(_, p)| u32_of(p))
+        .map(u64::from)
+        .sum()
+}
+
 /// Reads the ack for `seq` from a reply buffer: `Ok(())` for error 0, the errno otherwise.
 /// `None` if `buf` holds no `NLMSG_ERROR` for `seq`.
 pub fn parse_ack(buf: &[u8], seq: u32) -> Option<io::Result<()>> {
@@ -92,11 +251,14 @@ pub fn ifindex(dev: &str) -> io::Result<u32> {
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad ifindex in sysfs"))
 }
 
-/// An rtnetlink socket that changes CAKE rates.
+/// An rtnetlink socket that changes CAKE rates and reads qdisc statistics.
 #[derive(Debug)]
 pub struct CakeNetlink {
     sock: socket2::Socket,
     seq: u32,
+    /// Receive buffer for statistics replies (allocated once; a CAKE with 8 tins answers
+    /// with about 3 KiB).
+    rx: Vec<u8>,
 }
 
 impl CakeNetlink {
@@ -108,7 +270,11 @@ impl CakeNetlink {
             Some(socket2::Protocol::from(0)), // NETLINK_ROUTE
         )?;
         sock.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
-        Ok(CakeNetlink { sock, seq: 1 })
+        Ok(CakeNetlink {
+            sock,
+            seq: 1,
+            rx: vec![0u8; 32 * 1024],
+        })
     }
 
     /// Sets the rate of the CAKE at `parent` on device `ifindex` and waits for the kernel's ack.
@@ -127,6 +293,25 @@ impl CakeNetlink {
             }
         }
         Err(io::Error::new(io::ErrorKind::TimedOut, "no netlink ack"))
+    }
+
+    /// Reads the statistics of the qdisc at `parent` on device `ifindex` (`tc -s qdisc show`;
+    /// needs no privilege). Errors: `ENOENT`/`EINVAL` when there is no qdisc there, a timeout
+    /// when the kernel does not answer.
+    pub fn qdisc_stats(&mut self, ifindex: u32, parent: u32) -> io::Result<QdiscStats> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        self.sock.send(&encode_get_qdisc(ifindex, parent, seq))?;
+        for _ in 0..16 {
+            let n = io::Read::read(&mut &self.sock, &mut self.rx)?;
+            if let Some(r) = parse_qdisc_stats(&self.rx[..n], seq) {
+                return r;
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "no netlink qdisc reply",
+        ))
     }
 }
 
@@ -170,5 +355,142 @@ mod tests {
         let e = parse_ack(&b, 5).unwrap().unwrap_err();
         assert_eq!(e.raw_os_error(), Some(2));
         assert!(parse_ack(&b[..10], 5).is_none());
+    }
+
+    /// One netlink attribute: header, payload, padding to 4 bytes.
+    fn nla(kind: u16, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::new();
+        v.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
+        v.extend_from_slice(&kind.to_ne_bytes());
+        v.extend_from_slice(payload);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v
+    }
+
+    /// An `RTM_NEWQDISC` message as the kernel's `tc_fill_qdisc` lays it out for a CAKE with
+    /// two tins: TCA_KIND, TCA_OPTIONS, TCA_STATS2 { BASIC, QUEUE, APP { CAPACITY_ESTIMATE64,
+    /// TIN_STATS { 1 { ECN 3, BACKLOG }, 2 { ECN 4 } } } }.
+    fn cake_reply(seq: u32, qlen: u32, backlog: u32, drops: u32) -> Vec<u8> {
+        let mut q = Vec::new();
+        for v in [qlen, backlog, drops, 0, 17] {
+            q.extend_from_slice(&v.to_ne_bytes());
+        }
+        let tin1 = [
+            nla(2, &100u32.to_ne_bytes()),
+            nla(8, &3u32.to_ne_bytes()),
+            nla(11, &backlog.to_ne_bytes()),
+        ]
+        .concat();
+        let tin2 = [
+            nla(4, &9u32.to_ne_bytes()),
+            nla(TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS, &4u32.to_ne_bytes()),
+        ]
+        .concat();
+        let tins = [nla(1, &tin1), nla(2, &tin2)].concat();
+        let app = [
+            nla(2, &1_000_000u64.to_ne_bytes()),
+            nla(TCA_CAKE_STATS_TIN_STATS, &tins),
+        ]
+        .concat();
+        let stats2 = [
+            nla(1, &[0u8; 12]),
+            nla(TCA_STATS_QUEUE, &q),
+            nla(TCA_STATS_APP, &app),
+        ]
+        .concat();
+        let body = [
+            nla(TCA_KIND, b"cake\0"),
+            nla(TCA_OPTIONS, &nla(TCA_CAKE_BASE_RATE64, &1u64.to_ne_bytes())),
+            // The kernel may flag nests NLA_F_NESTED (0x8000); the parser must mask it.
+            {
+                let mut v = nla(TCA_STATS2, &stats2);
+                v[2..4].copy_from_slice(&(TCA_STATS2 | 0x8000).to_ne_bytes());
+                v
+            },
+        ]
+        .concat();
+        let mut m = vec![0u8; 36];
+        m.extend_from_slice(&body);
+        let len = m.len() as u32;
+        m[0..4].copy_from_slice(&len.to_ne_bytes());
+        m[4..6].copy_from_slice(&RTM_NEWQDISC.to_ne_bytes());
+        m[8..12].copy_from_slice(&seq.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn get_qdisc_request_is_a_plain_get_for_device_and_parent() {
+        let m = encode_get_qdisc(7, 0x1_0000, 42);
+        let u16_at = |i: usize| u16::from_ne_bytes([m[i], m[i + 1]]);
+        let u32_at = |i: usize| u32::from_ne_bytes(m[i..i + 4].try_into().unwrap());
+        assert_eq!(u32_at(0), GET_MSG_LEN as u32);
+        assert_eq!(u16_at(4), RTM_GETQDISC);
+        assert_eq!(
+            u16_at(6),
+            NLM_F_REQUEST | NLM_F_ECHO,
+            "no dump: one qdisc, echoed to us"
+        );
+        assert_eq!(u32_at(8), 42);
+        assert_eq!(u32_at(20), 7);
+        assert_eq!(u32_at(24), 0, "handle 0 matches any");
+        assert_eq!(u32_at(28), 0x1_0000);
+    }
+
+    #[test]
+    fn stats_reply_gives_queue_counters_and_ecn_marks_summed_over_tins() {
+        let m = cake_reply(9, 5, 7_570, 12);
+        let st = parse_qdisc_stats(&m, 9).unwrap().unwrap();
+        assert_eq!(
+            st,
+            QdiscStats {
+                qlen: 5,
+                backlog_bytes: 7_570,
+                drops: 12,
+                ecn_marks: 7,
+                is_cake: true,
+            }
+        );
+        // A late ack for another request first, then ours: the ack is skipped.
+        let mut ack = vec![0u8; 36];
+        ack[0..4].copy_from_slice(&36u32.to_ne_bytes());
+        ack[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        ack[8..12].copy_from_slice(&8u32.to_ne_bytes());
+        let both = [ack.clone(), m.clone()].concat();
+        assert_eq!(
+            parse_qdisc_stats(&both, 9).unwrap().unwrap().backlog_bytes,
+            7_570
+        );
+        assert!(parse_qdisc_stats(&m, 10).is_none(), "other sequence");
+        // An error for our request is its errno.
+        ack[8..12].copy_from_slice(&9u32.to_ne_bytes());
+        ack[16..20].copy_from_slice(&(-22i32).to_ne_bytes());
+        let e = parse_qdisc_stats(&ack, 9).unwrap().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(22));
+    }
+
+    #[test]
+    fn stats_reply_of_another_qdisc_has_no_ecn_marks_and_truncation_never_panics() {
+        let mut m = cake_reply(3, 1, 1514, 0);
+        m[40..44].copy_from_slice(b"fq_c");
+        let st = parse_qdisc_stats(&m, 3).unwrap().unwrap();
+        assert!(!st.is_cake);
+        assert_eq!((st.backlog_bytes, st.ecn_marks), (1514, 0));
+        // Every truncation of the reply, and a corrupted attribute length: no panic.
+        let m = cake_reply(3, 1, 1514, 0);
+        for n in 0..m.len() {
+            let _ = parse_qdisc_stats(&m[..n], 3);
+            let mut c = m.clone();
+            c[n] = 0xFF;
+            let _ = parse_qdisc_stats(&c, 3);
+        }
+        // Without TCA_STATS_QUEUE the reply is an error, not zeros.
+        let mut bare = vec![0u8; 36];
+        bare.extend_from_slice(&nla(TCA_KIND, b"cake\0"));
+        let len = bare.len() as u32;
+        bare[0..4].copy_from_slice(&len.to_ne_bytes());
+        bare[4..6].copy_from_slice(&RTM_NEWQDISC.to_ne_bytes());
+        assert!(parse_qdisc_stats(&bare, 0).unwrap().is_err());
     }
 }

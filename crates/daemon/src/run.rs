@@ -103,6 +103,14 @@ pub struct Daemon {
     metrics: Option<metrics::Server>,
     samples: Vec<Sample>,
     next_counter: Instant,
+    /// When CAKE's statistics were last read (successfully or not).
+    cake_stats_last: Option<Instant>,
+    /// No statistics read before this (a second after a failed read).
+    cake_stats_retry: Instant,
+    /// The last CAKE backlog read per direction (bytes), for the log and metrics.
+    cake_backlog: PerDir<Option<u64>>,
+    /// Whether the current run of failed statistics reads has been logged (cleared by a success).
+    cake_stats_failing: bool,
     last_log: Instant,
     throughput: PerDir<u64>,
     delay: DelayStat,
@@ -155,6 +163,10 @@ impl Daemon {
             metrics,
             samples: Vec::with_capacity(64),
             next_counter: now,
+            cake_stats_last: None,
+            cake_stats_retry: now,
+            cake_backlog: PerDir::default(),
+            cake_stats_failing: false,
             last_log: now,
             throughput: PerDir::default(),
             delay: DelayStat::default(),
@@ -232,7 +244,11 @@ impl Daemon {
                 .prober
                 .next_wakeup()
                 .min(self.ctl.next_wakeup())
-                .min(self.next_counter)
+                .min(if self.cfg.cake_stats_interval_ms != 0 {
+                    Instant::MAX
+                } else {
+                    self.next_counter
+                })
                 .min(end.unwrap_or(Instant::MAX));
             let wait_ms = wake
                 .saturating_duration_since(now)
@@ -264,7 +280,17 @@ impl Daemon {
         self.samples.clear();
         self.prober.receive(now, &self.clock, &mut self.samples);
         self.prober.tick(now, &self.clock, &mut self.samples);
-        if now >= self.next_counter {
+        // With CAKE's statistics on, the law compares CAKE's backlog with what the link
+        // delivered under the rate of the interval just ended (as the simulator does): the
+        // counters are then read right before every control step, so the delivery window is
+        // exactly that interval.
+        let aligned = self.cfg.cake_stats_interval_ms != 0;
+        let counter_due = if aligned {
+            now >= self.ctl.next_wakeup()
+        } else {
+            now >= self.next_counter
+        };
+        if counter_due {
             self.next_counter =
                 now.saturating_add(Duration::from_millis(self.cfg.counter_interval_ms));
             for dir in Direction::ALL {
@@ -277,6 +303,9 @@ impl Daemon {
                     Err(_) => {} // a missing device shows as no throughput signal
                 }
             }
+        }
+        if now >= self.ctl.next_wakeup() && self.cake_stats_due(now) {
+            self.read_cake_stats(now);
         }
         for i in 0..self.samples.len() {
             let s = self.samples[i];
@@ -306,6 +335,7 @@ impl Daemon {
                 self.limiter.current(Direction::Up).unwrap_or(0),
             ];
             self.snap.throughput = [self.throughput.down, self.throughput.up];
+            self.snap.cake_backlog = [self.cake_backlog.down, self.cake_backlog.up];
             self.snap.reflectors.clear();
             for (a, method, active, st) in self.prober.health() {
                 let label = match method {
@@ -318,6 +348,59 @@ impl Daemon {
                     .push((label, st.sent, st.answered, st.lost, active));
             }
             m.serve_pending(&metrics::render(&self.snap));
+        }
+    }
+
+    /// Whether CAKE's statistics should be read before the control step due at `now`: reads
+    /// ride on control steps (no wake-up of their own, and the backlog is as fresh as can be
+    /// when the law uses it), at most one per `cake_stats_interval_ms` (with a quarter of it as
+    /// slack, so that a step a little early does not skip a read), never when it is 0, and not
+    /// within a second of a failed read.
+    fn cake_stats_due(&self, now: Instant) -> bool {
+        let every = self.cfg.cake_stats_interval_ms;
+        every != 0
+            && now >= self.cake_stats_retry
+            && self.cake_stats_last.is_none_or(|l| {
+                now.saturating_duration_since(l) >= Duration::from_micros(every.saturating_mul(750))
+            })
+    }
+
+    /// Reads CAKE's statistics through the actuator and queues one `Sample::CakeStats` per
+    /// direction that has them. The first failure of a run of failures is logged
+    /// (`cake-stats-error`) and reads are retried at most once a second until one succeeds
+    /// (logged as `cake-stats-ok`); meanwhile the controller goes on without CAKE's signals (they
+    /// go stale after its `stall_after`).
+    fn read_cake_stats(&mut self, now: Instant) {
+        self.cake_stats_last = Some(now);
+        match self.act.cake_stats() {
+            Ok(st) => {
+                if self.cake_stats_failing {
+                    self.cake_stats_failing = false;
+                    let v = json!({"t": self.t(now), "event": "cake-stats-ok"});
+                    self.log_event(v);
+                }
+                for dir in Direction::ALL {
+                    self.cake_backlog[dir] = st[dir].map(|c| c.backlog_bytes);
+                    if let Some(c) = st[dir] {
+                        self.samples.push(Sample::CakeStats {
+                            dir,
+                            backlog_bytes: c.backlog_bytes,
+                            drops: c.drops,
+                            ecn_marks: c.ecn_marks,
+                        });
+                    }
+                }
+            }
+            Err(e) => {
+                self.cake_stats_retry = now.saturating_add(Duration::from_secs(1));
+                self.cake_backlog = PerDir::default();
+                if !self.cake_stats_failing {
+                    self.cake_stats_failing = true;
+                    let v = json!({"t": self.t(now), "event": "cake-stats-error",
+                        "actuator": self.act.name(), "error": e.to_string()});
+                    self.log_event(v);
+                }
+            }
         }
     }
 
@@ -354,6 +437,7 @@ impl Daemon {
                     "applied": applied[dir],
                     "reason": d.reason[dir].to_string(),
                     "throughput": self.throughput[dir],
+                    "cake_backlog": self.cake_backlog[dir],
                     "delay_ms": delay[i],
                 })
             };
