@@ -32,6 +32,13 @@ pub struct CakeCounters {
     pub drops: u64,
     /// Packets ECN-marked so far (cumulative; 0 where the shaper does not report marks).
     pub ecn_marks: u64,
+    /// Bytes the shaper released so far, counted as its shaper charges them (every segment's
+    /// frame of a GSO super-packet), where it reports them (`purple bridge`'s `tx_wire_bytes`).
+    /// The daemon then measures throughput from this instead of the interface counter, which
+    /// counts a super-packet's headers once: about 4% less than the shaper's own bytes at a
+    /// 1500-byte MTU, which read as a standing throughput deficit and cut the rate step after
+    /// step (found in the lab).
+    pub sent_bytes: Option<u64>,
 }
 
 /// Changes the rate of CAKE on each direction's device over rtnetlink.
@@ -73,6 +80,7 @@ impl Actuator for Netlink {
                 backlog_bytes: u64::from(s.backlog_bytes),
                 drops: u64::from(s.drops),
                 ecn_marks: s.ecn_marks,
+                sent_bytes: None,
             });
         }
         Ok(out)
@@ -193,6 +201,7 @@ pub fn parse_bridge_stats(text: &str) -> io::Result<PerDir<Option<CakeCounters>>
             backlog_bytes: backlog,
             drops: o["drops"].as_u64().unwrap_or(0),
             ecn_marks: ecn,
+            sent_bytes: o["purple"]["tx_wire_bytes"].as_u64(),
         });
     }
     Ok(out)
@@ -352,7 +361,7 @@ mod tests {
 
     /// What `purple bridge --egress "cake ..." --ingress "cake ..."` answers to `stats --json`
     /// (abridged: tc's keys that matter plus the `purple` object), egress first.
-    const BRIDGE_STATS: &str = r#"[{"kind":"cake","handle":"0:","root":true,"bytes":123,"packets":4,"drops":7,"overlimits":0,"requeues":0,"backlog":4542,"qlen":3,"tins":[{"sent_bytes":1,"drops":5,"ecn_mark":2},{"sent_bytes":0,"drops":2,"ecn_mark":9}],"dev":"wan0","purple":{"direction":"egress","rx_packets":4}},{"kind":"cake","handle":"0:","root":true,"drops":0,"backlog":0,"qlen":0,"tins":[{"ecn_mark":0}],"dev":"lan0","purple":{"direction":"ingress"}}]
+    const BRIDGE_STATS: &str = r#"[{"kind":"cake","handle":"0:","root":true,"bytes":123,"packets":4,"drops":7,"overlimits":0,"requeues":0,"backlog":4542,"qlen":3,"tins":[{"sent_bytes":1,"drops":5,"ecn_mark":2},{"sent_bytes":0,"drops":2,"ecn_mark":9}],"dev":"wan0","purple":{"direction":"egress","rx_packets":4}},{"kind":"cake","handle":"0:","root":true,"drops":0,"backlog":0,"qlen":0,"tins":[{"ecn_mark":0}],"dev":"lan0","purple":{"direction":"ingress","tx_wire_bytes":9000}}]
 "#;
 
     #[test]
@@ -363,10 +372,17 @@ mod tests {
             Some(CakeCounters {
                 backlog_bytes: 4542,
                 drops: 7,
-                ecn_marks: 11
+                ecn_marks: 11,
+                sent_bytes: None,
             })
         );
-        assert_eq!(s.down, Some(CakeCounters::default()));
+        assert_eq!(
+            s.down,
+            Some(CakeCounters {
+                sent_bytes: Some(9000),
+                ..CakeCounters::default()
+            })
+        );
         // A stage that is not a qdisc (no "backlog") reads as unknown, not as an empty queue.
         let s = parse_bridge_stats(r#"[{"kind":"delay","purple":{"direction":"up"}}]"#).unwrap();
         assert_eq!((s.up, s.down), (None, None));

@@ -105,6 +105,9 @@ pub struct Daemon {
     next_counter: Instant,
     /// When CAKE's statistics were last read (successfully or not).
     cake_stats_last: Option<Instant>,
+    /// The shaper's own sent-bytes counter at the last read, per direction, where it reports
+    /// one: throughput then comes from it rather than from the interface counter.
+    shaper_sent: PerDir<Option<(Instant, u64)>>,
     /// No statistics read before this (a second after a failed read).
     cake_stats_retry: Instant,
     /// The last CAKE backlog read per direction (bytes), for the log and metrics.
@@ -164,6 +167,7 @@ impl Daemon {
             samples: Vec::with_capacity(64),
             next_counter: now,
             cake_stats_last: None,
+            shaper_sent: PerDir::default(),
             cake_stats_retry: now,
             cake_backlog: PerDir::default(),
             cake_stats_failing: false,
@@ -294,6 +298,9 @@ impl Daemon {
             self.next_counter =
                 now.saturating_add(Duration::from_millis(self.cfg.counter_interval_ms));
             for dir in Direction::ALL {
+                if self.shaper_sent[dir].is_some() {
+                    continue; // measured from the shaper's own bytes (read_cake_stats)
+                }
                 match self.meters[dir].sample(now) {
                     Ok(Some(bps)) => {
                         self.throughput[dir] = bps;
@@ -381,6 +388,16 @@ impl Daemon {
                 }
                 for dir in Direction::ALL {
                     self.cake_backlog[dir] = st[dir].map(|c| c.backlog_bytes);
+                    let sent = st[dir].and_then(|c| c.sent_bytes);
+                    if let (Some(b), Some((t0, b0))) = (sent, self.shaper_sent[dir]) {
+                        let dt = now.saturating_duration_since(t0).as_secs_f64();
+                        if b >= b0 && dt > 0.0 {
+                            let bps = ((b - b0) as f64 / dt) as u64;
+                            self.throughput[dir] = bps;
+                            self.samples.push(Sample::Throughput { dir, bps });
+                        }
+                    }
+                    self.shaper_sent[dir] = sent.map(|b| (now, b));
                     if let Some(c) = st[dir] {
                         self.samples.push(Sample::CakeStats {
                             dir,
@@ -394,6 +411,7 @@ impl Daemon {
             Err(e) => {
                 self.cake_stats_retry = now.saturating_add(Duration::from_secs(1));
                 self.cake_backlog = PerDir::default();
+                self.shaper_sent = PerDir::default();
                 if !self.cake_stats_failing {
                     self.cake_stats_failing = true;
                     let v = json!({"t": self.t(now), "event": "cake-stats-error",

@@ -159,3 +159,63 @@ fn cake_stats_interval_zero_never_asks_the_shaper() {
     assert!(got.iter().any(|l| l.starts_with("set-bandwidth")));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn download_throughput_comes_from_the_bridges_wire_bytes_when_it_reports_them() {
+    let dir = scratch("cstats-wire");
+    let (sock, log) = (dir.join("b.sock"), dir.join("c.jsonl"));
+    let _ = std::fs::remove_file(&sock);
+    let l = UnixListener::bind(&sock).unwrap();
+    l.set_nonblocking(true).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    // The ingress (download) shaper releases 62,500 bytes between reads (1.25 MB/s at the
+    // 50 ms step); the interface (lo) carries almost nothing.
+    let h = std::thread::spawn(move || {
+        let mut sent = 0u64;
+        while !stop2.load(Ordering::Relaxed) {
+            let Ok((s, _)) = l.accept() else {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                continue;
+            };
+            s.set_nonblocking(false).unwrap();
+            let mut r = BufReader::new(s);
+            let mut line = String::new();
+            if r.read_line(&mut line).is_err() {
+                continue;
+            }
+            let answer = if line.starts_with("stats --json") {
+                sent += 62_500;
+                format!(
+                    "[{{\"kind\":\"cake\",\"drops\":0,\"backlog\":0,\"purple\":{{\"direction\":\"egress\"}}}},\
+                     {{\"kind\":\"cake\",\"drops\":0,\"backlog\":9000,\"purple\":{{\"direction\":\"ingress\",\"tx_wire_bytes\":{sent}}}}}]\n"
+                )
+            } else {
+                "ingress bandwidth 20Mbit\n".to_string()
+            };
+            let _ = r.get_mut().write_all(answer.as_bytes());
+        }
+    });
+    let mut d = Daemon::new(config(&sock, &log, 50), false).unwrap();
+    let f = AtomicBool::new(false);
+    d.run(&f, &f, Some(qdisc::Duration::from_millis(1000)))
+        .unwrap();
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let lines = log_lines(&log);
+    let mut down: Vec<f64> = lines
+        .iter()
+        .filter(|l| l["event"] == "decision")
+        .filter_map(|l| l["down"]["throughput"].as_f64())
+        .filter(|&t| t > 0.0)
+        .collect();
+    down.sort_by(f64::total_cmp);
+    assert!(down.len() >= 5, "{down:?}");
+    let median = down[down.len() / 2];
+    // 62,500 bytes per step of ~50 ms; wide bounds for a loaded machine's timing.
+    assert!(
+        (0.5e6..=2.5e6).contains(&median),
+        "download throughput {median} B/s is not the shaper's"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
