@@ -80,7 +80,8 @@ pub fn config_toml(
          min_mbit = {umin}\nbase_mbit = {ubase}\nmax_mbit = {umax}\n\n\
          [probe]\nreflectors = [{refl}]\nrate_hz = 20\nactive = 1\nmin_interval_ms = 0\n\
          timeout_ms = 500\n\n\
-         [actuator]\nkind = \"bridge\"\nbridge_socket = {sock}\nmin_interval_ms = 100\n\n\
+         [actuator]\nkind = \"bridge\"\nbridge_socket = {sock}\nmin_interval_ms = 0\n\
+         min_change_percent = 0\n\n\
          [log]\npath = {log}\nevery_step = true\nmax_bytes = 1000000000\nkeep = 0\n",
         alg = q(algorithm),
         dmin = down.min,
