@@ -20,7 +20,7 @@
 //! seen (RFC 8289's maxpacket) rather than the device MTU; non-IP packets share flow 0.
 
 use crate::codel::{CodelParams, CodelQueue, CodelVars};
-use crate::packet::{FlowTuple, Headers, Packet};
+use crate::packet::{Headers, Packet};
 use crate::qdisc::{Dequeue, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::rng::Rng;
 use crate::time::{Duration, Instant};
@@ -263,7 +263,7 @@ impl FqCodel {
     pub fn classify(&self, pkt: &Packet) -> u32 {
         match Headers::parse(&pkt.data).ip {
             Some(ip) => {
-                let h = hash_tuple(&ip.tuple, self.hash_key);
+                let h = crate::sfq::keyed_tuple_hash(&ip.tuple, self.hash_key);
                 ((u64::from(h) * u64::from(self.config.flows)) >> 32) as u32
             }
             None => 0,
@@ -338,33 +338,6 @@ impl FqCodel {
         self.backlogs[idx] -= len;
         self.memory_usage -= len;
     }
-}
-
-/// A keyed 32-bit hash of a 5-tuple (not cryptographic; the key stops trivial collisions being
-/// chosen from outside without knowing the seed).
-fn hash_tuple(t: &FlowTuple, key: [u64; 2]) -> u32 {
-    let word = |b: &[u8]| {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        u64::from_le_bytes(a)
-    };
-    let words = [
-        word(&t.src[..8]),
-        word(&t.src[8..]),
-        word(&t.dst[..8]),
-        word(&t.dst[8..]),
-        u64::from(t.proto) | u64::from(t.src_port) << 8 | u64::from(t.dst_port) << 24,
-    ];
-    let mut h = key[0];
-    for w in words {
-        h = (h ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        h ^= h >> 29;
-    }
-    h ^= key[1];
-    h = (h ^ (h >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    h ^= h >> 31;
-    (h >> 32) as u32
 }
 
 impl Qdisc for FqCodel {

@@ -122,7 +122,8 @@ fn allot_size(len: u32) -> i32 {
     len.div_ceil(8) as i32
 }
 
-/// A keyed 32-bit hash of a 5-tuple (shared by SFQ and SFB; not cryptographic).
+/// A keyed 32-bit hash of a 5-tuple, shared by FQ-CoDel, SFQ and SFB (not cryptographic; the key
+/// stops trivial collisions being chosen from outside without knowing the seed).
 pub(crate) fn keyed_tuple_hash(t: &FlowTuple, key: [u64; 2]) -> u32 {
     let word = |b: &[u8]| {
         let mut a = [0u8; 8];
