@@ -20,6 +20,15 @@ fn mock_bridge(
     stats: &'static str,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<Vec<String>> {
+    mock_bridge_with(path, move || stats.to_string(), stop)
+}
+
+/// [`mock_bridge`] whose `stats --json` answer is made afresh for every request.
+fn mock_bridge_with(
+    path: &Path,
+    mut stats: impl FnMut() -> String + Send + 'static,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<String>> {
     let _ = std::fs::remove_file(path);
     let l = UnixListener::bind(path).unwrap();
     l.set_nonblocking(true).unwrap();
@@ -37,9 +46,9 @@ fn mock_bridge(
                 continue;
             }
             let answer = if line.starts_with("stats --json") {
-                stats
+                stats()
             } else {
-                "egress bandwidth 20Mbit\n"
+                "egress bandwidth 20Mbit\n".to_string()
             };
             let _ = r.get_mut().write_all(answer.as_bytes());
             got.push(line);
@@ -164,38 +173,18 @@ fn cake_stats_interval_zero_never_asks_the_shaper() {
 fn download_throughput_comes_from_the_bridges_wire_bytes_when_it_reports_them() {
     let dir = scratch("cstats-wire");
     let (sock, log) = (dir.join("b.sock"), dir.join("c.jsonl"));
-    let _ = std::fs::remove_file(&sock);
-    let l = UnixListener::bind(&sock).unwrap();
-    l.set_nonblocking(true).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let stop2 = stop.clone();
     // The ingress (download) shaper releases 62,500 bytes between reads (1.25 MB/s at the
     // 50 ms step); the interface (lo) carries almost nothing.
-    let h = std::thread::spawn(move || {
-        let mut sent = 0u64;
-        while !stop2.load(Ordering::Relaxed) {
-            let Ok((s, _)) = l.accept() else {
-                std::thread::sleep(std::time::Duration::from_millis(1));
-                continue;
-            };
-            s.set_nonblocking(false).unwrap();
-            let mut r = BufReader::new(s);
-            let mut line = String::new();
-            if r.read_line(&mut line).is_err() {
-                continue;
-            }
-            let answer = if line.starts_with("stats --json") {
-                sent += 62_500;
-                format!(
-                    "[{{\"kind\":\"cake\",\"drops\":0,\"backlog\":0,\"purple\":{{\"direction\":\"egress\"}}}},\
-                     {{\"kind\":\"cake\",\"drops\":0,\"backlog\":9000,\"purple\":{{\"direction\":\"ingress\",\"tx_wire_bytes\":{sent}}}}}]\n"
-                )
-            } else {
-                "ingress bandwidth 20Mbit\n".to_string()
-            };
-            let _ = r.get_mut().write_all(answer.as_bytes());
-        }
-    });
+    let mut sent = 0u64;
+    let stats = move || {
+        sent += 62_500;
+        format!(
+            "[{{\"kind\":\"cake\",\"drops\":0,\"backlog\":0,\"purple\":{{\"direction\":\"egress\"}}}},\
+             {{\"kind\":\"cake\",\"drops\":0,\"backlog\":9000,\"purple\":{{\"direction\":\"ingress\",\"tx_wire_bytes\":{sent}}}}}]\n"
+        )
+    };
+    let h = mock_bridge_with(&sock, stats, stop.clone());
     let mut d = Daemon::new(config(&sock, &log, 50), false).unwrap();
     let f = AtomicBool::new(false);
     d.run(&f, &f, Some(qdisc::Duration::from_millis(1000)))
