@@ -693,6 +693,14 @@ mod tests {
         Instant::ZERO + Duration::from_millis(ms)
     }
 
+    /// `n` control steps of the downlink, 50 ms apart from time 0, all seeing `s`: a link
+    /// settled in one state before the step a test is about.
+    fn steady(law: &mut Purple, cfg: &Config, n: u64, s: &DirSignals) {
+        for i in 0..n {
+            law.step(at(i * 50), Direction::Down, s, cfg);
+        }
+    }
+
     #[test]
     fn a_throughput_deficit_with_cake_backlogged_cuts_below_the_delivered_rate_in_one_step() {
         let mut law = Purple::default();
@@ -791,14 +799,7 @@ mod tests {
     fn delay_on_a_steady_link_is_never_learnt_as_jitter() {
         let mut law = Purple::default();
         let cfg = Config::default();
-        for i in 0..200 {
-            law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(5_000_000, 8, 5_000_000, 50_000),
-                &cfg,
-            );
-        }
+        steady(&mut law, &cfg, 200, &sig(5_000_000, 8, 5_000_000, 50_000));
         assert_eq!(law.st[Direction::Down].jitter, 0.0);
     }
 
@@ -932,14 +933,7 @@ mod tests {
         let cfg = Config::default();
         // Loaded at our 10 MB/s, then the capacity drops: 3 MB/s delivered, CAKE empty
         // (ACK-clocked at the radio's rate), delay above target.
-        for i in 0..10 {
-            law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(10_000_000, 1, 10_000_000, 0),
-                &cfg,
-            );
-        }
+        steady(&mut law, &cfg, 10, &sig(10_000_000, 1, 10_000_000, 0));
         let s = law.step(
             at(500),
             Direction::Down,
@@ -955,14 +949,7 @@ mod tests {
         let mut law = Purple::default();
         let cfg = Config::default();
         // Saturated at our 10 MB/s, then the downloads end: almost nothing delivered, delay low.
-        for i in 0..10 {
-            law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(10_000_000, 1, 10_000_000, 0),
-                &cfg,
-            );
-        }
+        steady(&mut law, &cfg, 10, &sig(10_000_000, 1, 10_000_000, 0));
         let s = law.step(
             at(500),
             Direction::Down,
@@ -993,14 +980,7 @@ mod tests {
     fn a_capacity_drop_confirmed_by_delivery_keeps_the_cut() {
         let mut law = Purple::default();
         let cfg = Config::default();
-        for i in 0..10 {
-            law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(10_000_000, 1, 10_000_000, 0),
-                &cfg,
-            );
-        }
+        steady(&mut law, &cfg, 10, &sig(10_000_000, 1, 10_000_000, 0));
         let s = law.step(
             at(500),
             Direction::Down,
@@ -1037,14 +1017,7 @@ mod tests {
         let mut law = Purple::default();
         let cfg = Config::default();
         // Steady at our 5 MB/s, CAKE backlogged, no delay.
-        for i in 0..20 {
-            law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(5_000_000, 0, 5_000_000, 50_000),
-                &cfg,
-            );
-        }
+        steady(&mut law, &cfg, 20, &sig(5_000_000, 0, 5_000_000, 50_000));
         // Our rate passed the capacity (4.9 MB/s, 2% short): the first interval only counts.
         let s = law.step(
             at(1000),
