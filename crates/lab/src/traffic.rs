@@ -213,6 +213,15 @@ pub fn udp_reflector(ctx: &Ctx, ns: Option<PathBuf>, port: u16, dscp: u8) -> Res
     })
 }
 
+/// A UDP socket on an ephemeral port, connected to `dst`, its packets marked with `dscp`.
+fn connected_udp(dst: SocketAddr, dscp: u8) -> Result<UdpSocket, String> {
+    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
+        .map_err(|e| format!("bind: {e}"))?;
+    s.connect(dst).map_err(|e| format!("connect {dst}: {e}"))?;
+    crate::sys::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
+    Ok(s)
+}
+
 /// UDP ping-pong from namespace `ns` to a reflector at `dst`: one probe every `interval` with
 /// DSCP `dscp`; each reply's round trip goes into `meter` (sent / received count probes).
 pub fn udp_ping(
@@ -225,10 +234,7 @@ pub fn udp_ping(
 ) -> Result<Task, String> {
     let ctx = ctx.clone();
     spawn_in(ns, &format!("udp ping {dst}"), move |ready| {
-        let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
-            .map_err(|e| format!("bind: {e}"))?;
-        s.connect(dst).map_err(|e| format!("connect {dst}: {e}"))?;
-        crate::sys::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
+        let s = connected_udp(dst, dscp)?;
         s.set_read_timeout(Some(Duration::from_millis(5)))
             .map_err(|e| e.to_string())?;
         let _ = ready.send(Ok(()));
@@ -308,10 +314,7 @@ pub fn voip_source(
 ) -> Result<Task, String> {
     let ctx = ctx.clone();
     spawn_in(ns, &format!("voip {dst}"), move |ready| {
-        let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
-            .map_err(|e| format!("bind: {e}"))?;
-        s.connect(dst).map_err(|e| format!("connect {dst}: {e}"))?;
-        crate::sys::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
+        let s = connected_udp(dst, dscp)?;
         let _ = ready.send(Ok(()));
         let mut p = vec![0u8; size.clamp(16, 1400)];
         let mut next = ctx.now_ns();
