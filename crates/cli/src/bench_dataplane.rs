@@ -1,5 +1,5 @@
 //! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT] [--rt-priority P]
-//! [--spin-us US] [--busy-poll-us US] [--stats]`: dataplane speed in
+//! [--spin-us US] [--busy-poll-us US] [--no-rejoin] [--stats]`: dataplane speed in
 //! throwaway namespaces. Rows: direct veth (reference), the bridge unshaped, the bridge with CAKE
 //! at 1 Gbit/s (default split-gso, and no-split-gso) and 100 Mbit/s, kernel forwarding through
 //! HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e. the L2 frame bytes
@@ -40,6 +40,9 @@ pub struct Args {
     /// off).
     #[arg(long)]
     pub busy_poll_us: Option<f64>,
+    /// The bridge sends every segment CAKE cut as its own frame (as `purple bridge --no-rejoin`).
+    #[arg(long)]
+    pub no_rejoin: bool,
     /// Print each bridge's final `stats --json` to standard error.
     #[arg(long)]
     pub stats: bool,
@@ -82,6 +85,7 @@ fn measure(
 ) -> Result<Row, String> {
     let (secs, rt, spin_us, stats) = (a.seconds, a.rt_priority, a.spin_us, a.stats);
     let busy_us = a.busy_poll_us;
+    let rejoin = !a.no_rejoin;
     let lab = Lab::new(shape)?;
     if shape == Shape::Routed
         && !(lab.exec(
@@ -119,6 +123,7 @@ fn measure(
                     })?;
                 }
                 let mut br = Bridge::new(cfg)?;
+                br.set_rejoin(rejoin);
                 if let Some(us) = spin_us {
                     br.set_spin_ns((us.max(0.0) * 1e3) as u64);
                 }

@@ -1,34 +1,74 @@
-//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH] [--rt-priority P]`:
-//! run the userspace dataplane until SIGINT/SIGTERM.
+//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH] [--rt-priority P]
+//! [--spin-us US] [--busy-poll-us US] [--no-rejoin]`: run the userspace dataplane until
+//! SIGINT/SIGTERM.
 
 use std::path::PathBuf;
 
 use dataplane::{Bridge, BridgeConfig};
 
+/// The command line.
+#[derive(clap::Args, Debug)]
+pub struct BridgeArgs {
+    /// LAN-side interface.
+    pub if_a: String,
+    /// WAN-side interface.
+    pub if_b: String,
+    /// Qdisc for IF_A -> IF_B in tc syntax, e.g. "cake bandwidth 20Mbit nat".
+    #[arg(long, default_value = "pfifo")]
+    pub egress: String,
+    /// Qdisc for IF_B -> IF_A in tc syntax, e.g. "cake bandwidth 100Mbit ingress".
+    #[arg(long, default_value = "pfifo")]
+    pub ingress: String,
+    /// Bridge name (control socket /run/purple/NAME.sock).
+    #[arg(long, default_value = "purple")]
+    pub name: String,
+    /// Control socket path (overrides --name).
+    #[arg(long)]
+    pub ctl: Option<PathBuf>,
+    /// Run the forwarding loop under SCHED_FIFO at this priority (1-99) so the shaper's
+    /// timing holds on a busy machine.
+    #[arg(long)]
+    pub rt_priority: Option<i32>,
+    /// Spin instead of sleeping this close (µs) to the shaper's next release time (default 25).
+    #[arg(long)]
+    pub spin_us: Option<f64>,
+    /// After frames arrive keep polling this long (µs) before sleeping (default 0: off); a
+    /// reply arriving within it skips a wake-up.
+    #[arg(long)]
+    pub busy_poll_us: Option<f64>,
+    /// Send every segment CAKE cut from a super-packet as its own frame, instead of rejoining a
+    /// flow's segments that leave together (the frames on the wire are the same; this only
+    /// costs more CPU).
+    #[arg(long)]
+    pub no_rejoin: bool,
+}
+
 /// Runs the bridge in this thread until a termination signal (under `SCHED_FIFO` at
 /// `rt_priority` if given). Errors are printable.
-pub fn run(
-    if_a: String,
-    if_b: String,
-    egress: String,
-    ingress: String,
-    name: String,
-    ctl: Option<PathBuf>,
-    rt_priority: Option<i32>,
-) -> Result<(), String> {
-    let ctl_path = Some(ctl.unwrap_or_else(|| dataplane::ctl::default_path(&name)));
+pub fn run(a: BridgeArgs) -> Result<(), String> {
+    let ctl_path = Some(
+        a.ctl
+            .unwrap_or_else(|| dataplane::ctl::default_path(&a.name)),
+    );
     let cfg = BridgeConfig {
-        if_a,
-        if_b,
-        egress,
-        ingress,
-        name,
+        if_a: a.if_a,
+        if_b: a.if_b,
+        egress: a.egress,
+        ingress: a.ingress,
+        name: a.name,
         ctl_path,
         seed: 1,
     };
     let mut bridge = Bridge::new(cfg).map_err(|e| e.to_string())?;
+    if let Some(us) = a.spin_us {
+        bridge.set_spin_ns((us.max(0.0) * 1e3) as u64);
+    }
+    if let Some(us) = a.busy_poll_us {
+        bridge.set_busy_poll_ns((us.max(0.0) * 1e3) as u64);
+    }
+    bridge.set_rejoin(!a.no_rejoin);
     bridge.stop_on_signals().map_err(|e| e.to_string())?;
-    if let Some(p) = rt_priority {
+    if let Some(p) = a.rt_priority {
         dataplane::sys::set_realtime(p).map_err(|e| format!("SCHED_FIFO priority {p}: {e}"))?;
     }
     bridge.run().map_err(|e| e.to_string())?;

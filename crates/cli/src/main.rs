@@ -54,28 +54,7 @@ enum Command {
     Sim(SimArgs),
     /// Forward every frame between IF_A (LAN) and IF_B (WAN) through one qdisc per direction,
     /// until SIGINT/SIGTERM.
-    Bridge {
-        /// LAN-side interface.
-        if_a: String,
-        /// WAN-side interface.
-        if_b: String,
-        /// Qdisc for IF_A -> IF_B in tc syntax, e.g. "cake bandwidth 20Mbit nat".
-        #[arg(long, default_value = "pfifo")]
-        egress: String,
-        /// Qdisc for IF_B -> IF_A in tc syntax, e.g. "cake bandwidth 100Mbit ingress".
-        #[arg(long, default_value = "pfifo")]
-        ingress: String,
-        /// Bridge name (control socket /run/purple/NAME.sock).
-        #[arg(long, default_value = "purple")]
-        name: String,
-        /// Control socket path (overrides --name).
-        #[arg(long)]
-        ctl: Option<std::path::PathBuf>,
-        /// Run the forwarding loop under SCHED_FIFO at this priority (1-99) so the shaper's
-        /// timing holds on a busy machine.
-        #[arg(long)]
-        rt_priority: Option<i32>,
-    },
+    Bridge(bridge::BridgeArgs),
     /// A link emulator as a bridge (like mahimahi's mm-link): capacity per direction from a rate
     /// or a trace, propagation delay, a droptail buffer, loss; radio-style stats on `purple ctl`.
     Linkem(linkem::LinkemArgs),
@@ -446,16 +425,8 @@ fn main() {
                 }
             }
         }
-        Command::Bridge {
-            if_a,
-            if_b,
-            egress,
-            ingress,
-            name,
-            ctl,
-            rt_priority,
-        } => {
-            if let Err(e) = bridge::run(if_a, if_b, egress, ingress, name, ctl, rt_priority) {
+        Command::Bridge(a) => {
+            if let Err(e) = bridge::run(a) {
                 eprintln!("{e}");
                 std::process::exit(1);
             }

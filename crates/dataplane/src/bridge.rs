@@ -14,6 +14,7 @@ use qdisc::{Dequeue, Dropped, Instant, Packet, PacketMeta, Qdisc, QdiscStats};
 use serde_json::{json, Value};
 
 use crate::ctl::{Command, Direction};
+use crate::rejoin::Rejoiner;
 use crate::sys::{self, Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
 use crate::vnet::VnetHdr;
 
@@ -170,17 +171,21 @@ pub struct DirStats {
     pub bypassed: u64,
     /// Frames longer than a receive slot (cut by the kernel), dropped.
     pub truncated: u64,
-    /// Frames the kernel took for sending on the output interface.
+    /// Packets the kernel took for sending on the output interface (a super-packet rebuilt from
+    /// segments counts as the segments it carries).
     pub tx_packets: u64,
+    /// Super-packets rebuilt from segments CAKE cut, sent as one frame each (see
+    /// [`crate::rejoin`]).
+    pub rejoined: u64,
     /// Their bytes (a super-packet counts once, as handed to the kernel).
     pub tx_bytes: u64,
     /// Their bytes on the wire: Ethernet frames (no preamble or FCS) after the kernel has cut
     /// super-packets into segments, headers repeated per segment (see [`crate::vnet::wire_len`]);
     /// what a shaper charging L2 frame bytes sees.
     pub tx_wire_bytes: u64,
-    /// Frames the kernel refused to send (dropped).
+    /// Packets the kernel refused to send (dropped).
     pub tx_errors: u64,
-    /// Frames dequeued but not yet taken by the kernel (send buffer full).
+    /// Packets dequeued but not yet taken by the kernel (send buffer full).
     pub pending: u64,
     /// Frames the kernel dropped on the input socket's receive queue (we were too slow).
     pub kernel_drops: u64,
@@ -243,6 +248,15 @@ impl Pool {
     }
 }
 
+impl crate::rejoin::Buffers for Pool {
+    fn spare(&mut self) -> Vec<u8> {
+        self.big()
+    }
+    fn recycle(&mut self, v: Vec<u8>) {
+        self.put(v);
+    }
+}
+
 #[derive(Debug)]
 struct Dir<Q> {
     dir: Direction,
@@ -251,6 +265,8 @@ struct Dir<Q> {
     tx: usize,
     pending: Vec<Packet>,
     pending_hdrs: Vec<[u8; VNET_HDR_LEN]>,
+    /// How many dequeued packets each pending frame carries (more than 1: rejoined).
+    pending_segs: Vec<u32>,
     sent: usize,
     /// Monotonic ns at which the qdisc wants `dequeue` again.
     next: Option<u64>,
@@ -264,7 +280,10 @@ impl<Q> Dir<Q> {
     /// The counters, with `pending` as of now.
     fn snapshot(&self) -> DirStats {
         DirStats {
-            pending: (self.pending.len() - self.sent) as u64,
+            pending: self.pending_segs[self.sent..]
+                .iter()
+                .map(|&n| u64::from(n))
+                .sum(),
             ..self.stats
         }
     }
@@ -302,6 +321,9 @@ pub struct Bridge<Q: Stage = AnyQdisc> {
     busy_poll_ns: u64,
     /// Monotonic ns until which the loop keeps polling.
     busy_until: u64,
+    /// Rebuild super-packets from segments leaving together (default on).
+    rejoin: bool,
+    rejoiner: Rejoiner,
 }
 
 fn now_ns() -> u64 {
@@ -383,6 +405,7 @@ impl<Q: Stage> Bridge<Q> {
             tx,
             pending: Vec::with_capacity(MAX_BATCH * BUDGET),
             pending_hdrs: Vec::with_capacity(MAX_BATCH * BUDGET),
+            pending_segs: Vec::with_capacity(MAX_BATCH * BUDGET),
             sent: 0,
             next: None,
             shaper_deadline: None,
@@ -412,6 +435,8 @@ impl<Q: Stage> Bridge<Q> {
             spin_ns: DEFAULT_SPIN_NS,
             busy_poll_ns: 0,
             busy_until: 0,
+            rejoin: true,
+            rejoiner: Rejoiner::default(),
             cfg,
         })
     }
@@ -431,6 +456,13 @@ impl<Q: Stage> Bridge<Q> {
     /// at the cost of up to `ns` of CPU per burst of arrivals.
     pub fn set_busy_poll_ns(&mut self, ns: u64) {
         self.busy_poll_ns = ns;
+    }
+
+    /// Whether segments of one flow that CAKE cut from super-packets (`split-gso`) and that
+    /// leave in the same batch go to the kernel as one super-packet again (default: on). The
+    /// frames on the wire are the same either way; see [`crate::rejoin`].
+    pub fn set_rejoin(&mut self, on: bool) {
+        self.rejoin = on;
     }
 
     /// A handle to stop [`run`](Self::run) from another thread.
@@ -575,6 +607,7 @@ impl<Q: Stage> Bridge<Q> {
                         let mut out = h;
                         out.flags &= crate::vnet::F_NEEDS_CSUM;
                         d.pending_hdrs.push(out.encode());
+                        d.pending_segs.push(1);
                         d.pending.push(Packet::new(data));
                         continue;
                     }
@@ -623,13 +656,10 @@ impl<Q: Stage> Bridge<Q> {
                     }
                 }
                 d.next = None;
+                let base = d.pending.len();
                 while d.pending.len() < MAX_BATCH {
                     match d.qdisc.dequeue(now, &mut self.drops) {
-                        Dequeue::Packet(p) => {
-                            let h = VnetHdr::for_send(p.meta.tag, p.meta.gso.is_some());
-                            d.pending_hdrs.push(h.encode());
-                            d.pending.push(p);
-                        }
+                        Dequeue::Packet(p) => d.pending.push(p),
                         Dequeue::NotBefore(t) => {
                             d.next = Some(t.as_nanos());
                             d.shaper_deadline = Some(t.as_nanos());
@@ -638,10 +668,19 @@ impl<Q: Stage> Bridge<Q> {
                         Dequeue::Empty => break,
                     }
                 }
+                let full = d.pending.len() == MAX_BATCH;
+                self.rejoiner.run(
+                    self.rejoin,
+                    &mut d.pending,
+                    base,
+                    &mut d.pending_hdrs,
+                    &mut d.pending_segs,
+                    &mut self.pool,
+                );
                 for dr in self.drops.drain(..) {
                     self.pool.put(dr.packet.data);
                 }
-                if d.pending.len() == MAX_BATCH && d.next.is_none() {
+                if full && d.next.is_none() {
                     // Possibly more ready: come back at once.
                     d.next = Some(now.as_nanos());
                 }
@@ -654,11 +693,13 @@ impl<Q: Stage> Bridge<Q> {
                 match sock.send_batch(n, |k| (&hdrs[start + k], &pkts[start + k].data)) {
                     Ok(0) => break,
                     Ok(m) => {
-                        for (p, h) in d.pending[start..start + m]
+                        for ((p, h), &n) in d.pending[start..start + m]
                             .iter()
                             .zip(&d.pending_hdrs[start..start + m])
+                            .zip(&d.pending_segs[start..start + m])
                         {
-                            d.stats.tx_packets += 1;
+                            d.stats.tx_packets += u64::from(n);
+                            d.stats.rejoined += u64::from(n > 1);
                             d.stats.tx_bytes += p.data.len() as u64;
                             d.stats.tx_wire_bytes +=
                                 crate::vnet::wire_len(&VnetHdr::decode(h), &p.data);
@@ -666,7 +707,7 @@ impl<Q: Stage> Bridge<Q> {
                         d.sent += m;
                     }
                     Err(e) => {
-                        d.stats.tx_errors += 1;
+                        d.stats.tx_errors += u64::from(d.pending_segs[start]);
                         d.last_tx_error = Some(e.to_string());
                         d.sent += 1;
                     }
@@ -680,6 +721,7 @@ impl<Q: Stage> Bridge<Q> {
                 self.pool.put(p.data);
             }
             d.pending_hdrs.clear();
+            d.pending_segs.clear();
             d.sent = 0;
             if !due(d.next) {
                 return;
@@ -799,12 +841,13 @@ impl<Q: Stage> Bridge<Q> {
             out.push_str(&d.qdisc.stage_text(self.dev(d), now));
             let s = &d.snapshot();
             out.push_str(&format!(
-                " purple {}: rx {} pkt {} bytes, tx {} pkt {} bytes, bypassed {} truncated {} tx_errors {} kernel_drops {} pending {}, shaper wakeups {} late avg {}ns max {}ns\n",
+ " purple {}: rx {} pkt {} bytes, tx {} pkt {} bytes ({} rejoined), bypassed {} truncated {} tx_errors {} kernel_drops {} pending {}, shaper wakeups {} late avg {}ns max {}ns\n",
                 d.qdisc.dir_name(d.dir),
                 s.rx_packets,
                 s.rx_bytes,
                 s.tx_packets,
                 s.tx_bytes,
+                s.rejoined,
                 s.bypassed,
                 s.truncated,
                 s.tx_errors,
@@ -836,7 +879,7 @@ impl<Q: Stage> Bridge<Q> {
                         "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
                         "offered": s.offered, "bypassed": s.bypassed, "truncated": s.truncated,
                         "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
-                        "tx_wire_bytes": s.tx_wire_bytes,
+                        "tx_wire_bytes": s.tx_wire_bytes, "rejoined": s.rejoined,
                         "tx_errors": s.tx_errors, "pending": s.pending,
                         "kernel_drops": s.kernel_drops,
                         "shaper_wakeups": s.shaper_wakeups,

@@ -18,11 +18,12 @@
 //!   overdue packets together.
 //! - Each pass reads only the sockets epoll reported readable.
 //! - Cost, measured (`purple bench dataplane`, perf): with `split-gso` at 1 Gbit/s every
-//!   super-packet leaves as 1514-byte frames (about 83,000 a second), and the kernel's per-frame
-//!   send path, including the receiver's TCP processing that veth runs in the sender's
-//!   softirq, is about three quarters of the bridge thread's time; our own code (segmentation,
-//!   CAKE, the loop) is a few percent. It needs about one core at 1 Gbit/s on a small VM, so run
-//!   it under `SCHED_FIFO` (`purple bridge --rt-priority`) on a shared machine.
+//!   super-packet is cut into 1514-byte segments (about 83,000 a second), and the kernel's
+//!   per-frame send path, including the receiver's TCP processing that veth runs in the sender's
+//!   softirq, was about three quarters of the bridge thread's time; our own code (segmentation,
+//!   CAKE, the loop) is a few percent. So a flow's segments that leave in the same batch go to
+//!   the kernel as one super-packet again ([`rejoin`]; the same frames on the wire), which
+//!   makes the cost fall exactly when the loop falls behind.
 //! - One thread, one epoll set: both packet sockets, the timerfd, the control socket, a stop
 //!   eventfd and (optionally) a signalfd for SIGINT/SIGTERM.
 //! - No allocation per packet in steady state: frames are received into 64 KiB slots; small
@@ -53,6 +54,7 @@ mod bridge;
 pub mod ctl;
 pub mod linkem;
 pub mod linkem_lab;
+pub mod rejoin;
 pub mod sys;
 pub mod vnet;
 

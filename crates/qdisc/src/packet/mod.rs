@@ -7,12 +7,14 @@
 
 mod build;
 mod gso;
+mod join;
 mod parse;
 mod rewrite;
 mod tcp_options;
 
 pub use build::{FrameSpec, L4Spec, DST_MAC, SRC_MAC};
 pub use gso::segment;
+pub use join::{finish as finish_joined, join, joinable, Joined};
 pub use rewrite::{mark_ce, set_dscp};
 pub use tcp_options::{TcpOption, TcpOptions};
 
