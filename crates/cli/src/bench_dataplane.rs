@@ -6,8 +6,10 @@
 //! per second released on the shaped egress during the measurement window, super-packets counted
 //! as the segments they become (what CAKE in raw mode and HTB charge against their rate; read
 //! from the bridge's `tx_wire_bytes` over the control socket, or from HTB's `Sent` bytes in
-//! `tc -s qdisc`, which count GSO packets the same way), and its ratio to the configured rate; idle UDP
-//! round trip (p50/p99) and what it adds to direct veth's; the bridge thread's CPU (cores) per
+//! `tc -s qdisc`, which count GSO packets the same way), and its ratio to the configured rate; at
+//! idle, what the middle adds to direct veth's UDP round trip (p50/p99: two passes, plus the
+//! endpoints' wake-ups it causes) and to the one-way delay (p50/p99: one pass, from the sender's
+//! `send` to the kernel's arrival timestamp at the receiver); the bridge thread's CPU (cores) per
 //! Gbit/s of goodput. With `--runs N` every row is measured N times and each column shows the
 //! median.
 
@@ -62,6 +64,8 @@ struct Row {
     wire_bps: Option<f64>,
     rtt_p50_us: f64,
     rtt_p99_us: f64,
+    one_way_p50_us: f64,
+    one_way_p99_us: f64,
     cpu_per_gbit: Option<f64>,
 }
 
@@ -136,6 +140,7 @@ fn measure(
         None => None,
     };
     let rtts = lab.udp_rtts(7100, 500, Duration::from_millis(2))?;
+    let one_way = lab.udp_one_way(7102, 500, Duration::from_millis(2))?;
     let d = Duration::from_secs_f64(secs.clamp(0.5, 60.0));
     let mut sample = || -> Option<(u64, u64)> {
         configured_bps?;
@@ -171,6 +176,8 @@ fn measure(
         wire_bps: wire,
         rtt_p50_us: quantile(&rtts, 0.5) as f64 / 1e3,
         rtt_p99_us: quantile(&rtts, 0.99) as f64 / 1e3,
+        one_way_p50_us: quantile(&one_way, 0.5) as f64 / 1e3,
+        one_way_p99_us: quantile(&one_way, 0.99) as f64 / 1e3,
         cpu_per_gbit: cpu.map(|c| (c as f64 / 1e9 / busy_s) / (g / 1e9).max(1e-9)),
     })
 }
@@ -199,6 +206,8 @@ fn median_row(runs: &[Row]) -> Row {
         wire_bps: col(&|r| r.wire_bps),
         rtt_p50_us: col(&|r| Some(r.rtt_p50_us)).unwrap_or(0.0),
         rtt_p99_us: col(&|r| Some(r.rtt_p99_us)).unwrap_or(0.0),
+        one_way_p50_us: col(&|r| Some(r.one_way_p50_us)).unwrap_or(0.0),
+        one_way_p99_us: col(&|r| Some(r.one_way_p99_us)).unwrap_or(0.0),
         cpu_per_gbit: col(&|r| r.cpu_per_gbit),
     }
 }
@@ -243,8 +252,7 @@ pub fn run(a: &Args) -> Result<String, String> {
         }
     }
     let out: Vec<Row> = all.iter().map(|r| median_row(r)).collect();
-    let base = out[0].rtt_p99_us;
-    let base50 = out[0].rtt_p50_us;
+    let d = &out[0];
     let of_rate = |r: &Row| match (r.wire_bps, r.configured_bps) {
         (Some(w), Some(c)) => Some(w / c),
         _ => None,
@@ -258,9 +266,13 @@ pub fn run(a: &Args) -> Result<String, String> {
                     "configured_gbps": r.configured_bps.map(|c| c / 1e9),
                     "wire_gbps": r.wire_bps.map(|w| w / 1e9),
                     "wire_of_rate": of_rate(r),
-                    "of_direct": r.goodput_bps / out[0].goodput_bps.max(1.0),
+                    "of_direct": r.goodput_bps / d.goodput_bps.max(1.0),
                     "rtt_p50_us": r.rtt_p50_us, "rtt_p99_us": r.rtt_p99_us,
-                    "added_p50_us": r.rtt_p50_us - base50, "added_p99_us": r.rtt_p99_us - base,
+                    "added_p50_us": r.rtt_p50_us - d.rtt_p50_us,
+                    "added_p99_us": r.rtt_p99_us - d.rtt_p99_us,
+                    "one_way_p50_us": r.one_way_p50_us, "one_way_p99_us": r.one_way_p99_us,
+                    "added_one_way_p50_us": r.one_way_p50_us - d.one_way_p50_us,
+                    "added_one_way_p99_us": r.one_way_p99_us - d.one_way_p99_us,
                     "cpu_per_gbps": r.cpu_per_gbit,
                 })
             })
@@ -277,10 +289,10 @@ pub fn run(a: &Args) -> Result<String, String> {
         "of dir",
         "wire",
         "of rate",
-        "rtt p50",
-        "rtt p99",
-        "added p50",
-        "added p99",
+        "rtt+ p50",
+        "rtt+ p99",
+        "1way+ p50",
+        "1way+ p99",
         "cpu/Gbps"
     );
     for r in &out {
@@ -288,19 +300,24 @@ pub fn run(a: &Args) -> Result<String, String> {
             "{:<20} {:>8.3} {:>7.3} {:>8} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>10}\n",
             r.name,
             r.goodput_bps / 1e9,
-            r.goodput_bps / out[0].goodput_bps.max(1.0),
+            r.goodput_bps / d.goodput_bps.max(1.0),
             r.wire_bps.map_or("-".into(), |w| format!("{:.3}", w / 1e9)),
             of_rate(r).map_or("-".into(), |x| format!("{x:.4}")),
-            r.rtt_p50_us,
-            r.rtt_p99_us,
-            r.rtt_p50_us - base50,
-            r.rtt_p99_us - base,
+            r.rtt_p50_us - d.rtt_p50_us,
+            r.rtt_p99_us - d.rtt_p99_us,
+            r.one_way_p50_us - d.one_way_p50_us,
+            r.one_way_p99_us - d.one_way_p99_us,
             r.cpu_per_gbit.map_or("-".into(), |c| format!("{c:.3}")),
         ));
     }
     t.push_str(&format!(
-        "(Gbit/s; rtt in us; wire = L2 bytes/s the shaper released; cpu = bridge thread cores per \
-         Gbit/s of goodput; medians of {} run(s))\n",
+        "(Gbit/s; wire = L2 bytes/s the shaper released; rtt+ / 1way+ = µs added at idle to \
+         direct veth's UDP round trip (p50 {:.1}, p99 {:.1}) / one-way delay (p50 {:.1}, p99 \
+         {:.1}); cpu = bridge thread cores per Gbit/s of goodput; medians of {} run(s))\n",
+        d.rtt_p50_us,
+        d.rtt_p99_us,
+        d.one_way_p50_us,
+        d.one_way_p99_us,
         a.runs.max(1)
     ));
     Ok(t)

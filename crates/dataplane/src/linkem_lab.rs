@@ -284,6 +284,62 @@ impl Lab {
         let _ = server.join();
         r?
     }
+
+    /// One-way delays (ns, sorted) of `count` small UDP datagrams sent client → server `gap`
+    /// apart: from just before the client's `send` to the kernel's arrival timestamp at the
+    /// server (`SO_TIMESTAMPNS`, taken before the server thread wakes), both on the machine's one
+    /// `CLOCK_REALTIME`. Unlike a round trip this counts one pass through the middle, and none of
+    /// the endpoints' wake-ups.
+    pub fn udp_one_way(&self, port: u16, count: usize, gap: Duration) -> Result<Vec<u64>, String> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let st = stop.clone();
+        let server = self.spawn('s', move || {
+            use std::os::fd::AsRawFd;
+            let s = UdpSocket::bind(("0.0.0.0", port)).map_err(|e| e.to_string())?;
+            crate::sys::enable_rx_timestamps(s.as_raw_fd()).map_err(|e| e.to_string())?;
+            let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
+            let _ = ready_tx.send(());
+            let mut delays = Vec::with_capacity(count);
+            let mut buf = [0u8; 256];
+            while !st.load(Ordering::Relaxed) {
+                if let Ok((n, Some(rx))) = crate::sys::recv_timestamped(s.as_raw_fd(), &mut buf) {
+                    if n >= 8 {
+                        let mut t = [0u8; 8];
+                        t.copy_from_slice(&buf[..8]);
+                        delays.push(rx.saturating_sub(u64::from_le_bytes(t)));
+                    }
+                }
+            }
+            delays.sort_unstable();
+            Ok::<Vec<u64>, String>(delays)
+        });
+        ready_rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| "one-way receiver did not start".to_string())?;
+        let addr = SocketAddr::from((self.server, port));
+        let client = self.spawn('c', move || {
+            let s = UdpSocket::bind(("0.0.0.0", 0)).map_err(|e| e.to_string())?;
+            for _ in 0..count {
+                let mut msg = [0u8; 64];
+                msg[..8].copy_from_slice(&crate::sys::realtime_ns().to_le_bytes());
+                let _ = s.send_to(&msg, addr);
+                thread::sleep(gap);
+            }
+            Ok::<(), String>(())
+        });
+        // Each join: the thread panicked, or could not enter its namespace, or its own error.
+        let sent = client
+            .join()
+            .map_err(|_| "one-way sender panicked".to_string());
+        thread::sleep(Duration::from_millis(50));
+        stop.store(true, Ordering::Relaxed);
+        let got = server
+            .join()
+            .map_err(|_| "one-way receiver panicked".to_string());
+        sent???;
+        got??
+    }
 }
 
 /// A stopped bridge's final `stats --json` text and its thread's CPU nanoseconds, or why it failed.

@@ -524,3 +524,61 @@ pub fn thread_cpu_ns() -> u64 {
         .saturating_mul(1_000_000_000)
         .saturating_add(ts.tv_nsec as u64)
 }
+
+/// Nanoseconds of `CLOCK_REALTIME`, the clock kernel receive timestamps (`SO_TIMESTAMPNS`) use.
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_REALTIME always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// Asks the kernel to stamp every datagram `fd` receives with its arrival time
+/// (`SO_TIMESTAMPNS`: taken in the receive path, before the reading thread wakes up), read with
+/// [`recv_timestamped`].
+pub fn enable_rx_timestamps(fd: RawFd) -> io::Result<()> {
+    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)
+}
+
+/// Receives one datagram into `buf` (blocking per the socket's settings); returns its length and
+/// its kernel arrival time in `CLOCK_REALTIME` nanoseconds when the socket has
+/// [`enable_rx_timestamps`] (else `None`).
+pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Room for one `struct timespec` control message, 8-aligned.
+    let mut cbuf = [0u64; 8];
+    // SAFETY: msghdr is plain old data; all-zero is a valid value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cbuf) as _;
+    // SAFETY: `iov` points at `buf`, `msg_control` at `cbuf`, both writable and alive for the
+    // call, with their exact sizes given.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut stamp = None;
+    // SAFETY: the CMSG_* macros walk the control buffer the kernel filled, bounded by
+    // `msg_controllen`; a timestamp message's data is a `timespec`, read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamp = Some((ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, stamp))
+}

@@ -47,7 +47,17 @@ fn twenty_ms_each_way_gives_a_forty_ms_round_trip() {
     };
     let em = start(&lab, d.clone(), d, None);
     let rtts = lab.udp_rtts(7001, 20, Duration::from_millis(20)).unwrap();
+    let one_way = lab
+        .udp_one_way(7005, 20, Duration::from_millis(20))
+        .unwrap();
     em.stop().unwrap();
+    assert!(one_way.len() >= 18, "{} datagrams arrived", one_way.len());
+    let ow_min = quantile(&one_way, 0.0) as f64 / 1e6;
+    eprintln!("one-way through 20 ms: min {ow_min:.2} ms");
+    assert!(
+        (19.9..=23.0).contains(&ow_min),
+        "one-way min {ow_min} ms for a 20 ms link"
+    );
     assert!(rtts.len() >= 18, "{} replies", rtts.len());
     let min = quantile(&rtts, 0.0) as f64 / 1e6;
     let p50 = quantile(&rtts, 0.5) as f64 / 1e6;
