@@ -1,5 +1,5 @@
 //! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT] [--rt-priority P]
-//! [--spin-us US] [--busy-poll-us US] [--no-rejoin] [--stats]`: dataplane speed in
+//! [--spin-us US] [--busy-poll-us US] [--batch-us US] [--no-rejoin] [--stats]`: dataplane speed in
 //! throwaway namespaces. Rows: direct veth (reference), the bridge unshaped, the bridge with CAKE
 //! at 1 Gbit/s (default split-gso, and no-split-gso) and 100 Mbit/s, kernel forwarding through
 //! HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e. the L2 frame bytes
@@ -42,6 +42,10 @@ pub struct Args {
     /// off).
     #[arg(long)]
     pub busy_poll_us: Option<f64>,
+    /// While shaping, the bridge dequeues at most once per this many µs (as `purple bridge
+    /// --batch-us`; default 0: at every release time).
+    #[arg(long)]
+    pub batch_us: Option<f64>,
     /// The bridge sends every segment CAKE cut as its own frame (as `purple bridge --no-rejoin`).
     #[arg(long)]
     pub no_rejoin: bool,
@@ -90,6 +94,7 @@ fn measure(
     let (secs, rt, spin_us, stats) = (a.seconds, a.rt_priority, a.spin_us, a.stats);
     let busy_us = a.busy_poll_us;
     let rejoin = !a.no_rejoin;
+    let batch_us = a.batch_us;
     let lab = Lab::new(shape)?;
     if shape == Shape::Routed
         && !(lab.exec(
@@ -128,6 +133,9 @@ fn measure(
                 }
                 let mut br = Bridge::new(cfg)?;
                 br.set_rejoin(rejoin);
+                if let Some(us) = batch_us {
+                    br.set_batch_ns((us.max(0.0) * 1e3) as u64);
+                }
                 if let Some(us) = spin_us {
                     br.set_spin_ns((us.max(0.0) * 1e3) as u64);
                 }

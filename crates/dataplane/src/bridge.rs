@@ -272,6 +272,9 @@ struct Dir<Q> {
     next: Option<u64>,
     /// The release time from the qdisc's last `NotBefore`, until it is served.
     shaper_deadline: Option<u64>,
+    /// After a dequeue pass stopped by the shaper, no new pass before this time (monotonic ns;
+    /// see [`Bridge::set_batch_ns`]); 0 when the last pass emptied the queue.
+    hold_until: u64,
     stats: DirStats,
     last_tx_error: Option<String>,
 }
@@ -317,6 +320,8 @@ pub struct Bridge<Q: Stage = AnyQdisc> {
     armed_at: u64,
     /// Spin instead of sleeping when the next release time is this close (ns).
     spin_ns: u64,
+    /// Least time between two shaper-limited dequeue passes of a direction (ns); 0: none.
+    batch_ns: u64,
     /// After a frame arrives, keep polling (no sleep) this long (ns); 0: off.
     busy_poll_ns: u64,
     /// Monotonic ns until which the loop keeps polling.
@@ -409,6 +414,7 @@ impl<Q: Stage> Bridge<Q> {
             sent: 0,
             next: None,
             shaper_deadline: None,
+            hold_until: 0,
             stats: DirStats::default(),
             last_tx_error: None,
         };
@@ -433,6 +439,7 @@ impl<Q: Stage> Bridge<Q> {
             interest: [sys::READABLE; 2],
             armed_at: 0,
             spin_ns: DEFAULT_SPIN_NS,
+            batch_ns: 0,
             busy_poll_ns: 0,
             busy_until: 0,
             rejoin: true,
@@ -448,6 +455,18 @@ impl<Q: Stage> Bridge<Q> {
     /// queue stays backlogged: CAKE's shaper then releases the overdue packets together).
     pub fn set_spin_ns(&mut self, ns: u64) {
         self.spin_ns = ns;
+    }
+
+    /// While a direction's shaper is the limit (the queue backlogged), dequeue at most once per
+    /// `ns` (0, the default: at every release time): each pass then releases the packets that
+    /// fell due since the last, back to back, and a flow's split-gso segments among them go out
+    /// as one super-packet ([`set_rejoin`](Self::set_rejoin)). The rate is unchanged (CAKE's
+    /// shaper keeps its schedule and releases overdue packets together); the cost is up to `ns`
+    /// of extra delay and bursts of `ns` worth of the shaped rate. A packet arriving at an empty
+    /// queue is not held. At 1 Gbit/s, 50 µs batches about four 1514-byte segments per pass; at
+    /// 20 Mbit/s (600 µs per segment) it changes nothing.
+    pub fn set_batch_ns(&mut self, ns: u64) {
+        self.batch_ns = ns;
     }
 
     /// After frames arrive, keep polling the sockets without sleeping for `ns` (0, the default:
@@ -626,8 +645,8 @@ impl<Q: Stage> Bridge<Q> {
                     self.pool.put(dr.packet.data);
                 }
             }
-            // The qdisc may now release earlier than it said before.
-            d.next = Some(now.as_nanos());
+            // The qdisc may now release earlier than it said before (not before the batch hold).
+            d.next = Some(now.as_nanos().max(d.hold_until));
             if n < MAX_BATCH {
                 break;
             }
@@ -636,6 +655,7 @@ impl<Q: Stage> Bridge<Q> {
     }
 
     fn transmit(&mut self, i: usize) {
+        let batch_ns = self.batch_ns;
         let d = &mut self.dirs[i];
         let sock = &self.socks[d.tx];
         for _ in 0..BUDGET {
@@ -661,11 +681,15 @@ impl<Q: Stage> Bridge<Q> {
                     match d.qdisc.dequeue(now, &mut self.drops) {
                         Dequeue::Packet(p) => d.pending.push(p),
                         Dequeue::NotBefore(t) => {
-                            d.next = Some(t.as_nanos());
+                            d.hold_until = now.as_nanos().saturating_add(batch_ns);
+                            d.next = Some(t.as_nanos().max(d.hold_until));
                             d.shaper_deadline = Some(t.as_nanos());
                             break;
                         }
-                        Dequeue::Empty => break,
+                        Dequeue::Empty => {
+                            d.hold_until = 0;
+                            break;
+                        }
                     }
                 }
                 let full = d.pending.len() == MAX_BATCH;

@@ -339,13 +339,13 @@ fn cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live() {
 }
 
 /// Segments CAKE cut that leave together go out as rebuilt super-packets, which the kernel
-/// accepts and segments back: TCP runs at the shaped rate through them. The bridge sleeps on its
-/// timer alone (no spinning) so that it is late and releases several segments per batch.
+/// accepts and segments back: TCP runs at the shaped rate through them. The bridge dequeues at
+/// most every 200 µs (`set_batch_ns`), so each pass releases several segments.
 #[test]
 fn rejoined_super_packets_carry_tcp_at_the_shaped_rate() {
     let mut t = topo_or_skip!();
     t.start_bridge_with("cake bandwidth 400Mbit besteffort", "pfifo", None, |br| {
-        br.set_spin_ns(0)
+        br.set_batch_ns(200_000)
     });
     let x = Transfer::start(&t, 5005);
     thread::sleep(Duration::from_millis(700));
@@ -354,6 +354,12 @@ fn rejoined_super_packets_carry_tcp_at_the_shaped_rate() {
     let s = t.stop_bridge();
     eprintln!("goodput {:.1} Mbit/s; {:?}", g / 1e6, s.egress);
     assert!(s.egress.rejoined > 0, "nothing rejoined: {:?}", s.egress);
+    // At most one shaper-limited pass per 200 µs: several segments per pass.
+    assert!(
+        s.egress.shaper_wakeups * 3 < s.egress.tx_packets,
+        "{:?}",
+        s.egress
+    );
     // A bad checksum or length in a rebuilt super-packet would stall TCP; a correct one keeps
     // it near the rate (goodput is at most 0.956 of it; wide margin for a loaded machine).
     assert!(g > 0.4 * 400e6, "goodput {g:.0} bit/s");
