@@ -708,6 +708,7 @@ pub fn lab_text(d: &LabDemo) -> String {
                 lab::scenario::Capacity::Fixed { down_bit_s, .. } => {
                     format!("fixed {} Mbit/s", down_bit_s / 1_000_000)
                 }
+                lab::scenario::Capacity::Trace { name, .. } => format!("trace {name}"),
             },
             tt.to_text()
         );

@@ -292,6 +292,7 @@ fn start_delay(
         DelayStage::Linkem(bin) => {
             let name = format!("{}-linkem", t.prefix);
             let ctl = format!("/run/purple/{name}.sock");
+            let ctl_path = ctl.clone();
             let delay = scn.one_way_ms.to_string();
             let mut args: Vec<String> = vec!["linkem".into(), "l0".into(), "l1".into()];
             let trace = std::env::temp_dir().join(format!("{name}.down.trace"));
@@ -320,6 +321,19 @@ fn start_delay(
                         trace.display().to_string(),
                     ]);
                 }
+                Capacity::Trace { up, down, .. } => {
+                    let up_trace = std::env::temp_dir().join(format!("{name}.up.trace"));
+                    for (p, text) in [(&trace, down), (&up_trace, up)] {
+                        std::fs::write(p, text)
+                            .map_err(|e| format!("write {}: {e}", p.display()))?;
+                    }
+                    args.extend([
+                        "--up-trace".into(),
+                        up_trace.display().to_string(),
+                        "--down-trace".into(),
+                        trace.display().to_string(),
+                    ]);
+                }
             }
             args.extend([
                 "--delay-ms".into(),
@@ -329,7 +343,7 @@ fn start_delay(
                 "--name".into(),
                 name.clone(),
                 "--ctl".into(),
-                ctl,
+                ctl.clone(),
                 "--seed".into(),
                 "1".into(),
             ]);
@@ -340,6 +354,20 @@ fn start_delay(
             let started = std::time::Instant::now();
             let mut p = t.linkem.spawn(&bin, &a, true)?;
             std::thread::sleep(Duration::from_millis(300));
+            // Once its control socket exists the emulator has read its traces (it parses its
+            // options first): remove them then, or leave them if it is slower than 5 s.
+            for _ in 0..50 {
+                if Path::new(&ctl_path).exists() {
+                    for f in [
+                        &trace,
+                        &std::env::temp_dir().join(format!("{name}.up.trace")),
+                    ] {
+                        let _ = std::fs::remove_file(f);
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
             if let Some(s) = p.exited() {
                 return Err(format!(
                     "purple linkem exited at start ({s}): {}",

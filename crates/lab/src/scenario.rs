@@ -117,6 +117,67 @@ pub enum Capacity {
         /// Seconds each rate lasts.
         period_s: u64,
     },
+    /// A recorded link: Mahimahi traces for both directions (handed to `purple linkem
+    /// --up-trace/--down-trace`; they loop at their end).
+    Trace {
+        /// The trace's name in tables.
+        name: &'static str,
+        /// Client → server trace text.
+        up: &'static str,
+        /// Server → client trace text.
+        down: &'static str,
+    },
+}
+
+/// The T-Mobile LTE trace (first 60 s, mahimahi; `scenarios/traces/README.md`).
+const TM_DOWN: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60s.down");
+const TM_UP: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60s.up");
+
+/// Mahimahi trace bin for rates read from a trace: 100 ms.
+const TRACE_BIN_MS: u64 = 100;
+
+/// The bit rate of every 100 ms of a Mahimahi trace (a line per 1500-byte delivery
+/// opportunity, at its millisecond offset). Empty for a trace with no lines.
+pub fn trace_bins(text: &str) -> Vec<u64> {
+    let mut bins: Vec<u64> = Vec::new();
+    for ms in text.lines().filter_map(|l| l.trim().parse::<u64>().ok()) {
+        let b = (ms / TRACE_BIN_MS) as usize;
+        if bins.len() <= b {
+            bins.resize(b + 1, 0);
+        }
+        bins[b] += 1500 * 8 * (1000 / TRACE_BIN_MS);
+    }
+    bins
+}
+
+/// [`trace_bins`] of a built-in trace, computed once.
+fn cached_bins(text: &'static str) -> std::sync::Arc<Vec<u64>> {
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Cache = Mutex<Vec<(usize, Arc<Vec<u64>>)>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = text.as_ptr() as usize;
+    let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, b)) = c.iter().find(|(k, _)| *k == key) {
+        return Arc::clone(b);
+    }
+    let b = Arc::new(trace_bins(text));
+    c.push((key, Arc::clone(&b)));
+    b
+}
+
+/// The lowest and highest 1 s average rate of a trace, bit/s.
+fn trace_span(text: &'static str) -> (u64, u64) {
+    let bins = cached_bins(text);
+    let per_s = (1000 / TRACE_BIN_MS) as usize;
+    let secs: Vec<u64> = bins
+        .chunks_exact(per_s)
+        .map(|c| c.iter().sum::<u64>() / per_s as u64)
+        .collect();
+    (
+        secs.iter().copied().min().unwrap_or(0),
+        secs.iter().copied().max().unwrap_or(0),
+    )
 }
 
 /// The rate range (Mbit/s) a daemon is given for one direction.
@@ -132,9 +193,18 @@ pub struct RateRange {
 
 impl Capacity {
     /// The link emulator's downlink capacity (bit/s) `t` seconds after it started: the fixed
-    /// rate, or the step in force (the trace repeats every two periods).
+    /// rate, the step in force (the trace repeats every two periods), or a recorded trace's rate
+    /// over the 100 ms around `t` (the trace loops).
     pub fn down_at(&self, t: f64) -> u64 {
         match *self {
+            Capacity::Trace { down, .. } => {
+                let bins = cached_bins(down);
+                if bins.is_empty() {
+                    return 0;
+                }
+                let k = (t.max(0.0) * 1000.0 / TRACE_BIN_MS as f64) as usize;
+                bins[k % bins.len()]
+            }
             Capacity::Fixed { down_bit_s, .. } => down_bit_s,
             Capacity::Steps {
                 down_bit_s,
@@ -147,16 +217,18 @@ impl Capacity {
         }
     }
 
-    /// The uplink capacity, bit/s.
+    /// The uplink capacity, bit/s (a trace's highest 1 s rate).
     pub fn up(&self) -> u64 {
         match *self {
             Capacity::Fixed { up_bit_s, .. } | Capacity::Steps { up_bit_s, .. } => up_bit_s,
+            Capacity::Trace { up, .. } => trace_span(up).1,
         }
     }
 
-    /// The highest and lowest downlink capacity, bit/s.
+    /// The lowest and highest downlink capacity, bit/s (a trace's over 1 s averages).
     pub fn down_span(&self) -> (u64, u64) {
         match *self {
+            Capacity::Trace { down, .. } => trace_span(down),
             Capacity::Fixed { down_bit_s, .. } => (down_bit_s, down_bit_s),
             Capacity::Steps { down_bit_s, .. } => (
                 down_bit_s[0].min(down_bit_s[1]),
@@ -330,6 +402,44 @@ fn radio() -> Scenario {
     }
 }
 
+/// The PURPLE radio on a recorded link: the T-Mobile LTE trace both ways.
+fn tmobile() -> Scenario {
+    Scenario {
+        name: "tmobile",
+        title: "PURPLE on a recorded link: T-Mobile LTE trace (60 s, ~14 down / 6 up Mbit/s)",
+        sim_id: None,
+        up_bit_s: 6_000_000,
+        down_bit_s: 14_000_000,
+        one_way_ms: 20,
+        capacity: Capacity::Trace {
+            name: "T-Mobile LTE (mahimahi)",
+            up: TM_UP,
+            down: TM_DOWN,
+        },
+        full_seconds: 60.0,
+        contenders: vec![
+            Contender {
+                name: "CAKE static 14/6 Mbit/s (the means)",
+                short: "cake",
+                shape: Shape::Cake("besteffort"),
+            },
+            Contender {
+                name: "FQ-CoDel, no shaping",
+                short: "fq_codel",
+                shape: Shape::Bare("fq_codel"),
+            },
+            Contender {
+                name: "pfifo 1000, no shaping",
+                short: "fifo",
+                shape: Shape::Bare("pfifo limit 1000"),
+            },
+            CAKE_PURPLE,
+            CAKE_AUTORATE,
+        ],
+        ..radio()
+    }
+}
+
 impl Scenario {
     /// The `(download, upload)` rate ranges for a `purple control` contender: download from a
     /// tenth of the highest capacity up to 5% above it, starting at the shaper rate; upload up
@@ -375,7 +485,7 @@ pub const CAKE_AUTORATE: Contender = Contender {
 
 /// Every built-in scenario.
 pub fn all() -> Vec<Scenario> {
-    vec![b1(), b2(), radio()]
+    vec![b1(), b2(), radio(), tmobile()]
 }
 
 /// The scenario called `name` (case-insensitive).
@@ -422,6 +532,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn trace_capacity_reads_rates_from_the_mahimahi_lines() {
+        // 10 opportunities in the first 100 ms (1.2 Mbit/s), none in the next, 1 in the third.
+        let text = "1\n1\n2\n3\n4\n5\n50\n60\n70\n99\n250\n";
+        assert_eq!(trace_bins(text), vec![1_200_000, 0, 120_000]);
+        assert!(trace_bins("").is_empty());
+        // The built-in T-Mobile trace: its mean and 1 s span as scenarios/traces/README.md says.
+        let t = find("tmobile").expect("tmobile");
+        let (lo, hi) = t.capacity.down_span();
+        assert!((3_000_000..4_000_000).contains(&lo), "{lo}");
+        assert!((31_000_000..32_000_000).contains(&hi), "{hi}");
+        let mean: f64 = (0..600)
+            .map(|k| t.capacity.down_at(k as f64 * 0.1) as f64)
+            .sum::<f64>()
+            / 600.0;
+        assert!((13.5e6..14.5e6).contains(&mean), "{mean}");
+        // It loops: 60 s later the rate is the same.
+        assert_eq!(t.capacity.down_at(12.34), t.capacity.down_at(72.34));
+        let (down, up) = t.control_range();
+        assert!(down.max > 31.0 && up.max > 15.0, "{down:?} {up:?}");
     }
 
     #[test]
