@@ -75,7 +75,7 @@ enum Command {
     #[command(subcommand)]
     Bench(BenchCommand),
     /// The namespace lab: the seeds' testbeds with real kernel TCP through our bridge
-    /// (`purple lab run b1|b2|radio`, `purple lab list`). Needs root.
+    /// (`purple lab run b1|b2|radio|tmobile`, `purple lab list`). Needs root.
     #[command(subcommand)]
     Lab(LabCommand),
     /// The PURPLE daemon: probe reflectors, run the controller, set CAKE's rates (docs/control.md).
@@ -167,7 +167,7 @@ enum DemoCommand {
         args: Vec<String>,
     },
     /// The namespace lab: the seeds' testbeds with real kernel TCP through our bridge
-    /// (`purple lab run b1|b2|radio`, `purple lab list`). Needs root.
+    /// (`purple lab run b1|b2|radio|tmobile`, `purple lab list`). Needs root.
     #[command(subcommand)]
     Lab(LabCommand),
 }
