@@ -36,15 +36,20 @@ pub struct RadioView {
 /// `safety.stall_after`) are `None`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DirSignals {
-    /// The current shaper rate, bytes per second.
+    /// The current shaper rate (the last decision), bytes per second: what a law's next rate
+    /// builds on.
     pub current: u64,
+    /// The rate the shaper runs at now, bytes per second: `current` unless the caller reported
+    /// another with [`Sample::RateInForce`](crate::Sample::RateInForce). What throughput is
+    /// compared with.
+    pub in_force: u64,
     /// Consensus queueing delay of the reflector pool.
     pub delay: Option<Duration>,
     /// Reflectors behind `delay`.
     pub reflectors: usize,
     /// Achieved throughput, bytes per second.
     pub throughput: Option<u64>,
-    /// `throughput / current`.
+    /// `throughput / in_force`.
     pub load: Option<f64>,
     /// CAKE's backlog in bytes.
     pub cake_backlog: Option<u64>,
@@ -91,6 +96,7 @@ struct Inputs {
     radio: Option<(Instant, RadioView)>,
     radio_drops: u64,
     radio_drops_seen: u64,
+    in_force: Option<u64>,
 }
 
 /// A [`Controller`] made of the signal front end, the law `L` and the safety rules.
@@ -155,6 +161,7 @@ impl<L: Law> Engine<L> {
         let cons = self.pool.consensus(now, dir);
         let inp = &mut self.inputs[dir];
         let cur = self.last.rate[dir];
+        let in_force = inp.in_force.unwrap_or(cur);
         let throughput = inp.throughput.filter(|x| ok(x.0)).map(|x| x.1);
         let cake_new = inp.cake_drops.saturating_sub(inp.cake_drops_seen);
         inp.cake_drops_seen = inp.cake_drops;
@@ -162,10 +169,11 @@ impl<L: Law> Engine<L> {
         inp.radio_drops_seen = inp.radio_drops;
         DirSignals {
             current: cur,
+            in_force,
             delay: cons.map(|c| c.delay),
             reflectors: cons.map_or(0, |c| c.used),
             throughput,
-            load: throughput.map(|t| t as f64 / cur.max(1) as f64),
+            load: throughput.map(|t| t as f64 / in_force.max(1) as f64),
             cake_backlog: inp.cake.filter(|x| ok(x.0)).map(|x| x.1),
             cake_new_drops: cake_new,
             radio: inp.radio.filter(|x| ok(x.0)).map(|(_, r)| RadioView {
@@ -244,6 +252,7 @@ impl<L: Law> Controller for Engine<L> {
                     },
                 ));
             }
+            Sample::RateInForce { dir, bps } => self.inputs[dir].in_force = Some(bps),
         }
         if pass {
             self.law.on_sample(now, sample);
@@ -301,5 +310,79 @@ impl<L: Law> Controller for Engine<L> {
 
     fn name(&self) -> &'static str {
         self.law.name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A law that holds its rate and remembers what it was shown.
+    #[derive(Debug, Default)]
+    struct Spy {
+        seen: Option<DirSignals>,
+    }
+
+    impl Law for Spy {
+        fn name(&self) -> &'static str {
+            "spy"
+        }
+        fn interval(&self) -> Duration {
+            Duration::from_millis(50)
+        }
+        fn needs(&self) -> Needs {
+            Needs::RadioQueue
+        }
+        fn validate(&self) -> Result<(), ConfigError> {
+            Ok(())
+        }
+        fn step(&mut self, _: Instant, dir: Direction, sig: &DirSignals, _: &Config) -> Step {
+            if dir == Direction::Down {
+                self.seen = Some(*sig);
+            }
+            Step {
+                rate: sig.current,
+                reason: Reason::Hold,
+            }
+        }
+    }
+
+    fn radio(dir: Direction) -> Sample {
+        Sample::RadioQueue {
+            dir,
+            backlog_bytes: 0,
+            backlog_packets: 0,
+            drops: 0,
+            sojourn: Duration::ZERO,
+            capacity_bps: None,
+        }
+    }
+
+    #[test]
+    fn load_is_delivery_over_the_rate_in_force_once_one_is_reported() {
+        let cfg = Config::default();
+        let base = cfg.base[Direction::Down];
+        let mut e = Engine::new(cfg, Spy::default()).expect("valid");
+        let t = Instant::from_secs(1);
+        for dir in Direction::ALL {
+            e.on_sample(t, &radio(dir));
+        }
+        let dir = Direction::Down;
+        e.on_sample(t, &Sample::Throughput { dir, bps: base / 2 });
+        let _ = e.poll(t);
+        let s = e.law().seen.expect("stepped");
+        assert_eq!((s.current, s.in_force), (base, base));
+        assert_eq!(s.load, Some((base / 2) as f64 / base as f64));
+        // The actuator reports the shaper still at half the decided rate.
+        let t = t + Duration::from_millis(50);
+        for dir in Direction::ALL {
+            e.on_sample(t, &radio(dir));
+        }
+        e.on_sample(t, &Sample::Throughput { dir, bps: base / 2 });
+        e.on_sample(t, &Sample::RateInForce { dir, bps: base / 2 });
+        let _ = e.poll(t);
+        let s = e.law().seen.expect("stepped");
+        assert_eq!((s.current, s.in_force), (base, base / 2));
+        assert_eq!(s.load, Some(1.0));
     }
 }

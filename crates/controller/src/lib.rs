@@ -217,6 +217,17 @@ pub enum Sample {
         /// blindly).
         capacity_bps: Option<u64>,
     },
+    /// The rate the shaper of `dir` actually runs at, reported by whoever applies decisions
+    /// when it did not apply the latest one (an actuator that skips small or too frequent
+    /// changes, or failed). Throughput is then compared with this rate, not the decided one:
+    /// a link delivering the rate in force is not short of capacity. Report it after every
+    /// attempt to apply; without reports the decided rate is taken to be in force.
+    RateInForce {
+        /// Direction.
+        dir: Direction,
+        /// Bytes per second.
+        bps: u64,
+    },
 }
 
 /// Why a direction's rate is what it is.

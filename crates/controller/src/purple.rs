@@ -447,6 +447,9 @@ impl Law for Purple {
             (a, b) => a.or(b).unwrap_or(Duration::ZERO),
         };
         let cur = sig.current as f64;
+        // Our rate as the link sees it (the decided one unless the actuator did not apply it):
+        // what delivered throughput is compared with. New rates still build on `cur`.
+        let ours = sig.in_force as f64;
         // The target counts from the unavoidable delay of the current rate: a probe may wait
         // behind one MTU-sized packet in the shaper and one in the radio. At 0.5 Mbit/s that
         // is 48 ms; without it any low rate reads as congestion and the rate locks at `min`
@@ -462,7 +465,7 @@ impl Law for Purple {
         let backlog_known = sig.cake_backlog.is_some();
         let thr = sig.throughput.filter(|&t| t > 0).map(|t| t as f64);
         let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
-        if cake_busy || thr.is_some_and(|t| t >= 0.5 * cur) {
+        if cake_busy || thr.is_some_and(|t| t >= 0.5 * ours) {
             st.last_busy = Some(now);
         }
         let recently_busy = st
@@ -488,7 +491,7 @@ impl Law for Purple {
         // queue: there a learnt "jitter" would only hide a standing queue (seen on the slow fade).
         let kept_up = !steady
             && cake_busy
-            && thr.is_some_and(|t| t >= (0.98 - slack) * cur && t <= (1.02 + slack) * cur);
+            && thr.is_some_and(|t| t >= (0.98 - slack) * ours && t <= (1.02 + slack) * ours);
         if kept_up {
             let x = delay.as_secs_f64().min(p.max_jitter.as_secs_f64());
             st.jitter += 0.05 * (x - st.jitter);
@@ -503,7 +506,7 @@ impl Law for Purple {
         // On a link that carried no load lately, a rising delay is not ours (it was cutting an
         // idle link to what the probes deliver, i.e. to `min`, found in the lab).
         let deficit = steady
-            && thr.is_some_and(|t| t < (p.deficit - slack) * cur)
+            && thr.is_some_and(|t| t < (p.deficit - slack) * ours)
             && (cake_busy || (backlog_known && delay > early && recently_busy));
         // A cut on a sudden shortfall alone is confirmed by what follows: the delay rising, or
         // the link delivering at least half the new rate (the capacity did drop). If instead the
@@ -517,7 +520,7 @@ impl Law for Purple {
         }) = st.unconfirmed
         {
             let age = now.saturating_duration_since(at);
-            let confirmed = delay > early || cake_busy || thr.is_some_and(|t| t >= 0.5 * cur);
+            let confirmed = delay > early || cake_busy || thr.is_some_and(|t| t >= 0.5 * ours);
             if confirmed || age > p.busy_memory {
                 st.unconfirmed = None;
             } else if age.as_nanos() >= 2 * p.interval.as_nanos() {
@@ -537,8 +540,8 @@ impl Law for Purple {
         // 250 ms after the drop, found on the step scenario).
         let severe = steady
             && (cake_busy || (backlog_known && st.was_saturated))
-            && thr.is_some_and(|t| t < (p.severe - slack) * cur);
-        st.was_saturated = thr.is_some_and(|t| t >= p.loaded * cur);
+            && thr.is_some_and(|t| t < (p.severe - slack) * ours);
+        st.was_saturated = thr.is_some_and(|t| t >= p.loaded * ours);
         // Delivery plateau: CAKE backlogged sends exactly our rate, so a link delivering clearly
         // less for `plateau_run` intervals is filling the radio's buffer. Only on a quiet link
         // (half the noise limit) and with half a frame per interval of slack: at 5 Mbit/s one
@@ -550,10 +553,10 @@ impl Law for Purple {
                     && steady
                     && st.noise <= 0.5 * p.noise_limit
                     && cake_busy
-                    && t < (1.0 - p.plateau) * cur - 0.5 * MTU / p.interval.as_secs_f64() =>
+                    && t < (1.0 - p.plateau) * ours - 0.5 * MTU / p.interval.as_secs_f64() =>
             {
                 st.over_run = st.over_run.saturating_add(1);
-                st.over_q += (cur - t) / t * p.interval.as_secs_f64();
+                st.over_q += (ours - t) / t * p.interval.as_secs_f64();
             }
             _ => {
                 st.over_run = 0;
@@ -575,9 +578,9 @@ impl Law for Purple {
             let rate = match thr {
                 Some(t)
                     if recently_busy
-                        && (deficit || !cake_busy || (steady && t < p.shortfall * cur)) =>
+                        && (deficit || !cake_busy || (steady && t < p.shortfall * ours)) =>
                 {
-                    let added: f64 = (cur - t).max(0.0) / t * p.interval.as_secs_f64();
+                    let added: f64 = (ours - t).max(0.0) / t * p.interval.as_secs_f64();
                     let q = excess.max(added);
                     let f = (1.0 - q / p.drain_time.as_secs_f64()).clamp(0.5, 0.95);
                     (t * f).min(cur * (1.0 - p.beta / 2.0))
@@ -600,7 +603,7 @@ impl Law for Purple {
             // full rate drains a queue left from before (or one elsewhere): our rate was not
             // above the capacity, so it keeps the earlier ceiling (otherwise a second, draining
             // cut after a capacity drop would pin the slow probing below the new capacity).
-            let kept_pace = thr.is_some_and(|t| t >= p.shortfall * cur);
+            let kept_pace = thr.is_some_and(|t| t >= p.shortfall * ours);
             if recently_busy && (!kept_pace || st.ceiling.is_none()) {
                 st.ceiling = Some((now, sig.current));
             }
@@ -679,6 +682,7 @@ mod tests {
     fn sig(current: u64, delay_ms: u64, thr: u64, backlog: u64) -> DirSignals {
         DirSignals {
             current,
+            in_force: current,
             delay: Some(Duration::from_millis(delay_ms)),
             reflectors: 3,
             throughput: Some(thr),
@@ -724,6 +728,33 @@ mod tests {
         );
         assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
         assert!(s.rate < 5_000_000 && s.rate >= 2_500_000, "{s:?}");
+    }
+
+    #[test]
+    fn delivery_is_compared_with_the_rate_in_force_not_the_decided_one() {
+        let cfg = Config::default();
+        // The law decided 12.5 MB/s but the actuator kept the shaper at 10 MB/s (a skipped
+        // small change); the link delivers those 10 MB/s with CAKE backlogged and no delay.
+        let held = DirSignals {
+            in_force: 10_000_000,
+            load: Some(1.0),
+            ..sig(12_500_000, 0, 10_000_000, 50_000)
+        };
+        let mut law = Purple::default();
+        steady(&mut law, &cfg, 20, &sig(10_000_000, 0, 10_000_000, 50_000));
+        let s = law.step(at(1000), Direction::Down, &held, &cfg);
+        assert_eq!(s.reason, Reason::Increase, "no deficit: {s:?}");
+        assert!(s.rate > 12_500_000, "{s:?}");
+        // The same delivery against a decided rate in force is a deficit: a cut.
+        let mut law = Purple::default();
+        steady(&mut law, &cfg, 20, &sig(10_000_000, 0, 10_000_000, 50_000));
+        let s = law.step(
+            at(1000),
+            Direction::Down,
+            &sig(12_500_000, 0, 10_000_000, 50_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
     }
 
     #[test]

@@ -35,6 +35,7 @@ fn sample_strategy() -> impl Strategy<Value = (u64, u8, Sample)> {
             sent: Instant::ZERO
         }),
         (dir.clone(), any::<u64>()).prop_map(|(dir, bps)| Sample::Throughput { dir, bps }),
+        (dir.clone(), any::<u64>()).prop_map(|(dir, bps)| Sample::RateInForce { dir, bps }),
         (dir.clone(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(dir, b, d, e)| {
             Sample::CakeStats {
                 dir,

@@ -299,9 +299,9 @@ pub struct ActuatorConfig {
     /// The `purple bridge` control socket. Default `"/run/purple/purple.sock"`.
     pub bridge_socket: String,
     /// At most one change per direction per this many ms. Default 0 (0 ..= 60000): the
-    /// controllers pace their own changes and assume each decision is applied (a held-back
-    /// change reads to PURPLE as a throughput deficit, found in the lab); netlink costs one
-    /// message per change.
+    /// controllers pace their own changes; netlink costs one message per change. A held-back
+    /// change is reported to the controller as the rate in force (`Sample::RateInForce`), so
+    /// PURPLE does not read it as a throughput deficit.
     pub min_interval_ms: u64,
     /// Skip changes smaller than this, percent of the current rate. Default 0 (0 ..= 50).
     pub min_change_percent: f64,

@@ -442,6 +442,13 @@ impl Daemon {
                 }
             }
         }
+        // Tell the controller the rate the shaper really runs at (the limiter may have skipped
+        // this decision, or the actuator failed): it compares delivery with that rate.
+        for dir in Direction::ALL {
+            if let Some(bps) = self.limiter.current(dir) {
+                self.ctl.on_sample(now, &Sample::RateInForce { dir, bps });
+            }
+        }
         let due = self.cfg.log.every_step
             || applied.down
             || applied.up
