@@ -30,25 +30,10 @@ pub struct Args {
     /// Measure every row this many times and report per-column medians.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
-    /// Run the bridge thread under `SCHED_FIFO` at this priority, as `purple bridge
-    /// --rt-priority` does (the client and server stay at normal priority).
-    #[arg(long)]
-    pub rt_priority: Option<i32>,
-    /// The bridge spins instead of sleeping this close (µs) to the shaper's next release time
-    /// (default: the bridge's own default).
-    #[arg(long)]
-    pub spin_us: Option<f64>,
-    /// After frames arrive the bridge keeps polling this long (µs) before sleeping (default 0:
-    /// off).
-    #[arg(long)]
-    pub busy_poll_us: Option<f64>,
-    /// While shaping, the bridge dequeues at most once per this many µs (as `purple bridge
-    /// --batch-us`; default 0: at every release time).
-    #[arg(long)]
-    pub batch_us: Option<f64>,
-    /// The bridge sends every segment CAKE cut as its own frame (as `purple bridge --no-rejoin`).
-    #[arg(long)]
-    pub no_rejoin: bool,
+    /// The bridge loop's options, as `purple bridge` takes them (the client and server stay at
+    /// normal priority under `--rt-priority`).
+    #[command(flatten)]
+    pub tuning: crate::bridge::LoopTuning,
     /// Print each bridge's final `stats --json` to standard error.
     #[arg(long)]
     pub stats: bool,
@@ -91,10 +76,7 @@ fn measure(
     configured_bps: Option<f64>,
     a: &Args,
 ) -> Result<Row, String> {
-    let (secs, rt, spin_us, stats) = (a.seconds, a.rt_priority, a.spin_us, a.stats);
-    let busy_us = a.busy_poll_us;
-    let rejoin = !a.no_rejoin;
-    let batch_us = a.batch_us;
+    let (secs, stats, tuning) = (a.seconds, a.stats, a.tuning);
     let lab = Lab::new(shape)?;
     if shape == Shape::Routed
         && !(lab.exec(
@@ -125,23 +107,8 @@ fn measure(
                 seed: 1,
             };
             Some(lab.start(move || {
-                if let Some(p) = rt {
-                    dataplane::sys::set_realtime(p).map_err(|err| dataplane::Error::Io {
-                        what: format!("SCHED_FIFO priority {p}"),
-                        err,
-                    })?;
-                }
                 let mut br = Bridge::new(cfg)?;
-                br.set_rejoin(rejoin);
-                if let Some(us) = batch_us {
-                    br.set_batch_ns((us.max(0.0) * 1e3) as u64);
-                }
-                if let Some(us) = spin_us {
-                    br.set_spin_ns((us.max(0.0) * 1e3) as u64);
-                }
-                if let Some(us) = busy_us {
-                    br.set_busy_poll_ns((us.max(0.0) * 1e3) as u64);
-                }
+                tuning.apply(&mut br)?;
                 Ok(br)
             })?)
         }

@@ -25,6 +25,15 @@ pub struct BridgeArgs {
     /// Control socket path (overrides --name).
     #[arg(long)]
     pub ctl: Option<PathBuf>,
+    /// How the forwarding loop runs.
+    #[command(flatten)]
+    pub tuning: LoopTuning,
+}
+
+/// The forwarding loop's timing and batching options (`purple bridge`, `purple bench
+/// dataplane`).
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct LoopTuning {
     /// Run the forwarding loop under SCHED_FIFO at this priority (1-99) so the shaper's
     /// timing holds on a busy machine.
     #[arg(long)]
@@ -49,6 +58,34 @@ pub struct BridgeArgs {
     pub no_rejoin: bool,
 }
 
+impl LoopTuning {
+    /// Applies the options to `bridge`, and `SCHED_FIFO` to the calling thread (the one that
+    /// will run it).
+    pub fn apply<Q: dataplane::Stage>(
+        &self,
+        bridge: &mut Bridge<Q>,
+    ) -> Result<(), dataplane::Error> {
+        let ns = |us: f64| (us.max(0.0) * 1e3) as u64;
+        if let Some(us) = self.spin_us {
+            bridge.set_spin_ns(ns(us));
+        }
+        if let Some(us) = self.busy_poll_us {
+            bridge.set_busy_poll_ns(ns(us));
+        }
+        if let Some(us) = self.batch_us {
+            bridge.set_batch_ns(ns(us));
+        }
+        bridge.set_rejoin(!self.no_rejoin);
+        if let Some(p) = self.rt_priority {
+            dataplane::sys::set_realtime(p).map_err(|err| dataplane::Error::Io {
+                what: format!("SCHED_FIFO priority {p}"),
+                err,
+            })?;
+        }
+        Ok(())
+    }
+}
+
 /// Runs the bridge in this thread until a termination signal (under `SCHED_FIFO` at
 /// `rt_priority` if given). Errors are printable.
 pub fn run(a: BridgeArgs) -> Result<(), String> {
@@ -66,20 +103,8 @@ pub fn run(a: BridgeArgs) -> Result<(), String> {
         seed: 1,
     };
     let mut bridge = Bridge::new(cfg).map_err(|e| e.to_string())?;
-    if let Some(us) = a.spin_us {
-        bridge.set_spin_ns((us.max(0.0) * 1e3) as u64);
-    }
-    if let Some(us) = a.busy_poll_us {
-        bridge.set_busy_poll_ns((us.max(0.0) * 1e3) as u64);
-    }
-    bridge.set_rejoin(!a.no_rejoin);
-    if let Some(us) = a.batch_us {
-        bridge.set_batch_ns((us.max(0.0) * 1e3) as u64);
-    }
     bridge.stop_on_signals().map_err(|e| e.to_string())?;
-    if let Some(p) = a.rt_priority {
-        dataplane::sys::set_realtime(p).map_err(|e| format!("SCHED_FIFO priority {p}: {e}"))?;
-    }
+    a.tuning.apply(&mut bridge).map_err(|e| e.to_string())?;
     bridge.run().map_err(|e| e.to_string())?;
     eprint!("{}", bridge.stats_text());
     Ok(())

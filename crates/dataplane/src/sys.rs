@@ -271,18 +271,23 @@ impl PacketSocket {
     }
 }
 
-/// Nanoseconds of `CLOCK_MONOTONIC`.
-pub fn monotonic_ns() -> u64 {
+/// Nanoseconds of `clock`, one that always exists on Linux.
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux, so the call
-    // cannot fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    // SAFETY: `ts` is a valid out-pointer; the callers pass only clocks every Linux has
+    // (monotonic, realtime, this thread's CPU time), so the call cannot fail.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     (ts.tv_sec as u64)
         .saturating_mul(1_000_000_000)
         .saturating_add(ts.tv_nsec as u64)
+}
+
+/// Nanoseconds of `CLOCK_MONOTONIC`.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// Sets this thread's timer slack to 1 ns so timers fire when asked, not up to 50 µs later.
@@ -514,28 +519,12 @@ pub fn set_realtime(priority: i32) -> io::Result<()> {
 
 /// CPU time the calling thread has used, in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`).
 pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer; the thread CPU clock always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
 /// Nanoseconds of `CLOCK_REALTIME`, the clock kernel receive timestamps (`SO_TIMESTAMPNS`) use.
 pub fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid out-pointer; CLOCK_REALTIME always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
+    clock_ns(libc::CLOCK_REALTIME)
 }
 
 /// Asks the kernel to stamp every datagram `fd` receives with its arrival time

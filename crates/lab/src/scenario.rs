@@ -417,25 +417,18 @@ fn tmobile() -> Scenario {
             down: TM_DOWN,
         },
         full_seconds: 60.0,
-        contenders: vec![
-            Contender {
-                name: "CAKE static 14/6 Mbit/s (the means)",
-                short: "cake",
-                shape: Shape::Cake("besteffort"),
-            },
-            Contender {
-                name: "FQ-CoDel, no shaping",
-                short: "fq_codel",
-                shape: Shape::Bare("fq_codel"),
-            },
-            Contender {
-                name: "pfifo 1000, no shaping",
-                short: "fifo",
-                shape: Shape::Bare("pfifo limit 1000"),
-            },
-            CAKE_PURPLE,
-            CAKE_AUTORATE,
-        ],
+        // The radio's contenders; static CAKE runs at this scenario's rates, the trace's means.
+        contenders: radio()
+            .contenders
+            .into_iter()
+            .map(|c| match c.short {
+                "cake" => Contender {
+                    name: "CAKE static 14/6 Mbit/s (the means)",
+                    ..c
+                },
+                _ => c,
+            })
+            .collect(),
         ..radio()
     }
 }
