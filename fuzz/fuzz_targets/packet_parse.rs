@@ -1,9 +1,12 @@
 //! Header parsing and every rewrite on arbitrary bytes: nothing may panic or read out of bounds,
-//! rewrites keep the frame length, and segmentation conserves packets' payload.
+//! rewrites keep the frame length, segmentation conserves packets' payload, and rejoining the
+//! segments (where allowed) rebuilds a frame that segments back into them.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use qdisc::packet::{mark_ce, segment, set_dscp, Gso, GsoKind, Headers, TcpOptions};
+use qdisc::packet::{
+    finish_joined, join, joinable, mark_ce, segment, set_dscp, Gso, GsoKind, Headers, TcpOptions,
+};
 use qdisc::Packet;
 
 fuzz_target!(|data: &[u8]| {
@@ -39,10 +42,38 @@ fuzz_target!(|data: &[u8]| {
         },
         size,
     });
+    let kind = p.meta.gso.map(|g| g.kind);
+    let padded = p.meta.pad > 0;
     let mut out = Vec::new();
     segment(p, &mut out);
     assert!(!out.is_empty());
     for s in &out {
         let _ = Headers::parse(&s.data);
     }
+
+    // Rejoin greedily; a refused join changes nothing.
+    let mut sup = out[0].data.clone();
+    let mut joined = 1;
+    for s in &out[1..] {
+        let before = sup.clone();
+        let ok = joinable(&sup, &s.data, size);
+        assert_eq!(ok, join(&mut sup, &s.data, size));
+        if !ok {
+            assert_eq!(sup, before);
+            break;
+        }
+        joined += 1;
+    }
+    // Rebuilt from all of the segments (nothing padded), it segments back into them.
+    if joined == out.len() && joined > 1 && !padded {
+        let mut again = Packet::new(sup.clone());
+        again.meta.gso = kind.map(|k| Gso { kind: k, size });
+        let mut back = Vec::new();
+        segment(again, &mut back);
+        assert_eq!(back.len(), out.len());
+        for (a, b) in back.iter().zip(&out) {
+            assert_eq!(a.data, b.data);
+        }
+    }
+    let _ = finish_joined(&mut sup, size);
 });
