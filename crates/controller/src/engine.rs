@@ -40,7 +40,7 @@ pub struct DirSignals {
     /// builds on.
     pub current: u64,
     /// The rate the shaper runs at now, bytes per second: `current` unless the caller reported
-    /// another with [`Sample::RateInForce`](crate::Sample::RateInForce). What throughput is
+    /// another with [`Sample::RateInForce`]. What throughput is
     /// compared with.
     pub in_force: u64,
     /// Consensus queueing delay of the reflector pool.
