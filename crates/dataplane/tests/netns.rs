@@ -28,10 +28,17 @@ fn ns_path(name: &str) -> PathBuf {
     PathBuf::from("/var/run/netns").join(name)
 }
 
+/// One topology at a time: the tests measure rates and timing, and on a 2-core machine a
+/// 400 Mbit/s transfer in one test would disturb another's shaper.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Three namespaces `<p>c`, `<p>b`, `<p>s` with veths c0—b0 and b1—s0; deleted on drop.
 struct Topo {
     prefix: String,
     bridge: Option<(Stopper, JoinHandle<BridgeStats>)>,
+    /// Held while the topology exists (released after `drop` deleted the namespaces: the last
+    /// field).
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Topo {
@@ -60,6 +67,8 @@ impl Topo {
         let t = Topo {
             prefix: format!("pt-{}-{n}", std::process::id()),
             bridge: None,
+            // A test that panicked holding it poisons nothing we rely on.
+            _serial: SERIAL.lock().unwrap_or_else(|e| e.into_inner()),
         };
         let (c, b, s) = (t.c(), t.b(), t.s());
         for ns in [&c, &b, &s] {
