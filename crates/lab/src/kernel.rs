@@ -57,18 +57,7 @@ pub fn run_in_guest(
     for d in [&ind, &outd] {
         std::fs::create_dir_all(d).map_err(|e| format!("create {}: {e}", d.display()))?;
     }
-    let bin = ind.join("purple");
-    let stripped = Command::new("objcopy")
-        .arg("--strip-debug")
-        .arg(purple_bin)
-        .arg(&bin)
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !stripped {
-        std::fs::copy(purple_bin, &bin).map_err(|e| format!("copy the binary: {e}"))?;
-    }
+    ship_binary(purple_bin, &ind)?;
     let args: Vec<String> = lab_args.iter().map(|a| sh_quote(a)).collect();
     let script = tmp.0.join("script.sh");
     std::fs::write(
@@ -115,4 +104,42 @@ pub fn run_in_guest(
             o.status
         )),
     }
+}
+
+/// Copies `purple_bin` (debug info stripped when `objcopy` exists) and the libraries `ldd`
+/// lists that the guest's initramfs may lack (all but libc and the loader) into `ind`.
+pub(crate) fn ship_binary(purple_bin: &Path, ind: &Path) -> Result<(), String> {
+    let lib = ind.join("lib");
+    std::fs::create_dir_all(&lib).map_err(|e| format!("create {}: {e}", lib.display()))?;
+    let bin = ind.join("purple");
+    let stripped = Command::new("objcopy")
+        .arg("--strip-debug")
+        .arg(purple_bin)
+        .arg(&bin)
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !stripped {
+        std::fs::copy(purple_bin, &bin).map_err(|e| format!("copy the binary: {e}"))?;
+    }
+    if let Ok(o) = Command::new("ldd").arg(purple_bin).output() {
+        for line in String::from_utf8_lossy(&o.stdout).lines() {
+            let Some(p) = line
+                .split("=>")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+            else {
+                continue;
+            };
+            let p = Path::new(p);
+            let name = p.file_name().map(|n| n.to_string_lossy().to_string());
+            if let Some(n) = name.filter(|n| !n.starts_with("libc.so") && !n.starts_with("ld-")) {
+                if p.exists() {
+                    std::fs::copy(p, lib.join(n)).map_err(|e| format!("copy {e}"))?;
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -266,44 +266,6 @@ pub fn read_mode(mode: &str, dir: &Path) -> Result<ModeRun, String> {
     })
 }
 
-/// Copies `purple_bin` (debug info stripped when `objcopy` exists) and the libraries `ldd`
-/// lists that the guest's initramfs may lack (all but libc and the loader) into `ind`.
-fn ship_binary(purple_bin: &Path, ind: &Path) -> Result<(), String> {
-    let lib = ind.join("lib");
-    std::fs::create_dir_all(&lib).map_err(|e| format!("create {}: {e}", lib.display()))?;
-    let bin = ind.join("purple");
-    let stripped = Command::new("objcopy")
-        .arg("--strip-debug")
-        .arg(purple_bin)
-        .arg(&bin)
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !stripped {
-        std::fs::copy(purple_bin, &bin).map_err(|e| format!("copy the binary: {e}"))?;
-    }
-    if let Ok(o) = Command::new("ldd").arg(purple_bin).output() {
-        for line in String::from_utf8_lossy(&o.stdout).lines() {
-            let Some(p) = line
-                .split("=>")
-                .nth(1)
-                .and_then(|r| r.split_whitespace().next())
-            else {
-                continue;
-            };
-            let p = Path::new(p);
-            let name = p.file_name().map(|n| n.to_string_lossy().to_string());
-            if let Some(n) = name.filter(|n| !n.starts_with("libc.so") && !n.starts_with("ld-")) {
-                if p.exists() {
-                    std::fs::copy(p, lib.join(n)).map_err(|e| format!("copy {e}"))?;
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Boots the reference kernel and runs every mode of `o` with `purple_bin` as the daemon,
 /// reflector and nothing else; the guest's files are kept under `out_dir` (one directory per
 /// mode). Returns the runs in `o.modes` order, or why not (with the end of the guest's output).
@@ -323,7 +285,7 @@ pub fn run(
     let tmp = std::env::temp_dir().join(format!("plab-kctl-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let ind = tmp.join("in");
-    ship_binary(purple_bin, &ind)?;
+    crate::kernel::ship_binary(purple_bin, &ind)?;
     let script = tmp.join("script.sh");
     std::fs::write(&script, guest_script(o)).map_err(|e| format!("write the script: {e}"))?;
     std::fs::create_dir_all(out_dir).map_err(|e| format!("create {}: {e}", out_dir.display()))?;
