@@ -17,7 +17,7 @@
 use qdisc::packet::{finish_joined, join, joinable};
 use qdisc::Packet;
 
-use crate::vnet::{VnetHdr, F_NEEDS_CSUM, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_TCPV6};
+use crate::vnet::{VnetHdr, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_TCPV6};
 
 /// Groups still open to joining at once (a batch interleaves at most this many flows usefully).
 const OPEN: usize = 8;
@@ -72,17 +72,10 @@ impl Rejoiner {
             for p in self.batch.drain(..) {
                 if let Some(size) = cut_tcp_segment(&p) {
                     let target = self.open.iter().rev().copied().find(|&j| {
-                        pkts[j].meta.tag == p.meta.tag && joinable(&pkts[j].data, &p.data, size)
+                        pkts[j].meta.tag == p.meta.tag
+                            && append(&mut pkts[j].data, &p.data, size, bufs)
                     });
                     if let Some(j) = target {
-                        let q = &mut pkts[j].data;
-                        if q.capacity() < q.len() + p.data.len() {
-                            let mut big = bufs.spare();
-                            big.extend_from_slice(q);
-                            bufs.recycle(std::mem::replace(q, big));
-                        }
-                        // Joinable was just checked, so this joins.
-                        join(q, &p.data, size);
                         segs[base + j - from] += 1;
                         bufs.recycle(p.data);
                         continue;
@@ -109,18 +102,28 @@ impl Rejoiner {
     }
 }
 
+/// Joins `seg` onto `q` if allowed; returns whether it did. A frame without room for the
+/// segment (a group's first segment, in its exact-size buffer) moves into a spare 64 KiB buffer
+/// first, once the join is known to be allowed; otherwise the headers are parsed once.
+fn append(q: &mut Vec<u8>, seg: &[u8], size: u16, bufs: &mut dyn Buffers) -> bool {
+    if q.capacity() >= q.len() + seg.len() {
+        return join(q, seg, size);
+    }
+    if !joinable(q, seg, size) {
+        return false;
+    }
+    let mut big = bufs.spare();
+    big.extend_from_slice(q);
+    bufs.recycle(std::mem::replace(q, big));
+    // Joinable was just checked, so this joins.
+    join(q, seg, size)
+}
+
 /// Finishes a joined frame and describes it for the kernel to segment.
 fn super_header(p: &mut Packet) -> VnetHdr {
     let size = VnetHdr::from_tag(p.meta.tag).gso_size;
     match finish_joined(&mut p.data, size) {
-        Some(j) => VnetHdr {
-            flags: F_NEEDS_CSUM,
-            gso_type: if j.v6 { GSO_TCPV6 } else { GSO_TCPV4 } | if j.cwr { GSO_ECN } else { 0 },
-            hdr_len: j.hdr_len,
-            gso_size: j.size,
-            csum_start: j.l4_offset,
-            csum_offset: 16,
-        },
+        Some(j) => VnetHdr::tso(j.v6, j.cwr, j.size, j.l4_offset, j.hdr_len),
         // Unreachable (join only builds TCP frames finish accepts); sent as is if it happens.
         None => VnetHdr {
             gso_type: GSO_NONE,
@@ -132,6 +135,7 @@ fn super_header(p: &mut Packet) -> VnetHdr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vnet::F_NEEDS_CSUM;
     use qdisc::packet::{segment, tcp_flags, FrameSpec, Gso, GsoKind};
 
     fn tagged_segments(port: u16, seq: u32, payload: usize) -> Vec<Packet> {
@@ -149,15 +153,7 @@ mod tests {
             kind: GsoKind::TcpV4,
             size: 1000,
         });
-        p.meta.tag = VnetHdr {
-            flags: F_NEEDS_CSUM,
-            gso_type: GSO_TCPV4,
-            gso_size: 1000,
-            csum_start: 34,
-            csum_offset: 16,
-            hdr_len: 0,
-        }
-        .to_tag();
+        p.meta.tag = VnetHdr::tso(false, false, 1000, 34, 0).to_tag();
         let mut out = Vec::new();
         segment(p, &mut out);
         out

@@ -56,6 +56,20 @@ pub struct VnetHdr {
 }
 
 impl VnetHdr {
+    /// The header of a TCP super-packet (TSO) for the kernel to segment into `size`-byte
+    /// payloads: partial checksum at `csum_start` (the TCP header) + 16, headers `hdr_len`
+    /// bytes long, `ecn` when its first segment carries CWR.
+    pub fn tso(v6: bool, ecn: bool, size: u16, csum_start: u16, hdr_len: u16) -> VnetHdr {
+        VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: if v6 { GSO_TCPV6 } else { GSO_TCPV4 } | if ecn { GSO_ECN } else { 0 },
+            hdr_len,
+            gso_size: size,
+            csum_start,
+            csum_offset: 16,
+        }
+    }
+
     /// Decodes the wire bytes.
     pub fn decode(b: &[u8; VNET_HDR_LEN]) -> VnetHdr {
         let u = |i: usize| u16::from_ne_bytes([b[i], b[i + 1]]);
@@ -195,14 +209,7 @@ mod tests {
         // Ethernet 14 + IPv4 20 + TCP 32 = 66 bytes of headers, 3 x 1448 bytes of payload.
         let mut f = vec![0u8; 66 + 3 * 1448];
         f[34 + 12] = 8 << 4;
-        let h = VnetHdr {
-            flags: F_NEEDS_CSUM,
-            gso_type: GSO_TCPV4,
-            gso_size: 1448,
-            csum_start: 34,
-            csum_offset: 16,
-            ..VnetHdr::default()
-        };
+        let h = VnetHdr::tso(false, false, 1448, 34, 0);
         assert_eq!(wire_len(&h, &f), 3 * 1514);
         // A short last segment.
         f.truncate(66 + 2 * 1448 + 100);
@@ -218,14 +225,7 @@ mod tests {
 
     #[test]
     fn split_segments_lose_the_header_but_partial_checksums_keep_it() {
-        let sup = VnetHdr {
-            flags: F_NEEDS_CSUM,
-            gso_type: GSO_TCPV4,
-            gso_size: 1448,
-            csum_start: 34,
-            csum_offset: 16,
-            ..VnetHdr::default()
-        };
+        let sup = VnetHdr::tso(false, false, 1448, 34, 0);
         assert_eq!(VnetHdr::for_send(sup.to_tag(), false), VnetHdr::default());
         let kept = VnetHdr::for_send(sup.to_tag(), true);
         assert_eq!(
