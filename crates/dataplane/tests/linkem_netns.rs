@@ -1,5 +1,5 @@
-//! The link emulator end to end in network namespaces (client — linkem — server). Skipped with a
-//! printed reason when not root or when namespaces cannot be created.
+//! The link emulator end to end in network namespaces (client — linkem — server). Skipped (reported as
+//! such, never passed) when not root or when namespaces cannot be created (`testkit`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
@@ -24,20 +24,13 @@ fn start(lab: &Lab, up: LinkConfig, down: LinkConfig, ctl: Option<std::path::Pat
 
 macro_rules! lab_or_skip {
     () => {
-        match Lab::new(Shape::Bridged) {
-            Ok(l) => l,
-            Err(why) => {
-                eprintln!("skipped: {why}");
-                return;
-            }
-        }
+        Lab::new(Shape::Bridged).expect("the test namespaces (prerequisites were checked)")
     };
 }
 
 /// The tests share 2 cores; run one emulator at a time.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
 fn twenty_ms_each_way_gives_a_forty_ms_round_trip() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab_or_skip!();
@@ -74,7 +67,6 @@ fn twenty_ms_each_way_gives_a_forty_ms_round_trip() {
     assert!(p50 <= 60.0, "p50 {p50} ms");
 }
 
-#[test]
 fn tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let lab = lab_or_skip!();
@@ -140,4 +132,11 @@ fn tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live() {
     assert!(up["sojourn_ewma_us"].as_u64().unwrap() > 2_000, "{up}");
     assert!(up["qlen_segments"].is_u64(), "{up}");
     assert!(text.contains("capacity 20Mbit"), "{text}");
+}
+
+testkit::harness! {
+    [Netns] => {
+        twenty_ms_each_way_gives_a_forty_ms_round_trip,
+        tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live,
+    },
 }
