@@ -39,6 +39,7 @@
 #![deny(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+
 pub mod aimd;
 pub mod baseline;
 pub mod cake_autorate;
@@ -49,6 +50,7 @@ pub mod queue_metrics;
 pub mod reflectors;
 pub mod safety;
 pub mod sqm_autorate;
+pub mod wire;
 
 pub use aimd::{Aimd, AimdParams};
 pub use baseline::{Baseline, BaselineParams};

@@ -209,7 +209,7 @@ pub struct ReflectorSpec {
 }
 
 /// The default UDP port of `purple reflector`.
-pub const REFLECTOR_PORT: u16 = 8862;
+pub const REFLECTOR_PORT: u16 = controller::wire::udp::PORT;
 
 impl ReflectorSpec {
     /// Parses one entry of `probe.reflectors`, with `default` for bare addresses.

@@ -14,8 +14,9 @@
 //! sequence number, and receive buffers are on the stack.
 
 pub mod echo;
-pub mod icmp;
 pub mod udp;
+
+use controller::wire::icmp;
 
 use crate::clock::Clock;
 use crate::config::{Method, ProbeConfig, ReflectorSpec};
