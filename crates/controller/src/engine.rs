@@ -87,6 +87,28 @@ pub trait Law: std::fmt::Debug {
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, cfg: &Config) -> Step;
 }
 
+/// A boxed law is a law (the daemon and the simulator choose theirs at run time).
+impl<L: Law + ?Sized> Law for Box<L> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn interval(&self) -> Duration {
+        (**self).interval()
+    }
+    fn needs(&self) -> Needs {
+        (**self).needs()
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        (**self).validate()
+    }
+    fn on_sample(&mut self, now: Instant, sample: &Sample) {
+        (**self).on_sample(now, sample)
+    }
+    fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, cfg: &Config) -> Step {
+        (**self).step(now, dir, sig, cfg)
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Inputs {
     throughput: Option<(Instant, u64)>,
