@@ -89,6 +89,10 @@ enum Command {
         /// Log decisions without changing any shaper.
         #[arg(long)]
         dry_run: bool,
+        /// Record every input of the agent (probe replies, readings, actuator results, with
+        /// their times) to this file as JSON lines, for replay (`daemon::record::replay`).
+        #[arg(long)]
+        record: Option<std::path::PathBuf>,
     },
     /// UDP timestamp echo server (one-way delays with µs timestamps) for `udp:` reflectors.
     Reflector {
@@ -459,10 +463,11 @@ fn main() {
             config,
             check,
             dry_run,
+            record,
         } => finish(if check {
             control::check(&config)
         } else {
-            control::run(&config, dry_run)
+            control::run(&config, dry_run, record.as_deref())
         }),
         Command::Reflector {
             bind,
