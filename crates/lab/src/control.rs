@@ -271,7 +271,7 @@ mod tests {
         ];
         let mut log = String::new();
         for (i, r) in recs.iter().enumerate() {
-            log.push_str(&serde_json::to_string(r).unwrap());
+            log.push_str(&serde_json::to_string(r).expect("records serialise"));
             log.push('\n');
             if i == 0 {
                 log.push_str("not json\n");
