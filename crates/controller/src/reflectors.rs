@@ -295,6 +295,13 @@ impl Pool {
         self.refl.get_mut(i)
     }
 
+    /// Starts tracking `id` at `now` (a reflector that begins to be probed), without a sample:
+    /// if it never answers it is dead after [`ReflectorParams::dead_after`]. Returns false when
+    /// the pool is full. Known reflectors are left as they are.
+    pub fn track(&mut self, now: Instant, id: ReflectorId) -> bool {
+        self.slot(id, now).is_some()
+    }
+
     /// Records a reply to the probe sent at `sent`; returns false when the reply is ignored
     /// (too late, or the pool is full).
     fn reply(&mut self, now: Instant, id: ReflectorId, sent: Instant) -> bool {

@@ -209,6 +209,15 @@ pub struct ProbeConfig {
     pub min_interval_ms: u64,
     /// A probe with no reply after this is lost, ms. Default 1000 (10 ..= 10000).
     pub timeout_ms: u64,
+    /// Rotation rule (the controller's reflector pool; cake-autorate's by default): a
+    /// reflector with this many offences (replies discarded as lies, or probes lost while the
+    /// other reflectors answered theirs) within `offence_window_s` is dead, and an active one
+    /// is swapped for the next spare. Default 3 (1 ..= 16).
+    pub offence_limit: usize,
+    /// The window offences are counted in, s. Default 60 (1 ..= 3600).
+    pub offence_window_s: u64,
+    /// A reflector silent this long is dead too, ms. Default 3000 (100 ..= 600000).
+    pub dead_after_ms: u64,
     /// Bind probe sockets to this device (SO_BINDTODEVICE), so probes leave through the
     /// controlled link. Default `""` (none).
     pub bind_interface: String,
@@ -236,6 +245,9 @@ impl Default for ProbeConfig {
             active: 6,
             min_interval_ms: 100,
             timeout_ms: 1000,
+            offence_limit: 3,
+            offence_window_s: 60,
+            dead_after_ms: 3000,
             bind_interface: String::new(),
             fwmark: 0,
         }
@@ -468,6 +480,23 @@ impl DaemonConfig {
         if !(10..=10_000).contains(&p.timeout_ms) {
             return Err(err("probe.timeout_ms", p.timeout_ms, "10 ..= 10000"));
         }
+        if !(1..=16).contains(&p.offence_limit) {
+            return Err(err("probe.offence_limit", p.offence_limit, "1 ..= 16"));
+        }
+        if !(1..=3600).contains(&p.offence_window_s) {
+            return Err(err(
+                "probe.offence_window_s",
+                p.offence_window_s,
+                "1 ..= 3600",
+            ));
+        }
+        if !(100..=600_000).contains(&p.dead_after_ms) {
+            return Err(err(
+                "probe.dead_after_ms",
+                p.dead_after_ms,
+                "100 ..= 600000",
+            ));
+        }
         if p.bind_interface.len() > 15 {
             return Err(err(
                 "probe.bind_interface",
@@ -523,18 +552,22 @@ impl DaemonConfig {
         PerDir::new(&self.download.0, &self.upload.0)
     }
 
-    /// The controller's configuration: rates from `download` / `upload`, the probe timeout,
-    /// everything else at the controller's defaults.
+    /// The controller's configuration: rates from `download` / `upload`, the rotation rule
+    /// from `probe`, everything else at the controller's defaults.
     pub fn controller_config(&self) -> controller::Config {
         let d = &self.download.0;
         let u = &self.upload.0;
-        controller::Config {
+        let mut c = controller::Config {
             min: PerDir::new(mbit(d.min_mbit), mbit(u.min_mbit)),
             base: PerDir::new(mbit(d.base_mbit), mbit(u.base_mbit)),
             max: PerDir::new(mbit(d.max()), mbit(u.max())),
             safe: PerDir::new(mbit(d.safe()), mbit(u.safe())),
             ..controller::Config::default()
-        }
+        };
+        c.reflectors.offence_limit = self.probe.offence_limit;
+        c.reflectors.offence_window = Duration::from_secs(self.probe.offence_window_s);
+        c.reflectors.dead_after = Duration::from_millis(self.probe.dead_after_ms);
+        c
     }
 }
 
@@ -617,6 +650,17 @@ mod tests {
         assert!(
             DaemonConfig::parse("cake_stats_interval_ms = 0\n").is_ok(),
             "0 = off"
+        );
+        let e = DaemonConfig::parse("[probe]\noffence_limit = 0\n").unwrap_err();
+        assert_eq!(
+            (e.option.as_str(), e.accepted.as_str()),
+            ("probe.offence_limit", "1 ..= 16")
+        );
+        let c = DaemonConfig::parse("[probe]\noffence_limit = 5\noffence_window_s = 10\n").unwrap();
+        let r = c.controller_config().reflectors;
+        assert_eq!(
+            (r.offence_limit, r.offence_window),
+            (5, Duration::from_secs(10))
         );
         let e = DaemonConfig::parse("[probe]\nrate_hz = 0\n").unwrap_err();
         assert_eq!(e.option, "probe.rate_hz");

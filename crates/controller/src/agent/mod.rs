@@ -14,9 +14,14 @@
 //!   against the baseline, clock steps), one-way delay extraction, every discard counted by
 //!   reason and logged at a limited rate;
 //! - **reflector health and rotation** by the controller's [`crate::reflectors::Pool`] rules
-//!   (one mechanism, configured by [`crate::ReflectorParams`]; cake-autorate's 3 lost probes in
-//!   60 s by default): an active reflector the pool finds dead or bad is swapped for the next
-//!   spare; a timestamp reflector that never answered type 13 and lost three in a row falls
+//!   (one mechanism, configured by [`crate::ReflectorParams`]; cake-autorate's 3 offences in
+//!   60 s by default, or silence for `dead_after`): an active reflector the pool finds dead or
+//!   bad is swapped for the next spare. An offence is a reply discarded as a lie, or a lost
+//!   probe *on a clean path*: every probe to the other reflectors sent within one round of it
+//!   was answered. Probes lost in a link outage or to a
+//!   congested bottleneck are the path's, not the reflectors' (counted as offences, an outage
+//!   of a few seconds left every reflector dead for the 60 s window and the controller at its
+//!   safe rate). A timestamp reflector that never answered type 13 and lost three in a row falls
 //!   back to echo;
 //! - the **rate meter** over byte counters (the interface's, or the shaper's own sent bytes
 //!   where it reports them), **CAKE's statistics**, and *when* the shell should read them
@@ -429,8 +434,11 @@ impl<L: Law> Agent<L> {
             .reflectors
             .max_reflectors
             .max((cfg.probe.active + 2).min(64));
-        let engine = Engine::new(cc, law)?;
+        let mut engine = Engine::new(cc, law)?;
         let probes = Prober::new(cfg.probe, &cfg.reflectors, cfg.icmp_raw, cfg.ident, now);
+        for r in &probes.refl[..probes.active] {
+            engine.pool_mut().track(now, r.id);
+        }
         Ok(Agent {
             limiter: Limiter::new(cfg.actuator),
             engine,
@@ -537,6 +545,8 @@ impl<L: Law> Agent<L> {
                     let addr = self.probes.refl[i].spec.addr;
                     let old = self.probes.renew_id(i);
                     self.engine.pool_mut().remove(old);
+                    let new = self.probes.refl[i].id;
+                    self.engine.pool_mut().track(now, new);
                     self.push_event(
                         now,
                         Event::ClockStep {
@@ -656,14 +666,9 @@ impl<L: Law> Agent<L> {
     pub fn handle_send_failed(&mut self, now: Instant, token: u32) {
         let now = self.clock(now);
         if let Some((i, sent)) = self.probes.take_token(token) {
-            on_lost(
-                &mut self.probes,
-                &mut self.engine,
-                &mut self.out,
-                now,
-                i,
-                sent,
-            );
+            // No route: the link's failure, not the reflector's.
+            let (pr, engine, out) = (&mut self.probes, &mut self.engine, &mut self.out);
+            on_lost(pr, engine, out, now, i, sent, false);
         }
     }
 
@@ -799,14 +804,14 @@ impl<L: Law> Agent<L> {
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock(now);
         let (probes, engine, out) = (&mut self.probes, &mut self.engine, &mut self.out);
-        probes.expire(now, &mut |pr, i, sent| {
-            on_lost(pr, engine, out, now, i, sent)
+        probes.expire(now, &mut |pr, i, sent, blame| {
+            on_lost(pr, engine, out, now, i, sent, blame)
         });
         let anchor = self.cfg.anchor;
         let (probes, engine, out) = (&mut self.probes, &mut self.engine, &mut self.out);
         probes.send_due(now, &anchor, &mut |pr, s| match s {
             Sent::Probe(t) => out.transmits.push_back(t),
-            Sent::Lost(i, sent) => on_lost(pr, engine, out, now, i, sent),
+            Sent::Lost(i, sent, blame) => on_lost(pr, engine, out, now, i, sent, blame),
         });
         self.review_reflectors(now);
         if now >= self.engine.next_wakeup() {
@@ -846,6 +851,7 @@ impl<L: Law> Agent<L> {
             if let Some((out, into)) = pr.rotate(i) {
                 let last = pr.refl.len() - 1;
                 pr.renew_id(last);
+                self.engine.pool_mut().track(now, pr.refl[i].id);
                 self.out
                     .events
                     .push_back((now, Event::Rotated { out, into }));
@@ -1080,7 +1086,8 @@ impl<L: Law> Agent<L> {
 }
 
 /// A probe to reflector `i` sent at `sent` is lost (timeout or failed send): an offence in the
-/// pool, and after three in a row without any timestamp answer, the fall-back to echo.
+/// pool when `blame` (the path was clean around it, `Prober::blames`), and after three in a row without
+/// any timestamp answer, the fall-back to echo.
 fn on_lost<L: Law>(
     pr: &mut Prober,
     engine: &mut Engine<L>,
@@ -1088,25 +1095,29 @@ fn on_lost<L: Law>(
     now: Instant,
     i: usize,
     sent: Instant,
+    blame: bool,
 ) {
     let Some(r) = pr.refl.get_mut(i) else {
         return;
     };
     r.stats.lost += 1;
     r.consecutive_lost += 1;
-    out.stats.samples_fed += 1;
-    engine.on_sample(
-        now,
-        &Sample::ProbeLost {
-            reflector: r.id,
-            sent,
-        },
-    );
+    if blame {
+        out.stats.samples_fed += 1;
+        engine.on_sample(
+            now,
+            &Sample::ProbeLost {
+                reflector: r.id,
+                sent,
+            },
+        );
+    }
     if r.method == Method::Timestamp && !r.ts_answered && r.consecutive_lost >= 3 {
         r.method = Method::Echo;
         let addr = r.spec.addr;
         let old = pr.renew_id(i);
         engine.pool_mut().remove(old);
+        engine.pool_mut().track(now, pr.refl[i].id);
         out.events
             .push_back((now, Event::FallbackToEcho { reflector: addr }));
     }

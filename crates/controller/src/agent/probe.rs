@@ -245,6 +245,8 @@ pub(crate) struct Pending {
     /// The send time we wrote into the request (ICMP: ms since midnight; UDP: µs since the
     /// epoch): the reply must echo exactly this.
     pub stamp: u64,
+    /// A reply came back (valid or not): the link delivered it.
+    pub answered: bool,
 }
 
 impl Default for Pending {
@@ -256,6 +258,7 @@ impl Default for Pending {
             method: Method::Echo,
             sent: Instant::ZERO,
             stamp: 0,
+            answered: false,
         }
     }
 }
@@ -281,8 +284,9 @@ pub(crate) enum NoMatch {
 pub(crate) enum Sent {
     /// A probe to send.
     Probe(Transmit),
-    /// The probe to reflector `.0` sent at `.1` was pushed out of a full table: lost.
-    Lost(usize, Instant),
+    /// The probe to reflector `.0` sent at `.1` was pushed out of a full table: lost (`.2`:
+    /// whether the reflector is to blame, see [`Prober::blames`]).
+    Lost(usize, Instant, bool),
 }
 
 /// A reply matched to its probe.
@@ -397,8 +401,53 @@ impl Prober {
         self.refl.iter().position(|r| r.id == id)
     }
 
-    /// Retires timed-out probes; each is pushed to `lost` as `(reflector index, sent)`.
-    pub fn expire(&mut self, now: Instant, lost: &mut impl FnMut(&mut Self, usize, Instant)) {
+    /// The time between two probes of one reflector: `active` probes at `rate_hz`.
+    fn round(&self) -> Duration {
+        let ns = self.active.max(1) as u128 * 1_000_000_000_000 / u128::from(self.rate_mhz);
+        Duration::from_nanos(ns.min(u128::from(u64::MAX)) as u64)
+    }
+
+    /// Whether the loss of probe `seq` (to reflector `id`, sent at `sent`) is its reflector's
+    /// fault: every probe to the *other* reflectors sent within one round before or after it
+    /// was answered (and there was at least one), so the path was clean around it and only this
+    /// reflector failed. Losses shared by other reflectors (a link outage, a bottleneck so
+    /// congested that probes are dropped or come back after the timeout) are the path's; a
+    /// lone active reflector's losses cannot be told from the path's either (silence, the
+    /// pool's `dead_after`, is what kills it). Judged when `seq` times out; a later probe still
+    /// outstanding then counts as unanswered.
+    pub fn blames(&self, seq: u32, id: ReflectorId, sent: Instant) -> bool {
+        let round = self.round();
+        let n = self.active.max(1) as u32;
+        let after_sent = self.seq.wrapping_sub(seq);
+        let before = (1..=n).map(|j| seq.wrapping_sub(j));
+        let after = (1..=n)
+            .take_while(|&j| j < after_sent)
+            .map(|j| seq.wrapping_add(j));
+        let mut any = false;
+        for q in before.chain(after) {
+            let e = &self.pending[q as usize % PENDING];
+            if e.seq != q || e.id == id {
+                continue;
+            }
+            let apart = if e.sent > sent {
+                e.sent.saturating_duration_since(sent)
+            } else {
+                sent.saturating_duration_since(e.sent)
+            };
+            if apart > round {
+                continue;
+            }
+            if !e.answered {
+                return false;
+            }
+            any = true;
+        }
+        any
+    }
+
+    /// Retires timed-out probes; each is passed to `lost` as `(reflector index, sent, blame)`
+    /// (see [`Prober::blames`]).
+    pub fn expire(&mut self, now: Instant, lost: &mut impl FnMut(&mut Self, usize, Instant, bool)) {
         if now < self.next_expire {
             return;
         }
@@ -409,8 +458,9 @@ impl Prober {
                     break;
                 }
                 self.pending[self.oldest as usize % PENDING].live = false;
+                let blame = self.blames(p.seq, p.id, p.sent);
                 if let Some(i) = self.index_of(p.id) {
-                    lost(self, i, p.sent);
+                    lost(self, i, p.sent, blame);
                 }
             }
             self.oldest = self.oldest.wrapping_add(1);
@@ -468,10 +518,11 @@ impl Prober {
                 // The table is full: the oldest outstanding probe is counted lost.
                 let p = self.pending[self.oldest as usize % PENDING];
                 self.pending[self.oldest as usize % PENDING].live = false;
+                let blame = self.blames(p.seq, p.id, p.sent);
                 self.oldest = self.oldest.wrapping_add(1);
                 if p.live {
                     if let Some(j) = self.index_of(p.id) {
-                        out(self, Sent::Lost(j, p.sent));
+                        out(self, Sent::Lost(j, p.sent, blame));
                     }
                 }
             }
@@ -505,6 +556,7 @@ impl Prober {
                 method: r.method,
                 sent: now,
                 stamp,
+                answered: false,
             };
             self.next_expire = self.next_expire.min(now.saturating_add(self.p.timeout));
             let t = Transmit {
@@ -592,6 +644,7 @@ impl Prober {
             return Err(NoMatch::WrongSource);
         }
         self.pending[slot].live = false;
+        self.pending[slot].answered = true;
         Ok(Matched {
             index,
             pending: p,

@@ -29,6 +29,8 @@ enum Fault {
     StepAt(Instant, i64),
     /// Its receive stamp is this many ns late (inflated up delay, transmit stamp honest).
     InflateRx(i64),
+    /// Drops one request in this many (a rate-limited ICMP responder).
+    DropOneIn(u32),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -52,6 +54,12 @@ impl FakeRefl {
         let ms = |ns: i64| (ns.rem_euclid(NS_PER_DAY) / 1_000_000) as u32;
         match (self.fault, socket) {
             (Fault::Silent, _) => None,
+            // ICMP sequence numbers (bytes 6..8) count all probes: drop by the low bits.
+            (Fault::DropOneIn(n), SocketKind::Icmp)
+                if u32::from(u16::from_be_bytes([req[6], req[7]])) % (3 * n) < 3 =>
+            {
+                None
+            }
             (_, SocketKind::Icmp) => {
                 if self.fault == Fault::NoTimestamps && req[0] == icmp::TIMESTAMP_REQUEST {
                     return None;
@@ -132,6 +140,8 @@ struct Pair {
     rates: Vec<(Instant, SetRate)>,
     /// Extra datagrams to deliver: arrival, source, socket, bytes.
     inject: Vec<(Instant, SocketAddr, SocketKind, Vec<u8>)>,
+    /// Replies that would arrive in this window are lost (a link outage).
+    outage: Option<(Instant, Instant)>,
     actuator_fails: bool,
     cake_fails: bool,
     reads: Vec<(Instant, Reads)>,
@@ -176,6 +186,7 @@ impl Pair {
             events: Vec::new(),
             rates: Vec::new(),
             inject: Vec::new(),
+            outage: None,
             actuator_fails: false,
             cake_fails: false,
             reads: Vec::new(),
@@ -253,7 +264,9 @@ impl Pair {
             let back = rx + Duration::from_micros(300);
             if let Some(b) = r.answer(tx.socket, tx.bytes(), rx, back) {
                 let arrive = back + self.link.owd(Direction::Down);
-                self.flight.push((arrive, tx.to, tx.socket, b));
+                if !self.outage.is_some_and(|(a, b)| (a..b).contains(&arrive)) {
+                    self.flight.push((arrive, tx.to, tx.socket, b));
+                }
             }
         }
         while let Some(s) = self.agent.poll_rate() {
@@ -726,6 +739,8 @@ fn silent_active_reflector_is_rotated_for_a_spare_by_the_pools_rule() {
         c.probe.min_interval = Duration::ZERO;
         c.probe.timeout = Duration::from_millis(50);
         c.probe.rate_hz = 50.0;
+        // Alone, its losses cannot be told from an outage: silence is the rule that kills it.
+        c.controller.reflectors.dead_after = Duration::from_millis(300);
     });
     p.run_until(Instant::from_secs(1));
     let rot: Vec<_> = p
@@ -754,4 +769,54 @@ fn same_inputs_same_outputs() {
         p.events
     };
     assert_eq!(run(), run());
+}
+
+#[test]
+fn probes_lost_in_a_link_outage_are_not_offences_but_a_silent_reflector_is_dead() {
+    let mut refl = three_honest();
+    refl[2].fault = Fault::Silent;
+    let mut p = Pair::new(refl, purple(), |c| c.log.every_step = true);
+    p.outage = Some((Instant::from_secs(5), Instant::from_secs(9)));
+    p.run_until(Instant::from_secs(12));
+    let st: Vec<_> = p.agent.reflectors().collect();
+    let health = |i: usize| p.agent.engine().pool().health(st[i].id, p.now);
+    // The outage cost every reflector probes, but the two honest ones are good again right
+    // after it (one offence at most each: a probe in flight at its onset).
+    assert!(st[0].stats.lost >= 10 && st[1].stats.lost >= 10, "{st:?}");
+    assert_eq!(
+        (health(0), health(1)),
+        (Some(Health::Good), Some(Health::Good))
+    );
+    // The silent one lost its probes while the others answered: dead.
+    assert_eq!(health(2), Some(Health::Dead));
+    // Signal within a second of the outage's end, not after the 60 s offence window.
+    let back = p
+        .decisions()
+        .find(|d| d.0 > Instant::from_secs(9) && d.1.delay_ms.is_some())
+        .map(|d| d.0);
+    assert!(back.is_some_and(|t| t < Instant::from_secs(10)), "{back:?}");
+    let last = p.decisions().last().expect("decisions");
+    assert!(
+        !matches!(last.1.reason, Reason::NoSignal { .. }),
+        "{:?}",
+        last.1.reason
+    );
+}
+
+#[test]
+fn a_reflector_that_drops_probes_on_a_clean_path_is_dead_by_three_offences() {
+    let mut refl = three_honest();
+    refl[0].fault = Fault::DropOneIn(5);
+    let mut p = Pair::new(refl, purple(), |_| {});
+    p.run_until(Instant::from_secs(10));
+    let st: Vec<_> = p.agent.reflectors().collect();
+    assert!(
+        st[0].stats.lost >= 3 && st[0].stats.answered > 20,
+        "{:?}",
+        st[0]
+    );
+    let h = |i: usize| p.agent.engine().pool().health(st[i].id, p.now);
+    // It answers, but it lost three probes in 60 s while the others answered theirs.
+    assert_eq!(h(0), Some(Health::Dead));
+    assert_eq!((h(1), h(2)), (Some(Health::Good), Some(Health::Good)));
 }
