@@ -511,6 +511,20 @@ mod tests {
     }
 
     #[test]
+    fn a_tracked_reflector_that_never_answers_is_dead_after_dead_after() {
+        let mut p = pool();
+        let t0 = Instant::from_secs(1);
+        assert!(p.track(t0, ReflectorId(7)));
+        assert_eq!(p.health(ReflectorId(7), t0), Some(Health::Good));
+        let dead = t0 + ReflectorParams::default().dead_after;
+        assert_eq!(p.health(ReflectorId(7), dead), Some(Health::Dead));
+        // Tracking again changes nothing; an answer revives it.
+        assert!(p.track(dead, ReflectorId(7)));
+        p.on_rtt(dead, ReflectorId(7), dead, Duration::from_millis(5));
+        assert_eq!(p.health(ReflectorId(7), dead), Some(Health::Good));
+    }
+
+    #[test]
     fn late_probes_ignored_and_reordered_counted() {
         let mut p = pool();
         let t = Instant::from_secs(10);

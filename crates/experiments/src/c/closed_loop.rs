@@ -427,6 +427,16 @@ fn remote_clock(i: usize, faults: &[Fault]) -> RemoteClock {
     c
 }
 
+/// The radio's queue metrics as a modem would report them (PURPLE-regular only): backlog,
+/// drops, mean sojourn since the previous report, and a capacity estimate that is often wrong.
+struct RadioFeed {
+    rng: Rng,
+    /// Relative noise of the capacity estimate (see [`LoopSpec::capacity_noise`]).
+    noise: f64,
+    /// The first time-series bin not yet reported, per direction.
+    bin: PerDir<usize>,
+}
+
 /// The agent and the simulator's parts it is wired to.
 struct Shell {
     agent: Agent<Box<dyn Law>>,
@@ -434,6 +444,7 @@ struct Shell {
     host: sim::AppId,
     client: IpAddr,
     links: PerDir<sim::LinkId>,
+    radio: Option<RadioFeed>,
 }
 
 impl Shell {
@@ -450,10 +461,53 @@ impl Shell {
         });
     }
 
-    /// One wake-up of the agent at `w`: the readings it asks for (the radio's delivered bytes
-    /// as the interface counter, CAKE's statistics), its timeout, its probes injected as frames
-    /// from the client, its rates applied to CAKE (`rate_now` in Mbit/s).
-    fn work(&mut self, sim: &mut Sim, w: Instant, rate_now: &mut Pair) {
+    /// Right before a control step: the radio's queue metrics, for a law that reads them.
+    fn radio(&mut self, sim: &Sim, w: Instant, caps: PerDir<u64>) {
+        let Some(f) = self.radio.as_mut() else {
+            return;
+        };
+        for d in Direction::ALL {
+            let l = self.links[d];
+            let (drops, soj) = match sim.link(l) {
+                Some(m) => {
+                    let from = f.bin[d].min(m.bins.len());
+                    let (mut ss, mut np) = (0u64, 0u64);
+                    for b in &m.bins[from..] {
+                        ss += b.sojourn_sum_ns;
+                        np += b.tx_packets;
+                    }
+                    f.bin[d] = m.bins.len().saturating_sub(1);
+                    (m.buffer_drops, ss.checked_div(np).unwrap_or(0))
+                }
+                None => (0, 0),
+            };
+            let (pk, by) = sim.buffer_backlog(l).unwrap_or((0, 0));
+            let mut est = caps[d] as f64 * (1.0 + f.noise * (f.rng.next_f64() * 2.0 - 1.0));
+            if f.rng.next_f64() < f.noise {
+                est *= 0.6;
+            }
+            self.agent.handle_radio(
+                w,
+                RadioReading {
+                    dir: d,
+                    backlog_bytes: by,
+                    backlog_packets: pk as u32,
+                    drops,
+                    sojourn: Duration::from_nanos(soj),
+                    capacity_bps: Some(est as u64),
+                },
+            );
+        }
+    }
+
+    /// One wake-up of the agent at `w` (the capacity now is `caps`): the radio's metrics and the
+    /// readings it asks for before a step (the radio's delivered bytes as the interface
+    /// counter, CAKE's statistics), its timeout, its probes injected as frames from the client,
+    /// its rates applied to CAKE (`rate_now` in Mbit/s).
+    fn work(&mut self, sim: &mut Sim, w: Instant, caps: PerDir<u64>, rate_now: &mut Pair) {
+        if w >= self.agent.engine().next_wakeup() {
+            self.radio(sim, w, caps);
+        }
         let a = &mut self.agent;
         let r = a.reads_due(w);
         for d in Direction::ALL {
@@ -648,21 +702,25 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 sim.add_app(n, IDENT, Instant::ZERO, Box::new(host));
             }
             let host = sim.add_app(client, IDENT, Instant::ZERO, Box::<AgentHost>::default());
+            // Only PURPLE-regular (C4) reads the radio's queue metrics; everyone else does
+            // without.
+            let radio = (spec.contender == Contender::PurpleRadio).then(|| RadioFeed {
+                rng: Rng::new(seed ^ 0x5eed_cafe),
+                noise: spec.capacity_noise.clamp(0.0, 1.0),
+                bin: PerDir::new(0, 0),
+            });
             Shell {
                 agent,
                 host,
                 client: client_addr,
                 links,
+                radio,
             }
         });
-    // Only PURPLE-regular (C4) reads the radio's queue metrics; everyone else does without.
-    let radio_metrics = spec.contender == Contender::PurpleRadio;
-    let mut rng = Rng::new(seed ^ 0x5eed_cafe);
     let end = Instant::from_nanos((spec.secs.max(0.1) * 1e9) as u64);
     let warm = Instant::from_nanos((spec.warmup.max(0.0) * 1e9) as u64);
     let mut t = Instant::ZERO;
     let mut last_tx = PerDir::new(0u64, 0u64);
-    let mut radio_bin = PerDir::new(0usize, 0usize);
     let mut cur_cap = PerDir::new(0u64, 0u64);
     let mut rate_now = Pair::new(f64::NAN, f64::NAN);
     for d in Direction::ALL {
@@ -725,7 +783,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
             if wake >= t_next {
                 break;
             }
-            s.work(&mut sim, wake, &mut rate_now);
+            s.work(&mut sim, wake, caps, &mut rate_now);
             floor = wake + Duration::from_nanos(1);
         }
         t = t_next;
@@ -761,43 +819,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
             thr[d] = (bytes as f64 / STEP.as_secs_f64()) as u64 as f64 * 8e-6;
         }
         if let Some(s) = shell.as_mut() {
-            if radio_metrics && t >= s.agent.engine().next_wakeup() {
-                // The radio's queue metrics, right before the step (PURPLE-regular only).
-                for d in Direction::ALL {
-                    let l = links[d];
-                    let (drops, soj) = match sim.link(l) {
-                        Some(m) => {
-                            let from = radio_bin[d].min(m.bins.len());
-                            let (mut ss, mut np) = (0u64, 0u64);
-                            for b in &m.bins[from..] {
-                                ss += b.sojourn_sum_ns;
-                                np += b.tx_packets;
-                            }
-                            radio_bin[d] = m.bins.len().saturating_sub(1);
-                            (m.buffer_drops, ss.checked_div(np).unwrap_or(0))
-                        }
-                        None => (0, 0),
-                    };
-                    let (pk, by) = sim.buffer_backlog(l).unwrap_or((0, 0));
-                    let noise = spec.capacity_noise.clamp(0.0, 1.0);
-                    let mut est = caps[d] as f64 * (1.0 + noise * (rng.next_f64() * 2.0 - 1.0));
-                    if rng.next_f64() < noise {
-                        est *= 0.6;
-                    }
-                    s.agent.handle_radio(
-                        t,
-                        RadioReading {
-                            dir: d,
-                            backlog_bytes: by,
-                            backlog_packets: pk as u32,
-                            drops,
-                            sojourn: Duration::from_nanos(soj),
-                            capacity_bps: Some(est as u64),
-                        },
-                    );
-                }
-            }
-            s.work(&mut sim, t, &mut rate_now);
+            s.work(&mut sim, t, caps, &mut rate_now);
         }
         if ingress {
             for (d, l) in [(Direction::Down, down_after), (Direction::Up, up_after)] {
