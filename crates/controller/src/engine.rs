@@ -415,7 +415,10 @@ mod tests {
         let d = SafetyParams::default();
         assert_eq!(b.safety(d), Loose.safety(d));
         assert_ne!(b.safety(d), d, "not the trait's default");
-        assert_eq!((b.name(), b.interval()), ("loose", Duration::from_millis(70)));
+        assert_eq!(
+            (b.name(), b.interval()),
+            ("loose", Duration::from_millis(70))
+        );
         assert_eq!(b.needs(), Needs::Delay);
     }
 
