@@ -589,7 +589,11 @@ impl Cake {
                 if let Some(pos) = self.run_ack_filter(tin, flow) {
                     if let Some(ack) = self.queue_remove_at(tin, flow, pos) {
                         self.tins[tin].ack_drops += 1;
-                        added_bytes -= u64::from(ack.pkt.len());
+                        // The bytes this enqueue added net, floored at 0: the dropped ACK
+                        // can be longer than the one that replaced it (more options, more
+                        // padding). The kernel's `len -= qdisc_pkt_len(ack)` wraps its u32
+                        // there and autorate-ingress counts ~4 GiB (docs/fidelity.md).
+                        added_bytes = added_bytes.saturating_sub(u64::from(ack.pkt.len()));
                         if self.cfg.ingress {
                             self.advance_shaper(tin, ack.adj_len, now, true);
                         }
