@@ -178,6 +178,9 @@ impl Qdisc for AnyQdisc {
     fn kind(&self) -> &'static str {
         dispatch!(self, q => q.kind())
     }
+    fn shrink(&mut self) -> usize {
+        dispatch!(self, q => q.shrink())
+    }
 }
 
 /// Why a tc-style qdisc string could not be parsed ([`AnyQdisc::from_tc`]).

@@ -913,7 +913,9 @@ impl Cake {
         })
     }
 
-    /// Bytes of memory charged for queued packets now.
+    /// Bytes of memory charged for queued packets now: for each, what its frame pins
+    /// ([`Packet::truesize`]: buffer capacity, so a short frame in a large buffer is charged the
+    /// buffer) plus its slot, as the kernel charges skb truesize.
     pub fn memory_used(&self) -> u64 {
         self.buffer_used
     }
@@ -982,6 +984,16 @@ impl Qdisc for Cake {
 
     fn kind(&self) -> &'static str {
         "cake"
+    }
+
+    /// Releases the packet slots kept from a larger backlog, once the queue is empty (a no-op
+    /// while packets are queued).
+    fn shrink(&mut self) -> usize {
+        if self.qlen == 0 {
+            self.slab.shrink_empty()
+        } else {
+            0
+        }
     }
 }
 

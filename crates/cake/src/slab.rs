@@ -26,9 +26,13 @@ pub struct Slab {
     free: u32,
 }
 
-/// Memory charged per queued packet on top of its length: our own bookkeeping (the slot). The
-/// kernel charges skb truesize instead; this is the userspace equivalent.
+/// Memory charged per queued packet on top of what its frame pins ([`Packet::truesize`]): our
+/// own bookkeeping (the slot), as the kernel's skb truesize includes the `sk_buff` itself.
 pub const SLOT_OVERHEAD: u32 = std::mem::size_of::<Slot>() as u32;
+
+/// Slots [`Slab::shrink_empty`] keeps (about 150 KiB): enough for ordinary backlogs, so that
+/// shrinking after each drain does not make the next burst allocate.
+const KEEP_SLOTS: usize = 1024;
 
 impl Slab {
     /// An empty slab.
@@ -42,7 +46,7 @@ impl Slab {
     /// Stores a packet, returning its index.
     #[inline(always)]
     pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> u32 {
-        let mem = pkt.len().saturating_add(SLOT_OVERHEAD);
+        let mem = pkt.truesize().saturating_add(SLOT_OVERHEAD);
         let slot = Slot {
             pkt,
             next: NIL,
@@ -81,6 +85,21 @@ impl Slab {
         s.next = self.free;
         self.free = i;
         out
+    }
+
+    /// Releases the slots beyond [`KEEP_SLOTS`] kept from a larger backlog; returns the bytes
+    /// freed. Only while no slot holds a packet (the caller's queue is empty): every index
+    /// handed out before is invalid afterwards.
+    pub fn shrink_empty(&mut self) -> usize {
+        let before = self.slots.capacity();
+        if before <= KEEP_SLOTS {
+            return 0;
+        }
+        // Free slots hold empty buffers, so clearing drops no allocation but the slot array.
+        self.slots.clear();
+        self.slots.shrink_to(KEEP_SLOTS);
+        self.free = NIL;
+        (before - self.slots.capacity()) * std::mem::size_of::<Slot>()
     }
 
     /// Slot `i`.
