@@ -243,9 +243,11 @@ impl<'a> Opts<'a> {
     }
     fn rate(&mut self, key: &str) -> Result<u64, QdiscSpecError> {
         let v = self.value(key)?;
-        match qdisc::tc_units::parse_rate(v) {
-            Ok(r) if r > 0 => Ok(r),
-            Ok(_) => spec_err(format!("{}: {key} {v:?}: must be positive", self.kind)),
+        match qdisc::tc_units::parse_shaper_rate(v) {
+            Ok(r) => Ok(r),
+            Err(e @ qdisc::tc_units::UnitError::RateOutOfRange(_)) => {
+                spec_err(format!("{}: {key} {v:?}: {e}", self.kind))
+            }
             Err(e) => spec_err(format!(
                 "{}: {key} {v:?}: {e} (tc rate syntax, e.g. 20mbit)",
                 self.kind
