@@ -1,4 +1,4 @@
-//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH] [--rt-priority P]
+//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH] [--ctl-group G] [--rt-priority P]
 //! [--spin-us US] [--busy-poll-us US] [--batch-us US] [--no-rejoin]`: run the userspace dataplane until
 //! SIGINT/SIGTERM.
 
@@ -22,9 +22,14 @@ pub struct BridgeArgs {
     /// Bridge name (control socket /run/purple/NAME.sock).
     #[arg(long, default_value = "purple")]
     pub name: String,
-    /// Control socket path (overrides --name).
+    /// Control socket path (overrides --name). A stale socket there is replaced; anything else
+    /// (a file, a link, a running bridge's socket) is an error.
     #[arg(long)]
     pub ctl: Option<PathBuf>,
+    /// Also let this group (name or gid) use the control socket (default: root and the user
+    /// running the bridge only); e.g. the group of the user `purple control` runs as.
+    #[arg(long, value_name = "GROUP")]
+    pub ctl_group: Option<String>,
     /// How the forwarding loop runs.
     #[command(flatten)]
     pub tuning: LoopTuning,
@@ -93,6 +98,12 @@ pub fn run(a: BridgeArgs) -> Result<(), String> {
         a.ctl
             .unwrap_or_else(|| dataplane::ctl::default_path(&a.name)),
     );
+    let ctl_group = match &a.ctl_group {
+        Some(g) => Some(
+            dataplane::ctl_server::lookup_group(g).map_err(|e| format!("--ctl-group {g}: {e}"))?,
+        ),
+        None => None,
+    };
     let cfg = BridgeConfig {
         if_a: a.if_a,
         if_b: a.if_b,
@@ -100,6 +111,7 @@ pub fn run(a: BridgeArgs) -> Result<(), String> {
         ingress: a.ingress,
         name: a.name,
         ctl_path,
+        ctl_group,
         seed: 1,
     };
     let mut bridge = Bridge::new(cfg).map_err(|e| e.to_string())?;

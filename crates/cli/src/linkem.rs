@@ -132,6 +132,7 @@ pub fn run(a: LinkemArgs) -> Result<(), String> {
         ingress: String::new(),
         name: a.name,
         ctl_path,
+        ctl_group: None,
         seed: a.seed,
     };
     let mut em = dataplane::linkem::open(cfg, up, down).map_err(|e| e.to_string())?;

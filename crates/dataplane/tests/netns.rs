@@ -120,6 +120,7 @@ impl Topo {
             ingress: ingress.into(),
             name: self.prefix.clone(),
             ctl_path: ctl,
+            ctl_group: None,
             seed: 7,
         };
         let path = ns_path(&self.b());
