@@ -273,6 +273,8 @@ impl Drop for CtlServer {
 #[derive(Debug)]
 struct Client {
     stream: UnixStream,
+    /// Why the peer may not send commands (its line is read, then this is the answer).
+    refused: Option<String>,
     line: Vec<u8>,
     answer: Vec<u8>,
     sent: usize,
@@ -344,18 +346,16 @@ fn accept_all(
     epoll: &Epoll,
     clients: &mut [Option<Client>],
 ) {
-    while let Ok((mut stream, _)) = listener.accept() {
+    while let Ok((stream, _)) = listener.accept() {
         if stream.set_nonblocking(true).is_err() {
             continue;
         }
-        let admitted = sys::peer_credentials(stream.as_raw_fd())
+        // A refused peer is still read (so that closing does not reset the connection under
+        // its unread line) and then answered with the refusal, under the same limits.
+        let refused = sys::peer_credentials(stream.as_raw_fd())
             .map_err(|e| format!("cannot read peer credentials: {e}"))
-            .and_then(|c| access.admit(&c));
-        if let Err(why) = admitted {
-            // Best effort: the refusal fits any socket buffer, and a peer not reading loses it.
-            let _ = stream.write(format!("error: {why}\n").as_bytes());
-            continue;
-        }
+            .and_then(|c| access.admit(&c))
+            .err();
         let i = match clients.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
@@ -376,6 +376,7 @@ fn accept_all(
         }
         clients[i] = Some(Client {
             stream,
+            refused,
             line: Vec::with_capacity(MAX_LINE),
             answer: Vec::new(),
             sent: 0,
@@ -420,7 +421,10 @@ fn serve_client(
         if c.line.is_empty() {
             return true;
         }
-        let text = answer(&c.line, wake, tx, next_request_at);
+        let text = match &c.refused {
+            Some(why) => format!("error: {why}\n"),
+            None => answer(&c.line, wake, tx, next_request_at),
+        };
         c.answer = text.into_bytes();
         if epoll
             .modify(c.stream.as_raw_fd(), sys::WRITABLE, TOK_CLIENT + i as u64)

@@ -30,9 +30,14 @@ const SLOT: usize = CLASSES.len();
 /// freed): enough for every buffer in flight in a few batches of either direction.
 pub(crate) const HIGH_WATER: usize = 16 << 20;
 
-/// Free buffer bytes [`Pool::trim`] keeps: a batch of receive slots' worth, so that the next
-/// burst after a drain starts without allocating.
+/// Free buffer bytes [`Pool::trim`] keeps at most: a batch of receive slots' worth, so that the
+/// next burst after a drain starts without allocating much.
 pub(crate) const LOW_WATER: usize = 4 << 20;
+
+/// Free buffers of one class [`Pool::trim`] keeps at most: two batches. Few, because small
+/// buffers left scattered over the heap would each keep a whole page from going back to the
+/// system.
+const KEEP_PER_CLASS: usize = 128;
 
 /// The pool: one free list per class plus one of receive-slot buffers.
 #[derive(Debug, Default)]
@@ -98,12 +103,13 @@ impl Pool {
         }
     }
 
-    /// Frees free buffers, the largest first, until at most `keep` bytes remain, and the free
-    /// lists' own spare room; returns the bytes freed.
+    /// Frees free buffers, the largest first, until at most `keep` bytes and at most
+    /// [`KEEP_PER_CLASS`] buffers of each class remain, and the free lists' own spare room;
+    /// returns the bytes freed.
     pub(crate) fn trim(&mut self, keep: usize) -> usize {
         let before = self.held;
         for i in (0..self.free.len()).rev() {
-            while self.held > keep {
+            while self.held > keep || self.free[i].len() > KEEP_PER_CLASS {
                 match self.free[i].pop() {
                     Some(v) => self.held -= v.capacity(),
                     None => break,
