@@ -11,7 +11,9 @@
 //! Limits (each connection, then the thread):
 //! - a connection must deliver its line and take its answer within [`CLIENT_DEADLINE`], and a
 //!   line may be at most [`MAX_LINE`] bytes; otherwise it is closed (or answered with an error);
-//! - at most [`MAX_CLIENTS`] connections are held open at once: a new one evicts the oldest;
+//! - at most [`MAX_CLIENTS`] connections of admitted peers are held open at once: a new one
+//!   evicts the oldest; refused peers have a few slots of their own (they are read, answered
+//!   with the refusal and closed within 200 ms) and cannot crowd admitted ones out;
 //! - commands reach the loop at most once per [`MIN_REQUEST_GAP`], so even an admitted client
 //!   sending `stats --json` in a tight loop takes a bounded share of the loop's time.
 //!
@@ -37,8 +39,13 @@ use crate::sys::{self, Epoll, EventFd};
 pub const MAX_LINE: usize = 512;
 /// Time a connection has, from being accepted, to send its line and take its answer.
 pub const CLIENT_DEADLINE: Duration = Duration::from_secs(2);
-/// Connections held open at once.
+/// Connections of admitted peers held open at once.
 pub const MAX_CLIENTS: usize = 16;
+/// Connections of refused peers held open at once (each to read its line and answer with the
+/// refusal), apart from admitted ones so that they cannot crowd those out.
+const MAX_REFUSED: usize = 4;
+/// Time a refused peer's connection has to send its line and take the refusal.
+const REFUSED_DEADLINE: Duration = Duration::from_millis(200);
 /// Least time between two commands handed to the forwarding loop.
 pub const MIN_REQUEST_GAP: Duration = Duration::from_millis(1);
 /// How long the server waits for the forwarding loop to answer a command.
@@ -298,7 +305,7 @@ fn serve(
     {
         return;
     }
-    let mut clients: Vec<Option<Client>> = (0..MAX_CLIENTS).map(|_| None).collect();
+    let mut clients: Vec<Option<Client>> = (0..MAX_CLIENTS + MAX_REFUSED).map(|_| None).collect();
     let mut ready = Vec::new();
     let mut next_request_at = 0u64;
     loop {
@@ -356,31 +363,42 @@ fn accept_all(
             .map_err(|e| format!("cannot read peer credentials: {e}"))
             .and_then(|c| access.admit(&c))
             .err();
-        let i = match clients.iter().position(Option::is_none) {
+        // Admitted peers use the first MAX_CLIENTS slots, refused ones the rest.
+        let (first, slots) = if refused.is_none() {
+            (0, &mut clients[..MAX_CLIENTS])
+        } else {
+            (MAX_CLIENTS, &mut clients[MAX_CLIENTS..])
+        };
+        let i = match slots.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
-                let oldest = clients
+                let oldest = slots
                     .iter()
                     .enumerate()
                     .min_by_key(|(_, c)| c.as_ref().map_or(0, |c| c.deadline))
                     .map_or(0, |(i, _)| i);
-                clients[oldest] = None;
+                slots[oldest] = None;
                 oldest
             }
-        };
+        } + first;
         if epoll
             .add(stream.as_raw_fd(), sys::READABLE, TOK_CLIENT + i as u64)
             .is_err()
         {
             continue;
         }
+        let limit = if refused.is_none() {
+            CLIENT_DEADLINE
+        } else {
+            REFUSED_DEADLINE
+        };
         clients[i] = Some(Client {
             stream,
             refused,
             line: Vec::with_capacity(MAX_LINE),
             answer: Vec::new(),
             sent: 0,
-            deadline: sys::monotonic_ns() + CLIENT_DEADLINE.as_nanos() as u64,
+            deadline: sys::monotonic_ns() + limit.as_nanos() as u64,
         });
     }
 }
