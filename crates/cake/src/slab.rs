@@ -114,3 +114,35 @@ impl Slab {
         &mut self.slots[i as usize]
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accounting tests (tests/stats_and_accounting.rs) assume a slot below 256 bytes
+    /// (112 today, as docs/fidelity.md says).
+    #[test]
+    fn slot_overhead_is_below_256_bytes() {
+        assert!(SLOT_OVERHEAD < 256, "{SLOT_OVERHEAD}");
+    }
+
+    #[test]
+    fn shrink_empty_releases_all_but_the_reserve() {
+        let mut s = Slab::new();
+        let ids: Vec<u32> = (0..5_000)
+            .map(|_| s.insert(Packet::new(vec![0; 60]), Instant::ZERO, 60))
+            .collect();
+        for i in ids {
+            s.remove(i);
+        }
+        let freed = s.shrink_empty();
+        assert!(
+            freed >= (5_000 - KEEP_SLOTS) * std::mem::size_of::<Slot>(),
+            "{freed}"
+        );
+        assert_eq!(s.shrink_empty(), 0);
+        let i = s.insert(Packet::new(vec![1; 10]), Instant::ZERO, 10);
+        assert_eq!(s.get(i).pkt.data, vec![1; 10]);
+        assert_eq!(s.get(i).mem, 10 + SLOT_OVERHEAD);
+    }
+}

@@ -104,8 +104,9 @@ impl Pool {
     }
 
     /// Frees free buffers, the largest first, until at most `keep` bytes and at most
-    /// [`KEEP_PER_CLASS`] buffers of each class remain, and the free lists' own spare room;
-    /// returns the bytes freed.
+    /// [`KEEP_PER_CLASS`] buffers of each class remain, and the spare room of free lists a burst
+    /// grew; returns the bytes freed (0, allocating and freeing nothing, when there is nothing
+    /// to trim).
     pub(crate) fn trim(&mut self, keep: usize) -> usize {
         let before = self.held;
         for i in (0..self.free.len()).rev() {
@@ -115,7 +116,11 @@ impl Pool {
                     None => break,
                 }
             }
-            self.free[i].shrink_to_fit();
+            // Only a list a burst grew: shrinking an ordinary one would reallocate it after
+            // every drain at low load.
+            if self.free[i].capacity() > 2 * KEEP_PER_CLASS {
+                self.free[i].shrink_to(KEEP_PER_CLASS);
+            }
         }
         let n = before - self.held;
         self.freed += n;
@@ -188,5 +193,21 @@ mod tests {
         assert!(p.held() <= LOW_WATER && freed > 0);
         assert_eq!(p.take_freed(), freed);
         assert_eq!(p.trim(LOW_WATER), 0);
+    }
+
+    /// At low load the queues drain after nearly every packet: trimming a pool that holds
+    /// little must then free and reallocate nothing (not even its free lists).
+    #[test]
+    fn trimming_a_small_pool_touches_nothing() {
+        let mut p = Pool::default();
+        let bufs: Vec<Vec<u8>> = (0..5).map(|_| p.for_frame(60).unwrap()).collect();
+        for b in bufs {
+            p.put(b);
+        }
+        let list = p.free[0].as_ptr();
+        let cap = p.free[0].capacity();
+        assert_eq!(p.trim(LOW_WATER), 0);
+        assert_eq!((p.free[0].as_ptr(), p.free[0].capacity()), (list, cap));
+        assert_eq!(p.held(), 5 * 128);
     }
 }
