@@ -91,6 +91,17 @@ impl LoopTuning {
     }
 }
 
+/// A seed from the system's random source: CAKE's flow-hash key derives from it, and a key
+/// known in advance would let a sender pick flows that collide in the same queue.
+fn os_seed() -> Result<u64, String> {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| format!("cannot read /dev/urandom for the hash key: {e}"))?;
+    Ok(u64::from_le_bytes(b))
+}
+
 /// Runs the bridge in this thread until a termination signal (under `SCHED_FIFO` at
 /// `rt_priority` if given). Errors are printable.
 pub fn run(a: BridgeArgs) -> Result<(), String> {
@@ -112,7 +123,7 @@ pub fn run(a: BridgeArgs) -> Result<(), String> {
         name: a.name,
         ctl_path,
         ctl_group,
-        seed: 1,
+        seed: os_seed()?,
     };
     let mut bridge = Bridge::new(cfg).map_err(|e| e.to_string())?;
     bridge.stop_on_signals().map_err(|e| e.to_string())?;
