@@ -122,7 +122,7 @@ impl Server {
     }
 
     /// Accepts every pending connection and queues it to be answered with `body` (HTTP/1.0,
-    /// then closed) by the responder thread; never blocks. Beyond [`MAX_WAITING`] unanswered
+    /// then closed) by the responder thread; never blocks. Beyond `MAX_WAITING` (8) unanswered
     /// connections (clients slower than 0.7 s each), new ones are closed unanswered. The first
     /// call starts the thread, which ends once the server is dropped and its queue is done.
     pub fn serve_pending(&self, body: &str) {

@@ -4,9 +4,8 @@
 //! credentials the kernel vouches for (`SO_PEERCRED`: root, the bridge's own user, or members of
 //! a configured group), reads one command line per connection without blocking, and hands each
 //! complete, parsed [`Command`] to the forwarding loop over a channel, waking it with an eventfd.
-//! The loop answers between two of its passes ([`CtlServer::next_request`]). So the loop never
-//! reads a client's socket: a client that trickles its line a byte at a time, or connects and
-//! says nothing, costs it nothing.
+//! The loop answers between two of its passes, so it never reads a client's socket: a client
+//! that trickles its line a byte at a time, or connects and says nothing, costs it nothing.
 //!
 //! Limits (each connection, then the thread):
 //! - a connection must deliver its line and take its answer within [`CLIENT_DEADLINE`], and a
