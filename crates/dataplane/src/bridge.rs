@@ -560,8 +560,8 @@ impl<Q: Stage> Bridge<Q> {
     /// After the queues drained: frees the pool's buffers above its low-water mark and the
     /// qdiscs' storage kept from the burst, and once a megabyte or more was freed since the
     /// last time, returns it to the system, so that a flood's memory does not stay with the
-    /// process. Costs nothing when there is nothing to free; a heap walk (about a millisecond
-    /// per 100 MB) after a flood.
+    /// process. Costs nothing when there is nothing to free; after a flood, one walk of the
+    /// allocator's heaps (while the queues are empty).
     fn release_memory(&mut self) {
         self.queued_since_trim = false;
         self.pool.trim(pool::LOW_WATER);
