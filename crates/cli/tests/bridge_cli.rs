@@ -217,7 +217,7 @@ fn bridge_refuses_to_replace_a_file_at_its_control_path() {
     let t = topo().expect("the test topology (prerequisites were checked)");
     let path = std::env::temp_dir().join(format!("{}precious", t.p));
     std::fs::write(&path, b"precious").unwrap();
-    let o = Command::new("ip")
+    let mut child = Command::new("ip")
         .args([
             "netns",
             "exec",
@@ -228,12 +228,33 @@ fn bridge_refuses_to_replace_a_file_at_its_control_path() {
             "b1",
         ])
         .args(["--ctl", &path.display().to_string()])
-        .output()
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    // It must exit at once; one still running after 3 s took the path (bounded either way).
+    let mut status = None;
+    for _ in 0..150 {
+        if let Some(st) = child.try_wait().unwrap() {
+            status = Some(st);
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
     let kept = std::fs::read(&path);
     let _ = std::fs::remove_file(&path);
-    assert!(!o.status.success(), "the bridge started: {err}");
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the bridge started on {}: {err}",
+        path.display()
+    );
     assert!(err.contains("not a socket"), "{err}");
     assert_eq!(kept.unwrap(), b"precious");
 }
