@@ -27,7 +27,9 @@ pub struct BridgeArgs {
     #[arg(long)]
     pub ctl: Option<PathBuf>,
     /// Also let this group (name or gid) use the control socket (default: root and the user
-    /// running the bridge only); e.g. the group of the user `purple control` runs as.
+    /// running the bridge only); e.g. the group of the user `purple control` runs as. The
+    /// socket's directory must let the group in: a missing one is created 0750 for the group,
+    /// an existing one is left as it is.
     #[arg(long, value_name = "GROUP")]
     pub ctl_group: Option<String>,
     /// How the forwarding loop runs.
