@@ -173,10 +173,42 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Runs each workload of `sim::bench` (or only `only`) once to its end: for `seconds` of
-/// virtual time when given, else each workload's default duration.
+/// What [`measure_cpu`] measured.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuMeasure {
+    /// This thread's CPU seconds (the wall-clock time where the kernel does not report it).
+    pub cpu_s: f64,
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+    /// Peak resident memory of the process during the call in KiB (see
+    /// [`SimResult::peak_rss_kib`]).
+    pub peak_rss_kib: Option<u64>,
+}
+
+/// Runs `f`, timing it in this thread's CPU time and wall-clock time, with the process's peak
+/// memory reset before it where the kernel allows.
 // The CLI is the I/O edge: timing a benchmark is exactly what the wall clock is for.
 #[allow(clippy::disallowed_methods)]
+pub fn measure_cpu<T>(f: impl FnOnce() -> T) -> (T, CpuMeasure) {
+    reset_peak_rss();
+    let cpu0 = thread_cpu_ns();
+    let start = Instant::now();
+    let out = f();
+    let wall = start.elapsed().as_secs_f64();
+    let cpu = match (cpu0, thread_cpu_ns()) {
+        (Some(a), Some(z)) if z > a => (z - a) as f64 / 1e9,
+        _ => wall,
+    };
+    let m = CpuMeasure {
+        cpu_s: cpu,
+        wall_s: wall,
+        peak_rss_kib: peak_rss_kib(),
+    };
+    (out, m)
+}
+
+/// Runs each workload of `sim::bench` (or only `only`) once to its end: for `seconds` of
+/// virtual time when given, else each workload's default duration.
 pub fn run_sim(seconds: Option<f64>, only: Option<SimWorkload>) -> Vec<SimResult> {
     let mut out = Vec::new();
     for w in SimWorkload::ALL {
@@ -187,25 +219,20 @@ pub fn run_sim(seconds: Option<f64>, only: Option<SimWorkload>) -> Vec<SimResult
             Some(s) => qdisc::Duration::from_secs_f64(s.clamp(1e-6, 86_400.0)),
             None => w.default_duration(),
         };
-        reset_peak_rss();
-        let cpu0 = thread_cpu_ns();
-        let start = Instant::now();
-        let mut b = SimBench::new(w, dur);
-        b.run_to_end();
-        let wall = start.elapsed().as_secs_f64();
-        let cpu = match (cpu0, thread_cpu_ns()) {
-            (Some(a), Some(z)) if z > a => (z - a) as f64 / 1e9,
-            _ => wall,
-        };
+        let (b, m) = measure_cpu(|| {
+            let mut b = SimBench::new(w, dur);
+            b.run_to_end();
+            b
+        });
         out.push(SimResult {
             workload: w.name(),
             flows: w.flows(),
             simulated_s: b.simulated().as_secs_f64(),
-            wall_s: wall,
-            cpu_s: cpu,
+            wall_s: m.wall_s,
+            cpu_s: m.cpu_s,
             packets: b.link_transmissions(),
             events: b.events(),
-            peak_rss_kib: peak_rss_kib(),
+            peak_rss_kib: m.peak_rss_kib,
             flows_with_progress: b.flows_with_progress(),
             goodput_bps: b.goodput_bps(),
         });

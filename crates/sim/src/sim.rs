@@ -526,6 +526,12 @@ impl Sim {
         }
     }
 
+    /// Packets put on a wire so far, summed over every link: a packet crossing three links
+    /// counts three times (the "simulated packets" of the benchmarks).
+    pub fn link_transmissions(&self) -> u64 {
+        self.links.iter().map(|l| l.metrics.tx_packets).sum()
+    }
+
     /// Metrics of `link`.
     pub fn link(&self, link: LinkId) -> Option<&LinkMetrics> {
         self.links.get(link).map(|l| &l.metrics)
