@@ -35,6 +35,7 @@
 
 mod app;
 pub mod bench;
+mod events;
 mod metrics;
 mod scenario;
 mod sim;
