@@ -32,6 +32,8 @@ pub struct LabCmdOpts {
     pub no_sim: bool,
     /// No progress bar.
     pub quiet: bool,
+    /// Faults injected into the testbed (`--fault NAME`).
+    pub faults: Vec<lab::Fault>,
 }
 
 /// `purple lab list`.
@@ -112,6 +114,7 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
         s => s,
     };
     let mut opts = LabOpts::new(seconds, stage);
+    opts.faults = o.faults.clone();
     if o.guest {
         opts.delay = DelayStage::Netem;
         opts.router = lab::RouterStage::Kernel;

@@ -206,6 +206,10 @@ enum LabCommand {
         /// Inside the reference kernel: Linux qdiscs via tc, netem delay.
         #[arg(long, hide = true)]
         guest: bool,
+        /// Inject a fault into the testbed: `no-icmp-echo` (the server ignores ICMP echo; a
+        /// run with an ICMP latency probe then fails, naming it). Repeatable.
+        #[arg(long, value_name = "NAME", value_parser = ::lab::Fault::parse)]
+        fault: Vec<::lab::Fault>,
     },
     /// List the lab scenarios.
     List,
@@ -501,6 +505,7 @@ fn main() {
             no_sim,
             quiet,
             guest,
+            fault,
         }) => {
             let o = lab::LabCmdOpts {
                 seconds,
@@ -512,6 +517,7 @@ fn main() {
                 guest,
                 no_sim,
                 quiet,
+                faults: fault,
             };
             match lab::run(&scenario, &o) {
                 Ok(out) => print!("{out}"),

@@ -152,11 +152,13 @@ pub fn summary_json(s: &sim::RunSummary, seed: u64) -> Value {
         .flows
         .iter()
         .map(|f| {
-            let l = &f.latency_ms;
+            // No sample: `null`, never a latency of 0.
+            let lat = f.latency_ms.map(
+                |l| json!({"mean": l.mean, "p50": l.p50, "p95": l.p95, "p99": l.p99, "max": l.max}),
+            );
             json!({"name": f.name, "src": f.src, "dst": f.dst, "dscp": f.dscp,
                 "goodput_bps": f.goodput_bps,
-                "latency_ms": {"mean": l.mean, "p50": l.p50, "p95": l.p95, "p99": l.p99,
-                    "max": l.max},
+                "latency_ms": lat,
                 "loss": f.loss})
         })
         .collect();
@@ -222,17 +224,19 @@ fn text(src: &Source, built: &sim::Built, o: &Outcome) -> String {
         "flow", "dscp", "Mbit/s", "mean ms", "p50", "p95", "p99", "max", "loss"
     );
     for f in &s.flows {
-        let l = &f.latency_ms;
+        // A flow with no delivered packet has no latency: dashes, not zeros.
+        let lat = match f.latency_ms {
+            Some(l) => format!(
+                "{:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+                l.mean, l.p50, l.p95, l.p99, l.max
+            ),
+            None => format!("{:>9} {:>9} {:>9} {:>9} {:>9}", "-", "-", "-", "-", "-"),
+        };
         out += &format!(
-            "{:<w$} {:>4} {:>10.3} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>6.2}%\n",
+            "{:<w$} {:>4} {:>10.3} {lat} {:>6.2}%\n",
             f.name,
             f.dscp,
             f.goodput_bps / 1e6,
-            l.mean,
-            l.p50,
-            l.p95,
-            l.p99,
-            l.max,
             f.loss * 100.0
         );
     }

@@ -1,17 +1,10 @@
-//! `purple lab` end to end: JSON in `purple sim`'s per-run form, and namespaces removed on
-//! SIGTERM. Skipped (with a printed reason) when not root.
+//! `purple lab` end to end: JSON in `purple sim`'s per-run form, namespaces removed on SIGTERM,
+//! and the same B2 run in the QEMU reference kernel with Linux's own CAKE. Tests whose
+//! prerequisites are missing (root, namespaces, QEMU) are reported as skipped (`testkit`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .is_some_and(|l| l.split_whitespace().nth(1) == Some("0"))
-}
 
 fn namespaces_of(pid: u32) -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
@@ -23,7 +16,6 @@ fn namespaces_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
-#[test]
 fn lab_list_names_the_three_scenarios() {
     let out = Command::new(env!("CARGO_BIN_EXE_purple"))
         .args(["lab", "list"])
@@ -38,13 +30,8 @@ fn lab_list_names_the_three_scenarios() {
 /// Lab runs are serialised: two at once share 2 cores and starve each other's bridges.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
 fn lab_json_has_one_sim_style_summary_per_run_with_our_bridge_stats() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
-        eprintln!("skipped: not root");
-        return;
-    }
     let out = Command::new(env!("CARGO_BIN_EXE_purple"))
         .args([
             "lab",
@@ -87,13 +74,8 @@ fn lab_json_has_one_sim_style_summary_per_run_with_our_bridge_stats() {
     assert_eq!(r["qdiscs"][0]["kind"], "cake");
 }
 
-#[test]
 fn sigterm_stops_the_run_and_removes_its_namespaces() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if !root() {
-        eprintln!("skipped: not root");
-        return;
-    }
     let mut child = Command::new(env!("CARGO_BIN_EXE_purple"))
         .args([
             "lab",
@@ -119,10 +101,8 @@ fn sigterm_stops_the_run_and_removes_its_namespaces() {
     }
     assert_eq!(namespaces_of(pid).len(), 4, "the run built its namespaces");
     std::thread::sleep(Duration::from_millis(1500));
-    Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
+    let p = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
+    rustix::process::kill_process(p, rustix::process::Signal::Term).unwrap();
     let t1 = Instant::now();
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -142,15 +122,45 @@ fn sigterm_stops_the_run_and_removes_its_namespaces() {
     );
 }
 
-/// The kernel reference (~45 s: boots Linux 6.1 under QEMU TCG). On demand:
-/// `cargo test -p purple-cli --test lab_cli -- --ignored`.
-#[test]
-#[ignore = "boots the reference kernel under QEMU (~45 s)"]
+/// A latency probe that gets no answer is an error naming the probe, never a latency: with the
+/// server ignoring ICMP echo, the run fails and says which probe produced nothing.
+fn a_blocked_icmp_probe_is_an_error_naming_it_not_a_latency() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let out = Command::new(env!("CARGO_BIN_EXE_purple"))
+        .args([
+            "lab",
+            "run",
+            "b1",
+            "--seconds",
+            "2",
+            "--qdisc",
+            "cake",
+            "--test",
+            "upload",
+            "--no-sim",
+            "--json",
+            "--fault",
+            "no-icmp-echo",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a run without ICMP replies succeeded: {err}"
+    );
+    assert!(
+        err.contains("\"Ping (ms) ICMP\"") && err.contains("produced no"),
+        "the error does not name the probe: {err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("induced"),
+        "a latency was printed"
+    );
+}
+
+/// The kernel reference (~45 s: boots Linux 6.1 under QEMU TCG).
 fn kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake() {
-    if !root() || !std::path::Path::new("/work/shared/tools/refkernel/run-in-guest.sh").exists() {
-        eprintln!("skipped: needs root and shared/tools/refkernel");
-        return;
-    }
     let out = Command::new(env!("CARGO_BIN_EXE_purple"))
         .args([
             "lab",
@@ -190,4 +200,14 @@ fn kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake() {
         .unwrap();
     assert!((88.0..110.0).contains(&base), "guest base RTT {base} ms");
     assert!(k["down_mbit"].as_f64().unwrap() > 2.0);
+}
+
+testkit::harness! {
+    [] => { lab_list_names_the_three_scenarios },
+    [Netns] => {
+        lab_json_has_one_sim_style_summary_per_run_with_our_bridge_stats,
+        sigterm_stops_the_run_and_removes_its_namespaces,
+        a_blocked_icmp_probe_is_an_error_naming_it_not_a_latency,
+    },
+    [Netns, RefKernel] => { kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake },
 }

@@ -215,23 +215,18 @@ fn unknown_scenarios_and_experiment_ids_fail_with_a_clear_message() {
 fn report_prints_a_claims_summary_and_exits_zero() {
     let dir = temp_dir("report");
     let d = dir.to_str().expect("utf-8 path");
-    // Runs the built-in experiments; with none built in this is instant.
-    let n = experiment_count();
-    if n > 0 {
-        // Keep this test fast once experiments exist: the full report is exercised by
-        // `purple sim report` itself; here only the empty-selection path is cheap.
-        return;
-    }
-    let out = stdout(&purple(&["sim", "report", "--out", d, "--quiet"]));
+    // One cheap experiment (A6, the shaper's accuracy) exercises the whole report path.
+    let out = stdout(&purple(&[
+        "sim", "report", "--only", "A6", "--out", d, "--quiet",
+    ]));
     assert!(out.contains("claims reproduced"), "{out}");
     let md = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
     assert!(md.starts_with("# purple experiment report"), "{md}");
-    let j = stdout(&purple(&["sim", "report", "--json"]));
+    assert!(md.contains("A6"), "{md}");
+    let j = stdout(&purple(&["sim", "report", "--only", "A6", "--json"]));
     let v: serde_json::Value = serde_json::from_str(&j).expect("JSON");
     assert!(v["experiments"].is_array() && v["claims_total"].is_u64());
+    assert_eq!(v["experiments"].as_array().map(Vec::len), Some(1), "{v}");
+    assert!(v["claims_total"].as_u64() > Some(0), "{v}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-fn experiment_count() -> usize {
-    experiments::all().len()
 }

@@ -3,8 +3,10 @@
 //! `cake bandwidth 10mbit` to `lo` and to an IFB device, changes the rate with our
 //! `purple-setrate` (the same code as `purple control`'s netlink actuator) and reads it back
 //! with `tc -j qdisc show`; and reads CAKE's backlog, drops and ECN marks with
-//! `purple-setrate DEV stats` (the daemon's `RTM_GETQDISC` read) beside `tc -s -j`. Skipped,
-//! with the reason printed, when the reference kernel or QEMU is not available; `PURPLE_REFKERNEL=0` skips it too. The binary is the host's glibc build:
+//! `purple-setrate DEV stats` (the daemon's `RTM_GETQDISC` read) beside `tc -s -j`. Reported
+//! as skipped (`testkit`) when not root or when the reference kernel or QEMU is not available
+//! (`cargo xtask test` installs them; `PURPLE_REFKERNEL=0` skips on purpose); a guest that times
+//! out or dies fails. The binary is the host's glibc build:
 //! the guest's initramfs carries the host's libc (for tc/ip), and the test copies whatever else
 //! `ldd` lists (libgcc_s) next to the binary.
 #![allow(clippy::unwrap_used)]
@@ -12,24 +14,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn refkernel() -> Result<PathBuf, String> {
-    if std::env::var("PURPLE_REFKERNEL").as_deref() == Ok("0") {
-        return Err("PURPLE_REFKERNEL=0".into());
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/tools/refkernel");
-    let candidates = [root, PathBuf::from("/work/shared/tools/refkernel")];
-    let dir = candidates
-        .iter()
-        .find(|d| d.join("run-in-guest.sh").exists())
-        .ok_or("run-in-guest.sh not found")?;
-    let qemu = Command::new("sh")
-        .args(["-c", "command -v qemu-system-x86_64"])
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !qemu.status.success() {
-        return Err("qemu-system-x86_64 not installed".into());
-    }
-    Ok(dir.join("run-in-guest.sh"))
+/// `run-in-guest.sh` (its presence, QEMU and root were checked by the harness).
+fn refkernel() -> PathBuf {
+    testkit::refkernel_dir()
+        .expect("the harness checked the reference kernel tools")
+        .join("run-in-guest.sh")
 }
 
 const SCRIPT: &str = r#"#!/bin/sh
@@ -81,20 +70,8 @@ fn stats_line(l: &str) -> std::collections::HashMap<String, u64> {
         .collect()
 }
 
-#[test]
 fn netlink_stats_read_real_sch_cake_backlog_drops_and_ecn_marks() {
-    let runner = match refkernel() {
-        Ok(r) => r,
-        Err(why) => {
-            eprintln!(
-                "SKIPPED netlink_stats_read_real_sch_cake_backlog_drops_and_ecn_marks: {why}"
-            );
-            return;
-        }
-    };
-    let Some(stdout) = run_guest(&runner, STATS_SCRIPT, "stats") else {
-        return;
-    };
+    let stdout = run_guest(&refkernel(), STATS_SCRIPT, "stats");
     let ours: Vec<_> = stdout
         .lines()
         .filter(|l| l.starts_with("stats ifb9"))
@@ -128,8 +105,8 @@ fn netlink_stats_read_real_sch_cake_backlog_drops_and_ecn_marks() {
 }
 
 /// Runs `script` in the reference kernel with `purple-setrate` (and the libraries it needs)
-/// under /test; its stdout, or `None` (printed as SKIPPED) when the guest timed out or died.
-fn run_guest(runner: &Path, script: &str, tag: &str) -> Option<String> {
+/// under /test; its stdout. A guest that times out or dies fails the test.
+fn run_guest(runner: &Path, script: &str, tag: &str) -> String {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_purple-setrate"));
     let dir = std::env::temp_dir().join(format!("purple-refk-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -159,71 +136,16 @@ fn run_guest(runner: &Path, script: &str, tag: &str) -> Option<String> {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let _ = std::fs::remove_dir_all(&dir);
-    if out.status.code() == Some(124) || out.status.code() == Some(125) {
-        eprintln!(
-            "SKIPPED: guest timed out or died (rc {:?}): {stderr}",
-            out.status.code()
-        );
-        return None;
-    }
     assert!(
         out.status.success(),
-        "guest script failed:\n{stdout}\n{stderr}"
+        "guest script failed (rc {:?}; 124: timed out, 125: the guest died):\n{stdout}\n{stderr}",
+        out.status.code()
     );
-    Some(stdout)
+    stdout
 }
 
-#[test]
 fn netlink_set_rate_changes_real_sch_cake_bandwidth() {
-    let runner = match refkernel() {
-        Ok(r) => r,
-        Err(why) => {
-            eprintln!("SKIPPED netlink_set_rate_changes_real_sch_cake_bandwidth: {why}");
-            return;
-        }
-    };
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_purple-setrate"));
-    let dir = std::env::temp_dir().join(format!("purple-refk-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("in/lib")).unwrap();
-    std::fs::copy(&bin, dir.join("in/purple-setrate")).unwrap();
-    // Libraries the guest may lack (everything ldd lists except libc/libm/ld.so, which tc's
-    // own dependencies bring).
-    let ldd = Command::new("ldd").arg(&bin).output().unwrap();
-    for line in String::from_utf8_lossy(&ldd.stdout).lines() {
-        if let Some(path) = line
-            .split("=>")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-        {
-            let p = Path::new(path);
-            if p.exists() {
-                std::fs::copy(p, dir.join("in/lib").join(p.file_name().unwrap())).unwrap();
-            }
-        }
-    }
-    let script = dir.join("script.sh");
-    std::fs::write(&script, SCRIPT).unwrap();
-    let out = Command::new(&runner)
-        .args(["-t", "240", "-i"])
-        .arg(dir.join("in"))
-        .arg(&script)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let _ = std::fs::remove_dir_all(&dir);
-    if out.status.code() == Some(124) || out.status.code() == Some(125) {
-        eprintln!(
-            "SKIPPED: guest timed out or died (rc {:?}): {stderr}",
-            out.status.code()
-        );
-        return;
-    }
-    assert!(
-        out.status.success(),
-        "guest script failed:\n{stdout}\n{stderr}"
-    );
+    let stdout = run_guest(&refkernel(), SCRIPT, "rate");
     let jsons: Vec<serde_json::Value> = stdout
         .lines()
         .filter(|l| l.starts_with('['))
@@ -239,4 +161,8 @@ fn netlink_set_rate_changes_real_sch_cake_bandwidth() {
         "other options untouched: {stdout}"
     );
     assert!(stdout.contains("NOCAKE-REFUSED"), "{stdout}");
+}
+
+testkit::harness! {
+    [RefKernel] => { netlink_stats_read_real_sch_cake_backlog_drops_and_ecn_marks, netlink_set_rate_changes_real_sch_cake_bandwidth },
 }

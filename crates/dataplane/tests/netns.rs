@@ -1,6 +1,7 @@
 //! End-to-end tests in network namespaces: client — bridge — server over veth pairs (offloads
 //! left on), the bridge running in a thread of the test that entered the middle namespace.
-//! Skipped (with a printed reason) when not root or when namespaces cannot be created.
+//! Skipped (reported as such, never passed) when not root or when namespaces cannot be created
+//! (`testkit`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
@@ -156,15 +157,9 @@ impl Drop for Topo {
     }
 }
 
-macro_rules! topo_or_skip {
+macro_rules! topo {
     () => {
-        match Topo::new() {
-            Ok(t) => t,
-            Err(why) => {
-                eprintln!("skipped: {why}");
-                return;
-            }
-        }
+        Topo::new().expect("the test topology (prerequisites were checked)")
     };
 }
 
@@ -243,24 +238,21 @@ impl Transfer {
     }
 }
 
+/// Whether the server answers ICMP echo from the client (our own echo client, run in a thread
+/// inside the client's namespace; no system `ping`).
 fn ping(t: &Topo) -> bool {
-    Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &t.c(),
-            "ping",
-            "-c",
-            "3",
-            "-i",
-            "0.2",
-            "-W",
-            "1",
-            "10.77.0.2",
-        ])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
+    let c = ns_path(&t.c());
+    thread::spawn(move || {
+        dataplane::sys::enter_netns(&c).expect("setns c");
+        daemon::probe::echo::reachable(
+            std::net::Ipv4Addr::new(10, 77, 0, 2),
+            3,
+            Duration::from_secs(1),
+        )
+        .expect("ICMP socket")
+    })
+    .join()
+    .expect("ping thread")
 }
 
 fn assert_accounting(s: &BridgeStats) {
@@ -277,9 +269,8 @@ fn assert_accounting(s: &BridgeStats) {
     }
 }
 
-#[test]
 fn ping_and_unshaped_tcp_pass_through_the_bridge_with_offloads_on() {
-    let mut t = topo_or_skip!();
+    let mut t = topo!();
     // Without the bridge nothing passes (b0 and b1 are not connected).
     assert!(!ping(&t), "ping passed with no bridge running");
     t.start_bridge("pfifo", "pfifo", None);
@@ -298,9 +289,8 @@ fn ping_and_unshaped_tcp_pass_through_the_bridge_with_offloads_on() {
     assert_accounting(&s);
 }
 
-#[test]
 fn cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live() {
-    let mut t = topo_or_skip!();
+    let mut t = topo!();
     let ctl = std::env::temp_dir().join(format!("{}.sock", t.prefix));
     t.start_bridge(
         "cake bandwidth 20Mbit besteffort",
@@ -350,9 +340,8 @@ fn cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live() {
 /// Segments CAKE cut that leave together go out as rebuilt super-packets, which the kernel
 /// accepts and segments back: TCP runs at the shaped rate through them. The bridge dequeues at
 /// most every 200 µs (`set_batch_ns`), so each pass releases several segments.
-#[test]
 fn rejoined_super_packets_carry_tcp_at_the_shaped_rate() {
-    let mut t = topo_or_skip!();
+    let mut t = topo!();
     t.start_bridge_with("cake bandwidth 400Mbit besteffort", "pfifo", None, |br| {
         br.set_batch_ns(200_000)
     });
@@ -376,9 +365,8 @@ fn rejoined_super_packets_carry_tcp_at_the_shaped_rate() {
     assert_accounting(&s);
 }
 
-#[test]
 fn malformed_and_non_ip_frames_are_forwarded_unchanged() {
-    let mut t = topo_or_skip!();
+    let mut t = topo!();
     t.start_bridge("cake bandwidth 50Mbit", "cake bandwidth 50Mbit", None);
     // An IPv4 frame whose header is cut short, a frame with an unknown EtherType, and an IPv6
     // frame claiming TCP with a truncated TCP header.
@@ -446,9 +434,8 @@ fn malformed_and_non_ip_frames_are_forwarded_unchanged() {
     assert_accounting(&s);
 }
 
-#[test]
 fn cake_no_split_gso_sends_super_packets_whole_and_still_shapes() {
-    let mut t = topo_or_skip!();
+    let mut t = topo!();
     t.start_bridge(
         "cake bandwidth 50Mbit besteffort no-split-gso",
         "pfifo",
@@ -485,48 +472,12 @@ fn cake_no_split_gso_sends_super_packets_whole_and_still_shapes() {
     assert_accounting(&s);
 }
 
-/// Measurement, not part of the default suite (about 12 s): the shaped wire rate against the
-/// configured rate from 10 to 300 Mbit/s, and how late the loop served the shaper's release
-/// times. Run with `cargo test -p purple-dataplane --test netns -- --ignored --nocapture`.
-#[test]
-#[ignore]
-fn shaped_wire_rate_stays_within_ten_percent_of_the_configured_rate() {
-    for rate in [10u64, 40, 100, 300] {
-        let mut t = topo_or_skip!();
-        let ctl = std::env::temp_dir().join(format!("{}.sock", t.prefix));
-        let egress = format!("cake bandwidth {rate}Mbit besteffort");
-        t.start_bridge(&egress, "pfifo", Some(ctl.clone()));
-        let x = Transfer::start(&t, 5003);
-        thread::sleep(Duration::from_millis(1000));
-        let tx = |c: &PathBuf| {
-            let answer = dataplane::ctl::request(c, "stats --json").unwrap();
-            let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
-            let b = v[0]["purple"]["tx_wire_bytes"].as_u64().unwrap();
-            (b, dataplane::sys::monotonic_ns())
-        };
-        let (b0, t0) = tx(&ctl);
-        let g = x.measure(Duration::from_millis(2000));
-        let (b1, t1) = tx(&ctl);
-        x.finish();
-        let s = t.stop_bridge();
-        let wire = (b1 - b0) as f64 * 8.0 / ((t1 - t0) as f64 / 1e9);
-        let r = rate as f64 * 1e6;
-        eprintln!(
-            "rate {rate}Mbit: goodput {:.2} Mbit/s ({:.3}), wire {:.2} Mbit/s ({:.3}), drops {}, \
-             shaper late avg {} ns max {} ns over {} wakeups",
-            g / 1e6,
-            g / r,
-            wire / 1e6,
-            wire / r,
-            s.egress_qdisc.dropped_total().packets,
-            s.egress.shaper_late_ns / s.egress.shaper_wakeups.max(1),
-            s.egress.shaper_late_max_ns,
-            s.egress.shaper_wakeups,
-        );
-        assert!(
-            (0.9..=1.01).contains(&(wire / r)),
-            "{rate}Mbit: wire {wire:.0}"
-        );
-        assert_accounting(&s);
-    }
+testkit::harness! {
+    [Netns] => {
+        ping_and_unshaped_tcp_pass_through_the_bridge_with_offloads_on,
+        cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live,
+        rejoined_super_packets_carry_tcp_at_the_shaped_rate,
+        malformed_and_non_ip_frames_are_forwarded_unchanged,
+        cake_no_split_gso_sends_super_packets_whole_and_still_shapes,
+    },
 }

@@ -116,6 +116,34 @@ pub struct LabOpts {
     /// Where a controlled contender's daemon configuration and decision log go (`None`: a
     /// directory `purple-lab/<run>` under the system's temporary directory, kept after the run).
     pub control_dir: Option<PathBuf>,
+    /// Faults injected into the testbed (none by default).
+    pub faults: Vec<Fault>,
+}
+
+/// A fault injected into the testbed, to check that what depends on it fails loudly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The server ignores ICMP echo requests (`net.ipv4.icmp_echo_ignore_all`), as hosts
+    /// behind some firewalls and CGNATs do: the ICMP latency probe gets no reply, and a run with
+    /// an ICMP probe fails naming it rather than reporting a latency.
+    NoIcmpEcho,
+}
+
+impl Fault {
+    /// Every fault with its command-line name.
+    pub const ALL: [(&'static str, Fault); 1] = [("no-icmp-echo", Fault::NoIcmpEcho)];
+
+    /// The fault called `name`, or an error naming the accepted ones.
+    pub fn parse(name: &str) -> Result<Fault, String> {
+        Fault::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, f)| f)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Fault::ALL.iter().map(|(n, _)| *n).collect();
+                format!("unknown fault {name:?} (accepted: {})", names.join(", "))
+            })
+    }
 }
 
 impl LabOpts {
@@ -129,6 +157,7 @@ impl LabOpts {
             router: RouterStage::Purple,
             purple_bin: None,
             control_dir: None,
+            faults: Vec::new(),
         }
     }
 }
@@ -211,7 +240,8 @@ impl Topo {
         server.ip(&["addr", "add", &format!("{SERVER}/24"), "dev", "s0"])?;
         for h in [&client, &server] {
             h.sysctl("net.ipv4.tcp_ecn", "1")?;
-            // Let unprivileged-style ICMP sockets work too (ping may use them).
+            // Let unprivileged datagram ICMP sockets work too (the echo client falls back to
+            // one where it may not open a raw socket).
             let _ = h.sysctl("net.ipv4.ping_group_range", "0 2147483647");
         }
         Ok(Topo {
@@ -532,20 +562,21 @@ fn quantile(sorted: &[f64], p: f64) -> f64 {
     sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1]
 }
 
-fn latency_ms(samples_ms: &[f64]) -> LatencyMs {
+/// The latency figures of `samples_ms`; `None` without samples (never zeros).
+fn latency_ms(samples_ms: &[f64]) -> Option<LatencyMs> {
     let mut s = samples_ms.to_vec();
     s.sort_by(f64::total_cmp);
     if s.is_empty() {
-        return LatencyMs::default();
+        return None;
     }
-    LatencyMs {
+    Some(LatencyMs {
         mean: s.iter().sum::<f64>() / s.len() as f64,
         p50: quantile(&s, 0.5),
         p95: quantile(&s, 0.95),
         p99: quantile(&s, 0.99),
         max: s[s.len() - 1],
         min: s[0],
-    }
+    })
 }
 
 /// Runs `test` of `scn` with `contender`, calling `progress(fraction done)` about every 100 ms.
@@ -583,6 +614,11 @@ pub fn run_one(
         }
     }
     let t = Topo::build()?;
+    for f in &opts.faults {
+        match f {
+            Fault::NoIcmpEcho => t.server.sysctl("net.ipv4.icmp_echo_ignore_all", "1")?,
+        }
+    }
     let (mut delay_proc, delay_stage, delay_started) = start_delay(scn, &t, &opts.delay)?;
     let ctl_sock =
         algorithm.map(|_| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
@@ -734,8 +770,6 @@ fn drive(
         .map(|_| Arc::new(Meter::default()))
         .collect();
     let mut tasks: Vec<Task> = Vec::new();
-    let mut procs: Vec<Proc> = Vec::new();
-    let mut early_warnings = Vec::new();
     // Probes first (they measure the idle base RTT).
     for (i, f) in test.flows.iter().enumerate() {
         let port = 6000 + i as u16;
@@ -752,18 +786,14 @@ fn drive(
                 )?);
             }
             FlowKind::Icmp => {
-                let tos = (u32::from(f.dscp) << 2).to_string();
-                let args = ["-n", "-i", "0.1", "-W", "5", "-Q", tos.as_str(), SERVER];
-                // No `ping` on this system: the run goes on without the ICMP probe.
-                match t.client.spawn("ping", &args, false) {
-                    Ok(mut p) => {
-                        if let Some(out) = p.take_stdout() {
-                            tasks.push(traffic::icmp_reader(ctx, out, meters[i].clone()));
-                        }
-                        procs.push(p);
-                    }
-                    Err(e) => early_warnings.push(format!("ICMP probe skipped: {e}")),
-                }
+                tasks.push(traffic::icmp_ping(
+                    ctx,
+                    cns.clone(),
+                    SERVER.parse().unwrap_or(std::net::Ipv4Addr::LOCALHOST),
+                    f.dscp,
+                    Duration::from_millis(100),
+                    meters[i].clone(),
+                )?);
             }
             _ => {}
         }
@@ -773,7 +803,7 @@ fn drive(
     let mut bins: Vec<Vec<u64>> = vec![Vec::new(); test.flows.len()];
     let mut next = BIN;
     let mut load_started = false;
-    let mut warnings = early_warnings;
+    let mut warnings = Vec::new();
     let load_at = Duration::from_secs_f64(opts.idle_seconds);
     let end = Duration::from_secs_f64(total);
     loop {
@@ -836,9 +866,6 @@ fn drive(
         std::thread::sleep((next.saturating_sub(start.elapsed())).min(BIN));
     }
     ctx.stop.store(true, Ordering::Relaxed);
-    for p in &mut procs {
-        p.stop();
-    }
     for h in tasks {
         match h.join() {
             Ok(Ok(())) => {}
@@ -866,12 +893,16 @@ fn drive(
                 b[k].saturating_sub(prev) as f64 * 8.0 / bin_s
             })
             .collect();
-        let goodput_bps = if b.len() > from_bin + 1 {
-            let last = b.len() - 1;
-            (b[last] - b[from_bin]) as f64 * 8.0 / ((last - from_bin) as f64 * bin_s)
-        } else {
-            0.0
-        };
+        if b.len() <= from_bin + 1 {
+            return Err(format!(
+                "{}: the run ended before its measurement window ({} bins of {bin_s} s, the \
+                 window starts at bin {from_bin}): no goodput can be measured",
+                f.name,
+                b.len()
+            ));
+        }
+        let last = b.len() - 1;
+        let goodput_bps = (b[last] - b[from_bin]) as f64 * 8.0 / ((last - from_bin) as f64 * bin_s);
         match f.kind {
             FlowKind::TcpUp => {
                 up += goodput_bps;
@@ -904,6 +935,20 @@ fn drive(
             .map(|(_, l)| *l as f64 / 1e6)
             .collect();
         if f.is_probe() {
+            let (sent, recv) = (
+                m.sent.load(Ordering::Relaxed),
+                m.received.load(Ordering::Relaxed),
+            );
+            let idle_n = samples.iter().filter(|(at, _)| *at < load_ns).count();
+            if idle_n == 0 || loaded.is_empty() {
+                return Err(format!(
+                    "latency probe {:?} produced no {} samples ({sent} probes sent, {recv} \
+                     answered in all): no latency can be reported; is the path blocking its \
+                     packets?",
+                    f.name,
+                    if idle_n == 0 { "idle" } else { "loaded" },
+                ));
+            }
             let mut idle: Vec<f64> = samples
                 .iter()
                 .filter(|(at, _)| *at < load_ns)
@@ -912,7 +957,13 @@ fn drive(
             idle.sort_by(f64::total_cmp);
             let base = quantile(&idle, 0.5);
             let ind: Vec<f64> = loaded.iter().map(|l| (l - base).max(0.0)).collect();
-            let s = latency_ms(&ind);
+            // `ind` has one entry per loaded sample, and there is at least one (checked above).
+            let Some(s) = latency_ms(&ind) else {
+                return Err(format!(
+                    "latency probe {:?} produced no loaded samples",
+                    f.name
+                ));
+            };
             induced.push((
                 f.name.clone(),
                 Induced {
@@ -1011,9 +1062,9 @@ mod tests {
 
     #[test]
     fn latency_summary_of_known_samples() {
-        let l = latency_ms(&[4.0, 1.0, 3.0, 2.0]);
+        let l = latency_ms(&[4.0, 1.0, 3.0, 2.0]).expect("four samples");
         assert_eq!((l.min, l.p50, l.max), (1.0, 2.0, 4.0));
         assert!((l.mean - 2.5).abs() < 1e-9);
-        assert_eq!(latency_ms(&[]), LatencyMs::default());
+        assert_eq!(latency_ms(&[]), None, "no samples, no latency");
     }
 }

@@ -1,11 +1,11 @@
 //! Small traffic tools run in threads that entered a namespace: TCP bulk sender and receiver
 //! (CUBIC per socket, DSCP via `IP_TOS`), UDP ping-pong probes with a reflector, VoIP-like UDP
 //! with exact one-way delay (every namespace shares this process's `CLOCK_MONOTONIC`), and ICMP
-//! via the system `ping`.
+//! echo with our own client (`daemon::probe::echo`; no system `ping` needed).
 //!
 //! Every tool counts into a [`Meter`] and stops within ~100 ms of its stop flag.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -337,23 +337,42 @@ pub fn voip_source(
     })
 }
 
-/// ICMP echo via the system `ping` in `proc` (already started with `-n -i INTERVAL`): parses its
-/// replies' `time=` into `meter` until the output ends. `sent` is derived from `icmp_seq`.
-pub fn icmp_reader(ctx: &Ctx, out: std::process::ChildStdout, meter: Arc<Meter>) -> Task {
+/// ICMP echo from namespace `ns` to `dst` (our own echo client, no system `ping`): one request
+/// every `interval` with DSCP `dscp`; each reply's round trip goes into `meter` (sent /
+/// received count requests and replies). Fails at start when no ICMP socket can be opened.
+pub fn icmp_ping(
+    ctx: &Ctx,
+    ns: Option<PathBuf>,
+    dst: Ipv4Addr,
+    dscp: u8,
+    interval: Duration,
+    meter: Arc<Meter>,
+) -> Result<Task, String> {
     let ctx = ctx.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
+    spawn_in(ns, &format!("icmp ping {dst}"), move |ready| {
+        let mut c = daemon::probe::echo::EchoClient::new(dst, dscp << 2)
+            .map_err(|e| format!("ICMP socket: {e}"))?;
+        let _ = ready.send(Ok(()));
+        // Send times by sequence number (16 bits: at 10 per second that is 109 minutes).
+        let mut sent_at = vec![None::<u64>; 1 << 16];
+        let mut next = ctx.now_ns();
+        while !ctx.stopped() {
             let now = ctx.now_ns();
-            let field = |k: &str| {
-                line.split_whitespace()
-                    .find_map(|w| w.strip_prefix(k))
-                    .and_then(|v| v.parse::<f64>().ok())
-            };
-            if let (Some(ms), Some(seq)) = (field("time="), field("icmp_seq=")) {
-                meter.received.fetch_add(1, Ordering::Relaxed);
-                meter.sent.fetch_max(seq as u64, Ordering::Relaxed);
-                meter.sample(now, (ms * 1e6) as u64);
+            if now >= next {
+                if let Ok(seq) = c.send() {
+                    sent_at[usize::from(seq)] = Some(now);
+                    meter.sent.fetch_add(1, Ordering::Relaxed);
+                }
+                next += interval.as_nanos() as u64;
+            }
+            let wait = Duration::from_nanos(next.saturating_sub(ctx.now_ns()))
+                .clamp(Duration::from_micros(100), Duration::from_millis(5));
+            if let Ok(Some(seq)) = c.recv(wait) {
+                if let Some(t) = sent_at[usize::from(seq)].take() {
+                    let now = ctx.now_ns();
+                    meter.received.fetch_add(1, Ordering::Relaxed);
+                    meter.sample(now, now.saturating_sub(t));
+                }
             }
         }
         Ok(())

@@ -69,6 +69,24 @@ pub struct LatencyMs {
     pub min: f64,
 }
 
+impl LatencyMs {
+    /// Every figure NaN: stands in for a latency that was not measured where a table needs a
+    /// number (NaN prints as such and fails every comparison a claim makes).
+    pub const MISSING: LatencyMs = LatencyMs {
+        mean: f64::NAN,
+        p50: f64::NAN,
+        p95: f64::NAN,
+        p99: f64::NAN,
+        max: f64::NAN,
+        min: f64::NAN,
+    };
+
+    /// The summary of `samples_ns`, or `None` when there are none.
+    pub fn of_samples(samples_ns: &[u64]) -> Option<LatencyMs> {
+        (!samples_ns.is_empty()).then(|| summarize(samples_ns).into())
+    }
+}
+
 impl From<LatencySummary> for LatencyMs {
     fn from(s: LatencySummary) -> Self {
         let ms = |d: Duration| d.as_nanos() as f64 / 1e6;
@@ -105,8 +123,9 @@ pub struct FlowSummary {
     pub dscp: u8,
     /// Delivered bits per second over the measurement window.
     pub goodput_bps: f64,
-    /// Latency over the whole run (one-way, or round trip for pings).
-    pub latency_ms: LatencyMs,
+    /// Latency over the whole run (one-way, or round trip for pings); `None` when no packet
+    /// of the flow was delivered (no sample: never a latency of 0).
+    pub latency_ms: Option<LatencyMs>,
     /// Fraction of sent packets not delivered.
     pub loss: f64,
     /// Time series (not serialised in `purple sim --json`; used by plots and Flent files).
@@ -167,7 +186,7 @@ impl FlowSummary {
             dst,
             dscp,
             goodput_bps: m.goodput_bps(bin, from, to) * 8.0,
-            latency_ms: summarize(&m.latencies_ns).into(),
+            latency_ms: LatencyMs::of_samples(&m.latencies_ns),
             loss: m.loss(),
             series: FlowSeries {
                 goodput_bps: m

@@ -13,6 +13,7 @@
 //! Steady state allocates nothing: outstanding probes live in a fixed table indexed by
 //! sequence number, and receive buffers are on the stack.
 
+pub mod echo;
 pub mod icmp;
 pub mod udp;
 

@@ -23,7 +23,7 @@ fn induced(run: &RunSummary, from: Instant, steady: Instant) -> (Vec<f64>, Vec<f
     let Some(f) = run.flow("EF 2 Mbit/s") else {
         return (Vec::new(), Vec::new());
     };
-    let base = f.latency_ms.min;
+    let base = f.latency_ms.map_or(f64::NAN, |l| l.min);
     let bin = run.bin_s;
     // Samples are in delivery order; skip those delivered in bins before `from`/`steady`.
     let count_before = |t: Instant| {

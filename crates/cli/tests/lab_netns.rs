@@ -1,31 +1,18 @@
-//! Short lab runs in network namespaces with real kernel TCP through our bridge. Skipped with a
-//! printed reason when not root or when namespaces cannot be created. Without `purple linkem`
-//! (set PURPLE_LINKEM_BIN to a `purple` binary that has it) the delay stage is a kernel bridge, so the
-//! base RTT is ~0 and only the induced latency is meaningful.
+//! Short lab runs in network namespaces with real kernel TCP through our bridge and `purple
+//! linkem` (this crate's `purple` binary), and the radio's `purple control` contender end to
+//! end. Reported as skipped (`testkit`) when not root or when namespaces cannot be created.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use lab::scenario::{self, Contender};
 use lab::{DelayStage, LabOpts, LabRun};
 
-fn stage() -> DelayStage {
-    DelayStage::detect(
-        std::env::var_os("PURPLE_LINKEM_BIN")
-            .as_deref()
-            .map(std::path::Path::new),
-    )
+/// This crate's `purple`: its `linkem` is the lab's delay stage.
+fn bin() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_purple"))
 }
 
-fn skip_reason() -> Option<String> {
-    if !lab::ns::is_root() {
-        return Some("not root".into());
-    }
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let probe = format!("plab-probe-{}-{n}", std::process::id());
-    match lab::ns::Netns::create(&probe) {
-        Ok(_) => None,
-        Err(e) => Some(format!("cannot create network namespaces: {e}")),
-    }
+fn stage() -> DelayStage {
+    DelayStage::Linkem(bin())
 }
 
 /// Runs are serialised: parallel runs would share two cores and disturb each other's timing.
@@ -49,12 +36,7 @@ fn run(scn: &str, test: &str, c: Contender, secs: f64) -> LabRun {
     r
 }
 
-#[test]
 fn b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
     let cake = run("b1", "upload", scenario::CAKE, 5.0);
     let fifo = run("b1", "upload", scenario::FIFO, 5.0);
     let ci = cake.induced("Ping (ms) ICMP").unwrap();
@@ -82,12 +64,7 @@ fn b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput() {
     assert_eq!(cake.summary.qdiscs[0]["kind"], "cake");
 }
 
-#[test]
 fn b2_rrul_cake_keeps_icmp_induced_latency_within_the_seed_figures_and_fills_both_links() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
     let r = run("b2", "rrul", scenario::CAKE, 10.0);
     let icmp = r.induced("Ping (ms) ICMP").unwrap();
     // The seed's kernel CAKE: ICMP induced mean 3.7-4.6 ms, max 12-22 ms (with 45 ms each way;
@@ -120,12 +97,7 @@ fn b2_rrul_cake_keeps_icmp_induced_latency_within_the_seed_figures_and_fills_bot
         .all(|f| !f.series.goodput_bps.is_empty()));
 }
 
-#[test]
 fn a_run_leaves_none_of_its_namespaces_behind() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
     let r = run("b1", "download", scenario::FQ_CODEL, 2.0);
     assert_eq!(r.namespaces.len(), 4);
     let out = std::process::Command::new("ip")
@@ -143,18 +115,7 @@ fn a_run_leaves_none_of_its_namespaces_behind() {
     }
 }
 
-#[test]
 fn with_linkem_the_base_rtt_is_the_scenarios_90_ms() {
-    if let Some(why) = skip_reason() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    if !matches!(stage(), DelayStage::Linkem(_)) {
-        eprintln!(
-            "skipped: needs `purple linkem` (set PURPLE_LINKEM_BIN to a purple binary that has it)"
-        );
-        return;
-    }
     let r = run("b1", "download", scenario::CAKE, 5.0);
     let i = r.induced("Ping (ms) ICMP").unwrap();
     assert!(
@@ -163,4 +124,79 @@ fn with_linkem_the_base_rtt_is_the_scenarios_90_ms() {
         i.base_ms
     );
     assert!(i.max < 30.0, "CAKE download induced peak {:.1} ms", i.max);
+}
+
+/// The radio's `purple control` contender: our bridge with CAKE, `purple linkem` stepping the
+/// downlink 130/80 Mbit/s every 5 s, `purple reflector` on the server and the daemon in the
+/// router namespace on the bridge's control socket. About 30 s.
+fn the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq_codel() {
+    let bin = bin();
+    let s = scenario::find("radio").unwrap();
+    let test = s.tests[0].clone();
+    let fq = *s.contenders.iter().find(|c| c.short == "fq_codel").unwrap();
+    let mut opts = LabOpts::new(12.0, DelayStage::Linkem(bin.clone()));
+    opts.purple_bin = Some(bin);
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let p = lab::run_one(&s, &scenario::CAKE_PURPLE, &test, &opts, &mut |_| {}).unwrap();
+    let f = lab::run_one(&s, &fq, &test, &opts, &mut |_| {}).unwrap();
+    let c = p.control.as_ref().expect("the daemon's trace");
+    eprintln!(
+        "purple: down {:.1} Mbit/s, UDP induced {:?}, {} decisions, log {}; fq_codel: down {:.1}, \
+         UDP induced {:?}; warnings {:?}",
+        p.down_mbit,
+        p.induced("Ping (ms) UDP BE"),
+        c.points.len(),
+        c.log.display(),
+        f.down_mbit,
+        f.induced("Ping (ms) UDP BE"),
+        p.warnings
+    );
+    assert_eq!(c.actuator_errors, 0, "every rate change reached the bridge");
+    // The decisions reached the shaper and moved it off the 100 Mbit/s start rate.
+    assert!(
+        c.points.iter().any(|q| (q.down_mbit - 100.0).abs() > 10.0),
+        "the daemon never moved the rate"
+    );
+    // Every 130 -> 80 Mbit/s drop during the load is followed within 2 s by a rate below 80.
+    let cap = &p.capacity_down_mbit;
+    let bin = p.summary.bin_s;
+    let load = opts.idle_seconds;
+    let mut drops = 0;
+    for k in 1..cap.len() {
+        let t = (k as f64 + 0.5) * bin;
+        if cap[k] < cap[k - 1] && t > load + 2.0 && t + 2.0 < load + opts.seconds {
+            drops += 1;
+            let followed = (0..=20).any(|j| {
+                c.down_rate_at(t + j as f64 * 0.1)
+                    .is_some_and(|r| r <= cap[k] + 0.5)
+            });
+            assert!(followed, "the drop at {t:.1} s was not followed within 2 s");
+        }
+    }
+    assert!(drops >= 1, "the run saw no capacity drop ({cap:?})");
+    // Latency: the daemon keeps the queue in CAKE; unshaped FQ-CoDel leaves it in the radio.
+    let pi = p.induced("Ping (ms) UDP BE").unwrap();
+    let fi = f.induced("Ping (ms) UDP BE").unwrap();
+    assert!(
+        pi.mean < fi.mean,
+        "purple mean induced {:.2} ms >= FQ-CoDel's {:.2} ms",
+        pi.mean,
+        fi.mean
+    );
+    // And still carries most of the capacity.
+    assert!(
+        p.down_mbit > 50.0,
+        "purple download {:.1} Mbit/s",
+        p.down_mbit
+    );
+}
+
+testkit::harness! {
+    [Netns] => {
+        b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput,
+        b2_rrul_cake_keeps_icmp_induced_latency_within_the_seed_figures_and_fills_both_links,
+        a_run_leaves_none_of_its_namespaces_behind,
+        with_linkem_the_base_rtt_is_the_scenarios_90_ms,
+        the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq_codel,
+    },
 }

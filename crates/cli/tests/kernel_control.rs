@@ -6,76 +6,25 @@
 //! one-way delays carry emulation jitter (median ~7 ms, p90 ~20 ms, spikes to ~80 ms) that
 //! keeps PURPLE, whose target is 5 ms, near its minimum rate whatever the capacity
 //! (docs/lab.md, "The kernel variant"), so a PURPLE run cannot show the rate following the
-//! capacity here; cake-autorate's wider thresholds can, and the netlink path is the same. Skipped, with the
-//! reason printed, when the reference kernel tools or QEMU are missing, when
-//! `PURPLE_REFKERNEL=0`, or when no `purple` binary is found (`$PURPLE_BIN`, else `purple` next
-//! to this test's target directory: run `cargo build -p purple-cli` first). About 40 s.
+//! capacity here; cake-autorate's wider thresholds can, and the netlink path is the same. Reported as
+//! skipped (`testkit`) when not root or when the reference kernel tools or QEMU are missing
+//! (`cargo xtask test` installs them); a guest that times out or dies fails. About 40 s.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use lab::kernel_control::{run, KernelControlOpts};
 
-fn purple_bin() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("PURPLE_BIN").or(std::env::var_os("PURPLE_LINKEM_BIN")) {
-        return Some(PathBuf::from(p));
-    }
-    // target/<profile>/deps/kernel_control-HASH -> target/<profile>/purple, or the other profile.
-    let exe = std::env::current_exe().ok()?;
-    let profile_dir = exe.parent()?.parent()?;
-    let target = profile_dir.parent()?;
-    [
-        profile_dir.join("purple"),
-        target.join("release/purple"),
-        target.join("debug/purple"),
-    ]
-    .into_iter()
-    .find(|p| p.is_file())
-}
-
-fn skip_reason() -> Option<String> {
-    if std::env::var("PURPLE_REFKERNEL").as_deref() == Ok("0") {
-        return Some("PURPLE_REFKERNEL=0".into());
-    }
-    if !lab::kernel::available() {
-        return Some(format!(
-            "no run-in-guest.sh at {}",
-            lab::kernel::refkernel_dir().display()
-        ));
-    }
-    let qemu = Command::new("sh")
-        .args(["-c", "command -v qemu-system-x86_64"])
-        .output();
-    if !qemu.is_ok_and(|o| o.status.success()) {
-        return Some("qemu-system-x86_64 not installed".into());
-    }
-    if purple_bin().is_none() {
-        return Some("no purple binary (set PURPLE_BIN or `cargo build -p purple-cli`)".into());
-    }
-    None
-}
-
-#[test]
 fn the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_return() {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED the_daemon_lowers_kernel_cake_after_a_capacity_drop...: {why}");
-        return;
-    }
     let o = KernelControlOpts {
         modes: vec!["cake-autorate".into()],
         timeout_s: 150,
         ..Default::default()
     };
     let dir = std::env::temp_dir().join(format!("plab-kctl-test-{}", std::process::id()));
-    let runs = match run(&purple_bin().unwrap(), &o, &dir) {
-        Ok(r) => r,
-        Err(e) if e.contains("exit status: 124") || e.contains("exit status: 125") => {
-            eprintln!("SKIPPED: the guest timed out or died: {e}");
-            return;
-        }
-        Err(e) => panic!("{e}"),
-    };
+    // A guest that times out or dies is a failure, not a skip.
+    let runs = run(&PathBuf::from(env!("CARGO_BIN_EXE_purple")), &o, &dir)
+        .unwrap_or_else(|e| panic!("the reference-kernel run failed: {e}"));
     let r = &runs[0];
     let report = format!(
         "capacity {:?}\nreadback {:?}\ndecisions {}\nfiles {}",
@@ -129,4 +78,8 @@ fn the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_r
         "not raised after the capacity returned: {report}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+testkit::harness! {
+    [RefKernel] => { the_daemon_lowers_kernel_cake_after_a_capacity_drop_and_raises_it_after_the_return },
 }
