@@ -61,6 +61,9 @@ pub struct FrameSpec {
 pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 /// Destination MAC address of built frames (locally administered).
 pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+/// Least capacity of a frame buffer the builder allocates or grows: the largest header (802.1Q,
+/// IPv6, TCP with 40 option bytes: 118 bytes) fits.
+const MIN_FRAME_CAPACITY: usize = 128;
 /// Most TCP option bytes a header can hold; longer option lists are truncated.
 const MAX_TCP_OPTIONS: usize = 40;
 
@@ -331,7 +334,12 @@ impl FrameSpec {
         };
         h[at..at + 2].copy_from_slice(&c.to_be_bytes());
         let hdr_len = l4_off + l4_hlen;
-        out.reserve(hdr_len + body);
+        // At least MIN_FRAME_CAPACITY: a recycled buffer then holds any header-only frame
+        // without reallocating, whatever frame it carried before.
+        let need = out.len() + hdr_len + body;
+        if out.capacity() < need {
+            out.reserve_exact(need.max(MIN_FRAME_CAPACITY) - out.len());
+        }
         out.extend_from_slice(&h[..hdr_len]);
         out.resize(out.len() + body, 0);
     }
