@@ -271,7 +271,8 @@ enum BenchCommand {
     /// and 100 Mbit/s, kernel HTB; throughput, added latency, CPU per Gbit/s (needs root).
     Dataplane(bench_dataplane::Args),
     /// Cost per packet of enqueue + dequeue for CAKE and the baselines at 1, 1,024 and 10,000
-    /// active flows (the loop of `cargo bench -p purple-cake`).
+    /// active flows (the loop of `cargo bench -p purple-cake`), and each one's cost over pfifo's
+    /// measured in the same run (pfifo runs in slices interleaved with every case).
     Engine {
         /// Print `{"benchmarks":[{"qdisc":..,"flows":..,"ns_per_packet":..},..]}` instead of a
         /// table.
@@ -533,7 +534,13 @@ fn main() {
             qdisc,
             flows,
         }) => {
-            let results = bench::run_engine(seconds, qdisc.as_deref(), flows);
+            let results = match bench::run_engine(seconds, qdisc.as_deref(), flows) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: --qdisc: {e}");
+                    std::process::exit(2);
+                }
+            };
             if json {
                 println!("{}", bench::to_json(&results));
             } else {
