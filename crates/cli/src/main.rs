@@ -309,8 +309,8 @@ enum BenchCommand {
         /// ns-3 program with g++ and installs Debian's libns3-dev if ns-3 is missing.
         #[arg(long, conflicts_with = "workload")]
         versus_ns3: bool,
-        /// Where ns-3 is installed (headers in PREFIX/include/ns3, libraries in PREFIX/lib or
-        /// PREFIX/lib/<multiarch>); apt-get installs only under /usr.
+        /// Where ns-3 is installed (headers in `PREFIX/include/ns3`, libraries in `PREFIX/lib`
+        /// or `PREFIX/lib/<multiarch>`); apt-get installs only under /usr.
         #[arg(long, default_value = "/usr", requires = "versus_ns3")]
         ns3_prefix: std::path::PathBuf,
         /// Never install ns-3: a missing ns-3 is reported as an error.

@@ -160,6 +160,8 @@ mod tests {
     /// Pops in `(at, seq)` order exactly as a binary heap does, whatever the mix of near, ring
     /// and overflow events and however pops and pushes interleave.
     #[test]
+    // `is_multiple_of` is newer than the workspace's rust-version (1.80).
+    #[allow(clippy::manual_is_multiple_of)]
     fn pops_in_the_same_order_as_a_binary_heap() {
         let mut rng = Rng::new(7);
         let mut q = EventQueue::default();
