@@ -301,7 +301,7 @@ mod tests {
     fn a_trace_started_at_an_offset_is_the_same_link_shifted() {
         // Loop of 10 ms: two opportunities at 0 (steady state: 0 and the previous loop's 10),
         // one at 3, one at 7.
-        let t = MahimahiTrace::parse("0\n3\n7\n10\n").unwrap();
+        let t = MahimahiTrace::parse("0\n3\n7\n10\n").expect("a valid trace");
         let r = t.starting_at(Duration::from_millis(5));
         assert_eq!(r.period(), t.period());
         assert_eq!(r.len(), t.len());
