@@ -493,8 +493,8 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
         "starlink" => {
             let secs = 60.0;
             let (down, up, _) = starlink_series(secs, &mut rng);
-            // Radio hop 8-16 ms each way: an idle RTT of about 25-40 ms with the path's rest.
-            let delay = Duration::from_micros(8_000 + (rng.next_f64() * 8_000.0) as u64);
+            // Radio hop 8.3-15.8 ms each way: an idle RTT of 25-40 ms with the path's 8.4 ms.
+            let delay = Duration::from_micros(8_300 + (rng.next_f64() * 7_500.0) as u64);
             Scenario {
                 name: "starlink".into(),
                 description: "Starlink-like: capacity re-drawn at every satellite \
