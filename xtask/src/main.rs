@@ -5,7 +5,7 @@
 //!    `shared/tools/refkernel/build-initramfs.sh`, which apt-installs qemu-system-x86, busybox,
 //!    iproute2, iperf3 and a few more, and downloads Debian's 6.1 kernel package without
 //!    installing it); and, as any user, Flent 2.3 from PyPI into `target/flent-venv`.
-//! 2. Runs `cargo test --workspace` with `PURPLE_SKIP_LOG` set, so every test skipped for a
+//! 2. Runs `cargo test --workspace --no-fail-fast` with `PURPLE_SKIP_LOG` set, so every test skipped for a
 //!    missing prerequisite (see the `testkit` crate) is recorded.
 //! 3. Prints "N skipped: reason" per reason (or "0 skipped") and exits with the tests' status.
 //!
@@ -160,7 +160,8 @@ fn test(args: &[String]) -> ExitCode {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace())
-        .args(["test", "--workspace"])
+        // Every test binary runs even after one fails: the run reports every failure at once.
+        .args(["test", "--workspace", "--no-fail-fast"])
         .env("PURPLE_SKIP_LOG", &log);
     if let Some(f) = &flent {
         cmd.env("PURPLE_FLENT", f);

@@ -116,6 +116,20 @@ fn measure(
     };
     let rtts = lab.udp_rtts(7100, 500, Duration::from_millis(2))?;
     let one_way = lab.udp_one_way(7102, 500, Duration::from_millis(2))?;
+    // A probe with no samples is an error naming it, never a latency of 0.
+    let us = |v: &[u64], q: f64, probe: &str| {
+        quantile(v, q)
+            .map(|ns| ns as f64 / 1e3)
+            .ok_or_else(|| format!("{name}: the {probe} probe got no replies (500 sent)"))
+    };
+    let (rtt_p50_us, rtt_p99_us) = (
+        us(&rtts, 0.5, "UDP round-trip")?,
+        us(&rtts, 0.99, "UDP round-trip")?,
+    );
+    let (one_way_p50_us, one_way_p99_us) = (
+        us(&one_way, 0.5, "UDP one-way")?,
+        us(&one_way, 0.99, "UDP one-way")?,
+    );
     let d = Duration::from_secs_f64(secs.clamp(0.5, 60.0));
     let mut sample = || -> Option<(u64, u64)> {
         configured_bps?;
@@ -149,10 +163,10 @@ fn measure(
         configured_bps,
         goodput_bps: g,
         wire_bps: wire,
-        rtt_p50_us: quantile(&rtts, 0.5) as f64 / 1e3,
-        rtt_p99_us: quantile(&rtts, 0.99) as f64 / 1e3,
-        one_way_p50_us: quantile(&one_way, 0.5) as f64 / 1e3,
-        one_way_p99_us: quantile(&one_way, 0.99) as f64 / 1e3,
+        rtt_p50_us,
+        rtt_p99_us,
+        one_way_p50_us,
+        one_way_p99_us,
         cpu_per_gbit: cpu.map(|c| (c as f64 / 1e9 / busy_s) / (g / 1e9).max(1e-9)),
     })
 }

@@ -133,7 +133,8 @@ fn simulate(what: &str, opts: &SimOpts) -> Result<(Source, sim::Built, Outcome),
     let links: Vec<(sim::LinkId, String)> =
         built.links.iter().map(|(n, id)| (*id, n.clone())).collect();
     let summary =
-        sim::RunSummary::collect(&built.sim, &src.name, &flows, &links, qdisc::Instant::ZERO);
+        sim::RunSummary::collect(&built.sim, &src.name, &flows, &links, qdisc::Instant::ZERO)
+            .with_flent(built.flent.clone());
     let json = summary_json(&summary, scenario.seed);
     Ok((
         src,

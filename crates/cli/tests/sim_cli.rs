@@ -155,12 +155,15 @@ fn out_writes_summary_png_svg_and_a_flent_file() {
     }
     let x = f["x_values"].as_array().expect("x_values");
     assert_eq!(x.len(), 40, "2 s in 50 ms bins");
-    let g = f["results"]["bulk goodput"]
-        .as_array()
-        .expect("bulk goodput");
+    // One TCP flow and a ping from the client: Flent's tcp_upload, under Flent's names
+    // (crates/cli/tests/flent_real.rs loads it in Flent itself).
+    assert_eq!(f["metadata"]["NAME"], "tcp_upload");
+    let g = f["results"]["TCP upload"].as_array().expect("TCP upload");
     assert_eq!(g.len(), x.len());
     assert!(g.iter().filter_map(|v| v.as_f64()).sum::<f64>() > 0.0);
-    assert!(f["results"]["ping latency"].is_array());
+    assert!(f["results"]["Ping (ms) ICMP"].is_array());
+    assert!(f["results"]["flood goodput"].is_array(), "an extra series");
+    assert_eq!(f["metadata"]["SERIES_META"]["TCP upload"]["FLOW"], "bulk");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

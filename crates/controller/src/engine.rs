@@ -3,7 +3,7 @@
 
 use crate::config::{Config, ConfigError};
 use crate::reflectors::{Health, Pool};
-use crate::safety::Safety;
+use crate::safety::{Safety, SafetyParams};
 use crate::{Controller, Decision, Direction, Duration, Instant, PerDir, Reason, Sample, Signal};
 
 /// What a law needs to run; without it the engine moves to the safe rate.
@@ -82,6 +82,13 @@ pub trait Law: std::fmt::Debug {
     /// bad reflectors are not passed on.
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         let _ = (now, sample);
+    }
+    /// The safety rules this law runs under, given the configured ones. A law that paces its
+    /// own increases (waits after a cut, bounded probes) may loosen the generic
+    /// rate-of-change limits, which would otherwise throttle it twice; bounds, the stall
+    /// fallback and the change interval always apply.
+    fn safety(&self, configured: SafetyParams) -> SafetyParams {
+        configured
     }
     /// One control step for `dir`.
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, cfg: &Config) -> Step;
@@ -189,7 +196,7 @@ impl<L: Law> Controller for Engine<L> {
         let now = now.max(self.latest);
         self.latest = now;
         if self.safety.is_none() {
-            self.safety = Some(Safety::new(self.cfg.safety, now));
+            self.safety = Some(Safety::new(self.law.safety(self.cfg.safety), now));
             self.next = now;
         }
         let mut pass = true;
@@ -263,7 +270,7 @@ impl<L: Law> Controller for Engine<L> {
         let now = now.max(self.latest);
         self.latest = now;
         if self.safety.is_none() {
-            self.safety = Some(Safety::new(self.cfg.safety, now));
+            self.safety = Some(Safety::new(self.law.safety(self.cfg.safety), now));
             self.next = now;
         }
         if now < self.next {

@@ -55,7 +55,7 @@ pub use baseline::{Baseline, BaselineParams};
 pub use cake_autorate::{CakeAutorate, CakeAutorateParams};
 pub use config::{Config, ConfigError};
 pub use engine::{DirSignals, Engine, Law, Needs, RadioView, Step};
-pub use purple::{Purple, PurpleParams};
+pub use purple::{ParamInfo, Phase, Purple, PurpleParams, Transition};
 pub use queue_metrics::{QueueMetrics, QueueMetricsParams};
 pub use reflectors::{Health, Pool, ReflectorParams};
 pub use safety::SafetyParams;
@@ -264,6 +264,35 @@ pub enum Reason {
     /// drop in delivery the delay stayed low and the link went nearly idle, so the demand
     /// stopped, not the capacity.
     Restored,
+    /// PURPLE: the link was the bottleneck during the last interval (a queue stood in it, or
+    /// CAKE was backlogged yet the link delivered less than our rate), so its delivery is its
+    /// capacity: the rate goes just below it, less what drains the queue above the target.
+    Capacity {
+        /// The capacity read from the delivery, bytes per second.
+        capacity_bps: u64,
+        /// The queueing delay seen.
+        queue: Duration,
+    },
+    /// PURPLE: raised above the last capacity reading to find out whether the capacity grew
+    /// (CAKE had more to send and the link kept up).
+    Probe {
+        /// The relative increase.
+        gain: f64,
+    },
+    /// PURPLE: right after a saturated interval the link delivered far less than our rate
+    /// with CAKE empty: a capacity drop whose queue the probes have not crossed yet, or the
+    /// senders stopping. Cut to the delivery now; restored if the demand stopped.
+    Shortfall {
+        /// What the link delivered, bytes per second.
+        delivered_bps: u64,
+    },
+    /// PURPLE: nothing delivered on a loaded link while a queue stands: an outage.
+    Outage,
+    /// PURPLE: between readings, following the capacity's trend (a fade) from the last reading.
+    Trend {
+        /// The capacity the trend predicts now, bytes per second.
+        capacity_bps: u64,
+    },
     /// The algorithm asked for more than `max` or less than `min`: clamped.
     Clamped,
     /// The algorithm asked for a change that the rate-of-change limit holds back.
@@ -298,6 +327,26 @@ impl fmt::Display for Reason {
             Reason::Restored => {
                 f.write_str("restored: the demand stopped, not the capacity (delay stayed low)")
             }
+            Reason::Capacity {
+                capacity_bps,
+                queue,
+            } => write!(
+                f,
+                "capacity: the link delivered {:.2} Mbit/s with {queue:?} of queue",
+                *capacity_bps as f64 * 8e-6
+            ),
+            Reason::Probe { gain } => write!(f, "probe: +{:.1}% (the link kept up)", gain * 100.0),
+            Reason::Shortfall { delivered_bps } => write!(
+                f,
+                "shortfall: {:.2} Mbit/s delivered after a saturated interval",
+                *delivered_bps as f64 * 8e-6
+            ),
+            Reason::Outage => f.write_str("outage: nothing delivered while a queue stands"),
+            Reason::Trend { capacity_bps } => write!(
+                f,
+                "trend: the capacity's trend predicts {:.2} Mbit/s",
+                *capacity_bps as f64 * 8e-6
+            ),
             Reason::Clamped => f.write_str("clamped to [min, max]"),
             Reason::RateLimited => f.write_str("change held back by the rate-of-change limit"),
         }

@@ -1,86 +1,110 @@
-//! PURPLE, our design: delay-targeting control that uses every signal it has to decide *how far*
-//! to move, not just *which way*, and that reads the link's delivered rate as a capacity
-//! measurement.
+//! PURPLE, our design: a law built from a model of the link, with one main knob (the latency
+//! target).
 //!
-//! Per direction, every `interval` (50 ms):
-//! 1. **Delay** = the pool's consensus one-way queueing delay (median over reflectors, baseline
-//!    corrected, smoothed); on a steady link also a *fast* estimate, the median of the latest
-//!    unsmoothed per-reflector delays of the last `fast_window` (the larger of the two counts:
-//!    the smoothed consensus sees a new queue one or two probes later); where the radio reports
-//!    its queue sojourn that counts too (the larger), so PURPLE works with probes, radio
-//!    metrics, or both.
-//! 2. **Target** = `target` + the serialisation time of two full-size frames at the current rate
-//!    (a low rate is not congestion) + `jitter_weight` x the learnt *jitter* (capped at
-//!    `max_jitter`). Jitter is learnt only on a link whose delivery is itself irregular (the
-//!    step-to-step throughput noise is above `noise_limit`, i.e. cellular scheduling), from the
-//!    delay seen while CAKE is backlogged and the link delivers about our rate, so the radio's
-//!    queue is neither growing nor draining. On a steady link every delay is a queue, and a
-//!    learnt jitter would only hide a standing one (it did, on the slow fade).
-//! 3. **Who is the bottleneck?** When the radio is narrower than our rate its buffer fills while
-//!    CAKE stays *empty* (the ACK clock runs at the radio's rate), until the radio's buffer is
-//!    full and holds CAKE back, which then backs up. So a *throughput deficit* (delivered below
-//!    `deficit` x our rate) means the radio is the bottleneck when CAKE is backlogged or the
-//!    delay has started to rise (above `early` x target); a shortfall with neither is only
-//!    demand. A deficit below `severe` x our rate cuts without waiting for the probes when CAKE
-//!    is backlogged, or when the previous interval was saturated (delivered >= `loaded` x rate):
-//!    right after a drop the ACK clock keeps CAKE empty while the radio's buffer fills, and the
-//!    probes crossing that queue come back only after it (250 ms on the step scenario's
-//!    15 Mbit/s uplink). Both thresholds widen with the measured throughput noise, and both
-//!    rules are off on a noisy link (one 50 ms delivery says little there).
-//! 4. **Cut to what the link delivers.** On a deficit, or a delay above target, the achieved
-//!    throughput *is* the link's capacity right now, so the new rate is `delivered x f` with
-//!    `f = 1 - queue / drain_time` clamped to [0.5, 0.95], where `queue` is the delay above
-//!    target or what the last interval's deficit added to the radio's buffer, whichever is
-//!    larger: below capacity by enough to drain the radio within `drain_time`. On a steady link
-//!    this holds whenever the link delivered less than `shortfall` x our rate, CAKE backlogged
-//!    or not (before: only without backlog, and a backlogged CAKE got a cut of a few per mille
-//!    while the radio's queue kept growing on the slow fade). An interval that delivered
-//!    nothing with the delay above target (an outage) halves the rate. One step reaches
-//!    the new capacity however far it fell, where AIMD needs many 10 % steps. A deficit within
-//!    the delay budget goes to 98% of the delivered rate. Without a throughput reading the cut
-//!    is multiplicative (`beta`). A further cut waits `decrease_holdoff` and, unless the deficit
-//!    is severe, only comes if the delay is not already falling.
-//!    **Delivery plateau** (capacity without overshooting): with CAKE backlogged it sends
-//!    exactly our rate, so `plateau_run` (2) consecutive intervals in which the link delivered
-//!    less than `(1 - plateau)` x our rate (0.8%, plus half a frame per interval) mean our rate
-//!    has passed the capacity, before the probes show the queue: cut to `plateau_cut` (0.97) x
-//!    the delivered rate (lower if the plateau added more queue) and remember the ceiling. Only on
-//!    a quiet link (throughput noise at most half `noise_limit`).
-//! 5. **Grow only with evidence of demand** (CAKE backlog, or load >= `loaded`), in proportion
-//!    to the delay headroom: `gain x (1 - delay / target)` per step. Fast while below the rate
-//!    where the last cut happened (the remembered ceiling), slow (`probe_gain`) between 0.9 and
-//!    `past_ceiling` x the ceiling, fast again above that (no queue where the last one was: the
-//!    capacity grew) or once the ceiling is `ceiling_memory` old. A cut while the link still
-//!    delivered our full rate (draining an earlier queue) keeps the earlier ceiling: our rate
-//!    was not above the capacity there.
-//! 6. The radio's capacity estimate, when given, is sanity-checked against what was achieved
-//!    (an estimate below the achieved throughput is ignored) and only caps increases.
+//! # What the law believes about the link
 //!
-//! Holding steady when idle keeps the last estimate; the engine's safety rules add the bounds,
-//! the stall fallback, no increase within `hold_after_decrease` of a cut and the rate-of-change
-//! limit.
+//! The shaper (CAKE, at our rate `R`) sits next to a bottleneck whose capacity `C` changes and
+//! whose buffer nobody can change (the radio's). Every control interval `T` (50 ms) the law is
+//! told what the link delivered (`d`), how much CAKE holds (its backlog, drops and marks) and the
+//! queueing delay the probes saw (`q`, one-way per direction). Three regimes can be told apart:
 //!
-//! Why, and what it costs (section C, `docs/section-c-results.md`): the throughput rules react
-//! within one interval of a capacity drop, before two of three reflectors' probes (30 probes/s
-//! in all) can show the queue, which is what brings the mean loaded latency on the slides'
-//! radio to about half of PURPLE-AIMD's at ~95% of the oracle's throughput. What no
-//! measurement-driven controller here reaches is the oracle's p99: a drop is only seen after
-//! the interval in which it happened, and in that interval the radio's buffer fills (150
-//! packets: up to 45 ms at 40 Mbit/s), so every drop leaves a transient of a few to tens of ms
-//! that an oracle told the capacity never has. An oracle told the exact capacity one interval
-//! late (`experiments::c::closed_loop::Contender::OracleLagged`) shows the bound: its p99 is
-//! 5-15 ms on the radio, 20-26 ms on the fast fluctuation and tens to hundreds of ms above the
-//! oracle's on the outage and cellular traces. On the cellular traces the per-interval
-//! delivery is too irregular to read a capacity from one interval, so there PURPLE is a delay
-//! controller with a jitter-widened target and stays well below the oracle's throughput.
+//! | regime | what is seen | what it says about `C` |
+//! |---|---|---|
+//! | **capacity-limited** | a queue stands in the bottleneck (`q` above its floor: 1 ms, one frame's serialisation and the link's learnt delay noise) while the link carried load; or, right after a probe, the link delivered less than the probed rate while the demand was there | the bottleneck was busy: `C = d`, a *reading* |
+//! | **rate-limited** | the link kept up with `R` (delivered `R` less one frame and 0.3%) with CAKE backlogged | `C >= R`: only a lower bound |
+//! | **demand-limited** | less than `R` delivered, no queue, no probe to answer | nothing (the senders want less, or bulk TCP backed off after a mark: CAKE's backlog is sampled once per interval and does not tell which) |
+//!
+//! A reading is exact but late: it describes the interval that just ended, as a perfect
+//! capacity measurement one interval late would (the section-C "late oracle"). Above the
+//! capacity the bottleneck's queue grows by `(R - C) T` per interval; below it, nothing tells
+//! how far below. So the law:
+//!
+//! - **cuts to the reading** ([`Reason::Capacity`]): `R = C (1 - m - (q - target)+ /
+//!   drain_time)`, at least `C / 2`: below what the link delivers by the cruise margin `m` (5% at
+//!   small targets, as the late oracle keeps) plus what drains the queue above the target within
+//!   `drain_time`;
+//! - **follows the capacity's trend** between readings ([`Reason::Trend`]): the running mean of
+//!   the log change per interval between successive readings (clipped at 2%) moves the cruise
+//!   rate, so a fade neither runs into a queue nor leaves capacity unused;
+//! - **probes for more** ([`Reason::Probe`]): once the link has been rate-limited for
+//!   `probe_wait` intervals after a reading (fewer on volatile links), `R` rises by `g0 = target /
+//!   (2 T)` per interval up to the last reading, lands just `g0` above it, and beyond it each
+//!   probe the link absorbs doubles the next (up to `2 target / T` on a calm link, the
+//!   volatility on a volatile one, or `probe_max` while far below the highest reading of the last
+//!   10 s: a dip or an outage ended). Far below a recent reading the rate goes straight back to
+//!   the cruise level under it. A probe's answer (the delivery falling short of it) is a reading;
+//! - **holds when the demand is the limit**: a download ending is not a capacity drop;
+//! - **cuts on a sudden shortfall** ([`Reason::Shortfall`]): right after a saturated interval, a
+//!   delivery below `sudden x R` with CAKE empty is either the capacity falling (bulk TCP is then
+//!   clocked by the new capacity and the probes crossing the filling queue come back late) or
+//!   the downloads ending. The law cuts to the delivery at once and **restores** the rate before
+//!   the cut ([`Reason::Restored`]) if the next two intervals show the demand stopped;
+//! - treats an interval that delivered nothing on a loaded link with a queue as an **outage**
+//!   ([`Reason::Outage`]): the engine then holds the configured minimum.
+//!
+//! The link's **volatility** (running mean of the clipped absolute log change between successive
+//! readings, fading with time) decides how cautious the probes are. On a calm link a rise of
+//! capacity is rare and a probe's overshoot is most of the queue there is: probes are small and
+//! seldom. On a volatile link (cellular scheduling, satellite hand-overs) one interval's delivery
+//! is mostly the scheduler's luck and the capacity often rises by tens of percent from one
+//! interval to the next, while its drops cost the same queue whatever the law does: there the
+//! capacity estimate blends in the best delivery of the last second's loaded intervals, the delay
+//! noise the link makes by itself is learnt (up to `max_noise`) and not drained, and the probes
+//! start at once. A single large step (a hand-over, the end of a dip) does not make a link
+//! volatile.
+//!
+//! # The main knob
+//!
+//! [`PurpleParams::target`] is the queueing delay the law aims for. It sets the drain term, the
+//! probe step `g0 = target / (2 T)` (a probe may add about half the target of queue in one
+//! interval), the calm-link probe cap `2 target / T` and the cruise margin
+//! (`margin x (1 - target / 50 ms)`), so sweeping it trades latency for throughput
+//! (`purple demo --matrix` draws the curve).
+//!
+//! # Phases
+//!
+//! The state per direction is one [`Phase`]; every change is recorded as a [`Transition`] with
+//! its trigger ([`Purple::take_transitions`]), and every decision carries a [`Reason`] naming
+//! the rule. The engine adds the bounds, the stall fallback and the change interval; PURPLE
+//! paces its own increases, so the engine's generic hold after a decrease and increase limit are
+//! opened ([`Law::safety`]).
 
 use crate::baseline::{Baseline, BaselineParams};
-use crate::config::{check, check_f, Config, ConfigError};
+use crate::config::{check, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
+use crate::safety::SafetyParams;
 use crate::{Direction, Duration, Instant, PerDir, Reason, ReflectorId, Sample};
 
 /// Reflectors whose raw samples the fast delay estimate tracks (more are replaced, oldest first).
 const FAST_SLOTS: usize = 8;
+
+/// Bytes of one full-size Ethernet frame (serialisation allowances, quantisation).
+const MTU: f64 = 1514.0;
+
+/// Volatility: the change of one reading counts up to this (|ln| of the ratio).
+const VOL_CLIP: f64 = 0.5;
+/// Volatility: weight of one reading's change in the running mean.
+const VOL_GAIN: f64 = 0.1;
+/// Volatility: kept per interval.
+const VOL_DECAY: f64 = 0.99;
+/// Trend: largest log change per interval believed (2%: a fade, not a step).
+const TREND_CLIP: f64 = 0.02;
+/// Trend: weight of one reading in the running mean.
+const TREND_GAIN: f64 = 0.5;
+/// Trend: smaller trends (per interval) and changes are ignored.
+const TREND_MIN: f64 = 0.001;
+
+/// Loaded intervals' deliveries kept for the capacity estimate on a volatile link.
+const READINGS: usize = 8;
+/// ... if no older than this.
+const RECENT: Duration = Duration::from_secs(1);
+/// How long the highest reading is remembered as the level to return to.
+const HIGH_MEMORY: Duration = Duration::from_secs(10);
+/// A reading at most this many intervals old is still the capacity to return to at once.
+const RECENT_READING: u32 = 100;
+
+/// Transitions kept until taken (older ones are dropped first).
+const MAX_TRANSITIONS: usize = 32;
 
 /// One reflector's latest unsmoothed delay per direction, for the fast delay estimate.
 #[derive(Clone, Debug)]
@@ -101,149 +125,234 @@ impl Default for FastSlot {
     }
 }
 
-/// Bytes of one full-size Ethernet frame, for the serialisation allowance added to the target.
-const MTU: f64 = 1514.0;
+/// Declares PURPLE's parameters once: field, type, default, accepted range and documentation
+/// (the same text is in [`PurpleParams::OPTIONS`] for configuration files and their errors).
+macro_rules! purple_params {
+    ($( $(#[doc = $doc:literal])+ $name:ident: $ty:ty = $default:expr, $lo:expr, $hi:expr, $acc:literal; )*) => {
+        /// PURPLE's parameters. [`PurpleParams::target`] is the one to change; the others are
+        /// the law's design constants, exposed for experiments.
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub struct PurpleParams {
+            $( $(#[doc = $doc])+ pub $name: $ty, )*
+        }
 
-/// PURPLE's parameters.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PurpleParams {
-    /// Control interval. Default 50 ms. Accepted 10 ms ..= 5 s.
-    pub interval: Duration,
-    /// Target queueing delay. Default 5 ms. Accepted 1 ms ..= 1 s.
-    pub target: Duration,
-    /// Time in which a cut should drain the radio's queue. Default 200 ms. Accepted
-    /// 50 ms ..= 10 s.
-    pub drain_time: Duration,
-    /// Cut when no throughput is known. Default 0.1. Accepted 0.01 ..= 0.5.
-    pub beta: f64,
-    /// Least time between cuts. Default 100 ms. Accepted 0 ..= 10 s.
-    pub decrease_holdoff: Duration,
-    /// Growth per step at zero delay, below the ceiling. Default 0.04. Accepted 0 ..= 1.
-    pub gain: f64,
-    /// Growth per step at zero delay, near the ceiling. Default 0.004. Accepted 0 ..= gain.
-    pub probe_gain: f64,
-    /// How long the ceiling is remembered. Default 5 s. Accepted 0 ..= 10 min.
-    pub ceiling_memory: Duration,
-    /// CAKE backlog (bytes) that shows our shaper is the bottleneck. Default 3000. Accepted
-    /// 1 ..= 2^32.
-    pub cake_busy_bytes: u64,
-    /// Load at which the link counts as loaded. Default 0.9. Accepted 0 ..= 1.
-    pub loaded: f64,
-    /// Throughput deficit: CAKE backlogged yet the link delivered less than `deficit x rate`
-    /// means the radio is narrower than our rate. Default 0.97. Accepted 0.5 ..= 1.
-    pub deficit: f64,
-    /// A deficit this deep (`delivered < severe x rate`) cuts without waiting for the delay to
-    /// confirm it. Default 0.8. Accepted 0 ..= `deficit`.
-    pub severe: f64,
-    /// Weight of the measured delay jitter added to the target. Default 2. Accepted 0 ..= 10.
-    pub jitter_weight: f64,
-    /// A throughput deficit cuts once the delay exceeds this fraction of the target (or CAKE is
-    /// backlogged). Default 0.3. Accepted 0 ..= 1.
-    pub early: f64,
-    /// Relative step-to-step throughput noise above which the throughput-deficit rules are off
-    /// (a cellular link's 50 ms deliveries vary too much to read a shortfall from one interval).
-    /// Default 0.1. Accepted 0 ..= 1.
-    pub noise_limit: f64,
-    /// Largest jitter allowance added to the target. Default 100 ms. Accepted 0 ..= 1 s.
-    pub max_jitter: Duration,
-    /// Fast delay estimate: the median of the latest *unsmoothed* per-reflector delays heard
-    /// within this window (two reflectors or more); the delay the law acts on is the larger of
-    /// it and the pool's smoothed consensus, which sees a new queue one or two probes later.
-    /// Zero turns it off. Default 100 ms. Accepted 0 ..= 1 s.
-    pub fast_window: Duration,
-    /// With the delay above target, a link delivering less than `shortfall x rate` is the
-    /// bottleneck (whatever CAKE's backlog): the cut goes below what it delivers. Default 0.99.
-    /// Accepted 0.5 ..= 1.
-    pub shortfall: f64,
-    /// Growth is slow (`probe_gain`) only between 0.9 and `past_ceiling` x the remembered
-    /// ceiling; beyond it no queue was seen where the last one was, so the capacity has grown
-    /// and growth is fast (`gain`) again. Default 1.1. Accepted 1 ..= 100.
-    pub past_ceiling: f64,
-    /// A delay above target cuts to the delivered rate (or halves the rate on an interval
-    /// that delivered nothing) only if the link carried load — CAKE backlogged, or delivering at
-    /// least half our rate — within this time. On an idle or lightly used link the delay is not
-    /// ours to fix by cutting to what a few probes and ACKs deliver (that would drop the rate to
-    /// `min` on one jitter spike, found driving kernel CAKE in the emulated reference kernel): the
-    /// cut there is the gentle `beta` one and no ceiling is learnt. Default 1 s. Accepted
-    /// 0 ..= 60 s.
-    pub busy_memory: Duration,
-    /// Delivery plateau: on a steady link with demand (CAKE backlogged or the previous interval
-    /// saturated), `plateau_run` consecutive intervals delivering less than `(1 - plateau) x
-    /// rate` mean our rate has passed the link's capacity although the delay has not shown it
-    /// yet: cut just below what the link delivers. Zero turns it off. Default 0.008. Accepted
-    /// 0 ..= 0.5.
-    pub plateau: f64,
-    /// Consecutive short intervals that make a plateau. Default 2. Accepted 1 ..= 20.
-    pub plateau_run: u32,
-    /// A plateau cuts to at most this fraction of the delivered rate (less if the plateau added
-    /// more than `(1 - plateau_cut) x drain_time` of queue). Default 0.97. Accepted 0.5 ..= 1.
-    pub plateau_cut: f64,
+        impl Default for PurpleParams {
+            fn default() -> Self {
+                PurpleParams { $( $name: $default, )* }
+            }
+        }
+
+        impl PurpleParams {
+            /// Every parameter: its configuration name, accepted range and documentation.
+            pub const OPTIONS: &'static [ParamInfo] = &[
+                $( ParamInfo {
+                    name: concat!("purple.", stringify!($name)),
+                    accepted: $acc,
+                    doc: concat!($($doc, "\n"),+),
+                }, )*
+            ];
+
+            fn check_ranges(&self) -> Result<(), ConfigError> {
+                $( check(
+                    ($lo..=$hi).contains(&self.$name),
+                    concat!("purple.", stringify!($name)),
+                    self.$name,
+                    $acc,
+                )?; )*
+                Ok(())
+            }
+        }
+    };
 }
 
-impl Default for PurpleParams {
-    fn default() -> Self {
-        PurpleParams {
-            interval: Duration::from_millis(50),
-            target: Duration::from_millis(5),
-            drain_time: Duration::from_millis(200),
-            beta: 0.1,
-            decrease_holdoff: Duration::from_millis(100),
-            gain: 0.04,
-            probe_gain: 0.004,
-            ceiling_memory: Duration::from_secs(5),
-            cake_busy_bytes: 3000,
-            loaded: 0.9,
-            deficit: 0.97,
-            severe: 0.8,
-            jitter_weight: 2.0,
-            early: 0.3,
-            noise_limit: 0.1,
-            max_jitter: Duration::from_millis(100),
-            fast_window: Duration::from_millis(100),
-            shortfall: 0.99,
-            past_ceiling: 1.1,
-            busy_memory: Duration::from_secs(1),
-            plateau: 0.008,
-            plateau_run: 2,
-            plateau_cut: 0.97,
+/// A parameter's name, accepted range and documentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamInfo {
+    /// As written in configuration files (`purple.target`).
+    pub name: &'static str,
+    /// The accepted range, in words.
+    pub accepted: &'static str,
+    /// What it does and its default.
+    pub doc: &'static str,
+}
+
+const fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+purple_params! {
+    /// Control interval. Default 50 ms.
+    interval: Duration = ms(50), ms(10), ms(5_000), "10 ms ..= 5 s";
+    /// The queueing delay aimed for: the main knob. Larger targets probe harder and cruise
+    /// closer to the capacity (more throughput, more delay). Default 2 ms.
+    target: Duration = ms(2), Duration::from_micros(200), ms(1_000), "0.2 ms ..= 1 s";
+    /// A queue above the target is drained within this time. Default 100 ms.
+    drain_time: Duration = ms(100), ms(20), ms(10_000), "20 ms ..= 10 s";
+    /// Cruise margin: after a capacity reading the rate goes this fraction below it (what the
+    /// late oracle keeps too), so a capacity that declines slowly between readings does not
+    /// build a queue before the next reading. Smaller with larger targets: the margin used is
+    /// `margin x (1 - target / 50 ms)`, at least 0. Default 0.05.
+    margin: f64 = 0.05, 0.0, 0.5, "0 ..= 0.5";
+    /// Least first probe gain (the first probe raises the rate by at least this fraction).
+    /// Default 0.01.
+    probe_min: f64 = 0.01, 0.0, 1.0, "0 ..= 1";
+    /// Largest probe gain. Default 0.5.
+    probe_max: f64 = 0.5, 0.0, 4.0, "0 ..= 4";
+    /// On a steady link, intervals between a capacity reading and the first probe. Fewer on
+    /// volatile links (none at `volatile`). Default 20 (1 s).
+    probe_wait: u32 = 20, 0, 1_000, "0 ..= 1000";
+    /// Volatility (mean absolute log change between successive capacity readings) at which
+    /// the link counts as fully volatile: probes start at once, at a gain of at least the
+    /// volatility. Default 0.1.
+    volatile: f64 = 0.1, 0.001, 10.0, "0.001 ..= 10";
+    /// Delay above which a queue counts as standing in the bottleneck (on top of the
+    /// serialisation of one frame at the current rate and the link's learnt delay noise).
+    /// Default 1 ms (ICMP timestamps have 1 ms resolution).
+    queue_floor: Duration = ms(1), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+    /// Largest delay noise learnt on a volatile link (delay seen while the link keeps up with
+    /// our rate and CAKE holds the queue: the link's own scheduling, not a queue of ours).
+    /// Default 100 ms.
+    max_noise: Duration = ms(100), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+    /// CAKE backlog (bytes) that shows CAKE had more to send than our rate allowed. Default
+    /// 3000.
+    busy_bytes: u64 = 3_000, 1, 1 << 32, "1 ..= 2^32";
+    /// A delivery at least `1 - shortfall` of our rate, less one frame per interval (the
+    /// quantisation of one interval's count), counts as keeping up with it. Default 0.003.
+    shortfall: f64 = 0.003, 0.0, 0.5, "0 ..= 0.5";
+    /// A delivery below `sudden x` our rate right after a saturated interval is a sudden
+    /// shortfall: cut at once, restore if the demand stopped. Default 0.5.
+    sudden: f64 = 0.5, 0.0, 1.0, "0 ..= 1";
+    /// How long a delay seen without load is not ours to fix, and how long load is
+    /// remembered for a capacity reading from the delay alone. Default 1 s.
+    busy_memory: Duration = ms(1_000), Duration::ZERO, ms(60_000), "0 ..= 60 s";
+    /// Cut per interval on a delay above target when no delivery is known (the daemon without
+    /// a throughput signal). Default 0.1.
+    beta: f64 = 0.1, 0.01, 0.5, "0.01 ..= 0.5";
+    /// Fast delay estimate: the median of the latest unsmoothed per-reflector delays heard
+    /// within this window (two reflectors or more); the law acts on the larger of it and the
+    /// pool's smoothed consensus. Zero turns it off. Default 100 ms.
+    fast_window: Duration = ms(100), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+}
+
+/// What the law is doing in one direction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// No capacity reading yet: probing up from the base rate.
+    Startup,
+    /// Just below the last capacity reading, no queue above the target.
+    Cruise,
+    /// Above the last reading, to find out whether the capacity grew.
+    Probe,
+    /// A queue above the target stands: below the capacity by enough to drain it.
+    Drain,
+    /// The senders want less than our rate: the rate is held.
+    Idle,
+    /// Nothing delivered while a queue stands.
+    Outage,
+    /// Cut on a sudden shortfall, not yet confirmed by the delay or the delivery.
+    Suspect,
+}
+
+impl Phase {
+    /// Lower-case name, as logged.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Startup => "startup",
+            Phase::Cruise => "cruise",
+            Phase::Probe => "probe",
+            Phase::Drain => "drain",
+            Phase::Idle => "idle",
+            Phase::Outage => "outage",
+            Phase::Suspect => "suspect",
         }
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
-struct St {
-    last_cut: Option<Instant>,
-    delay_at_cut: Duration,
-    ceiling: Option<(Instant, u64)>,
-    /// Smoothed delay (s) measured while the link kept up with our rate: the path's jitter.
-    jitter: f64,
-    /// Smoothed relative change of the delivered rate from one step to the next: how noisy a
-    /// single interval's throughput is on this link (0 on a steady link, ~0.3+ on cellular).
-    noise: f64,
-    /// The previous step's delivered rate, bytes per second.
-    prev_thr: f64,
-    /// The previous step delivered at least `loaded` x the rate.
-    was_saturated: bool,
-    /// The last step at which the link carried load (CAKE backlogged or at least half our rate
-    /// delivered).
-    last_busy: Option<Instant>,
-    /// Consecutive intervals that delivered less than `(1 - plateau) x rate` under demand.
-    over_run: u32,
-    /// The queue (seconds at the delivered rate) those intervals added to the radio's buffer.
-    over_q: f64,
-    /// A cut made on a sudden shortfall alone (delay not above target), awaiting confirmation.
-    unconfirmed: Option<Unconfirmed>,
+/// A change of phase, with what triggered it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Transition {
+    /// When.
+    pub at: Instant,
+    /// Which direction.
+    pub dir: Direction,
+    /// From.
+    pub from: Phase,
+    /// To.
+    pub to: Phase,
+    /// The rule that moved it (as in the decision's reason).
+    pub trigger: Reason,
 }
 
-/// A cut not yet confirmed by the delay or the delivery that follows it.
+/// What one interval showed about the link (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Regime {
+    /// The bottleneck was busy: the delivery is the capacity.
+    CapacityLimited(f64),
+    /// CAKE had more than our rate to send and the link kept up.
+    RateLimited,
+    /// The senders want less than our rate.
+    DemandLimited,
+    /// Nothing delivered while a queue stands.
+    Outage,
+    /// No delivery known: only the delay speaks.
+    DelayOnly,
+}
+
 #[derive(Clone, Copy, Debug)]
-struct Unconfirmed {
-    /// When it was made.
-    at: Instant,
-    /// The rate before it.
-    before: u64,
-    /// The ceiling before it.
-    ceiling: Option<(Instant, u64)>,
+struct DirState {
+    phase: Phase,
+    /// The last capacity reading, bytes/s.
+    capacity: Option<f64>,
+    /// The deliveries of the last loaded intervals with their times (a ring), for the
+    /// estimate on volatile links.
+    readings: [(Instant, f64); READINGS],
+    /// Readings stored (saturates at `READINGS`), and the next slot.
+    n_readings: usize,
+    /// Intervals since the last reading.
+    since_reading: u32,
+    /// The highest reading of the last `HIGH_MEMORY`, and when: the level a capacity that
+    /// dipped (or went out) is likely to come back to.
+    high: Option<(Instant, f64)>,
+    /// Trend: running mean of the log change of the capacity per interval between successive
+    /// readings (clipped at +-TREND_CLIP).
+    trend: f64,
+    /// Volatility: running mean (weight 0.1) of |ln| of the ratio of successive readings,
+    /// each clipped at 0.5.
+    volatility: f64,
+    /// Probes absorbed in a row (the next gain doubles with each).
+    probes: u32,
+    /// The rate the last probe asked for: counted as absorbed once it is in force (the
+    /// engine's safety rules may hold an increase back for a while).
+    asked: Option<f64>,
+    /// The previous interval saturated our rate.
+    saturated: bool,
+    /// When the link last carried load.
+    last_busy: Option<Instant>,
+    /// The delay noise floor learnt while the link keeps up without a queue building, s.
+    noise: f64,
+    /// A sudden-shortfall cut awaiting confirmation: when, and the rate before it.
+    suspect: Option<(Instant, u64)>,
+}
+
+impl Default for DirState {
+    fn default() -> Self {
+        DirState {
+            phase: Phase::Startup,
+            capacity: None,
+            readings: [(Instant::ZERO, 0.0); READINGS],
+            n_readings: 0,
+            since_reading: 0,
+            high: None,
+            trend: 0.0,
+            volatility: 0.0,
+            probes: 0,
+            asked: None,
+            saturated: false,
+            last_busy: None,
+            noise: 0.0,
+            suspect: None,
+        }
+    }
 }
 
 /// PURPLE. See the module documentation.
@@ -251,8 +360,9 @@ struct Unconfirmed {
 pub struct Purple {
     /// Parameters.
     pub p: PurpleParams,
-    st: PerDir<St>,
+    st: PerDir<DirState>,
     fast: [FastSlot; FAST_SLOTS],
+    transitions: Vec<Transition>,
 }
 
 impl Default for Purple {
@@ -268,7 +378,47 @@ impl Purple {
             p,
             st: PerDir::default(),
             fast: Default::default(),
+            transitions: Vec::with_capacity(MAX_TRANSITIONS),
         }
+    }
+
+    /// The current phase of `dir`.
+    pub fn phase(&self, dir: Direction) -> Phase {
+        self.st[dir].phase
+    }
+
+    /// The last capacity reading of `dir`, bytes per second.
+    pub fn capacity(&self, dir: Direction) -> Option<u64> {
+        self.st[dir].capacity.map(|c| c as u64)
+    }
+
+    /// The measured volatility of `dir` (mean absolute log change between readings).
+    pub fn volatility(&self, dir: Direction) -> f64 {
+        self.st[dir].volatility
+    }
+
+    /// Takes the phase changes since the last call, oldest first (at most 32 are kept between
+    /// calls; call it after every poll to see them all).
+    pub fn take_transitions(&mut self) -> std::vec::Drain<'_, Transition> {
+        self.transitions.drain(..)
+    }
+
+    fn set_phase(&mut self, now: Instant, dir: Direction, to: Phase, trigger: Reason) {
+        let from = self.st[dir].phase;
+        if from == to {
+            return;
+        }
+        self.st[dir].phase = to;
+        if self.transitions.len() >= MAX_TRANSITIONS {
+            self.transitions.remove(0);
+        }
+        self.transitions.push(Transition {
+            at: now,
+            dir,
+            from,
+            to,
+            trigger,
+        });
     }
 
     /// The fast delay estimate of `dir` at `now`: the median of the latest unsmoothed delays of
@@ -296,6 +446,33 @@ impl Purple {
     }
 }
 
+/// The first probe gain at volatility `vol`: `target / (2 T)`, at least `probe_min`, and at
+/// least the volatility itself on a volatile link; at most `probe_max`.
+fn first_gain(p: &PurpleParams, vol: f64) -> f64 {
+    let from_target = p.target.as_secs_f64() / (2.0 * p.interval.as_secs_f64());
+    from_target.max(p.probe_min).max(vol).min(p.probe_max)
+}
+
+/// The largest probe gain at volatility `vol`: a probe that overshoots by `g` adds `g T` of
+/// queue in one interval, so on a calm link the gain stays within twice the target's worth
+/// (`2 target / T`); on a volatile link it may reach the volatility (capacity swings that large
+/// are common there, and a cautious search leaves them unused); never above `probe_max`.
+fn gain_cap(p: &PurpleParams, vol: f64) -> f64 {
+    let from_target = 2.0 * p.target.as_secs_f64() / p.interval.as_secs_f64();
+    from_target.max(vol).min(p.probe_max)
+}
+
+/// The cruise margin below a reading at the configured target.
+fn margin(p: &PurpleParams) -> f64 {
+    p.margin * (1.0 - p.target.as_secs_f64() / 0.05).max(0.0)
+}
+
+/// Intervals to wait after a reading before probing, at volatility `vol`.
+fn probe_wait(p: &PurpleParams, vol: f64) -> u32 {
+    let f = (1.0 - vol / p.volatile).clamp(0.0, 1.0);
+    (f64::from(p.probe_wait) * f).round() as u32
+}
+
 impl Law for Purple {
     fn name(&self) -> &'static str {
         "purple"
@@ -307,93 +484,27 @@ impl Law for Purple {
         Needs::DelayOrRadio
     }
     fn validate(&self) -> Result<(), ConfigError> {
-        let p = &self.p;
-        let ms = Duration::from_millis;
+        self.p.check_ranges()?;
         check(
-            (ms(10)..=ms(5000)).contains(&p.interval),
-            "purple.interval",
-            p.interval,
-            "10 ms ..= 5 s",
-        )?;
-        check(
-            (ms(1)..=ms(1000)).contains(&p.target),
-            "purple.target",
-            p.target,
-            "1 ms ..= 1 s",
-        )?;
-        check(
-            (ms(50)..=ms(10_000)).contains(&p.drain_time),
-            "purple.drain_time",
-            p.drain_time,
-            "50 ms ..= 10 s",
-        )?;
-        check_f(p.beta, 0.01, 0.5, "purple.beta", "0.01 ..= 0.5")?;
-        check(
-            p.decrease_holdoff <= ms(10_000),
-            "purple.decrease_holdoff",
-            p.decrease_holdoff,
-            "0 ..= 10 s",
-        )?;
-        check_f(p.gain, 0.0, 1.0, "purple.gain", "0 ..= 1")?;
-        check_f(p.probe_gain, 0.0, p.gain, "purple.probe_gain", "0 ..= gain")?;
-        check(
-            p.ceiling_memory <= ms(600_000),
-            "purple.ceiling_memory",
-            p.ceiling_memory,
-            "0 ..= 10 min",
-        )?;
-        check(
-            (1..=1 << 32).contains(&p.cake_busy_bytes),
-            "purple.cake_busy_bytes",
-            p.cake_busy_bytes,
-            "1 ..= 2^32",
-        )?;
-        check_f(p.loaded, 0.0, 1.0, "purple.loaded", "0 ..= 1")?;
-        check_f(p.deficit, 0.5, 1.0, "purple.deficit", "0.5 ..= 1")?;
-        check_f(p.severe, 0.0, p.deficit, "purple.severe", "0 ..= deficit")?;
-        check_f(p.early, 0.0, 1.0, "purple.early", "0 ..= 1")?;
-        check_f(p.noise_limit, 0.0, 1.0, "purple.noise_limit", "0 ..= 1")?;
-        check_f(
-            p.jitter_weight,
-            0.0,
-            10.0,
-            "purple.jitter_weight",
-            "0 ..= 10",
-        )?;
-        check(
-            p.max_jitter <= ms(1000),
-            "purple.max_jitter",
-            p.max_jitter,
-            "0 ..= 1 s",
-        )?;
-        check(
-            p.fast_window <= ms(1000),
-            "purple.fast_window",
-            p.fast_window,
-            "0 ..= 1 s",
-        )?;
-        check_f(p.shortfall, 0.5, 1.0, "purple.shortfall", "0.5 ..= 1")?;
-        check_f(
-            p.past_ceiling,
-            1.0,
-            100.0,
-            "purple.past_ceiling",
-            "1 ..= 100",
-        )?;
-        check(
-            p.busy_memory <= ms(60_000),
-            "purple.busy_memory",
-            p.busy_memory,
-            "0 ..= 60 s",
-        )?;
-        check_f(p.plateau, 0.0, 0.5, "purple.plateau", "0 ..= 0.5")?;
-        check_f(p.plateau_cut, 0.5, 1.0, "purple.plateau_cut", "0.5 ..= 1")?;
-        check(
-            (1..=20).contains(&p.plateau_run),
-            "purple.plateau_run",
-            p.plateau_run,
-            "1 ..= 20",
+            self.p.probe_min <= self.p.probe_max,
+            "purple.probe_min",
+            self.p.probe_min,
+            "0 ..= probe_max",
         )
+    }
+    /// PURPLE paces its own increases (no probe within `probe_wait` of a reading, gains that
+    /// double only while the link absorbs them, at most `probe_max` per interval), so the
+    /// engine's generic increase limits are opened to what the law can ask: no hold after a
+    /// decrease, and `probe_max` per interval. The generic defaults (a 500 ms hold, +100% per
+    /// second) would throttle a capacity that came back after a dip or an outage to +5% per
+    /// interval: seconds to recover a tenfold drop that the late oracle recovers in one.
+    fn safety(&self, configured: SafetyParams) -> SafetyParams {
+        SafetyParams {
+            hold_after_decrease: Duration::ZERO,
+            max_increase_per_s: (self.p.probe_max / self.p.interval.as_secs_f64())
+                .clamp(0.001, 100.0),
+            ..configured
+        }
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         let Sample::Owd {
@@ -427,250 +538,303 @@ impl Law for Purple {
         let d = s.baseline[dir].update(now, owd_ns);
         s.last[dir] = Some((now, d));
     }
+
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, _cfg: &Config) -> Step {
         let p = self.p;
-        // The fast estimate only on a steady link: on a cellular one single probes carry the
-        // scheduling jitter the smoothed consensus filters out (it cost throughput there).
-        let fast = if p.fast_window == Duration::ZERO || self.st[dir].noise > p.noise_limit {
+        let t_s = p.interval.as_secs_f64();
+        // The delay: the larger of the smoothed consensus, the fast estimate and (where the
+        // radio reports it) the radio's own sojourn time.
+        let fast = if p.fast_window == Duration::ZERO {
             None
         } else {
             self.fast_delay(now, dir, p.fast_window)
         };
-        let st = &mut self.st[dir];
-        let sojourn = sig.radio.map(|r| r.sojourn);
-        let sigdelay = match (sig.delay, fast) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, _) => a,
-        };
-        let delay = match (sigdelay, sojourn) {
-            (Some(a), Some(b)) => a.max(b),
-            (a, b) => a.or(b).unwrap_or(Duration::ZERO),
-        };
+        let q = [sig.delay, fast, sig.radio.map(|r| r.sojourn)]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(Duration::ZERO)
+            .as_secs_f64();
         let cur = sig.current as f64;
-        // Our rate as the link sees it (the decided one unless the actuator did not apply it):
-        // what delivered throughput is compared with. New rates still build on `cur`.
-        let ours = sig.in_force as f64;
-        // The target counts from the unavoidable delay of the current rate: a probe may wait
-        // behind one MTU-sized packet in the shaper and one in the radio. At 0.5 Mbit/s that
-        // is 48 ms; without it any low rate reads as congestion and the rate locks at `min`
-        // (found on the cellular traces). At 100 Mbit/s it adds 0.24 ms.
-        let serialisation = Duration::from_nanos((2.0 * MTU * 1e9 / cur.max(1.0)).min(1e9) as u64);
-        let load = sig.load.unwrap_or(0.0);
-        let cake_busy = sig.cake_backlog.is_some_and(|b| b >= p.cake_busy_bytes);
-        // Without CAKE's backlog (a daemon that cannot read it) a delivery below our rate may be
-        // the senders' own dynamics (TCP backing off after a mark, a flow ending), not the link:
-        // the throughput-only rules (deficit on a small delay rise, severe shortfall) stay off
-        // and only a delay above target cuts. With them on, the lab's daemon ratcheted its rate
-        // down to what bursty real TCP delivered (46% of the capacity in a 30 s run).
-        let backlog_known = sig.cake_backlog.is_some();
-        let thr = sig.throughput.filter(|&t| t > 0).map(|t| t as f64);
-        let since_cut = st.last_cut.map(|t| now.saturating_duration_since(t));
-        if cake_busy || thr.is_some_and(|t| t >= 0.5 * ours) {
+        // What the link saw during the interval: the rate in force (the decided one unless the
+        // actuator did not apply it). New rates build on it too.
+        let r = (sig.in_force as f64).max(1.0);
+        let target = p.target.as_secs_f64();
+        // A probe may wait behind a frame in the bottleneck even with no queue to speak of: at
+        // low rates that is a delay the law cannot remove (24 ms at 0.5 Mbit/s).
+        let serial = (MTU / r).min(1.0);
+        let d = sig.throughput.map(|t| t as f64);
+        let backlogged =
+            sig.cake_backlog.is_some_and(|b| b >= p.busy_bytes) || sig.cake_new_drops > 0;
+        let eps = p.shortfall + MTU / (r * t_s);
+        let keeps_up = d.is_some_and(|d| d >= r * (1.0 - eps));
+        let st = &mut self.st[dir];
+        if backlogged || d.is_some_and(|d| d >= 0.5 * r) {
             st.last_busy = Some(now);
         }
-        let recently_busy = st
+        let busy = st
             .last_busy
             .is_some_and(|b| now.saturating_duration_since(b) <= p.busy_memory);
-        if let Some(t) = thr {
-            if st.prev_thr > 0.0 {
-                let x = (t - st.prev_thr).abs() / t.max(st.prev_thr);
-                st.noise += 0.1 * (x - st.noise);
+        let floor = p.queue_floor.as_secs_f64() + serial + st.noise;
+        let queue = q > floor;
+        // A probe is an experiment: right after one, a shortfall while the demand was there
+        // (CAKE backlogged, or the interval before kept up with our rate: above the capacity
+        // bulk TCP is clocked by the bottleneck and CAKE runs empty) is its answer: the
+        // capacity is below the probed rate. Otherwise a shortfall with CAKE
+        // backlogged is no reading: the backlog is sampled once per interval and bulk TCP's
+        // own dips (a flow backing off after a mark) leave CAKE partly empty within it.
+        let probing = st.asked.is_some_and(|a| r >= 0.999 * a);
+        let regime = match d {
+            None => Regime::DelayOnly,
+            Some(d) if d <= 0.0 && queue && busy => Regime::Outage,
+            Some(d)
+                if busy && (queue || (probing && (backlogged || st.saturated) && !keeps_up)) =>
+            {
+                Regime::CapacityLimited(d)
             }
-            st.prev_thr = t;
+            Some(_) if keeps_up && (backlogged || sig.cake_backlog.is_none()) => {
+                Regime::RateLimited
+            }
+            Some(_) => Regime::DemandLimited,
+        };
+        // Delay noise: learnt only while the link keeps up at our rate with CAKE holding the
+        // queue (no queue can be building in the bottleneck then), slowly, and only below the
+        // target (a learnt noise above it would hide a real queue).
+        // On a volatile link the delay varies without any queue of ours (a cellular scheduler
+        // leaves the link silent for tens of ms), so there the noise may grow up to
+        // `max_noise`; on a calm link only up to the target.
+        if regime == Regime::RateLimited && backlogged {
+            let v = (st.volatility / p.volatile).min(1.0);
+            let cap = target + v * (p.max_noise.as_secs_f64() - target).max(0.0);
+            let x = (q - p.queue_floor.as_secs_f64()).clamp(0.0, cap);
+            st.noise += 0.05 * (x - st.noise);
         }
-        // Throughput thresholds widen with the link's measured noise: one interval's shortfall
-        // means something on a steady radio and little on a cellular link.
-        // Beyond `noise_limit` the throughput rules are off and only the delay decides.
-        let slack = 2.0 * st.noise;
-        let steady = st.noise <= p.noise_limit;
-        // Jitter, on a link whose delivery is itself irregular (throughput noise above
-        // `noise_limit`, i.e. cellular scheduling): with CAKE backlogged and the link delivering
-        // about our rate (not clearly less: the radio's queue would be growing; not clearly more:
-        // it would be draining one), what the probes measure is the path's own delay variation,
-        // not a queue we are building. Learnt slowly and capped. On a steady link any delay is a
-        // queue: there a learnt "jitter" would only hide a standing queue (seen on the slow fade).
-        let kept_up = !steady
-            && cake_busy
-            && thr.is_some_and(|t| t >= (0.98 - slack) * ours && t <= (1.02 + slack) * ours);
-        if kept_up {
-            let x = delay.as_secs_f64().min(p.max_jitter.as_secs_f64());
-            st.jitter += 0.05 * (x - st.jitter);
+        if let (Some(d), true) = (d, backlogged || keeps_up || queue) {
+            if busy {
+                st.readings[st.n_readings % READINGS] = (now, d);
+                st.n_readings += 1;
+            }
         }
-        let jitter = (p.jitter_weight * st.jitter).min(p.max_jitter.as_secs_f64());
-        let target = p.target + serialisation + Duration::from_secs_f64(jitter);
-        // The radio is narrower than our rate: the link delivered clearly less than our rate while
-        // either CAKE is backlogged (the radio's buffer is full and holding CAKE back) or the
-        // delay has started to rise (CAKE is empty because the ACK clock runs at the radio's
-        // rate, and the radio's buffer is filling). Without either, a shortfall is only demand.
-        let early = Duration::from_secs_f64(target.as_secs_f64() * p.early);
-        // On a link that carried no load lately, a rising delay is not ours (it was cutting an
-        // idle link to what the probes deliver, i.e. to `min`, found in the lab).
-        let deficit = steady
-            && thr.is_some_and(|t| t < (p.deficit - slack) * ours)
-            && (cake_busy || (backlog_known && delay > early && recently_busy));
-        // A cut on a sudden shortfall alone is confirmed by what follows: the delay rising, or
-        // the link delivering at least half the new rate (the capacity did drop). If instead the
-        // delay stays low and the link goes nearly idle for two intervals, the demand stopped
-        // (the downloads ended), not the capacity: the rate before the cut comes back, so the
-        // next download does not start from `min` (found in the lab's radio run).
-        if let Some(Unconfirmed {
-            at,
-            before,
-            ceiling,
-        }) = st.unconfirmed
-        {
+        let was_saturated = st.saturated;
+        st.saturated = keeps_up;
+        st.since_reading = st.since_reading.saturating_add(1);
+        // Volatility also fades with time (halving in about 3.5 s at 50 ms): one event is
+        // forgotten on a link that stays calm, however rarely it gives readings.
+        st.volatility *= VOL_DECAY;
+        // A sudden-shortfall cut is confirmed by a queue or by delivery near the new rate, and
+        // refuted by two intervals of a nearly idle link with no queue: the demand stopped.
+        if let Some((at, before)) = st.suspect {
+            let confirmed = queue || backlogged || d.is_some_and(|d| d >= 0.5 * cur);
             let age = now.saturating_duration_since(at);
-            let confirmed = delay > early || cake_busy || thr.is_some_and(|t| t >= 0.5 * ours);
             if confirmed || age > p.busy_memory {
-                st.unconfirmed = None;
+                st.suspect = None;
             } else if age.as_nanos() >= 2 * p.interval.as_nanos() {
-                st.unconfirmed = None;
-                st.ceiling = ceiling;
-                st.last_cut = None;
+                st.suspect = None;
+                let reason = Reason::Restored;
+                self.set_phase(now, dir, Phase::Idle, reason);
                 return Step {
                     rate: before,
-                    reason: Reason::Restored,
+                    reason,
                 };
             }
         }
-        // Severe: CAKE backlogged (the radio's full buffer holds it back), or the link was
-        // saturated in the previous interval and now suddenly delivers far less: the ACK clock of
-        // bulk TCP runs at the radio's new rate, so CAKE is empty while the radio's buffer fills,
-        // and the probes crossing that queue only come back after it (on a 15 Mbit/s uplink,
-        // 250 ms after the drop, found on the step scenario).
-        let severe = steady
-            && (cake_busy || (backlog_known && st.was_saturated))
-            && thr.is_some_and(|t| t < (p.severe - slack) * ours);
-        st.was_saturated = thr.is_some_and(|t| t >= p.loaded * ours);
-        // Delivery plateau: CAKE backlogged sends exactly our rate, so a link delivering clearly
-        // less for `plateau_run` intervals is filling the radio's buffer. Only on a quiet link
-        // (half the noise limit) and with half a frame per interval of slack: at 5 Mbit/s one
-        // frame is 5% of an interval's delivery, and without that slack the rule held the rate
-        // at its minimum after the outage scenario's outages.
-        match thr {
-            Some(t)
-                if p.plateau > 0.0
-                    && steady
-                    && st.noise <= 0.5 * p.noise_limit
-                    && cake_busy
-                    && t < (1.0 - p.plateau) * ours - 0.5 * MTU / p.interval.as_secs_f64() =>
-            {
-                st.over_run = st.over_run.saturating_add(1);
-                st.over_q += (ours - t) / t * p.interval.as_secs_f64();
+        let st = &mut self.st[dir];
+        match regime {
+            Regime::Outage => {
+                st.capacity = Some(0.0);
+                st.since_reading = 0;
+                st.probes = 0;
+                st.asked = None;
+                let reason = Reason::Outage;
+                self.set_phase(now, dir, Phase::Outage, reason);
+                // The engine clamps to the configured minimum.
+                Step { rate: 0, reason }
             }
-            _ => {
-                st.over_run = 0;
-                st.over_q = 0.0;
-            }
-        }
-        if delay > target || severe {
-            let draining = since_cut.is_some_and(|d| d < p.drain_time)
-                && u128::from(delay.as_nanos()) * 10 < u128::from(st.delay_at_cut.as_nanos()) * 9;
-            if since_cut.is_some_and(|d| d < p.decrease_holdoff) || (draining && !severe) {
-                return Step {
-                    rate: sig.current,
-                    reason: Reason::Hold,
-                };
-            }
-            // The queue to drain, in seconds at the delivered rate: the delay above target, or
-            // what the last interval's deficit added to the radio's queue.
-            let excess = (delay.as_secs_f64() - target.as_secs_f64()).max(0.0);
-            let rate = match thr {
-                Some(t)
-                    if recently_busy
-                        && (deficit || !cake_busy || (steady && t < p.shortfall * ours)) =>
-                {
-                    let added: f64 = (ours - t).max(0.0) / t * p.interval.as_secs_f64();
-                    let q = excess.max(added);
-                    let f = (1.0 - q / p.drain_time.as_secs_f64()).clamp(0.5, 0.95);
-                    (t * f).min(cur * (1.0 - p.beta / 2.0))
+            Regime::CapacityLimited(c) => {
+                if let Some(prev) = st.capacity {
+                    // Clipped: one large step (a hand-over, the end of a dip) is one event, not
+                    // a volatile link; volatility is frequent change.
+                    let l = ((c + MTU) / (prev + MTU)).ln();
+                    st.volatility += VOL_GAIN * (l.abs().min(VOL_CLIP) - st.volatility);
+                    // The trend per interval since the previous reading (a fade): the cruise
+                    // rate follows it between readings instead of waiting for probes.
+                    let per =
+                        (l / f64::from(st.since_reading.max(1))).clamp(-TREND_CLIP, TREND_CLIP);
+                    st.trend += TREND_GAIN * (per - st.trend);
                 }
-                // Nothing delivered in the interval while the delay is above target: an outage,
-                // not a shortfall of demand; halve rather than creep down by `beta`.
-                _ if recently_busy && sig.throughput == Some(0) => cur * 0.5,
-                _ => cur * (1.0 - p.beta * (excess / target.as_secs_f64()).min(1.0)),
-            };
-            st.unconfirmed = (delay <= target).then_some(Unconfirmed {
-                at: now,
-                before: sig.current,
-                ceiling: st.ceiling,
-            });
-            st.last_cut = Some(now);
-            st.delay_at_cut = delay;
-            st.over_run = 0;
-            st.over_q = 0.0;
-            // The ceiling is where the link could not keep up. A cut while it delivered our
-            // full rate drains a queue left from before (or one elsewhere): our rate was not
-            // above the capacity, so it keeps the earlier ceiling (otherwise a second, draining
-            // cut after a capacity drop would pin the slow probing below the new capacity).
-            let kept_pace = thr.is_some_and(|t| t >= p.shortfall * ours);
-            if recently_busy && (!kept_pace || st.ceiling.is_none()) {
-                st.ceiling = Some((now, sig.current));
-            }
-            return Step {
-                rate: rate as u64,
-                reason: Reason::Decrease { delay },
-            };
-        }
-        if st.over_run >= p.plateau_run && since_cut.is_none_or(|d| d >= p.decrease_holdoff) {
-            if let Some(t) = thr {
-                // Our rate passed the capacity: the link's delivery stopped following it. Go
-                // below what it delivers by enough to drain what the plateau added.
-                let f = (1.0 - st.over_q / p.drain_time.as_secs_f64()).clamp(0.5, p.plateau_cut);
-                st.last_cut = Some(now);
-                st.delay_at_cut = delay;
-                st.over_run = 0;
-                st.over_q = 0.0;
-                st.ceiling = Some((now, sig.current));
-                return Step {
-                    rate: (t * f) as u64,
-                    reason: Reason::Decrease { delay },
+                st.capacity = Some(c);
+                if st
+                    .high
+                    .is_none_or(|(t, h)| c >= h || now.saturating_duration_since(t) > HIGH_MEMORY)
+                {
+                    st.high = Some((now, c));
+                }
+                st.since_reading = 0;
+                st.probes = 0;
+                st.asked = None;
+                // On a calm link the reading is the capacity. On a volatile one a single
+                // interval's delivery is mostly the scheduler's luck: the estimate blends in the
+                // best delivery of the last second's loaded intervals: not at all at `volatile`,
+                // fully at twice that (one large step, such as a hand-over, leaves a link calm).
+                let n = st.n_readings.min(READINGS);
+                let best = st.readings[..n]
+                    .iter()
+                    .filter(|(t, _)| now.saturating_duration_since(*t) <= RECENT)
+                    .map(|&(_, x)| x)
+                    .fold(c, f64::max);
+                let w = ((st.volatility - p.volatile) / p.volatile).clamp(0.0, 1.0);
+                let c = (1.0 - w) * c + w * best;
+                let m = margin(&p);
+                // The queue above the target (and, on a volatile link, above the delay noise
+                // the link makes by itself) is drained within `drain_time`.
+                let excess = (q - target - w * st.noise).max(0.0);
+                let drain = excess / p.drain_time.as_secs_f64();
+                // Never below half the reading in one step: a queue that large is an outage's
+                // leftover, drained over a few intervals rather than by starving the link.
+                let rate = (c * (1.0 - m - drain)).max(0.5 * c);
+                let reason = Reason::Capacity {
+                    capacity_bps: c as u64,
+                    queue: Duration::from_secs_f64(q),
                 };
+                let phase = if excess > 0.0 {
+                    Phase::Drain
+                } else {
+                    Phase::Cruise
+                };
+                self.set_phase(now, dir, phase, reason);
+                Step {
+                    rate: rate as u64,
+                    reason,
+                }
             }
-        }
-        if deficit {
-            // Above the link's rate but within the delay budget: go to what it delivers.
-            if let Some(t) = thr {
-                if since_cut.is_none_or(|d| d >= p.decrease_holdoff) {
-                    st.last_cut = Some(now);
-                    st.delay_at_cut = delay;
-                    st.ceiling = Some((now, sig.current));
-                    st.over_run = 0;
-                    st.over_q = 0.0;
+            Regime::DemandLimited => {
+                st.probes = 0;
+                st.asked = None;
+                let sudden = was_saturated
+                    && sig.cake_backlog.is_some()
+                    && d.is_some_and(|d| d > 0.0 && d < p.sudden * r);
+                if let (true, Some(d)) = (sudden, d) {
+                    // The ACK clock may already run at a new, lower capacity while the probes
+                    // crossing the filling queue are still on their way: cut now, confirm later.
+                    st.suspect = Some((now, sig.current));
+                    let m = margin(&p);
+                    let reason = Reason::Shortfall {
+                        delivered_bps: d as u64,
+                    };
+                    self.set_phase(now, dir, Phase::Suspect, reason);
                     return Step {
-                        rate: (t * 0.98) as u64,
-                        reason: Reason::Decrease { delay },
+                        rate: (d * (1.0 - m)) as u64,
+                        reason,
                     };
                 }
+                let reason = Reason::Hold;
+                self.set_phase(now, dir, Phase::Idle, reason);
+                Step {
+                    rate: sig.current,
+                    reason,
+                }
             }
-            return Step {
-                rate: sig.current,
-                reason: Reason::Hold,
-            };
-        }
-        let demand = cake_busy || load >= p.loaded;
-        if !demand {
-            return Step {
-                rate: sig.current,
-                reason: Reason::Hold,
-            };
-        }
-        let headroom = 1.0 - delay.as_secs_f64() / target.as_secs_f64();
-        let near = st.ceiling.is_some_and(|(t, c)| {
-            let c = c as f64;
-            now.saturating_duration_since(t) < p.ceiling_memory
-                && cur >= 0.9 * c
-                && cur < p.past_ceiling * c
-        });
-        let g = if near { p.probe_gain } else { p.gain };
-        let mut rate = cur * (1.0 + g * headroom) + 1.0;
-        if let Some(c) = sig.radio.and_then(|r| r.capacity_bps) {
-            let sane = c.max(sig.throughput.unwrap_or(0)) as f64;
-            rate = rate.min(sane.max(cur));
-        }
-        Step {
-            rate: rate as u64,
-            reason: Reason::Increase,
+            Regime::RateLimited => {
+                let vol = st.volatility;
+                let startup = st.capacity.is_none();
+                if !startup && st.since_reading <= probe_wait(&p, vol) {
+                    // Between readings the cruise rate follows the capacity's trend (a fade up or
+                    // down), so it neither falls behind a rising link nor runs into a falling one.
+                    if let Some(c) = st.capacity {
+                        let k = f64::from(st.since_reading);
+                        let cruise = c * (st.trend * k).exp() * (1.0 - margin(&p));
+                        if st.trend.abs() > TREND_MIN && (cruise - cur).abs() > TREND_MIN * cur {
+                            let reason = Reason::Trend {
+                                capacity_bps: (cruise / (1.0 - margin(&p))) as u64,
+                            };
+                            self.set_phase(now, dir, Phase::Cruise, reason);
+                            return Step {
+                                rate: cruise as u64,
+                                reason,
+                            };
+                        }
+                    }
+                    let reason = Reason::Hold;
+                    self.set_phase(now, dir, Phase::Cruise, reason);
+                    return Step {
+                        rate: sig.current,
+                        reason,
+                    };
+                }
+                let st = &mut self.st[dir];
+                let g0 = first_gain(&p, vol);
+                let m = margin(&p);
+                let base = cur.max(r);
+                let absorbed = st.asked.is_some_and(|a| r >= 0.999 * a);
+                let asked = match st.capacity {
+                    // Far below a recent reading (the rate was cut on a shortfall, or held while
+                    // the demand was low): straight back to the cruise level under it.
+                    Some(c) if base < c * (1.0 - 2.0 * m) && st.since_reading <= RECENT_READING => {
+                        st.probes = 0;
+                        c * (1.0 - m)
+                    }
+                    // Up to the last reading: steps of `g0`, and the step that would cross the
+                    // reading lands just `g0` above it, so a capacity that has not changed costs
+                    // one interval of `g0 T` queue to confirm.
+                    Some(c) if base < c * (1.0 + 0.5 * g0) => {
+                        st.probes = 0;
+                        let next = base * (1.0 + g0);
+                        if next > c {
+                            c * (1.0 + g0)
+                        } else {
+                            next
+                        }
+                    }
+                    // Above it and absorbed: the capacity has grown by an unknown amount; each
+                    // absorbed probe doubles the next (up to the cap).
+                    _ => {
+                        if absorbed {
+                            st.probes = st.probes.saturating_add(1);
+                        }
+                        // Far below a recent high (a dip or an outage ended), the capacity is
+                        // likely to return there: probes may grow to `probe_max`; otherwise
+                        // the calm-link cap keeps one overshoot near twice the target.
+                        let far = st.high.is_some_and(|(_, h)| base < h * (1.0 - 2.0 * m));
+                        let cap = if far { p.probe_max } else { gain_cap(&p, vol) };
+                        let g = (g0 * f64::from(1u32 << st.probes.min(16))).min(cap);
+                        base * (1.0 + g)
+                    }
+                }
+                .max(r + 1.0);
+                let g = asked / base - 1.0;
+                st.asked = Some(asked);
+                let reason = Reason::Probe { gain: g };
+                let phase = if startup {
+                    Phase::Startup
+                } else {
+                    Phase::Probe
+                };
+                self.set_phase(now, dir, phase, reason);
+                Step {
+                    rate: asked as u64,
+                    reason,
+                }
+            }
+            Regime::DelayOnly => {
+                // Without a delivery reading only the delay speaks: a multiplicative cut in
+                // proportion to the excess, otherwise hold (no evidence of demand to grow on).
+                if q > target + serial && busy {
+                    let x = ((q - target) / target.max(1e-3)).min(1.0);
+                    let reason = Reason::Decrease {
+                        delay: Duration::from_secs_f64(q),
+                    };
+                    self.set_phase(now, dir, Phase::Drain, reason);
+                    Step {
+                        rate: (cur * (1.0 - p.beta * x)) as u64,
+                        reason,
+                    }
+                } else {
+                    Step {
+                        rate: sig.current,
+                        reason: Reason::Hold,
+                    }
+                }
+            }
         }
     }
 }
@@ -697,151 +861,381 @@ mod tests {
         Instant::ZERO + Duration::from_millis(ms)
     }
 
-    /// `n` control steps of the downlink, 50 ms apart from time 0, all seeing `s`: a link
-    /// settled in one state before the step a test is about.
-    fn steady(law: &mut Purple, cfg: &Config, n: u64, s: &DirSignals) {
+    /// Steps the downlink through `n` intervals from `t0` ms, the link delivering `cap` at most
+    /// while CAKE stays backlogged (bulk TCP); returns the last step and the time after it.
+    fn run_link(law: &mut Purple, cfg: &Config, t0: u64, n: u64, start: u64, cap: u64) -> Step {
+        let mut rate = start;
+        let mut last = Step {
+            rate,
+            reason: Reason::Start,
+        };
         for i in 0..n {
-            law.step(at(i * 50), Direction::Down, s, cfg);
+            let thr = rate.min(cap);
+            // Above the capacity the bottleneck's queue shows in the delay.
+            let delay = if rate > cap { 3 } else { 0 };
+            last = law.step(
+                at(t0 + i * 50),
+                Direction::Down,
+                &sig(rate, delay, thr, 50_000),
+                cfg,
+            );
+            rate = last.rate.clamp(cfg.min.down, cfg.max.down);
         }
+        last
     }
 
     #[test]
-    fn a_throughput_deficit_with_cake_backlogged_cuts_below_the_delivered_rate_in_one_step() {
+    fn a_capacity_reading_cuts_just_below_the_delivered_rate_in_one_step() {
         let mut law = Purple::default();
         let cfg = Config::default();
-        // Steady: CAKE backlogged, the link delivers our 10 MB/s.
-        for i in 0..20 {
+        // A queue stands and the link delivers half our rate: the delivery is the capacity.
+        let s = law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 2, 5_000_000, 80_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
+        assert!(s.rate < 5_000_000 && s.rate >= 4_500_000, "{s:?}");
+        assert_eq!(law.capacity(Direction::Down), Some(5_000_000));
+        assert_eq!(law.phase(Direction::Down), Phase::Cruise);
+    }
+
+    #[test]
+    fn a_shortfall_with_cake_backlogged_but_no_queue_and_no_probe_is_no_reading() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Bulk TCP backing off after a mark leaves CAKE partly empty within the interval: the
+        // backlog sampled at its end says nothing about the capacity.
+        let s = law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 0, 8_500_000, 80_000),
+            &cfg,
+        );
+        assert_eq!((s.rate, s.reason), (10_000_000, Reason::Hold));
+        assert_eq!(law.capacity(Direction::Down), None);
+    }
+
+    #[test]
+    fn a_shortfall_right_after_a_probe_is_its_answer() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Startup: the link keeps up, so the law probes.
+        let s = law.step(
+            at(0),
+            Direction::Down,
+            &sig(5_000_000, 0, 5_000_000, 50_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Probe { .. }), "{s:?}");
+        // The probe is in force and the link delivers less: the capacity is below it, even
+        // with CAKE empty (bulk TCP clocked by the bottleneck) and no queue visible yet.
+        let s = law.step(at(50), Direction::Down, &sig(s.rate, 0, 5_000_000, 0), &cfg);
+        assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
+        assert_eq!(law.capacity(Direction::Down), Some(5_000_000));
+    }
+
+    #[test]
+    fn a_queue_above_target_is_drained_within_the_drain_time() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // 12 ms of queue on a link delivering 9.7 of our 10 MB/s: below the delivery by the
+        // margin plus 10 ms / 100 ms.
+        let s = law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 12, 9_700_000, 50_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
+        assert!(s.rate < (9_700_000.0 * 0.9) as u64, "{s:?}");
+        assert_eq!(law.phase(Direction::Down), Phase::Drain);
+    }
+
+    #[test]
+    fn the_rate_finds_a_capacity_that_grew_and_settles_just_below_it() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Settle at 2.5 MB/s, then the capacity doubles (the configured maximum is 10 MB/s).
+        run_link(&mut law, &cfg, 0, 40, 2_500_000, 2_500_000);
+        let s = run_link(&mut law, &cfg, 2000, 60, 2_500_000, 5_000_000);
+        assert!(
+            (4_250_000..=5_250_000).contains(&s.rate),
+            "after 3 s the rate is {} for a 5 MB/s capacity",
+            s.rate
+        );
+    }
+
+    #[test]
+    fn probes_double_their_gain_while_the_link_absorbs_them() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        let mut gains = Vec::new();
+        let mut rate = 2_000_000u64;
+        for i in 0..5 {
             let s = law.step(
                 at(i * 50),
                 Direction::Down,
-                &sig(10_000_000, 0, 10_000_000, 50_000),
+                &sig(rate, 0, rate, 50_000),
                 &cfg,
             );
-            assert_eq!(s.reason, Reason::Increase);
+            if let Reason::Probe { gain } = s.reason {
+                gains.push(gain);
+            }
+            rate = s.rate;
         }
-        // Capacity halves: the radio delivers 5 MB/s, CAKE backs up, the delay not yet risen.
-        let s = law.step(
-            at(1000),
-            Direction::Down,
-            &sig(10_000_000, 0, 5_000_000, 80_000),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        assert!(s.rate < 5_000_000 && s.rate >= 2_500_000, "{s:?}");
+        assert_eq!(gains.len(), 5, "startup probes every interval");
+        // Doubling up to the calm-link cap, twice the target's worth per interval.
+        let cap = gain_cap(&law.p, 0.0);
+        for w in gains.windows(2) {
+            let want = (2.0 * w[0]).min(cap);
+            assert!((w[1] - want).abs() < 1e-6, "{gains:?}");
+        }
+        assert!((gains[4] - cap).abs() < 1e-6, "{gains:?}");
+        assert_eq!(law.phase(Direction::Down), Phase::Startup);
     }
 
     #[test]
-    fn delivery_is_compared_with_the_rate_in_force_not_the_decided_one() {
-        let cfg = Config::default();
-        // The law decided 12.5 MB/s but the actuator kept the shaper at 10 MB/s (a skipped
-        // small change); the link delivers those 10 MB/s with CAKE backlogged and no delay.
-        let held = DirSignals {
-            in_force: 10_000_000,
-            load: Some(1.0),
-            ..sig(12_500_000, 0, 10_000_000, 50_000)
-        };
-        let mut law = Purple::default();
-        steady(&mut law, &cfg, 20, &sig(10_000_000, 0, 10_000_000, 50_000));
-        let s = law.step(at(1000), Direction::Down, &held, &cfg);
-        assert_eq!(s.reason, Reason::Increase, "no deficit: {s:?}");
-        assert!(s.rate > 12_500_000, "{s:?}");
-        // The same delivery against a decided rate in force is a deficit: a cut.
-        let mut law = Purple::default();
-        steady(&mut law, &cfg, 20, &sig(10_000_000, 0, 10_000_000, 50_000));
-        let s = law.step(
-            at(1000),
-            Direction::Down,
-            &sig(12_500_000, 0, 10_000_000, 50_000),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-    }
-
-    #[test]
-    fn a_shortfall_without_backlog_or_delay_is_demand_not_a_cut() {
+    fn a_shortfall_without_backlog_or_queue_is_demand_not_a_cut() {
         let mut law = Purple::default();
         let cfg = Config::default();
         let s = law.step(
             at(0),
             Direction::Down,
-            &sig(10_000_000, 0, 5_000_000, 0),
+            &sig(10_000_000, 0, 4_000_000, 0),
             &cfg,
         );
-        assert_eq!(s.reason, Reason::Hold);
-        assert_eq!(s.rate, 10_000_000);
+        assert_eq!((s.rate, s.reason), (10_000_000, Reason::Hold));
+        assert_eq!(law.phase(Direction::Down), Phase::Idle);
     }
 
     #[test]
-    fn noisy_throughput_turns_the_deficit_rule_off() {
+    fn a_delay_spike_on_an_idle_link_is_not_a_capacity_reading() {
         let mut law = Purple::default();
         let cfg = Config::default();
-        // A cellular link: deliveries alternate between 2 and 10 MB/s, CAKE backlogged, delay
-        // within target.
-        let mut last = None;
-        for i in 0..40 {
-            let thr = if i % 2 == 0 { 2_000_000 } else { 10_000_000 };
-            last = Some(law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(8_000_000, 0, thr, 50_000),
-                &cfg,
-            ));
-        }
-        // Once the noise is learnt, a low interval no longer cuts.
-        let s = last.unwrap_or_else(|| unreachable!());
-        assert!(!matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        assert!(law.st[Direction::Down].noise > law.p.noise_limit);
+        // Idle (a few kB/s of probes and ACKs, CAKE empty), then a 20 ms jitter spike.
+        let s = law.step(at(0), Direction::Down, &sig(10_000_000, 20, 2_000, 0), &cfg);
+        assert_eq!(s.rate, 10_000_000, "{s:?}");
+        let s = law.step(at(50), Direction::Down, &sig(10_000_000, 20, 0, 0), &cfg);
+        assert_eq!(s.rate, 10_000_000, "an idle link is no outage: {s:?}");
     }
 
     #[test]
-    fn delay_seen_while_the_link_keeps_up_raises_the_target() {
+    fn a_loaded_link_whose_delivery_falls_with_a_queue_is_cut_to_the_delivery() {
         let mut law = Purple::default();
         let cfg = Config::default();
-        // A cellular link (deliveries alternate between 3 and 7 MB/s) keeps up with our rate on
-        // average yet probes see 8 ms (scheduling jitter): after a while that is learnt as jitter
-        // and no longer cuts.
-        let mut cuts = 0;
-        for i in 0..200 {
-            let thr = if i % 2 == 0 { 3_000_000 } else { 7_000_000 };
-            let s = law.step(
+        // Loaded at our 10 MB/s (CAKE empty: the senders' windows just fill it), then the
+        // capacity drops: 3 MB/s delivered, the queue shows.
+        for i in 0..10 {
+            law.step(
                 at(i * 50),
                 Direction::Down,
-                &sig(5_000_000, 8, thr, 50_000),
+                &sig(10_000_000, 0, 10_000_000, 0),
                 &cfg,
             );
-            if matches!(s.reason, Reason::Decrease { .. }) {
-                cuts += 1;
-            }
         }
-        let late = law.step(
-            at(10_000),
+        let s = law.step(
+            at(500),
             Direction::Down,
-            &sig(5_000_000, 8, 3_000_000, 50_000),
+            &sig(10_000_000, 20, 3_000_000, 0),
             &cfg,
         );
-        assert!(
-            !matches!(late.reason, Reason::Decrease { .. }),
-            "{late:?} after {cuts} cuts"
-        );
-        assert!(law.st[Direction::Down].jitter > 0.004);
+        assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
+        assert!(s.rate <= 3_000_000, "only cut to {}", s.rate);
     }
 
     #[test]
-    fn delay_on_a_steady_link_is_never_learnt_as_jitter() {
+    fn nothing_delivered_while_a_queue_stands_on_a_loaded_link_is_an_outage() {
         let mut law = Purple::default();
         let cfg = Config::default();
-        steady(&mut law, &cfg, 200, &sig(5_000_000, 8, 5_000_000, 50_000));
-        assert_eq!(law.st[Direction::Down].jitter, 0.0);
+        law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 0, 10_000_000, 50_000),
+            &cfg,
+        );
+        let s = law.step(
+            at(50),
+            Direction::Down,
+            &sig(10_000_000, 40, 0, 50_000),
+            &cfg,
+        );
+        assert_eq!(s.reason, Reason::Outage);
+        assert_eq!(law.phase(Direction::Down), Phase::Outage);
     }
 
     #[test]
-    fn new_parameters_are_validated() {
-        let bad = Purple::new(PurpleParams {
-            severe: 0.99,
-            ..PurpleParams::default()
-        });
-        assert!(bad.validate().is_err());
+    fn a_download_ending_is_not_a_capacity_drop_the_rate_comes_back() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // Saturated at our 10 MB/s, then the downloads end: almost nothing delivered, delay low.
+        for i in 0..10 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(10_000_000, 0, 10_000_000, 0),
+                &cfg,
+            );
+        }
+        let s = law.step(
+            at(500),
+            Direction::Down,
+            &sig(10_000_000, 0, 1_500_000, 0),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Shortfall { .. }), "{s:?}");
+        assert!(s.rate < 1_500_000, "{s:?}");
+        let mut last = s;
+        for i in 1..=3 {
+            last = law.step(
+                at(500 + i * 50),
+                Direction::Down,
+                &sig(last.rate, 0, 2_000, 0),
+                &cfg,
+            );
+            if last.reason == Reason::Restored {
+                break;
+            }
+        }
+        assert_eq!((last.reason, last.rate), (Reason::Restored, 10_000_000));
+    }
+
+    #[test]
+    fn a_capacity_drop_confirmed_by_delivery_keeps_the_cut() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        for i in 0..10 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(10_000_000, 0, 10_000_000, 0),
+                &cfg,
+            );
+        }
+        let s = law.step(
+            at(500),
+            Direction::Down,
+            &sig(10_000_000, 0, 4_000_000, 0),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Shortfall { .. }), "{s:?}");
+        assert!(s.rate < 4_000_000, "{s:?}");
+        // The link delivers the new capacity, about the cut rate: the drop was real.
+        let mut rate = s.rate;
+        for i in 1..=10 {
+            let d = law.step(
+                at(500 + i * 50),
+                Direction::Down,
+                &sig(rate, 0, rate, 0),
+                &cfg,
+            );
+            assert_ne!(d.reason, Reason::Restored, "step {i}: {d:?}");
+            rate = d.rate;
+        }
+        assert!(rate < 5_500_000, "{rate}");
+    }
+
+    #[test]
+    fn without_cakes_backlog_a_shortfall_alone_does_not_cut() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        let blind = |rate: u64, delay: u64, thr: u64| DirSignals {
+            cake_backlog: None,
+            ..sig(rate, delay, thr, 0)
+        };
+        for i in 0..10 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &blind(10_000_000, 0, 10_000_000),
+                &cfg,
+            );
+        }
+        let s = law.step(
+            at(500),
+            Direction::Down,
+            &blind(10_000_000, 0, 5_000_000),
+            &cfg,
+        );
+        assert_eq!(s.rate, 10_000_000, "{s:?}");
+        // With a queue it is a reading.
+        let s = law.step(
+            at(550),
+            Direction::Down,
+            &blind(10_000_000, 8, 5_000_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
+    }
+
+    #[test]
+    fn delivery_is_compared_with_the_rate_in_force_not_the_decided_one() {
+        let cfg = Config::default();
+        // Decided 12.5 MB/s, but the actuator kept the shaper at 10 MB/s; the link delivers
+        // those 10 MB/s with CAKE backlogged and no queue: rate-limited, not a reading.
+        let held = DirSignals {
+            in_force: 10_000_000,
+            ..sig(12_500_000, 0, 10_000_000, 50_000)
+        };
+        let mut law = Purple::default();
+        let s = law.step(at(0), Direction::Down, &held, &cfg);
+        assert!(matches!(s.reason, Reason::Probe { .. }), "{s:?}");
+        assert!(s.rate > 12_500_000, "{s:?}");
+        // The same delivery against a rate in force of 12.5 MB/s with a queue is a reading.
+        let mut law = Purple::default();
+        let s = law.step(
+            at(0),
+            Direction::Down,
+            &sig(12_500_000, 3, 10_000_000, 50_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
+    }
+
+    #[test]
+    fn transitions_are_recorded_with_their_trigger() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 2, 5_000_000, 80_000),
+            &cfg,
+        );
+        let t: Vec<Transition> = law.take_transitions().collect();
+        assert_eq!(t.len(), 1);
+        assert_eq!((t[0].from, t[0].to), (Phase::Startup, Phase::Cruise));
+        assert!(matches!(t[0].trigger, Reason::Capacity { .. }));
+        assert_eq!(law.take_transitions().count(), 0);
+    }
+
+    #[test]
+    fn every_parameter_is_validated_and_documented() {
         assert!(Purple::default().validate().is_ok());
+        for bad in [
+            PurpleParams {
+                target: Duration::ZERO,
+                ..PurpleParams::default()
+            },
+            PurpleParams {
+                probe_min: 0.9,
+                probe_max: 0.5,
+                ..PurpleParams::default()
+            },
+            PurpleParams {
+                shortfall: f64::NAN,
+                ..PurpleParams::default()
+            },
+        ] {
+            assert!(Purple::new(bad).validate().is_err(), "{bad:?}");
+        }
+        assert!(PurpleParams::OPTIONS
+            .iter()
+            .all(|o| o.name.starts_with("purple.") && !o.doc.is_empty()));
+        assert!(PurpleParams::OPTIONS
+            .iter()
+            .any(|o| o.name == "purple.target"));
     }
 
     fn owd(law: &mut Purple, ms: u64, id: u16, dir: Direction, owd_ms: i64) {
@@ -877,414 +1271,6 @@ mod tests {
         // Stale samples do not count; one fresh reflector is not enough.
         owd(&mut law, 400, 1, Direction::Down, 5_030);
         assert_eq!(law.fast_delay(at(420), Direction::Down, w), None);
-        // The other direction has no samples.
         assert_eq!(law.fast_delay(at(230), Direction::Up, w), None);
-    }
-
-    #[test]
-    fn a_queue_seen_by_the_fast_estimate_cuts_before_the_smoothed_consensus_shows_it() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        for k in 0..3u64 {
-            owd(&mut law, k * 10, 1, Direction::Down, 1_000);
-            owd(&mut law, k * 10 + 1, 2, Direction::Down, 2_000);
-            owd(&mut law, k * 10 + 2, 3, Direction::Down, 3_000);
-        }
-        owd(&mut law, 960, 1, Direction::Down, 1_020);
-        owd(&mut law, 970, 2, Direction::Down, 2_020);
-        // The engine's smoothed consensus still says 1 ms; the link delivers what we send.
-        let s = law.step(
-            at(1000),
-            Direction::Down,
-            &sig(10_000_000, 1, 10_000_000, 50_000),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        // Without the fast estimate the same step grows.
-        let mut slow = Purple::new(PurpleParams {
-            fast_window: Duration::ZERO,
-            ..PurpleParams::default()
-        });
-        slow.fast = law.fast.clone();
-        let s = slow.step(
-            at(1000),
-            Direction::Down,
-            &sig(10_000_000, 1, 10_000_000, 50_000),
-            &cfg,
-        );
-        assert_eq!(s.reason, Reason::Increase);
-    }
-
-    #[test]
-    fn delay_above_target_with_a_small_shortfall_cuts_below_the_delivered_rate_even_with_backlog() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // The link delivers 3% less than our rate (within the deficit rule's slack is not the
-        // point: the delay is above target), CAKE backlogged.
-        let s = law.step(
-            at(0),
-            Direction::Down,
-            &sig(10_000_000, 12, 9_700_000, 50_000),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        assert!(s.rate < 9_700_000, "{s:?}");
-    }
-
-    #[test]
-    fn an_interval_that_delivered_nothing_with_delay_above_target_halves_the_rate() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        let s = law.step(
-            at(0),
-            Direction::Down,
-            &sig(10_000_000, 50, 0, 50_000),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        assert_eq!(s.rate, 5_000_000);
-    }
-
-    #[test]
-    fn a_delay_spike_on_an_idle_link_cuts_gently_not_to_what_the_probes_deliver() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // Idle: a few kB/s of probes and ACKs, CAKE empty, then one 20 ms jitter spike.
-        let s = law.step(at(0), Direction::Down, &sig(10_000_000, 20, 2_000, 0), &cfg);
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        assert!(s.rate >= 9_000_000, "cut to {} on an idle link", s.rate);
-        // Nothing delivered at all while idle is not an outage either.
-        let s = law.step(at(500), Direction::Down, &sig(s.rate, 20, 0, 0), &cfg);
-        assert!(s.rate >= 8_000_000, "halved to {} on an idle link", s.rate);
-    }
-
-    #[test]
-    fn a_link_loaded_within_busy_memory_still_cuts_to_the_delivered_rate() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // Loaded at our 10 MB/s, then the capacity drops: 3 MB/s delivered, CAKE empty
-        // (ACK-clocked at the radio's rate), delay above target.
-        steady(&mut law, &cfg, 10, &sig(10_000_000, 1, 10_000_000, 0));
-        let s = law.step(
-            at(500),
-            Direction::Down,
-            &sig(10_000_000, 20, 3_000_000, 0),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        assert!(s.rate <= 3_000_000, "only cut to {}", s.rate);
-    }
-
-    #[test]
-    fn a_download_ending_is_not_a_capacity_drop_the_rate_comes_back() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // Saturated at our 10 MB/s, then the downloads end: almost nothing delivered, delay low.
-        steady(&mut law, &cfg, 10, &sig(10_000_000, 1, 10_000_000, 0));
-        let s = law.step(
-            at(500),
-            Direction::Down,
-            &sig(10_000_000, 1, 1_500_000, 0),
-            &cfg,
-        );
-        assert!(
-            s.rate < 2_000_000,
-            "the sudden shortfall cuts at once: {s:?}"
-        );
-        let mut last = s;
-        for i in 1..=3 {
-            last = law.step(
-                at(500 + i * 50),
-                Direction::Down,
-                &sig(last.rate, 0, 2_000, 0),
-                &cfg,
-            );
-            if last.reason == Reason::Restored {
-                break;
-            }
-        }
-        assert_eq!(last.reason, Reason::Restored, "{last:?}");
-        assert_eq!(last.rate, 10_000_000);
-    }
-
-    #[test]
-    fn a_capacity_drop_confirmed_by_delivery_keeps_the_cut() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        steady(&mut law, &cfg, 10, &sig(10_000_000, 1, 10_000_000, 0));
-        let s = law.step(
-            at(500),
-            Direction::Down,
-            &sig(10_000_000, 1, 5_000_000, 0),
-            &cfg,
-        );
-        assert!(s.rate < 5_000_000, "{s:?}");
-        // The link now delivers the new capacity, about the cut rate: the drop was real.
-        let mut rate = s.rate;
-        for i in 1..=10 {
-            let d = law.step(
-                at(500 + i * 50),
-                Direction::Down,
-                &sig(rate, 1, rate, 0),
-                &cfg,
-            );
-            assert_ne!(d.reason, Reason::Restored, "step {i}: {d:?}");
-            rate = d.rate;
-        }
-        assert!(rate < 6_000_000, "{rate}");
-    }
-
-    #[test]
-    fn a_small_delay_rise_on_an_idle_link_is_not_a_throughput_deficit() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // Idle from the start (a few kB/s of probes), delay between `early` and the target.
-        let s = law.step(at(0), Direction::Down, &sig(12_500_000, 3, 2_000, 0), &cfg);
-        assert_eq!(s.rate, 12_500_000, "{s:?}");
-    }
-
-    #[test]
-    fn two_intervals_delivering_below_our_rate_with_cake_backlogged_cut_below_the_plateau() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // Steady at our 5 MB/s, CAKE backlogged, no delay.
-        steady(&mut law, &cfg, 20, &sig(5_000_000, 0, 5_000_000, 50_000));
-        // Our rate passed the capacity (4.9 MB/s, 2% short): the first interval only counts.
-        let s = law.step(
-            at(1000),
-            Direction::Down,
-            &sig(5_000_000, 0, 4_900_000, 50_000),
-            &cfg,
-        );
-        assert!(!matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        // The second consecutive one cuts below what the link delivers, the delay still 0.
-        let s = law.step(
-            at(1050),
-            Direction::Down,
-            &sig(5_000_000, 0, 4_900_000, 50_000),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        assert!(s.rate < 4_900_000 && s.rate >= 4_700_000, "{s:?}");
-        let c = law.st[Direction::Down].ceiling.map(|(_, c)| c);
-        assert_eq!(c, Some(5_000_000));
-    }
-
-    #[test]
-    fn a_shortfall_interrupted_by_a_full_interval_is_no_plateau() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        for i in 0..40 {
-            // Every other interval 2% short (a single dip), the others full.
-            let thr = if i % 2 == 0 { 4_900_000 } else { 5_000_000 };
-            let s = law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(5_000_000, 0, thr, 50_000),
-                &cfg,
-            );
-            assert!(!matches!(s.reason, Reason::Decrease { .. }), "{i}: {s:?}");
-        }
-    }
-
-    #[test]
-    fn a_plateau_on_a_noisy_link_does_not_cut() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // Throughput noise ~0.07 (above half the noise limit), deliveries short of our rate.
-        for i in 0..60 {
-            let thr = if i % 2 == 0 { 4_500_000 } else { 4_850_000 };
-            let s = law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(5_000_000, 0, thr, 50_000),
-                &cfg,
-            );
-            if i > 40 {
-                assert!(!matches!(s.reason, Reason::Decrease { .. }), "{i}: {s:?}");
-            }
-        }
-        assert!(law.st[Direction::Down].noise > 0.5 * law.p.noise_limit);
-    }
-
-    #[test]
-    fn plateau_parameters_are_validated() {
-        for p in [
-            PurpleParams {
-                plateau: 0.6,
-                ..PurpleParams::default()
-            },
-            PurpleParams {
-                plateau_run: 0,
-                ..PurpleParams::default()
-            },
-            PurpleParams {
-                plateau_cut: 0.4,
-                ..PurpleParams::default()
-            },
-        ] {
-            assert!(Purple::new(p).validate().is_err(), "{p:?}");
-        }
-    }
-
-    #[test]
-    fn without_cakes_backlog_a_shortfall_alone_does_not_cut() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        let nostats = |cur: u64, d: u64, thr: u64| DirSignals {
-            cake_backlog: None,
-            ..sig(cur, d, thr, 0)
-        };
-        for i in 0..10 {
-            law.step(
-                at(i * 50),
-                Direction::Down,
-                &nostats(10_000_000, 1, 10_000_000),
-                &cfg,
-            );
-        }
-        // Real TCP dips below the shaped rate (a mark, a flow's slow start): delay small.
-        let s = law.step(
-            at(500),
-            Direction::Down,
-            &nostats(10_000_000, 2, 6_000_000),
-            &cfg,
-        );
-        assert!(
-            s.rate >= 9_000_000,
-            "cut to {} on a shortfall alone",
-            s.rate
-        );
-        // A delay above target still cuts, to below what the link delivers.
-        let s = law.step(
-            at(600),
-            Direction::Down,
-            &nostats(s.rate, 20, 6_000_000),
-            &cfg,
-        );
-        assert!(s.rate < 6_000_000, "{s:?}");
-    }
-
-    #[test]
-    fn busy_memory_is_validated() {
-        let p = PurpleParams {
-            busy_memory: Duration::from_secs(61),
-            ..PurpleParams::default()
-        };
-        assert!(Purple::new(p).validate().is_err());
-    }
-
-    #[test]
-    fn new_fast_window_shortfall_and_past_ceiling_parameters_are_validated() {
-        for p in [
-            PurpleParams {
-                fast_window: Duration::from_secs(2),
-                ..PurpleParams::default()
-            },
-            PurpleParams {
-                shortfall: 0.2,
-                ..PurpleParams::default()
-            },
-            PurpleParams {
-                past_ceiling: 0.9,
-                ..PurpleParams::default()
-            },
-        ] {
-            assert!(Purple::new(p).validate().is_err(), "{p:?}");
-        }
-    }
-
-    #[test]
-    fn a_sudden_severe_shortfall_after_a_saturated_interval_cuts_without_backlog_or_delay() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // Saturated: the link delivers our 5 MB/s; CAKE empty (ACK-clocked), no delay.
-        for i in 0..20 {
-            law.step(
-                at(i * 50),
-                Direction::Up,
-                &sig(5_000_000, 0, 5_000_000, 0),
-                &cfg,
-            );
-        }
-        // The radio drops to 1.5 MB/s: CAKE still empty, the probes not back yet.
-        let s = law.step(
-            at(1000),
-            Direction::Up,
-            &sig(5_000_000, 0, 1_500_000, 0),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        assert!(s.rate < 1_500_000, "{s:?}");
-    }
-
-    #[test]
-    fn a_shortfall_without_a_saturated_interval_before_is_still_only_demand() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // Lightly loaded (delivered 2 of 5 MB/s), then less: demand, not capacity.
-        for i in 0..20 {
-            law.step(
-                at(i * 50),
-                Direction::Up,
-                &sig(5_000_000, 0, 2_000_000, 0),
-                &cfg,
-            );
-        }
-        let s = law.step(
-            at(1000),
-            Direction::Up,
-            &sig(5_000_000, 0, 1_000_000, 0),
-            &cfg,
-        );
-        assert_eq!(s.reason, Reason::Hold);
-    }
-
-    #[test]
-    fn a_draining_cut_while_the_link_kept_pace_keeps_the_earlier_ceiling() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        // A cut at 10 MB/s where the link delivered only 6: the ceiling is 10 MB/s.
-        let s = law.step(
-            at(0),
-            Direction::Down,
-            &sig(10_000_000, 20, 6_000_000, 50_000),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        // Later, at 5.5 MB/s fully delivered, a residual queue causes a second (draining) cut.
-        let s = law.step(
-            at(600),
-            Direction::Down,
-            &sig(5_500_000, 20, 5_500_000, 50_000),
-            &cfg,
-        );
-        assert!(matches!(s.reason, Reason::Decrease { .. }), "{s:?}");
-        let c = law.st[Direction::Down].ceiling.map(|(_, c)| c);
-        assert_eq!(c, Some(10_000_000));
-    }
-
-    #[test]
-    fn growth_is_fast_again_past_the_ceiling() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
-        law.st[Direction::Down].ceiling = Some((at(0), 10_000_000));
-        // Near the ceiling: slow.
-        let near = law.step(
-            at(1000),
-            Direction::Down,
-            &sig(10_000_000, 0, 10_000_000, 50_000),
-            &cfg,
-        );
-        // Past 1.1 x the ceiling without a queue: fast.
-        let past = law.step(
-            at(1050),
-            Direction::Down,
-            &sig(12_000_000, 0, 12_000_000, 50_000),
-            &cfg,
-        );
-        let g = |s: Step, cur: f64| s.rate as f64 / cur - 1.0;
-        assert!(g(near, 10e6) < 0.01, "{near:?}");
-        assert!(g(past, 12e6) > 0.03, "{past:?}");
     }
 }

@@ -75,6 +75,13 @@ pub fn control(seconds: f64, rate_hz: f64) -> std::io::Result<ControlBench> {
     let (sent, replies) = d.health().iter().fold((0, 0), |(s, a), (_, _, _, st)| {
         (s + st.sent, a + st.answered)
     });
+    if sent == 0 || replies == 0 {
+        // A loop that hears no reply does less work: its cost would be a figure about nothing.
+        return Err(std::io::Error::other(format!(
+            "the bench's reflectors (udp:127.0.0.1:{port} and ICMP echo to 127.0.0.1) answered \
+             {replies} of {sent} probes: no cost of the real loop can be reported"
+        )));
+    }
     let per_hour = cpu / wall.max(1e-9) * 3600.0;
     Ok(ControlBench {
         seconds: wall,

@@ -1,5 +1,5 @@
 //! Prints one contender's time series (development aid): `c_series SCENARIO CONTENDER_INDEX SECS
-//! [EVERY_NTH_STEP] [FROM_S]`.
+//! [EVERY_NTH_STEP] [FROM_S]` (index 99: the one-interval-late oracle).
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::scenario;
 
@@ -13,7 +13,12 @@ fn main() {
         .unwrap_or_else(|| std::process::exit(2));
     let i: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(9);
     let secs: f64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(sc.secs);
-    let c = Contender::all(&sc)[i];
+    // Index 99: the one-interval-late oracle (not in the tables).
+    let c = if i == 99 {
+        Contender::OracleLagged
+    } else {
+        Contender::all(&sc)[i]
+    };
     let mut s = LoopSpec::new(sc, c, seed);
     s.secs = secs;
     let r = run(&s);

@@ -196,6 +196,18 @@ pub fn find(id: &str) -> Option<Experiment> {
     all().into_iter().find(|e| e.id.eq_ignore_ascii_case(id))
 }
 
+/// Flent's name for a flow of DSCP `dscp` in its `rrul` test (`TCP upload BK`, `Ping (ms)
+/// UDP EF`): BE, BK (CS1), CS5 or EF; `None` for the other code points.
+pub(crate) fn rrul_mark(dscp: u8) -> Option<&'static str> {
+    match dscp {
+        0 => Some("BE"),
+        8 => Some("BK"),
+        40 => Some("CS5"),
+        46 => Some("EF"),
+        _ => None,
+    }
+}
+
 /// Jain's fairness index of `x`: 1 when all equal, 1/n when one takes everything; 0 for an
 /// empty or all-zero input.
 pub fn jain(x: &[f64]) -> f64 {

@@ -25,6 +25,12 @@ fn run(id: &str, time_scale: f64) -> Report {
 fn assert_all_pass(r: &Report) {
     assert!(!r.claims.is_empty(), "{} checks at least one claim", r.id);
     assert!(r.all_pass(), "{}", r.failures());
+    // Every run says which Flent test it is, with labels that fit it (its Flent file).
+    for run in &r.runs {
+        if let Err(e) = run.flent_labels() {
+            panic!("{}: {e}", r.id);
+        }
+    }
 }
 
 #[test]

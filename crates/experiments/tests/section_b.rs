@@ -24,6 +24,12 @@ fn check(r: &Report) {
     assert!(!r.claims.is_empty(), "{}: no claims were checked", r.id);
     assert!(!r.runs.is_empty(), "{}: no runs recorded", r.id);
     assert!(r.all_pass(), "{}", r.failures());
+    // Every run says which Flent test it is, with labels that fit it (its Flent file).
+    for run in &r.runs {
+        if let Err(e) = run.flent_labels() {
+            panic!("{}: {e}", r.id);
+        }
+    }
 }
 
 #[test]

@@ -1023,6 +1023,8 @@ fn drive(
         flows,
         links,
         qdiscs: Vec::new(),
+        // Probes run from 0, the load from the end of the idle period.
+        flent: Some(test.flent_labels(opts.idle_seconds)),
     };
     Ok((summary, (induced, up / 1e6, down / 1e6), warnings))
 }

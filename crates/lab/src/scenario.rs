@@ -1,6 +1,8 @@
 //! The lab's scenarios: the seeds' testbeds (evaluation.md B1, B2 and the PURPLE radio link)
 //! with their flows and contenders as tc strings.
 
+use sim::flent::{self, FlentLabels, FlentTest, Role};
+
 /// How a contender's qdisc is built for a direction shaped to a rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Shape {
@@ -95,6 +97,40 @@ pub struct Test {
     pub name: &'static str,
     /// Its flows (probes included).
     pub flows: Vec<Flow>,
+    /// The Flent test whose series its flows are named as, if it is one of Flent's tests
+    /// with all its flows (else the nearest is chosen by [`Test::flent_labels`]).
+    pub flent: Option<FlentTest>,
+}
+
+impl Test {
+    /// The Flent test this test's runs are written as, and which flow is which of its series:
+    /// [`Test::flent`] with the flows of that test's names, else the nearest test for the
+    /// flows' kinds ([`flent::nearest`]; B1's tests are exactly `tcp_upload`, `tcp_download`
+    /// and `tcp_bidirectional`, the radio's `rrul_be_nflows`). The load starts `delay_s` into
+    /// the run.
+    pub fn flent_labels(&self, delay_s: f64) -> FlentLabels {
+        let labels = match self.flent {
+            Some(t) => FlentLabels::by_name(t, self.flows.iter().map(|f| f.name.as_str())),
+            None => {
+                let roles: Vec<(&str, Role)> = self
+                    .flows
+                    .iter()
+                    .map(|f| {
+                        let r = match f.kind {
+                            FlowKind::TcpUp => Role::TcpUpload,
+                            FlowKind::TcpDown => Role::TcpDownload,
+                            FlowKind::Icmp => Role::IcmpPing,
+                            FlowKind::UdpPing => Role::UdpPing,
+                            FlowKind::VoipUp => Role::Other,
+                        };
+                        (f.name.as_str(), r)
+                    })
+                    .collect();
+                flent::nearest(&roles)
+            }
+        };
+        labels.with_delay(delay_s)
+    }
 }
 
 /// The link emulator's capacity for the bottleneck-behind-the-shaper or the radio.
@@ -308,14 +344,17 @@ fn b1() -> Scenario {
             Test {
                 name: "upload",
                 flows: vec![probe(), udp(), up()],
+                flent: None,
             },
             Test {
                 name: "download",
                 flows: vec![probe(), udp(), down()],
+                flent: None,
             },
             Test {
                 name: "bidir",
                 flows: vec![probe(), udp(), up(), down()],
+                flent: None,
             },
         ],
         contenders: vec![CAKE, FQ_CODEL, FIFO],
@@ -348,6 +387,7 @@ fn b2() -> Scenario {
         tests: vec![Test {
             name: "rrul",
             flows,
+            flent: Some(FlentTest::Rrul),
         }],
         full_seconds: 30.0,
         ..b1()
@@ -379,6 +419,7 @@ fn radio() -> Scenario {
                 Flow::new("TCP download BE 2", FlowKind::TcpDown, 0),
                 Flow::new("TCP upload BE", FlowKind::TcpUp, 0),
             ],
+            flent: None,
         }],
         contenders: vec![
             Contender {
@@ -573,5 +614,38 @@ mod tests {
         assert_eq!(tcp, vec![0, 8, 40, 46], "RRUL's CS0/CS1/CS5/EF downloads");
         assert_eq!(find("b1").expect("b1").tests.len(), 3);
         assert!(find("nope").is_none());
+    }
+
+    #[test]
+    fn every_test_is_written_as_a_flent_test_its_flows_fit() {
+        let b1 = find("b1").expect("b1");
+        let tests: Vec<&str> = b1
+            .tests
+            .iter()
+            .map(|t| t.flent_labels(0.0).test.name())
+            .collect();
+        assert_eq!(tests, ["tcp_upload", "tcp_download", "tcp_bidirectional"]);
+        let rrul = find("b2").expect("b2").tests[0].flent_labels(1.0);
+        assert_eq!(rrul.test, FlentTest::Rrul);
+        assert_eq!(rrul.delay_s, 1.0);
+        // Every rrul flow of the lab is one of rrul's twelve series.
+        assert_eq!(rrul.series.len(), 12);
+        let radio = find("radio").expect("radio").tests[0].flent_labels(0.0);
+        assert_eq!(radio.test, FlentTest::RrulBeNflows { up: 1, down: 2 });
+        assert_eq!(
+            radio.series_of("TCP download BE 2"),
+            Some("TCP download BE::2")
+        );
+        assert_eq!(radio.series_of("VoIP EF"), None, "an extra series");
+        for s in all() {
+            for t in &s.tests {
+                let l = t.flent_labels(0.0);
+                let known = l.test.data_series();
+                for (flow, series) in &l.series {
+                    assert!(known.contains(series), "{} {}: {series}", s.name, t.name);
+                    assert!(t.flows.iter().any(|f| &f.name == flow), "{flow}");
+                }
+            }
+        }
     }
 }

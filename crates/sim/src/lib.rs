@@ -35,6 +35,7 @@
 
 mod app;
 pub mod bench;
+pub mod flent;
 mod metrics;
 mod scenario;
 mod sim;
@@ -44,6 +45,7 @@ mod tcp_app;
 pub use qdisc::trace;
 
 pub use app::{Application, Outbox, Ping, UdpSource};
+pub use flent::{FlentLabels, FlentTest};
 pub use metrics::{
     summarize, FlowBin, FlowEndpoints, FlowMetrics, LatencySummary, LinkBin, LinkMetrics,
     BIN_GROWTH_DIV, LATENCY_GROWTH_DIV,

@@ -7,6 +7,7 @@
 //! against the directory given to [`Scenario::build`].
 
 use crate::app::{Ping, UdpSource};
+use crate::flent::{self, FlentLabels, Role};
 use crate::sim::{AppId, LinkConfig, LinkId, LinkRate, NodeId, Sim};
 use crate::trace::{MahimahiTrace, RateSchedule};
 use cake::AnyQdisc;
@@ -208,9 +209,49 @@ pub struct Built {
     /// Application ids, in file order, named by their `name` key or `kind@node:port` (a TCP
     /// app contributes its receiver, then its sender).
     pub apps: Vec<(String, AppId)>,
+    /// The nearest Flent test for the scenario's flows ([`Scenario::flent_labels`]).
+    pub flent: FlentLabels,
 }
 
 impl Scenario {
+    /// The nearest of Flent's tests for these sending flows (`(flow name, its app)`, in file
+    /// order), by [`flent::nearest`]. The Flent client is the node of the first `ping` app
+    /// (else of the first `tcp`, else of the first `greedy`/`cbr` app): its TCP flows are
+    /// uploads, TCP flows to it downloads, its first ping the ICMP ping, its first UDP flood
+    /// `udp_flood`'s upload. Everything else (ACKs, VoIP, flows between other nodes) is an
+    /// extra series.
+    pub fn flent_labels(&self, senders: &[(String, &AppSpec)]) -> FlentLabels {
+        let first = |k: &[&str]| {
+            senders
+                .iter()
+                .find(|(_, a)| k.contains(&a.kind.as_str()))
+                .map(|(_, a)| a.node.as_str())
+        };
+        let client = first(&["ping"])
+            .or_else(|| first(&["tcp"]))
+            .or_else(|| first(&["greedy", "cbr"]));
+        let to_client = |a: &AppSpec| {
+            self.nodes
+                .iter()
+                .any(|n| Some(n.name.as_str()) == client && n.addrs.contains(&a.dst))
+        };
+        let roles: Vec<(&str, Role)> = senders
+            .iter()
+            .map(|(name, a)| {
+                let from_client = Some(a.node.as_str()) == client;
+                let role = match a.kind.as_str() {
+                    "tcp" if from_client => Role::TcpUpload,
+                    "tcp" if to_client(a) => Role::TcpDownload,
+                    "ping" if from_client => Role::IcmpPing,
+                    "greedy" | "cbr" if from_client => Role::UdpUpload,
+                    _ => Role::Other,
+                };
+                (name.as_str(), role)
+            })
+            .collect();
+        flent::nearest(&roles)
+    }
+
     /// Parses TOML text.
     pub fn parse(text: &str) -> Result<Self, ScenarioError> {
         toml::from_str(text).or_else(|e| err(format!("scenario: {e}")))
@@ -279,6 +320,8 @@ impl Scenario {
         }
         sim.compute_routes();
         let mut apps = Vec::new();
+        // Each app's sending flow, by name, for the Flent labels.
+        let mut senders: Vec<(String, &AppSpec)> = Vec::new();
         for a in &self.apps {
             let n = node(&a.node)?;
             let src = self.nodes[n]
@@ -369,14 +412,17 @@ impl Scenario {
                 .name
                 .clone()
                 .unwrap_or_else(|| format!("{}@{}:{}", a.kind, a.node, a.port));
+            senders.push((name.clone(), a));
             apps.push((name, id));
         }
+        let flent = self.flent_labels(&senders);
         Ok(Built {
             sim,
             end: Instant::ZERO.saturating_add(secs(self.duration_s, "duration_s")?),
             nodes,
             links,
             apps,
+            flent,
         })
     }
 }

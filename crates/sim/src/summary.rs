@@ -2,6 +2,7 @@
 //! serialisable form shared by `purple sim`'s table, JSON, plots and Flent files and by the
 //! experiment reports.
 
+use crate::flent::{FlentError, FlentLabels};
 use crate::metrics::{summarize, FlowMetrics, LatencySummary};
 use crate::sim::{AppId, LinkId, Sim};
 use cake::AnyQdisc;
@@ -164,6 +165,10 @@ pub struct RunSummary {
     /// Qdisc statistics as tc's JSON prints them (one object per link with a qdisc, with a
     /// `"link"` key naming it).
     pub qdiscs: Vec<serde_json::Value>,
+    /// Which of Flent's tests the run is and which flow is which of its series, for Flent
+    /// data files (not serialised; `None` until the run's maker labels it).
+    #[serde(skip)]
+    pub flent: Option<FlentLabels>,
 }
 
 impl FlowSummary {
@@ -250,7 +255,24 @@ impl RunSummary {
                 .iter()
                 .filter_map(|(id, n)| Some(qdisc_json(sim.qdisc(*id)?, n)))
                 .collect(),
+            flent: None,
         }
+    }
+
+    /// The same run labelled as `labels` (see [`crate::flent`]).
+    pub fn with_flent(mut self, labels: FlentLabels) -> Self {
+        self.flent = Some(labels);
+        self
+    }
+
+    /// The run's Flent labels, checked against its flows ([`FlentLabels::check`]); an error
+    /// when it has none or they do not fit.
+    pub fn flent_labels(&self) -> Result<&FlentLabels, FlentError> {
+        let l = self.flent.as_ref().ok_or_else(|| FlentError::Unlabelled {
+            run: self.name.clone(),
+        })?;
+        l.check(self)?;
+        Ok(l)
     }
 
     /// The flow named `name`.

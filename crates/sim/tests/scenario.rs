@@ -197,3 +197,42 @@ start_s = 5.0
     assert!(lat.p50.as_millis_f64() < 50.0, "ping p50 {:?}", lat.p50);
     assert!(lat.p99.as_millis_f64() < 60.0, "ping p99 {:?}", lat.p99);
 }
+
+/// The nearest Flent test follows the flows seen from the first ping's node: its TCP flows
+/// are uploads, TCP flows to it downloads, the rest extra series.
+#[test]
+fn a_scenario_is_labelled_as_the_nearest_flent_test_seen_from_its_pinging_node() {
+    let base = CAKE_DUMBBELL.split("[[app]]").next().unwrap().to_string();
+    let app = |kind: &str, node: &str, dst: &str, port: u16, extra: &str| {
+        format!("[[app]]\nkind = \"{kind}\"\nnode = \"{node}\"\ndst = \"{dst}\"\nport = {port}\n{extra}\n")
+    };
+    let built = |apps: &[String]| {
+        Scenario::parse(&(base.clone() + &apps.concat()))
+            .unwrap()
+            .build(Path::new("."))
+            .unwrap()
+    };
+    let ping = app("ping", "a", "10.0.0.2", 9, "");
+    let up = app("tcp", "a", "10.0.0.2", 5001, "name = \"up\"");
+    let down = app("tcp", "b", "10.0.0.1", 5002, "name = \"down\"");
+    let voip = app("voip", "a", "10.0.0.2", 6000, "");
+    let b = built(&[ping.clone(), up.clone(), voip.clone()]);
+    assert_eq!(b.flent.test, sim::FlentTest::TcpUpload);
+    assert_eq!(b.flent.series_of("up"), Some("TCP upload"));
+    assert_eq!(b.flent.series_of("ping@a:9"), Some("Ping (ms) ICMP"));
+    assert_eq!(b.flent.series_of("up (acks)"), None);
+    assert_eq!(b.flent.series_of("voip@a:6000"), None);
+    let b = built(&[ping.clone(), down.clone()]);
+    assert_eq!(b.flent.test, sim::FlentTest::TcpDownload);
+    assert_eq!(b.flent.series_of("down"), Some("TCP download"));
+    let up2 = app("tcp", "a", "10.0.0.2", 5003, "");
+    let b = built(&[ping, up, up2, down]);
+    assert_eq!(
+        b.flent.test,
+        sim::FlentTest::RrulBeNflows { up: 2, down: 1 }
+    );
+    assert_eq!(b.flent.series_of("tcp@a:5003"), Some("TCP upload BE::2"));
+    let b = built(&[voip]);
+    assert_eq!(b.flent.test, sim::FlentTest::Ping);
+    assert!(b.flent.series.is_empty());
+}

@@ -5,6 +5,7 @@ use super::{f3, goodput, mbit, paper_testbed, scaled, shares};
 use crate::testbed::TcpOpts;
 use crate::{jain, Claim, Report, RunOpts, Table};
 use qdisc::Instant;
+use sim::flent::{self, Role};
 use sim::RunSummary;
 
 /// Flow names and (source client, destination server) indices.
@@ -73,13 +74,16 @@ pub(super) fn run(opts: &RunOpts) -> Report {
         }
         d.sim.run_until(dur);
         let label = format!("A2 {mode}");
+        // Every flow goes from a client to a server: Flent's tcp_nup with six streams.
+        let roles: Vec<(&str, Role)> = FLOWS.iter().map(|f| (f.0, Role::TcpUpload)).collect();
         let run = RunSummary::collect(
             &d.sim,
             &label,
             &names,
             &[(d.up, "up".into()), (d.down, "down".into())],
             warm,
-        );
+        )
+        .with_flent(flent::nearest(&roles));
         let g: Vec<f64> = FLOWS.iter().map(|(n, _, _)| goodput(&run, n)).collect();
         let sh = shares(&g);
         let exp = expected(mode);

@@ -5,12 +5,25 @@ use super::{f1, f3, goodput, mbit, paper_testbed, scaled, shares};
 use crate::testbed::{ms, TcpOpts};
 use crate::{jain, Claim, Report, RunOpts, Table};
 use qdisc::{Duration, Instant};
-use sim::RunSummary;
+use sim::{FlentLabels, FlentTest, RunSummary};
 
 /// (name, DSCP) of the four flows per direction.
 const MARKS: [(&str, u8); 4] = [("BE", 0), ("CS1", 8), ("CS5", 40), ("EF", 46)];
 /// Absolute tolerance on shares.
 const TOL: f64 = 0.03;
+
+/// Flent's `rrul` series of each flow: four TCP flows each way marked as rrul's, and the ICMP
+/// ping (the paper's test has no UDP probes).
+fn flent_labels() -> FlentLabels {
+    let mut s: Vec<(String, String)> = Vec::new();
+    for (m, dscp) in MARKS {
+        let mark = crate::rrul_mark(dscp).unwrap_or("BE");
+        s.push((format!("up {m}"), format!("TCP upload {mark}")));
+        s.push((format!("down {m}"), format!("TCP download {mark}")));
+    }
+    s.push(("ping".into(), "Ping (ms) ICMP".into()));
+    FlentLabels::new(FlentTest::Rrul, s)
+}
 
 pub(super) fn run(opts: &RunOpts) -> Report {
     let dur = scaled(opts, 60.0);
@@ -57,7 +70,8 @@ pub(super) fn run(opts: &RunOpts) -> Report {
             &names,
             &[(d.up, "up".into()), (d.down, "down".into())],
             warm,
-        );
+        )
+        .with_flent(flent_labels());
         let base = ms(d.base_rtt);
         // No ping sample: NaN figures (which fail every claim), never zeros.
         let ping = run

@@ -5,6 +5,7 @@ use super::{f1, mbit, paper_testbed, scaled};
 use crate::testbed::TcpOpts;
 use crate::{Claim, Report, RunOpts, Table};
 use qdisc::Instant;
+use sim::flent::{self, Role};
 use sim::RunSummary;
 
 /// Latency percentiles (ms) of `v` (sorted in place): (p50, p99, max); zeros if empty.
@@ -79,13 +80,28 @@ pub(super) fn run(opts: &RunOpts) -> Report {
             names.push((f.tx, format!("bulk {i}")));
         }
         d.sim.run_until(dur);
+        // The bulk flows are tcp_nup's 32 streams; the EF flow (first) stays an extra series.
+        let roles: Vec<(&str, Role)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, (_, n))| {
+                let r = if i == 0 {
+                    Role::UdpUpload
+                } else {
+                    Role::TcpUpload
+                };
+                (n.as_str(), r)
+            })
+            .collect();
+        let labels = flent::nearest(&roles);
         let run = RunSummary::collect(
             &d.sim,
             &format!("A4 {name}"),
             &names,
             &[(d.up, "up".into()), (d.down, "down".into())],
             start,
-        );
+        )
+        .with_flent(labels);
         let (mut all, mut st) = induced(&run, start, steady);
         let (p50, p99, max) = pct(&mut all);
         let (sp50, _, _) = pct(&mut st);

@@ -6,6 +6,7 @@ use super::{f1, mbit, paper_testbed, scaled};
 use crate::testbed::{ms, TcpOpts};
 use crate::{Claim, Report, RunOpts, Table};
 use qdisc::{Duration, Instant};
+use sim::flent::{self, Role};
 use sim::RunSummary;
 
 /// What one run measured: total down and up goodput (bit/s), ping induced mean and p50 (ms),
@@ -43,24 +44,37 @@ fn one(
     let mut d = paper_testbed(1, 1, down_bit_s, up_bit_s, &q, seed);
     let (c, s) = (d.clients[0], d.servers[0]);
     let mut names = Vec::new();
+    // What each flow is, for the Flent labels.
+    let mut roles = Vec::new();
     for i in 0..4u16 {
         let f = d.tcp(s, c, 6001 + i, Instant::ZERO, TcpOpts::default());
         names.push((f.tx, format!("down {i}")));
+        roles.push(Role::TcpDownload);
     }
     for i in 0..ups {
         let f = d.tcp(c, s, 5001 + i, Instant::ZERO, TcpOpts::default());
         names.push((f.tx, format!("up {i}")));
+        roles.push(Role::TcpUpload);
     }
     let p = d.ping(c, s, 1, Duration::from_millis(100), Instant::ZERO);
     names.push((p, "ping".into()));
+    roles.push(Role::IcmpPing);
     d.sim.run_until(dur);
+    // tcp_ndown with four streams, or rrul_be_nflows with the uploads too.
+    let named: Vec<(&str, Role)> = names
+        .iter()
+        .zip(roles)
+        .map(|((_, n), r)| (n.as_str(), r))
+        .collect();
+    let labels = flent::nearest(&named);
     let run = RunSummary::collect(
         &d.sim,
         label,
         &names,
         &[(d.up, "up".into()), (d.down, "down".into())],
         warm,
-    );
+    )
+    .with_flent(labels);
     let sum = |pre: &str| -> f64 {
         run.flows
             .iter()

@@ -8,6 +8,7 @@ use crate::{Claim, Report, RunOpts, Table};
 use cake::{Cake, CakeConfig};
 use qdisc::packet::FrameSpec;
 use qdisc::{Dequeue, Duration, Instant, Qdisc};
+use sim::flent::{self, Role};
 use sim::{AppId, RunSummary, Sim, UdpSource};
 
 /// Bytes an Ethernet frame (as the simulator carries it: MAC header, no FCS) occupies on the
@@ -84,7 +85,12 @@ fn rate_run(opts: &RunOpts, rate_bit_s: u64, overhead: bool) -> (f64, RunSummary
         ],
         &[(d.up, "up".into())],
         warm,
-    );
+    )
+    // Two UDP floods and no TCP: Flent's udp_flood, the 1514-byte flood as its upload.
+    .with_flent(flent::nearest(&[
+        ("1514 B greedy", Role::UdpUpload),
+        ("200 B greedy", Role::UdpUpload),
+    ]));
     (bytes as f64 * 8.0 / secs, run)
 }
 

@@ -5,6 +5,7 @@
 use super::common::*;
 use crate::testbed::TcpOpts;
 use crate::{Claim, Report, RunOpts, Table};
+use sim::{FlentLabels, FlentTest};
 use std::collections::HashMap;
 
 /// One run's figures.
@@ -141,7 +142,41 @@ fn run_one(
         fig.up_share[i] = ug[i] / ut.max(1e-9);
     }
     let name = format!("B2 {} {}", if be { "rrul_be" } else { "rrul" }, c.name);
-    Ok((fig, net.summary(&name, w0)))
+    Ok((fig, net.summary(&name, w0).with_flent(flent_labels(be))))
+}
+
+/// Flent's series of each flow of [`run_one`]: `rrul` names the TCP flows and UDP probes by
+/// their marking, `rrul_be` (every flow best effort) numbers them. Our per-DSCP probes are
+/// ICMP echoes written as Flent's UDP probes (both are sparse flows at their DSCP).
+pub(crate) fn flent_labels(be: bool) -> FlentLabels {
+    let mut s: Vec<(String, String)> = vec![("icmp".into(), "Ping (ms) ICMP".into())];
+    for (k, (dscp, name)) in RRUL_DSCPS.iter().enumerate() {
+        let mark = if be {
+            if k == 0 {
+                "BE".to_string()
+            } else {
+                format!("BE{}", k + 1)
+            }
+        } else {
+            crate::rrul_mark(*dscp).unwrap_or("BE").to_string()
+        };
+        s.push((format!("down {name}"), format!("TCP download {mark}")));
+        s.push((format!("up {name}"), format!("TCP upload {mark}")));
+    }
+    for (k, m) in ["BE", "BK", "EF"].iter().enumerate() {
+        let series = if be {
+            format!("Ping (ms) UDP BE{}", k + 1)
+        } else {
+            format!("Ping (ms) UDP {m}")
+        };
+        s.push((format!("udp {m}"), series));
+    }
+    let test = if be {
+        FlentTest::RrulBe
+    } else {
+        FlentTest::Rrul
+    };
+    FlentLabels::new(test, s)
 }
 
 fn shares(s: &[f64; 4]) -> String {
@@ -460,5 +495,31 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         claims,
         runs,
         notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rrul_and_rrul_be_label_every_flow_as_one_of_their_twelve_series() {
+        for (be, test) in [(false, FlentTest::Rrul), (true, FlentTest::RrulBe)] {
+            let l = flent_labels(be);
+            assert_eq!(l.test, test);
+            let mut ours: Vec<&str> = l.series.iter().map(|(_, s)| s.as_str()).collect();
+            ours.sort_unstable();
+            let mut flents = test.data_series();
+            flents.sort();
+            assert_eq!(ours, flents, "every series once");
+        }
+        assert_eq!(
+            flent_labels(false).series_of("down CS1"),
+            Some("TCP download BK")
+        );
+        assert_eq!(
+            flent_labels(true).series_of("udp EF"),
+            Some("Ping (ms) UDP BE3")
+        );
     }
 }

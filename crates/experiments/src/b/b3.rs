@@ -5,6 +5,7 @@
 use super::common::*;
 use crate::testbed::TcpOpts;
 use crate::{Claim, Report, RunOpts, Table};
+use sim::{FlentLabels, FlentTest};
 use std::collections::HashMap;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -81,8 +82,28 @@ fn run_one(
     } else {
         "rrul_50_down"
     };
-    let summary = net.summary(&format!("B3 {t} {}", c.name), w0);
+    let summary = net
+        .summary(&format!("B3 {t} {}", c.name), w0)
+        .with_flent(flent_labels(many_up));
     Ok((f, summary))
+}
+
+/// Flent's series of each flow of [`run_one`]: `rrul_50_up`'s (`many_up`) or
+/// `rrul_50_down`'s 50 numbered streams one way, its single stream the other, the ICMP ping.
+pub(crate) fn flent_labels(many_up: bool) -> FlentLabels {
+    let (many, one, test) = if many_up {
+        ("up", "download", FlentTest::Rrul50Up)
+    } else {
+        ("down", "upload", FlentTest::Rrul50Down)
+    };
+    let long = if many_up { "upload" } else { "download" };
+    let mut s: Vec<(String, String)> = (0..50)
+        .map(|i| (format!("{many} {i}"), format!("TCP {long} BE::{}", i + 1)))
+        .collect();
+    let single = if many_up { "down 0" } else { "up 0" };
+    s.push((single.into(), format!("TCP {one} BE")));
+    s.push(("icmp".into(), "Ping (ms) ICMP".into()));
+    FlentLabels::new(test, s)
 }
 
 pub(crate) fn run(opts: &RunOpts) -> Report {
@@ -283,5 +304,27 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
         claims,
         runs,
         notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rrul_50_labels_fifty_numbered_streams_one_single_and_the_icmp_ping() {
+        let l = flent_labels(true);
+        assert_eq!(l.test, FlentTest::Rrul50Up);
+        assert_eq!(l.series_of("up 0"), Some("TCP upload BE::1"));
+        assert_eq!(l.series_of("up 49"), Some("TCP upload BE::50"));
+        assert_eq!(l.series_of("down 0"), Some("TCP download BE"));
+        let d = flent_labels(false);
+        assert_eq!(d.series_of("down 49"), Some("TCP download BE::50"));
+        assert_eq!(d.series_of("up 0"), Some("TCP upload BE"));
+        for l in [l, d] {
+            let known = l.test.data_series();
+            assert!(l.series.iter().all(|(_, s)| known.contains(s)), "{l:?}");
+            assert_eq!(l.series.len(), 52);
+        }
     }
 }

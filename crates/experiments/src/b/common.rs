@@ -7,6 +7,7 @@ use cake::AnyQdisc;
 use qdisc::codel::{Codel, CodelConfig};
 use qdisc::pie::{Pie, PieConfig};
 use qdisc::{Duration, Instant};
+use sim::flent::{self, Role};
 use sim::{AppId, Ping, RunSummary, UdpSource};
 
 /// Downstream rate (bit/s): the seed's Annex-M ADSL2 profile.
@@ -154,6 +155,8 @@ pub(crate) struct Net {
     next_port: u16,
     /// Flows to put in the run summary.
     pub named: Vec<(AppId, String)>,
+    /// What each of `named` is, seen from the client, for the summary's Flent labels.
+    roles: Vec<Role>,
 }
 
 impl Net {
@@ -182,6 +185,7 @@ impl Net {
             client,
             next_port: 5000,
             named: Vec::new(),
+            roles: Vec::new(),
         })
     }
 
@@ -210,6 +214,11 @@ impl Net {
         let port = self.port();
         let f = self.d.tcp_until(from, to, port, start, stop, o);
         self.named.push((f.tx, name.to_string()));
+        self.roles.push(if up {
+            Role::TcpUpload
+        } else {
+            Role::TcpDownload
+        });
         f
     }
 
@@ -231,6 +240,7 @@ impl Net {
             .until(stop);
         let a = self.d.sim.add_app(self.client.node, id, start, Box::new(p));
         self.named.push((a, name.to_string()));
+        self.roles.push(Role::IcmpPing);
         a
     }
 
@@ -256,6 +266,7 @@ impl Net {
             .until(stop);
         let a = self.d.sim.add_app(from.node, port, start, Box::new(u));
         self.named.push((a, name.to_string()));
+        self.roles.push(Role::Other);
         a
     }
 
@@ -288,8 +299,17 @@ impl Net {
         self.d.sim.flow(app).map_or(0.0, |f| f.loss())
     }
 
-    /// The run summary (every named flow, both bottleneck directions).
+    /// The run summary (every named flow, both bottleneck directions), labelled as the
+    /// nearest Flent test for its flows ([`flent::nearest`]: B1's runs are exactly
+    /// `tcp_upload`, `tcp_download` and `tcp_bidirectional`); runs that are another of Flent's
+    /// tests relabel it ([`RunSummary::with_flent`]).
     pub(crate) fn summary(&self, name: &str, from: Instant) -> RunSummary {
+        let roles: Vec<(&str, Role)> = self
+            .named
+            .iter()
+            .zip(&self.roles)
+            .map(|((_, n), r)| (n.as_str(), *r))
+            .collect();
         RunSummary::collect(
             &self.d.sim,
             name,
@@ -297,6 +317,7 @@ impl Net {
             &[(self.d.down, "down".into()), (self.d.up, "up".into())],
             from,
         )
+        .with_flent(flent::nearest(&roles))
     }
 }
 

@@ -1,0 +1,149 @@
+//! Development aid for the PURPLE law: runs `purple` (with variants) and the one-interval-late
+//! oracle on scenarios x seeds and prints, per scenario, purple's download throughput as a
+//! fraction of the late oracle's and its p99 minus the late oracle's (seed median and worst).
+//!
+//! `cargo run --release -p purple-experiments --example c_judge -- radio,step 1..=10 [VARIANT ..]`
+//! where a variant is `key=value,...` over `target` (ms) or `-` for the defaults; `SECS=x` scales
+//! the scenario length. The matrix command (`purple demo --matrix`) is the user-facing version.
+use controller::PurpleParams;
+use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
+use experiments::c::scenario::scenario;
+use qdisc::Duration;
+use std::sync::Mutex;
+
+fn parse(base: PurpleParams, v: &str) -> PurpleParams {
+    let mut p = base;
+    for kv in v.split(',').filter(|s| s.contains('=')) {
+        let (k, x) = kv.split_once('=').unwrap_or(("", ""));
+        let f: f64 = x.parse().unwrap_or(f64::NAN);
+        match k {
+            "target" => p.target = Duration::from_nanos((f * 1e6) as u64),
+            "drain" => p.drain_time = Duration::from_nanos((f * 1e6) as u64),
+            "margin" => p.margin = f,
+            "probe_min" => p.probe_min = f,
+            "probe_max" => p.probe_max = f,
+            "probe_wait" => p.probe_wait = f as u32,
+            "volatile" => p.volatile = f,
+            "queue_floor" => p.queue_floor = Duration::from_nanos((f * 1e6) as u64),
+            "sudden" => p.sudden = f,
+            "shortfall" => p.shortfall = f,
+            "max_noise" => p.max_noise = Duration::from_nanos((f * 1e6) as u64),
+            _ => eprintln!("unknown key {k}"),
+        }
+    }
+    p
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let names: Vec<String> = a
+        .get(1)
+        .map_or("radio", String::as_str)
+        .split(',')
+        .map(String::from)
+        .collect();
+    let (s0, s1) = a
+        .get(2)
+        .and_then(|s| s.split_once("..="))
+        .and_then(|(x, y)| Some((x.parse::<u64>().ok()?, y.parse::<u64>().ok()?)))
+        .unwrap_or((1, 3));
+    let mut variants: Vec<String> = a.iter().skip(3).cloned().collect();
+    if variants.is_empty() {
+        variants.push("-".into());
+    }
+    let scale: f64 = std::env::var("SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    // Jobs: (scenario, seed, variant index or None for the late oracle).
+    let mut jobs = Vec::new();
+    for n in &names {
+        for seed in s0..=s1 {
+            jobs.push((n.clone(), seed, None));
+            for k in 0..variants.len() {
+                jobs.push((n.clone(), seed, Some(k)));
+            }
+        }
+    }
+    let results: Mutex<Vec<Option<LoopResult>>> = Mutex::new(vec![None; jobs.len()]);
+    let next = Mutex::new(0usize);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| loop {
+                let i = {
+                    let mut g = next.lock().unwrap_or_else(|e| e.into_inner());
+                    let i = *g;
+                    *g += 1;
+                    i
+                };
+                let Some((name, seed, var)) = jobs.get(i) else {
+                    return;
+                };
+                let Some(s) = scenario(name, *seed) else {
+                    eprintln!("unknown scenario {name}");
+                    return;
+                };
+                let c = if var.is_some() {
+                    Contender::Purple
+                } else {
+                    Contender::OracleLagged
+                };
+                let mut spec = LoopSpec::new(s.clone(), c, *seed);
+                spec.secs = s.secs * scale;
+                if let Some(k) = var {
+                    spec.purple = Some(parse(spec.purple_params(), &variants[*k]));
+                }
+                let r = run(&spec);
+                results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    println!(
+        "{:12} {:24} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>6}",
+        "scenario", "variant", "thr/L", "worst", "p99", "p99-L", "worstd", "mean", "up/L"
+    );
+    for n in &names {
+        for (k, v) in variants.iter().enumerate() {
+            let (mut fr, mut dp, mut p99, mut mean, mut up) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for seed in s0..=s1 {
+                let find = |var: Option<usize>| {
+                    jobs.iter()
+                        .position(|j| &j.0 == n && j.1 == seed && j.2 == var)
+                        .and_then(|i| results[i].as_ref())
+                };
+                let (Some(l), Some(p)) = (find(None), find(Some(k))) else {
+                    continue;
+                };
+                fr.push(p.throughput.down / l.throughput.down);
+                up.push(p.throughput.up / l.throughput.up);
+                dp.push(p.latency.p99 - l.latency.p99);
+                p99.push(p.latency.p99);
+                mean.push(p.latency.mean);
+            }
+            let worst = fr.iter().copied().fold(f64::INFINITY, f64::min);
+            let worst_d = dp.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            println!(
+                "{n:12} {v:24} {:6.3} {:6.3} {:7.2} {:7.2} {:7.2} {:7.2} {:6.3}",
+                median(fr),
+                worst,
+                median(p99),
+                median(dp),
+                worst_d,
+                median(mean),
+                median(up)
+            );
+        }
+    }
+}
