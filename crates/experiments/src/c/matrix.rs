@@ -704,6 +704,7 @@ pub fn run(
             for ri in p.runs() {
                 match metrics.next() {
                     Some(m) => per_row[ri].push(m?),
+                    // `parallel` returns one result per item, in the items' (this) order.
                     None => return Err(MatrixError::Empty("run result")),
                 }
             }
