@@ -12,7 +12,7 @@
 use crate::plots::{cdf_points, file_stem, write_lines, Line};
 use experiments::c::closed_loop::LoopResult;
 use experiments::c::{
-    demo_contenders, goal_claims, label_of, late_oracle_claims, link, run_contenders, scenario,
+    demo_contenders, goal_claims, labels, late_oracle_claims, link, run_contenders, scenario,
     slides_claims, table,
 };
 use experiments::{Claim, RunOpts};
@@ -122,7 +122,7 @@ pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
     claims.extend(goal_claims(&results));
     claims.extend(late_oracle_claims(&results, &contenders));
     Ok(Demo {
-        labels: contenders.iter().map(|&c| label_of(c, &sc)).collect(),
+        labels: labels(&contenders),
         slides,
         scenario: sc.name,
         description: sc.description,

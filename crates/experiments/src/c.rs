@@ -122,21 +122,33 @@ pub fn run_contenders(
     )
 }
 
-/// The row label of contender `c` on `s`: the slides' C1..C5, `oracle`, `ours`, `oracle+` (the
-/// lookahead oracle), `oracle-late` (one interval late), empty for the others.
-pub fn label_of(c: Contender, s: &Scenario) -> &'static str {
-    match c {
-        Contender::FqCodel => "C1",
-        Contender::CakeStatic(d, u) if (d, u) == s.statics[0] => "C2",
-        Contender::CakeStatic(d, u) if (d, u) == s.statics[1] => "C3",
-        Contender::PurpleRadio => "C4",
-        Contender::PurpleAimd => "C5",
-        Contender::Oracle => "oracle",
-        Contender::Purple => "ours",
-        Contender::OracleLookahead => "oracle+",
-        Contender::OracleLagged => "oracle-late",
-        _ => "",
-    }
+/// The row labels of `contenders` (in [`Contender::all`] order): the slides' C1..C5 (the first
+/// static CAKE is C2, the second C3, even where a link's two static rates are equal), `oracle`,
+/// `ours`, `oracle+` (the lookahead oracle), `oracle-late` (one interval late), empty for the
+/// others.
+pub fn labels(contenders: &[Contender]) -> Vec<&'static str> {
+    let mut statics = 0;
+    contenders
+        .iter()
+        .map(|c| match c {
+            Contender::FqCodel => "C1",
+            Contender::CakeStatic(..) => {
+                statics += 1;
+                match statics {
+                    1 => "C2",
+                    2 => "C3",
+                    _ => "",
+                }
+            }
+            Contender::PurpleRadio => "C4",
+            Contender::PurpleAimd => "C5",
+            Contender::Oracle => "oracle",
+            Contender::Purple => "ours",
+            Contender::OracleLookahead => "oracle+",
+            Contender::OracleLagged => "oracle-late",
+            _ => "",
+        })
+        .collect()
 }
 
 /// The two single-seed targets against the one-interval-late oracle (purple's download
@@ -159,7 +171,7 @@ pub fn late_oracle_claims(results: &[LoopResult], contenders: &[Contender]) -> V
 }
 
 /// The comparison table of `results` with their row `labels` (as from [`run_all`] and
-/// [`label_of`]); slide figures beside C1..C5 when `slides`.
+/// [`labels`]); slide figures beside C1..C5 when `slides`.
 pub fn table(results: &[LoopResult], labels: &[&str], slides: bool) -> Table {
     let mut h = vec![
         "id",
@@ -358,14 +370,7 @@ pub fn scenario_report(name: &str, opts: &RunOpts) -> Report {
             sc.radio_buffer,
             sc.secs * opts.time_scale
         ),
-        table: table(
-            &results,
-            &Contender::all(&sc)
-                .into_iter()
-                .map(|c| label_of(c, &sc))
-                .collect::<Vec<_>>(),
-            radio,
-        ),
+        table: table(&results, &labels(&Contender::all(&sc)), radio),
         claims,
         runs: Vec::new(),
         notes: vec![

@@ -156,8 +156,12 @@ fn a_users_traces_make_a_link_and_a_broken_one_names_the_file_and_line() {
     let up = temp("ok.up", &trace(3.0, 10));
     let sc = link::from_traces(&down, &up, Some(120), Some(20.0), Some(30.0)).unwrap();
     assert_eq!((sc.secs, sc.radio_buffer), (20.0, 120));
-    // 12 Mbit/s throughout: both static rates 12, the range up to 1.2 x that.
-    assert_eq!(sc.statics[0].0, 12.0);
+    // 12 Mbit/s throughout: both static rates 12 (still labelled C2 and C3), the range up to
+    // 1.2 x that.
+    assert_eq!((sc.statics[0].0, sc.statics[1].0), (12.0, 12.0));
+    let labels = experiments::c::labels(&experiments::c::demo_contenders(&sc));
+    assert_eq!(labels[..3], ["C1", "C2", "C3"]);
+    assert_eq!(labels.last(), Some(&"oracle-late"));
     assert!((sc.range_down.1 as f64 - controller::mbit(14.4) as f64).abs() < 100.0);
     let rtt = experiments::c::closed_loop::PATH_RTT + sc.delay_down + sc.delay_up;
     assert!((rtt.as_millis_f64() - 30.0).abs() < 0.01, "{rtt:?}");
