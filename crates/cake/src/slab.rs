@@ -43,44 +43,57 @@ impl Slab {
     #[inline(always)]
     pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> u32 {
         let mem = pkt.len().saturating_add(SLOT_OVERHEAD);
-        let slot = Slot {
-            pkt,
-            next: NIL,
-            enqueued,
-            adj_len,
-            mem,
-        };
         if self.free != NIL {
+            // Written field by field into the free slot: no slot-sized temporary.
             let i = self.free;
             let s = &mut self.slots[i as usize];
             self.free = s.next;
-            *s = slot;
+            s.pkt = pkt;
+            s.next = NIL;
+            s.enqueued = enqueued;
+            s.adj_len = adj_len;
+            s.mem = mem;
             i
         } else {
-            self.slots.push(slot);
+            self.slots.push(Slot {
+                pkt,
+                next: NIL,
+                enqueued,
+                adj_len,
+                mem,
+            });
             (self.slots.len() - 1) as u32
         }
     }
 
-    /// Frees slot `i`, returning its packet.
-    #[inline]
-    pub fn remove(&mut self, i: u32) -> Slot {
+    /// Frees slot `i`, returning its packet. The slot's other fields are left as they are
+    /// (the next `insert` overwrites them).
+    #[inline(always)]
+    pub fn free(&mut self, i: u32) -> Packet {
         let s = &mut self.slots[i as usize];
         // Only the frame buffer must leave the slot (it owns the allocation); the metadata is
         // plain data that the next `insert` overwrites, so it is copied rather than reset.
-        let out = Slot {
-            pkt: Packet {
-                data: std::mem::take(&mut s.pkt.data),
-                meta: s.pkt.meta,
-            },
-            next: s.next,
-            enqueued: s.enqueued,
-            adj_len: s.adj_len,
-            mem: s.mem,
+        let pkt = Packet {
+            data: std::mem::take(&mut s.pkt.data),
+            meta: s.pkt.meta,
         };
         s.next = self.free;
         self.free = i;
-        out
+        pkt
+    }
+
+    /// Frees slot `i`, returning its packet with the slot's metadata.
+    #[inline]
+    pub fn remove(&mut self, i: u32) -> Slot {
+        let s = &self.slots[i as usize];
+        let (next, enqueued, adj_len, mem) = (s.next, s.enqueued, s.adj_len, s.mem);
+        Slot {
+            pkt: self.free(i),
+            next,
+            enqueued,
+            adj_len,
+            mem,
+        }
     }
 
     /// Slot `i`.

@@ -203,12 +203,18 @@ purple_params! {
     probe_wait: u32 = 20, 0, 1_000, "0 ..= 1000";
     /// Volatility (mean absolute log change between successive capacity readings) at which
     /// the link counts as fully volatile: probes start at once, at a gain of at least the
-    /// volatility. Default 0.1.
-    volatile: f64 = 0.1, 0.001, 10.0, "0.001 ..= 10";
+    /// volatility. Default 0.07.
+    volatile: f64 = 0.07, 0.001, 10.0, "0.001 ..= 10";
     /// Delay above which a queue counts as standing in the bottleneck (on top of the
     /// serialisation of one frame at the current rate and the link's learnt delay noise).
     /// Default 1 ms (ICMP timestamps have 1 ms resolution).
     queue_floor: Duration = ms(1), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+    /// On a fully volatile link the queue above the target drains within `drain_time x (1 +
+    /// volatile_drain)`. Default 4.
+    volatile_drain: f64 = 1.0, 0.0, 100.0, "0 ..= 100";
+    /// On a volatile link, the quantile of the last second's loaded deliveries (and the
+    /// reading) that the capacity estimate blends in. Default 1 (the best).
+    recent_quantile: f64 = 1.0, 0.0, 1.0, "0 ..= 1";
     /// Largest delay noise learnt on a volatile link (delay seen while the link keeps up with
     /// our rate and CAKE holds the queue: the link's own scheduling, not a queue of ours).
     /// Default 100 ms.
@@ -677,18 +683,28 @@ impl Law for Purple {
                 // best delivery of the last second's loaded intervals: not at all at `volatile`,
                 // fully at twice that (one large step, such as a hand-over, leaves a link calm).
                 let n = st.n_readings.min(READINGS);
-                let best = st.readings[..n]
-                    .iter()
-                    .filter(|(t, _)| now.saturating_duration_since(*t) <= RECENT)
-                    .map(|&(_, x)| x)
-                    .fold(c, f64::max);
+                let mut recent = [0.0f64; READINGS + 1];
+                let mut k = 0;
+                for &(t, x) in &st.readings[..n] {
+                    if now.saturating_duration_since(t) <= RECENT {
+                        recent[k] = x;
+                        k += 1;
+                    }
+                }
+                recent[k] = c;
+                k += 1;
+                let recent = &mut recent[..k];
+                recent.sort_by(f64::total_cmp);
+                let best = recent[((k - 1) as f64 * p.recent_quantile).round() as usize];
                 let w = ((st.volatility - p.volatile) / p.volatile).clamp(0.0, 1.0);
                 let c = (1.0 - w) * c + w * best;
                 let m = margin(&p);
                 // The queue above the target (and, on a volatile link, above the delay noise
                 // the link makes by itself) is drained within `drain_time`.
                 let excess = (q - target - w * st.noise).max(0.0);
-                let drain = excess / p.drain_time.as_secs_f64();
+                // A volatile link's scheduler leaves its buffer full for a while after every
+                // silence: drained more slowly there, or each silence costs the next burst.
+                let drain = excess / (p.drain_time.as_secs_f64() * (1.0 + p.volatile_drain * w));
                 // Never below half the reading in one step: a queue that large is an outage's
                 // leftover, drained over a few intervals rather than by starving the link.
                 let rate = (c * (1.0 - m - drain)).max(0.5 * c);

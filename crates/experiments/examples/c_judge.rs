@@ -27,6 +27,8 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
             "queue_floor" => p.queue_floor = Duration::from_nanos((f * 1e6) as u64),
             "sudden" => p.sudden = f,
             "shortfall" => p.shortfall = f,
+            "recent_quantile" => p.recent_quantile = f,
+            "volatile_drain" => p.volatile_drain = f,
             "max_noise" => p.max_noise = Duration::from_nanos((f * 1e6) as u64),
             _ => eprintln!("unknown key {k}"),
         }
