@@ -599,7 +599,11 @@ impl Cake {
                 if let Some(pos) = self.run_ack_filter(tin, flow) {
                     if let Some(ack) = self.queue_remove_at(tin, flow, pos) {
                         self.tins[tin].ack_drops += 1;
-                        added_bytes -= u64::from(ack.pkt.len());
+                        // The bytes this enqueue added net, floored at 0: the dropped ACK
+                        // can be longer than the one that replaced it (more options, more
+                        // padding). The kernel's `len -= qdisc_pkt_len(ack)` wraps its u32
+                        // there and autorate-ingress counts ~4 GiB (docs/fidelity.md).
+                        added_bytes = added_bytes.saturating_sub(u64::from(ack.pkt.len()));
                         if self.cfg.ingress {
                             self.advance_shaper(tin, ack.adj_len, now, true);
                         }
@@ -967,7 +971,9 @@ impl Cake {
         })
     }
 
-    /// Bytes of memory charged for queued packets now.
+    /// Bytes of memory charged for queued packets now: for each, what its frame pins
+    /// ([`Packet::truesize`]: buffer capacity, so a short frame in a large buffer is charged the
+    /// buffer) plus its slot, as the kernel charges skb truesize.
     pub fn memory_used(&self) -> u64 {
         self.buffer_used
     }
@@ -1036,6 +1042,16 @@ impl Qdisc for Cake {
 
     fn kind(&self) -> &'static str {
         "cake"
+    }
+
+    /// Releases the packet slots kept from a larger backlog, once the queue is empty (a no-op
+    /// while packets are queued).
+    fn shrink(&mut self) -> usize {
+        if self.qlen == 0 {
+            self.slab.shrink_empty()
+        } else {
+            0
+        }
     }
 }
 
