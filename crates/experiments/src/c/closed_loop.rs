@@ -69,8 +69,12 @@ pub const WALL: WallAnchor = WallAnchor {
 };
 const GBIT: u64 = 125_000_000;
 const WAN_DELAY: Duration = Duration::from_millis(4);
-const RADIO_DELAY: Duration = Duration::from_millis(1);
 const EDGE_DELAY: Duration = Duration::from_micros(100);
+/// Round-trip propagation of the path without the radio hop (the WAN link and two edge links
+/// each way); a scenario's radio delays ([`Scenario::delay_down`], [`Scenario::delay_up`]) add
+/// to it.
+pub const PATH_RTT: Duration =
+    Duration::from_nanos(2 * WAN_DELAY.as_nanos() + 4 * EDGE_DELAY.as_nanos());
 
 /// Who sets CAKE's rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -352,6 +356,20 @@ pub struct LoopResult {
     pub capacity: Pair,
     /// Every loaded-latency sample after the warm-up, ms (for the CDF).
     pub samples: Vec<f64>,
+    /// One-way queueing delay towards the client after the warm-up, ms: each answered probe's
+    /// true reflector-to-client delay (the simulator knows the reflect and receive times)
+    /// minus the idle one ([`LoopResult::base_owd_ms`]), floored at 0; one sample per probe
+    /// counted in [`LoopResult::samples`].
+    pub owd_down_samples: Vec<f64>,
+    /// One-way queueing delay from the client (client-to-reflector), ms, as
+    /// [`LoopResult::owd_down_samples`].
+    pub owd_up_samples: Vec<f64>,
+    /// Statistics of [`LoopResult::owd_down_samples`].
+    pub owd_down: LatencyStats,
+    /// Statistics of [`LoopResult::owd_up_samples`].
+    pub owd_up: LatencyStats,
+    /// Idle one-way delay of a probe per direction, ms (they add up to `base_rtt_ms`).
+    pub base_owd_ms: Pair,
     /// The time series, one point per [`STEP`].
     pub series: Vec<Point>,
     /// Idle round-trip time of a probe, ms.
@@ -613,8 +631,13 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         } else {
             &sc.up
         };
+        let delay = if d == Direction::Down {
+            sc.delay_down
+        } else {
+            sc.delay_up
+        };
         let mut l =
-            LinkConfig::with_rate(cap.link_rate(), RADIO_DELAY).buffer(Some(sc.radio_buffer), None);
+            LinkConfig::with_rate(cap.link_rate(), delay).buffer(Some(sc.radio_buffer), None);
         if let Some(q) = initial(d) {
             l = l.qdisc(q);
         }
@@ -680,13 +703,21 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         })
         .collect();
 
-    // Idle RTT of a 58-byte probe: propagation plus serialisation on every hop, both ways.
+    // Idle RTT of a 58-byte probe: propagation plus serialisation on every hop, both ways
+    // (per direction: the radio hop, the WAN link, two edge links, three of them at 1 Gbit/s).
     let ser = |bps: f64| 58.0 / bps * 1e3;
-    let base_rtt_ms = 2.0 * (WAN_DELAY.as_millis_f64() + RADIO_DELAY.as_millis_f64())
-        + 4.0 * EDGE_DELAY.as_millis_f64()
-        + 6.0 * ser(GBIT as f64)
-        + ser(sc.down.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0))
-        + ser(sc.up.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0));
+    let one_way = |radio: Duration, cap: &super::scenario::Capacity| {
+        radio.as_millis_f64()
+            + WAN_DELAY.as_millis_f64()
+            + 2.0 * EDGE_DELAY.as_millis_f64()
+            + 3.0 * ser(GBIT as f64)
+            + ser(cap.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0))
+    };
+    let base_owd_ms = Pair::new(
+        one_way(sc.delay_down, &sc.down),
+        one_way(sc.delay_up, &sc.up),
+    );
+    let base_rtt_ms = base_owd_ms.down + base_owd_ms.up;
 
     // The controller: the daemon's agent, with reflector hosts answering its probes.
     let server_addrs: Vec<IpAddr> = servers.iter().map(|s| s.1).collect();
@@ -738,6 +769,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
     }
     let mut series = Vec::new();
     let mut samples = Vec::new();
+    let mut owd_samples = PerDir::new(Vec::new(), Vec::new());
     let mut delivered = PerDir::new(0u64, 0u64);
     while t < end {
         let caps = PerDir::new(sc.down.rate_at(t), sc.up.rate_at(t));
@@ -798,6 +830,14 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 let rtt = r.received.saturating_duration_since(r.sent).as_millis_f64();
                 if r.received >= warm {
                     samples.push((rtt - base_rtt_ms).max(0.0));
+                    let ms =
+                        |a: Instant, b: Instant| b.saturating_duration_since(a).as_millis_f64();
+                    owd_samples
+                        .up
+                        .push((ms(r.sent, r.reflected) - base_owd_ms.up).max(0.0));
+                    owd_samples
+                        .down
+                        .push((ms(r.reflected, r.received) - base_owd_ms.down).max(0.0));
                 }
                 max_rtt = if max_rtt.is_nan() {
                     rtt
@@ -849,6 +889,11 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         ),
         capacity: Pair::new(sc.down.mean(warm, end) * 8e-6, sc.up.mean(warm, end) * 8e-6),
         samples,
+        owd_down: LatencyStats::of(&owd_samples.down),
+        owd_up: LatencyStats::of(&owd_samples.up),
+        owd_down_samples: owd_samples.down,
+        owd_up_samples: owd_samples.up,
+        base_owd_ms,
         series,
         base_rtt_ms,
     }
