@@ -545,10 +545,11 @@ mod tests {
         }
         assert!((p.alpha() - 0.1).abs() < 1e-3, "alpha {}", p.alpha());
         p.on_ce(Instant::ZERO, &rtt, 0);
-        assert_eq!(
-            p.window(),
-            47_500,
-            "a 10% marked fraction costs 5% of the window"
+        let near = |w: u64, want: u64| w.abs_diff(want) <= 10;
+        assert!(
+            near(p.window(), 47_500),
+            "a 10% marked fraction costs 5% of the window: {}",
+            p.window()
         );
         // One unmarked round decays alpha by 1/16.
         p.on_ecn_feedback(50, 0);
@@ -556,7 +557,7 @@ mod tests {
         assert!((p.alpha() - 0.1 * 15.0 / 16.0).abs() < 1e-3);
         // A loss halves, as Reno.
         p.on_congestion(Instant::ZERO, &rtt, 0);
-        assert_eq!(p.window(), 23_750);
+        assert!(near(p.window(), 23_750), "{}", p.window());
         assert!(p.is_scalable() && !Cubic::new(1000, 1000).is_scalable());
     }
 

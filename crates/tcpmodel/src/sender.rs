@@ -218,7 +218,8 @@ impl TcpSender {
             recover_after_ce: false,
             accecn: cfg.accurate_ecn(),
             ace: ACE_INIT,
-            round_end: 0,
+            // The first round trip is the initial window.
+            round_end: mss * u64::from(cfg.initial_window.max(1)),
             retx_hint: u64::MAX,
             dupacks: 0,
             peer_sacks: false,
