@@ -636,6 +636,56 @@ mod tests {
     }
 
     #[test]
+    fn skipped_update_ticks_leave_the_state_every_tick_would() {
+        let aged = |q: &mut DualPi2| {
+            q.c.push_back(Entry {
+                pkt: Packet::default(),
+                ts: Instant::ZERO,
+                ect: 0,
+                apply_step: false,
+            })
+        };
+        let overflow = DualPi2Config {
+            drop_overload: false,
+            ..DualPi2Config::default()
+        };
+        let slow = DualPi2Config {
+            target: Duration::from_secs(30),
+            ..DualPi2Config::default()
+        };
+        // (config, a packet aging in the C-queue, initial p')
+        let cases = [
+            (DualPi2Config::default(), true, 0),
+            (overflow, true, 0),
+            (slow, true, 0),
+            (DualPi2Config::default(), false, MAX_PROB / 3),
+        ];
+        for (cfg, with_packet, p0) in cases {
+            let mut lazy = DualPi2::new(cfg, 1);
+            let mut timer = DualPi2::new(cfg, 1);
+            for q in [&mut lazy, &mut timer] {
+                if with_packet {
+                    aged(q);
+                }
+                q.prob = p0;
+            }
+            lazy.run_updates(Instant::ZERO);
+            let end = Instant::from_secs(100);
+            lazy.run_updates(end);
+            let mut t = Instant::ZERO + cfg.tupdate;
+            while t <= end {
+                timer.update_probability(t);
+                t += cfg.tupdate;
+            }
+            assert_eq!(
+                (lazy.prob, lazy.last_qdelay, lazy.next_update),
+                (timer.prob, timer.last_qdelay, Some(t)),
+                "{cfg:?} packet {with_packet}"
+            );
+        }
+    }
+
+    #[test]
     fn one_update_moves_p_by_alpha_times_the_delay_error_plus_beta_times_its_change() {
         let mut q = DualPi2::new(DualPi2Config::default(), 1);
         // A C-queue head 25 ms old at the update: error +10 ms, change +25 ms.
