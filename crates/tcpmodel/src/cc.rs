@@ -425,6 +425,12 @@ impl CongestionControl for Ledbat {
 pub const PRAGUE_G: f64 = 1.0 / 16.0;
 /// Prague's smallest window in segments.
 const PRAGUE_MIN_CWND: f64 = 2.0;
+/// Prague's RTT-independence target: flows with a shorter smoothed RTT grow as if their RTT
+/// were this long (the reference implementation's `prague_rtt_target`).
+pub const PRAGUE_RTT_TARGET: Duration = Duration::from_millis(25);
+/// Round trips after slow start before Prague becomes RTT-independent (the reference
+/// implementation's `prague_rtt_transition`).
+pub const PRAGUE_RTT_TRANSITION: u32 = 500;
 
 /// Prague, modelled as the DCTCP-like core that RFC 9331's scalable senders share:
 ///
@@ -437,13 +443,19 @@ const PRAGUE_MIN_CWND: f64 = 2.0;
 ///   shrinks to `cwnd * (1 - alpha / 2)`, at least 2 segments, and ssthresh follows it; the
 ///   window keeps growing meanwhile ([`CongestionControl::is_scalable`]).
 /// * **Growth.** Slow start (up to 2 segments per ACK) below ssthresh, then one segment per
-///   round trip (Reno's additive increase).
+///   round trip (Reno's additive increase), counting only the acknowledged segments that were
+///   not CE-marked (the reference implementation's "unsaturated" increase).
+/// * **RTT independence** (the reference's default `RTT_CONTROL_RATE`): after
+///   [`PRAGUE_RTT_TRANSITION`] round trips out of slow start, a flow whose smoothed RTT is
+///   below [`PRAGUE_RTT_TARGET`] scales its additive increase by `(srtt / target)^2`, growing
+///   by one segment per 25 ms of rate as a 25 ms flow would.
 /// * **Classic fallback.** A loss halves the window (at least 2 segments); an RTO collapses it
 ///   to one segment, as Reno.
 ///
-/// Not modelled: Prague's RTT independence (its window growth scaled as if the RTT were at
-/// least 25 ms), its fractional window below 2 segments, and its pacing-based rate control;
-/// the sender's ordinary pacing applies if configured.
+/// Not modelled: the reference's limit of one alpha update and one CE reduction per target RTT
+/// in RTT-independent mode (here both happen once per round trip), its fractional window
+/// below 2 segments, its classic-ECN-AQM detection, and its own pacing and burst sizing (the
+/// sender's ordinary pacing applies if configured).
 #[derive(Clone, Debug)]
 pub struct Prague {
     mss: u64,
@@ -455,6 +467,10 @@ pub struct Prague {
     /// Segments delivered and CE marks counted in the current round.
     round_delivered: u64,
     round_ce: u64,
+    /// CE marks reported with the ACK being processed (not counted for growth).
+    ack_ce: u64,
+    /// Round trips completed out of slow start.
+    ca_rounds: u32,
 }
 
 impl Prague {
@@ -468,6 +484,19 @@ impl Prague {
             alpha: 1.0,
             round_delivered: 0,
             round_ce: 0,
+            ack_ce: 0,
+            ca_rounds: 0,
+        }
+    }
+
+    /// The factor on the additive increase for smoothed RTT `srtt` (1 until RTT independence
+    /// starts, and for flows at or above the target RTT).
+    pub fn rtt_scaling(&self, srtt: Option<Duration>) -> f64 {
+        match srtt {
+            Some(r) if self.ca_rounds >= PRAGUE_RTT_TRANSITION && r < PRAGUE_RTT_TARGET => {
+                (r.as_secs_f64() / PRAGUE_RTT_TARGET.as_secs_f64()).powi(2)
+            }
+            _ => 1.0,
         }
     }
 
@@ -488,15 +517,17 @@ impl CongestionControl for Prague {
             u64::MAX
         }
     }
-    fn on_ack(&mut self, _now: Instant, acked: u64, _rtt: &RttInfo, _pipe: u64) {
-        let segs = acked as f64 / self.mss as f64;
+    fn on_ack(&mut self, _now: Instant, acked: u64, rtt: &RttInfo, _pipe: u64) {
+        let ce = std::mem::take(&mut self.ack_ce) as f64;
+        let segs = (acked as f64 / self.mss as f64 - ce).max(0.0);
         if self.cwnd < self.ssthresh {
             self.cwnd += segs.min(2.0);
         } else {
-            self.cwnd += segs / self.cwnd;
+            self.cwnd += segs / self.cwnd * self.rtt_scaling(rtt.srtt);
         }
     }
     fn on_congestion(&mut self, _now: Instant, _rtt: &RttInfo, _pipe: u64) {
+        self.ack_ce = 0;
         self.cwnd = (self.cwnd / 2.0).max(PRAGUE_MIN_CWND);
         self.ssthresh = self.cwnd;
     }
@@ -507,14 +538,19 @@ impl CongestionControl for Prague {
         self.cwnd = 1.0;
     }
     fn on_ce(&mut self, _now: Instant, _rtt: &RttInfo, _pipe: u64) {
+        self.ack_ce = 0;
         self.cwnd = (self.cwnd * (1.0 - self.alpha / 2.0)).max(PRAGUE_MIN_CWND);
         self.ssthresh = self.cwnd;
     }
     fn on_ecn_feedback(&mut self, delivered: u64, ce: u64) {
         self.round_delivered += delivered;
         self.round_ce += ce;
+        self.ack_ce = ce;
     }
     fn on_round(&mut self, _now: Instant) {
+        if self.cwnd >= self.ssthresh {
+            self.ca_rounds = self.ca_rounds.saturating_add(1);
+        }
         if self.round_delivered > 0 {
             let f = (self.round_ce as f64 / self.round_delivered as f64).min(1.0);
             self.alpha += PRAGUE_G * (f - self.alpha);
@@ -530,6 +566,32 @@ impl CongestionControl for Prague {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prague_grows_on_unmarked_segments_only_and_scales_growth_to_a_25ms_rtt() {
+        let now = Instant::ZERO;
+        let mut p = Prague::new(1000, 10_000);
+        p.on_congestion(now, &RttInfo::default(), 0);
+        assert_eq!(p.window(), 5_000);
+        let rtt = RttInfo {
+            srtt: Some(Duration::from_millis(10)),
+            ..RttInfo::default()
+        };
+        // Five segments acknowledged, two of them CE-marked: + 3/5 of a segment.
+        p.on_ecn_feedback(5, 2);
+        p.on_ack(now, 5_000, &rtt, 0);
+        assert_eq!(p.window(), 5_600);
+        // RTT independence starts after PRAGUE_RTT_TRANSITION rounds out of slow start.
+        assert_eq!(p.rtt_scaling(rtt.srtt), 1.0);
+        for _ in 0..PRAGUE_RTT_TRANSITION {
+            p.on_round(now);
+        }
+        assert!((p.rtt_scaling(rtt.srtt) - 0.16).abs() < 1e-12, "(10/25)^2");
+        assert_eq!(p.rtt_scaling(Some(Duration::from_millis(30))), 1.0);
+        let w = p.window();
+        p.on_ack(now, 5_600, &rtt, 0);
+        assert_eq!(p.window() - w, 160, "one segment per window, times 0.16");
+    }
 
     #[test]
     fn prague_alpha_follows_the_marked_fraction_and_sizes_the_reduction() {
