@@ -204,7 +204,13 @@ fn baseline() -> impl Strategy<Value = AnyQdisc> {
         ),
         (
             (1u32..50, prop::option::of(0u64..60_000), 0u64..20, 0u8..5),
-            (any::<bool>(), any::<bool>(), 0u8..=100, any::<bool>(), any::<bool>()),
+            (
+                any::<bool>(),
+                any::<bool>(),
+                0u8..=100,
+                any::<bool>(),
+                any::<bool>()
+            ),
             prop_oneof![
                 (0u64..3_000).prop_map(|us| StepThreshold::Time(Duration::from_micros(us))),
                 (0u32..8).prop_map(StepThreshold::Packets),

@@ -181,7 +181,7 @@ pub fn run_mix(spec: &MixSpec) -> Result<MixResult, MixError> {
     let mut named: Vec<(AppId, String)> = Vec::new();
     let mut roles = Vec::new();
     let mut flows = Vec::new();
-    for i in 0..spec.classic + spec.l4s {
+    for (i, &server) in servers.iter().enumerate().take(spec.classic + spec.l4s) {
         let l4s = i >= spec.classic;
         let o = TcpOpts {
             cc: if l4s { CcKind::Prague } else { CcKind::Cubic },
@@ -189,7 +189,7 @@ pub fn run_mix(spec: &MixSpec) -> Result<MixResult, MixError> {
             pacing: Some(Pacing::default()),
             ..TcpOpts::default()
         };
-        let f = net.tcp(servers[i], client, 5001 + i as u16, Instant::ZERO, o);
+        let f = net.tcp(server, client, 5001 + i as u16, Instant::ZERO, o);
         let name = if l4s {
             format!("prague {}", i - spec.classic + 1)
         } else {
@@ -200,7 +200,10 @@ pub fn run_mix(spec: &MixSpec) -> Result<MixResult, MixError> {
         flows.push((f.tx, l4s));
     }
     let mut probes = Vec::new();
-    for (l4s, id, name) in [(true, 7001u16, "ping ECT(1)"), (false, 7002, "ping Not-ECT")] {
+    for (l4s, id, name) in [
+        (true, 7001u16, "ping ECT(1)"),
+        (false, 7002, "ping Not-ECT"),
+    ] {
         let p = Ping::new(client.addr, servers[0].addr, id, PROBE)
             .with_tos(u8::from(l4s))
             .until(end);
@@ -261,13 +264,16 @@ pub fn run_mix(spec: &MixSpec) -> Result<MixResult, MixError> {
                     .collect()
             })
             .unwrap_or_default();
-        let (mean, _, p99) =
-            stats(&mut s).ok_or_else(|| MixError::NoSamples(name.to_string()))?;
+        let (mean, _, p99) = stats(&mut s).ok_or_else(|| MixError::NoSamples(name.to_string()))?;
         let c = &mut class[usize::from(l4s)];
         c.probe_mean = mean;
         c.probe_p99 = p99;
     }
-    let st = net.sim.qdisc(net.down).map(|q| q.stats()).unwrap_or_default();
+    let st = net
+        .sim
+        .qdisc(net.down)
+        .map(|q| q.stats())
+        .unwrap_or_default();
     let labels: Vec<(&str, Role)> = named
         .iter()
         .zip(&roles)
@@ -385,9 +391,7 @@ fn d1(opts: &RunOpts) -> Report {
         claims.push(Claim::new(
             "DualPI2 (RFC 9332): k = 2 makes a scalable flow's window (2 / p_CL = 1 / p') about \
              a Reno-friendly flow's (1.22 / sqrt(p_C) = 1.22 / p') at the same base RTT",
-            format!(
-                "Prague / CUBIC window (rate x (20 ms + own queue delay)) ratio {window:.2}"
-            ),
+            format!("Prague / CUBIC window (rate x (20 ms + own queue delay)) ratio {window:.2}"),
             "within 0.67..1.5",
             (0.67..=1.5).contains(&window),
         ));

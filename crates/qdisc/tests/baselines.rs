@@ -45,7 +45,11 @@ fn pad_packet(len: u32) -> Packet {
 #[derive(Clone, Debug)]
 enum Op {
     /// `ecn`: the ECN field (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE).
-    Enqueue { flow: u8, size: u16, ecn: u8 },
+    Enqueue {
+        flow: u8,
+        size: u16,
+        ecn: u8,
+    },
     Dequeue,
     Advance(u32),
 }

@@ -80,7 +80,12 @@ fn dualpi2_defaults_are_linux_6_17s() {
     assert_eq!(c.effective_memory_limit(), 10_000 * 2 * 1514);
     assert_eq!(
         (c.target, c.tupdate, c.alpha, c.beta),
-        (Duration::from_millis(15), Duration::from_millis(16), 0.16, 3.2)
+        (
+            Duration::from_millis(15),
+            Duration::from_millis(16),
+            0.16,
+            3.2
+        )
     );
     assert_eq!(c.step, StepThreshold::Time(Duration::from_millis(1)));
     assert_eq!((c.min_qlen_step, c.coupling_factor), (0, 2));
@@ -105,7 +110,10 @@ fn ect1_and_ce_take_the_l_queue_and_everything_else_the_c_queue() {
     // A frame that is not IP.
     q.enqueue(Instant::ZERO, Packet::new(vec![0xab; 80]), &mut drops);
     assert!(drops.is_empty());
-    assert_eq!((q.l4s_backlog().packets, q.classic_backlog().packets), (2, 3));
+    assert_eq!(
+        (q.l4s_backlog().packets, q.classic_backlog().packets),
+        (2, 3)
+    );
     let x = q.xstats(Instant::ZERO);
     assert_eq!((x.packets_in_l, x.packets_in_c), (2, 3));
     // any_ect adds ECT(0) to the L-queue.
@@ -119,7 +127,10 @@ fn ect1_and_ce_take_the_l_queue_and_everything_else_the_c_queue() {
     for ecn in [NOT_ECT, ECT1, ECT0, CE] {
         q.enqueue(Instant::ZERO, Packet::new(frame(1, 500, ecn)), &mut drops);
     }
-    assert_eq!((q.l4s_backlog().packets, q.classic_backlog().packets), (3, 1));
+    assert_eq!(
+        (q.l4s_backlog().packets, q.classic_backlog().packets),
+        (3, 1)
+    );
 }
 
 #[test]
@@ -207,7 +218,11 @@ fn classic_protection_gives_the_c_queue_its_share_of_bytes_when_both_are_backlog
         let mut drops = Vec::new();
         for _ in 0..2000 {
             q.enqueue(Instant::ZERO, Packet::new(frame(1, 1000, ECT1)), &mut drops);
-            q.enqueue(Instant::ZERO, Packet::new(frame(2, 1000, NOT_ECT)), &mut drops);
+            q.enqueue(
+                Instant::ZERO,
+                Packet::new(frame(2, 1000, NOT_ECT)),
+                &mut drops,
+            );
         }
         // 1000 dequeues at time 0 (no sojourn, p' = 0: nothing is marked or dropped).
         let mut c = 0;
@@ -241,12 +256,19 @@ fn an_unresponsive_classic_flood_raises_p_until_the_classic_drops_match_its_exce
         median(&soj)
     );
     assert_eq!(marks, 0);
-    assert_eq!(st.dropped(DropReason::Overflow).packets, 0, "the AQM, not the limit");
+    assert_eq!(
+        st.dropped(DropReason::Overflow).packets,
+        0,
+        "the AQM, not the limit"
+    );
     assert!((0.4..0.6).contains(&frac), "drop fraction {frac}");
     assert!((q.classic_probability() - 0.5).abs() < 0.15);
     // The PI controller holds the queue near its 15 ms target.
     assert!((5.0..30.0).contains(&median(&soj)), "{}", median(&soj));
-    assert!(bytes as f64 * 8.0 / 19.0 > 0.95 * LINK as f64, "link stays full");
+    assert!(
+        bytes as f64 * 8.0 / 19.0 > 0.95 * LINK as f64,
+        "link stays full"
+    );
 }
 
 #[test]
@@ -267,7 +289,13 @@ fn responsive_ecn_classic_flows_are_marked_not_dropped() {
     assert!((5.0..30.0).contains(&mean), "classic queue {mean:.1} ms");
 
     let mut q = DualPi2::new(DualPi2Config::default(), 4);
-    run(&mut q, LINK, &[reno(false), reno(false)], 40 * SEC, 10 * SEC);
+    run(
+        &mut q,
+        LINK,
+        &[reno(false), reno(false)],
+        40 * SEC,
+        10 * SEC,
+    );
     let st = q.stats();
     assert_eq!(st.ecn_marks, 0, "Not-ECT packets are dropped");
     assert!(st.dropped(DropReason::Aqm).packets > 10, "{st:?}");
@@ -306,7 +334,11 @@ fn overload_drops_in_both_queues_by_default_and_overflows_with_overflow() {
         median(&soj)
     );
     assert!(q.base_probability() <= 0.5 + 1e-9, "p' capped at 1/k");
-    assert_eq!(st.dropped(DropReason::Aqm).packets, 0, "ECN kept: no AQM drops");
+    assert_eq!(
+        st.dropped(DropReason::Aqm).packets,
+        0,
+        "ECN kept: no AQM drops"
+    );
     assert!(st.dropped(DropReason::Overflow).packets > st.enqueued.packets / 3);
     // 1000 packets at 10 Mbit/s: the tail-drop queue holds about 1.2 s.
     assert!(median(&soj) > 1000.0, "{}", median(&soj));
@@ -339,7 +371,10 @@ fn drop_enqueue_takes_the_aqm_decision_on_arrival() {
         drops.clear();
         t += tx;
     }
-    assert!(at_enqueue > 1000 && at_dequeue == 0, "{at_enqueue} / {at_dequeue}");
+    assert!(
+        at_enqueue > 1000 && at_dequeue == 0,
+        "{at_enqueue} / {at_dequeue}"
+    );
     assert!(q.stats().is_balanced());
 }
 
@@ -367,7 +402,11 @@ fn the_packet_and_memory_limits_tail_drop_as_overflow() {
     );
     drops.clear();
     for _ in 0..4 {
-        q.enqueue(Instant::ZERO, Packet::new(frame(1, 1000, NOT_ECT)), &mut drops);
+        q.enqueue(
+            Instant::ZERO,
+            Packet::new(frame(1, 1000, NOT_ECT)),
+            &mut drops,
+        );
     }
     assert_eq!((drops.len(), q.backlog().packets), (2, 2));
     assert_eq!(q.xstats(Instant::ZERO).max_memory_used, 2000);
@@ -394,7 +433,10 @@ fn gso_super_packets_are_split_unless_no_split_gso() {
     let mut drops = Vec::new();
     let mut q = DualPi2::new(DualPi2Config::default(), 1);
     q.enqueue(Instant::ZERO, gso(), &mut drops);
-    assert_eq!((q.stats().enqueued.packets, q.l4s_backlog().packets), (4, 4));
+    assert_eq!(
+        (q.stats().enqueued.packets, q.l4s_backlog().packets),
+        (4, 4)
+    );
     let mut q = DualPi2::new(
         DualPi2Config {
             split_gso: false,
@@ -403,7 +445,10 @@ fn gso_super_packets_are_split_unless_no_split_gso() {
         1,
     );
     q.enqueue(Instant::ZERO, gso(), &mut drops);
-    assert_eq!((q.stats().enqueued.packets, q.l4s_backlog().packets), (1, 1));
+    assert_eq!(
+        (q.stats().enqueued.packets, q.l4s_backlog().packets),
+        (1, 1)
+    );
 }
 
 #[test]

@@ -848,7 +848,10 @@ fn prague_keeps_a_one_ms_queue_at_full_utilisation_under_step_marking() {
         net.marks
     );
     assert!(util >= 0.95, "utilisation {util:.3}");
-    assert!(mean <= 1.5 && p99 <= 3.0, "sojourn mean {mean:.2} p99 {p99:.2} ms");
+    assert!(
+        mean <= 1.5 && p99 <= 3.0,
+        "sojourn mean {mean:.2} p99 {p99:.2} ms"
+    );
     assert_eq!((net.drops, st.retransmits, st.loss_reductions), (0, 0, 0));
     assert!(st.ecn_reductions >= 100, "{st:?}");
     assert!(st.ce_marks >= st.ecn_reductions, "{st:?}");
@@ -887,7 +890,11 @@ fn accurate_ecn_feedback_counts_every_ce_mark_exactly() {
     let s = net.sender(f);
     assert!(s.is_finished());
     let received = net.flows[f].rcv.stats().ce_marked;
-    println!("CE marks: {} on the wire, {received} received, {} reported", net.marks, s.stats().ce_marks);
+    println!(
+        "CE marks: {} on the wire, {received} received, {} reported",
+        net.marks,
+        s.stats().ce_marks
+    );
     assert!(received > 50);
     assert_eq!(received, net.marks, "no loss: every mark arrives");
     assert_eq!(s.stats().ce_marks, received, "the sender learns every one");
@@ -910,7 +917,11 @@ fn prague_sends_ect1_and_its_receiver_returns_the_ce_count_in_the_ace_field() {
     let mut s = TcpSender::new(cfg.clone(), Instant::ZERO);
     let segs: Vec<Packet> = std::iter::from_fn(|| s.poll_transmit(t)).collect();
     assert_eq!(segs.len(), 10);
-    assert!(segs.iter().all(|p| p.headers().ip.map(|i| i.ecn) == Some(1)), "ECT(1)");
+    assert!(
+        segs.iter()
+            .all(|p| p.headers().ip.map(|i| i.ecn) == Some(1)),
+        "ECT(1)"
+    );
     let ce = |p: &Packet| {
         let mut p = p.clone();
         let h = p.headers();
@@ -941,7 +952,10 @@ fn prague_sends_ect1_and_its_receiver_returns_the_ce_count_in_the_ace_field() {
     assert_eq!(w, 5 * 1448, "the initial window halved (alpha starts at 1)");
     s.on_ack(now, &a2);
     assert_eq!((s.stats().ce_marks, s.stats().ecn_reductions), (2, 1));
-    assert!(s.cwnd() > w, "a scalable sender keeps growing while the reduction is pending");
+    assert!(
+        s.cwnd() > w,
+        "a scalable sender keeps growing while the reduction is pending"
+    );
     // No CWR on new data (AccECN does not use it) and ECT(1) on retransmissions too.
     for p in &segs[4..] {
         r.on_segment(now, p);
@@ -999,5 +1013,8 @@ fn prague_without_ecn_is_a_classic_loss_based_sender() {
     let st = *net.sender(f).stats();
     println!("prague without ECN: utilisation {g:.3}, {st:?}");
     assert!(g >= 0.9, "utilisation {g:.3}");
-    assert!(st.loss_reductions > 3 && st.ecn_reductions == 0 && st.ce_marks == 0, "{st:?}");
+    assert!(
+        st.loss_reductions > 3 && st.ecn_reductions == 0 && st.ce_marks == 0,
+        "{st:?}"
+    );
 }
