@@ -346,7 +346,9 @@ fn d1(opts: &RunOpts) -> Report {
                     r.drops.to_string(),
                     r.marks.to_string(),
                 ]);
-                runs.push(r.run.clone());
+                let mut run = r.run.clone();
+                run.name = format!("D1 {name}");
+                runs.push(run);
                 results.push((name, r));
             }
             Err(e) => notes.push(format!("{name} ({tc}) could not run: {e}")),
