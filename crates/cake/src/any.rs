@@ -204,6 +204,9 @@ impl Qdisc for AnyQdisc {
     fn kind(&self) -> &'static str {
         dispatch!(self, q => q.kind())
     }
+    fn shrink(&mut self) -> usize {
+        dispatch!(self, q => q.shrink())
+    }
 }
 
 /// Why a tc-style qdisc string could not be parsed ([`AnyQdisc::from_tc`]).
@@ -266,9 +269,11 @@ impl<'a> Opts<'a> {
     }
     fn rate(&mut self, key: &str) -> Result<u64, QdiscSpecError> {
         let v = self.value(key)?;
-        match qdisc::tc_units::parse_rate(v) {
-            Ok(r) if r > 0 => Ok(r),
-            Ok(_) => spec_err(format!("{}: {key} {v:?}: must be positive", self.kind)),
+        match qdisc::tc_units::parse_shaper_rate(v) {
+            Ok(r) => Ok(r),
+            Err(e @ qdisc::tc_units::UnitError::RateOutOfRange(_)) => {
+                spec_err(format!("{}: {key} {v:?}: {e}", self.kind))
+            }
             Err(e) => spec_err(format!(
                 "{}: {key} {v:?}: {e} (tc rate syntax, e.g. 20mbit)",
                 self.kind

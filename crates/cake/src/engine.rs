@@ -40,14 +40,15 @@ static QUANTUM_DIV: [u16; QUEUES + 1] = {
 /// other), so the mask never changes an index.
 #[derive(Debug)]
 struct Tins {
-    t: Box<[Tin; MAX_TINS]>,
+    /// Inline, not boxed: one pointer less to follow on every per-packet tin access.
+    t: [Tin; MAX_TINS],
     len: usize,
 }
 
 impl Tins {
     fn new(params: &DerivedParams) -> Self {
         let all: Vec<Tin> = params.tins.iter().map(|p| Tin::new(*p)).collect();
-        let t = match all.into_boxed_slice().try_into() {
+        let t = match all.try_into() {
             Ok(t) => t,
             // `params.tins` has exactly MAX_TINS entries, so the conversion cannot fail.
             Err(_) => unreachable!("params.tins has MAX_TINS entries"),
@@ -250,23 +251,23 @@ impl Cake {
     /// The tuple CAKE hashes: the caller's pre-NAT tuple with `nat`, else the parsed one;
     /// `None` for non-IP.
     #[inline]
-    fn hash_tuple(&self, pkt: &Packet, h: &Headers) -> Option<FlowTuple> {
-        match pkt.meta.nat {
+    fn hash_tuple<'a>(&self, pkt: &'a Packet, h: &'a Headers) -> Option<&'a FlowTuple> {
+        match &pkt.meta.nat {
             Some(t) if self.cfg.nat => Some(t),
-            _ => h.ip.map(|ip| ip.tuple),
+            _ => h.ip.as_ref().map(|ip| &ip.tuple),
         }
     }
 
     /// Picks the flow queue for a packet in `tin`.
-    fn classify(&mut self, tin: usize, tuple: Option<FlowTuple>) -> u16 {
+    fn classify(&mut self, tin: usize, tuple: Option<&FlowTuple>) -> u16 {
         let mode = self.cfg.flow_mode;
         if mode == FlowMode::Flowblind {
             return 0;
         }
         let hasher = &self.hasher;
-        let host_hashes = || tuple.map_or((0, 0), |t| hasher.host_hashes(&t));
+        let host_hashes = || tuple.map_or((0, 0), |t| hasher.host_hashes(t));
         let key = if mode.uses_flows() {
-            tuple.map_or_else(|| hasher.non_ip_flow_hash(), |t| hasher.flow_hash(&t))
+            tuple.map_or_else(|| hasher.non_ip_flow_hash(), |t| hasher.flow_hash(t))
         } else {
             let (src, dst) = host_hashes();
             let mut key = 0;
@@ -356,30 +357,39 @@ impl Cake {
     }
 
     /// Removes the head packet of a flow queue, updating backlogs.
-    #[inline(always)]
+    #[inline]
     fn queue_pop(&mut self, tin: usize, flow: u16) -> Option<crate::slab::Slot> {
+        let i = self.queue_unlink_head(tin, flow)?;
+        Some(self.slab.remove(i))
+    }
+
+    /// Unlinks the head packet of a flow queue and updates backlogs, leaving the packet in its
+    /// slab slot: the caller must [`Slab::free`] slot `i` before the next enqueue (dequeue
+    /// takes the packet out only once, when it hands it over).
+    #[inline(always)]
+    fn queue_unlink_head(&mut self, tin: usize, flow: u16) -> Option<u32> {
         let f = &mut self.tins[tin].flows[qi(flow)];
         if f.head == NIL {
             return None;
         }
         let i = f.head;
-        let slot = self.slab.remove(i);
+        let slot = self.slab.get(i);
         f.head = slot.next;
         if f.head == NIL {
             f.tail = NIL;
         }
-        self.unaccount(tin, flow, &slot);
-        Some(slot)
+        let (len, mem) = (slot.pkt.len(), slot.mem);
+        self.unaccount(tin, flow, len, mem);
+        Some(i)
     }
 
     #[inline]
-    fn unaccount(&mut self, tin: usize, flow: u16, slot: &crate::slab::Slot) {
-        let len = slot.pkt.len();
+    fn unaccount(&mut self, tin: usize, flow: u16, len: u32, mem: u32) {
         let f = &mut self.tins[tin].flows[qi(flow)];
         f.qlen -= 1;
         f.backlog -= len;
         self.tins[tin].backlog -= u64::from(len);
-        self.buffer_used -= u64::from(slot.mem);
+        self.buffer_used -= u64::from(mem);
         self.qlen -= 1;
         self.stats.backlog.packets -= 1;
         self.stats.backlog.bytes -= u64::from(len);
@@ -410,7 +420,7 @@ impl Cake {
         if f.tail == i {
             f.tail = prev;
         }
-        self.unaccount(tin, flow, &slot);
+        self.unaccount(tin, flow, slot.pkt.len(), slot.mem);
         Some(slot)
     }
 
@@ -589,7 +599,11 @@ impl Cake {
                 if let Some(pos) = self.run_ack_filter(tin, flow) {
                     if let Some(ack) = self.queue_remove_at(tin, flow, pos) {
                         self.tins[tin].ack_drops += 1;
-                        added_bytes -= u64::from(ack.pkt.len());
+                        // The bytes this enqueue added net, floored at 0: the dropped ACK
+                        // can be longer than the one that replaced it (more options, more
+                        // padding). The kernel's `len -= qdisc_pkt_len(ack)` wraps its u32
+                        // there and autorate-ingress counts ~4 GiB (docs/fidelity.md).
+                        added_bytes = added_bytes.saturating_sub(u64::from(ack.pkt.len()));
                         if self.cfg.ingress {
                             self.advance_shaper(tin, ack.adj_len, now, true);
                         }
@@ -683,6 +697,40 @@ impl Cake {
         }
     }
 
+    /// The DRR++ visits that start at `flow`, the head of tin `tin`'s old list, while the new
+    /// list is empty and `flow` has no deficit: each visit to a flow without deficit refills it
+    /// (the sparse-to-bulk step and one quantum with its random dither, exactly as a single
+    /// visit does) and moves it to the tail, so the visits walk the old list in circular order
+    /// until they reach a flow with a positive deficit. Here the flows are refilled in that
+    /// same order and the moves are done at the end as one rotation of the list, which leaves
+    /// every list, deficit, count and random draw exactly as the visits one by one would (with
+    /// 1,000 bulk flows sharing a host, a packet costs dozens of visits).
+    fn refill_old_list(&mut self, tin: usize, mut flow: u16) {
+        let mode = self.cfg.flow_mode;
+        loop {
+            let t = &mut self.tins[tin];
+            let f = &mut t.flows[qi(flow)];
+            if f.set == FlowSet::Sparse {
+                if f.head != NIL {
+                    f.set = FlowSet::Bulk;
+                    t.sparse_flow_count -= 1;
+                    t.bulk_flow_count += 1;
+                    t.inc_host_bulk(flow, mode);
+                } else {
+                    f.set = FlowSet::SparseWait;
+                }
+            }
+            let q = self.flow_quantum(tin, flow);
+            let t = &mut self.tins[tin];
+            t.flows[qi(flow)].deficit += q;
+            flow = t.next_circular(flow);
+            if t.flows[qi(flow)].deficit > 0 {
+                t.rotate_old_to(flow);
+                return;
+            }
+        }
+    }
+
     /// Handles a flow found empty at dequeue: to the decaying list while COBALT holds state,
     /// else off all lists.
     fn retire_empty_flow(&mut self, tin: usize, flow: u16, now: Instant) {
@@ -742,16 +790,29 @@ impl Cake {
             };
             'retry: loop {
                 let t = &self.tins[tin];
+                let mut from_old = false;
                 let head = if first_flow && t.list_head(ListId::Decaying).is_some() {
                     t.list_head(ListId::Decaying)
                 } else {
                     t.list_head(ListId::New)
-                        .or_else(|| t.list_head(ListId::Old))
-                        .or_else(|| t.list_head(ListId::Decaying))
+                        .or_else(|| {
+                            from_old = true;
+                            t.list_head(ListId::Old)
+                        })
+                        .or_else(|| {
+                            from_old = false;
+                            t.list_head(ListId::Decaying)
+                        })
                 };
                 let Some(flow) = head else { continue 'begin };
                 first_flow = false;
 
+                if from_old && self.tins[tin].flows[qi(flow)].deficit <= 0 {
+                    // The head of the old list with the new list empty: the next visits walk
+                    // the old list in order. Refill them all at once (see refill_old_list).
+                    self.refill_old_list(tin, flow);
+                    continue 'retry;
+                }
                 if self.tins[tin].flows[qi(flow)].deficit <= 0 {
                     let t = &mut self.tins[tin];
                     let f = &mut t.flows[qi(flow)];
@@ -772,14 +833,19 @@ impl Cake {
                     continue 'retry;
                 }
 
-                // Retrieve a packet via the AQM.
-                let slot = loop {
-                    let Some(mut slot) = self.queue_pop(tin, flow) else {
+                // Retrieve a packet via the AQM. The packet stays in its slab slot until it
+                // is handed over (or dropped): it is moved once.
+                let (i, enqueued, adj) = loop {
+                    let Some(i) = self.queue_unlink_head(tin, flow) else {
                         self.heap_down(tin, flow);
                         self.retire_empty_flow(tin, flow, now);
                         continue 'begin;
                     };
                     self.heap_down(tin, flow);
+                    let (enqueued, adj) = {
+                        let s = self.slab.get(i);
+                        (s.enqueued, s.adj_len)
+                    };
                     let t = &mut self.tins[tin];
                     let bulk = if self.cfg.ingress {
                         t.bulk_flow_count
@@ -788,21 +854,17 @@ impl Cake {
                     };
                     let params = t.params.cobalt;
                     let f = &mut t.flows[qi(flow)];
-                    let pkt = &mut slot.pkt;
-                    let verdict = f.cvars.should_drop(
-                        &params,
-                        now,
-                        slot.enqueued,
-                        bulk,
-                        &mut self.rng,
-                        || {
-                            let h = Headers::parse(&pkt.data);
-                            packet::mark_ce(&mut pkt.data, &h)
-                        },
-                    );
+                    let slab = &mut self.slab;
+                    let verdict =
+                        f.cvars
+                            .should_drop(&params, now, enqueued, bulk, &mut self.rng, || {
+                                let pkt = &mut slab.get_mut(i).pkt;
+                                let h = Headers::parse(&pkt.data);
+                                packet::mark_ce(&mut pkt.data, &h)
+                            });
                     let last = f.head == NIL;
                     if !verdict.is_drop() || last {
-                        break slot;
+                        break (i, enqueued, adj);
                     }
                     f.dropped += 1;
                     t.dropped += 1;
@@ -811,8 +873,8 @@ impl Cake {
                     } else {
                         DropReason::Aqm
                     };
-                    let adj = slot.adj_len;
-                    self.hand_back(slot.pkt, reason, drops);
+                    let pkt = self.slab.free(i);
+                    self.hand_back(pkt, reason, drops);
                     if self.cfg.ingress {
                         self.advance_shaper(tin, adj, now, true);
                         let t = &mut self.tins[tin];
@@ -828,7 +890,7 @@ impl Cake {
                     t.ecn_marks += 1;
                     self.stats.ecn_marks += 1;
                 }
-                let delay = (now - slot.enqueued).as_nanos();
+                let delay = (now - enqueued).as_nanos();
                 t.avge_delay = ewma64(t.avge_delay, delay, 8);
                 t.peak_delay = ewma64(
                     t.peak_delay,
@@ -840,14 +902,14 @@ impl Cake {
                     delay,
                     if delay < t.base_delay { 2 } else { 8 },
                 );
-                let adj = slot.adj_len;
                 self.advance_shaper(tin, adj, now, false);
                 let t = &mut self.tins[tin];
                 t.flows[qi(flow)].deficit -= adj as i32;
                 t.deficit -= adj as i32;
                 self.heap.timeout = self.heap.timeout.saturating_sub(1);
-                self.stats.dequeued.add(slot.pkt.len());
-                return Dequeue::Packet(slot.pkt);
+                let pkt = self.slab.free(i);
+                self.stats.dequeued.add(pkt.len());
+                return Dequeue::Packet(pkt);
             }
         }
     }
@@ -909,7 +971,9 @@ impl Cake {
         })
     }
 
-    /// Bytes of memory charged for queued packets now.
+    /// Bytes of memory charged for queued packets now: for each, what its frame pins
+    /// ([`Packet::truesize`]: buffer capacity, so a short frame in a large buffer is charged the
+    /// buffer) plus its slot, as the kernel charges skb truesize.
     pub fn memory_used(&self) -> u64 {
         self.buffer_used
     }
@@ -978,6 +1042,16 @@ impl Qdisc for Cake {
 
     fn kind(&self) -> &'static str {
         "cake"
+    }
+
+    /// Releases the packet slots kept from a larger backlog, once the queue is empty (a no-op
+    /// while packets are queued).
+    fn shrink(&mut self) -> usize {
+        if self.qlen == 0 {
+            self.slab.shrink_empty()
+        } else {
+            0
+        }
     }
 }
 

@@ -26,9 +26,17 @@ pub struct Slab {
     free: u32,
 }
 
-/// Memory charged per queued packet on top of its length: our own bookkeeping (the slot). The
-/// kernel charges skb truesize instead; this is the userspace equivalent.
+/// Memory charged per queued packet on top of what its frame pins ([`Packet::truesize`]): our
+/// own bookkeeping (the slot), as the kernel's skb truesize includes the `sk_buff` itself.
 pub const SLOT_OVERHEAD: u32 = std::mem::size_of::<Slot>() as u32;
+
+// The accounting tests (tests/stats_and_accounting.rs) assume a slot below 256 bytes (112
+// today, as docs/fidelity.md says).
+const _: () = assert!(SLOT_OVERHEAD < 256, "a queue slot of 256 bytes or more");
+
+/// Slots [`Slab::shrink_empty`] keeps (about 110 KiB): enough for ordinary backlogs, so that
+/// shrinking after each drain does not make the next burst allocate.
+const KEEP_SLOTS: usize = 1024;
 
 impl Slab {
     /// An empty slab.
@@ -42,45 +50,73 @@ impl Slab {
     /// Stores a packet, returning its index.
     #[inline(always)]
     pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> u32 {
-        let mem = pkt.len().saturating_add(SLOT_OVERHEAD);
-        let slot = Slot {
-            pkt,
-            next: NIL,
-            enqueued,
-            adj_len,
-            mem,
-        };
+        let mem = pkt.truesize().saturating_add(SLOT_OVERHEAD);
         if self.free != NIL {
+            // Written field by field into the free slot: no slot-sized temporary.
             let i = self.free;
             let s = &mut self.slots[i as usize];
             self.free = s.next;
-            *s = slot;
+            s.pkt = pkt;
+            s.next = NIL;
+            s.enqueued = enqueued;
+            s.adj_len = adj_len;
+            s.mem = mem;
             i
         } else {
-            self.slots.push(slot);
+            self.slots.push(Slot {
+                pkt,
+                next: NIL,
+                enqueued,
+                adj_len,
+                mem,
+            });
             (self.slots.len() - 1) as u32
         }
     }
 
-    /// Frees slot `i`, returning its packet.
-    #[inline]
-    pub fn remove(&mut self, i: u32) -> Slot {
+    /// Frees slot `i`, returning its packet. The slot's other fields are left as they are
+    /// (the next `insert` overwrites them).
+    #[inline(always)]
+    pub fn free(&mut self, i: u32) -> Packet {
         let s = &mut self.slots[i as usize];
         // Only the frame buffer must leave the slot (it owns the allocation); the metadata is
         // plain data that the next `insert` overwrites, so it is copied rather than reset.
-        let out = Slot {
-            pkt: Packet {
-                data: std::mem::take(&mut s.pkt.data),
-                meta: s.pkt.meta,
-            },
-            next: s.next,
-            enqueued: s.enqueued,
-            adj_len: s.adj_len,
-            mem: s.mem,
+        let pkt = Packet {
+            data: std::mem::take(&mut s.pkt.data),
+            meta: s.pkt.meta,
         };
         s.next = self.free;
         self.free = i;
-        out
+        pkt
+    }
+
+    /// Frees slot `i`, returning its packet with the slot's metadata.
+    #[inline]
+    pub fn remove(&mut self, i: u32) -> Slot {
+        let s = &self.slots[i as usize];
+        let (next, enqueued, adj_len, mem) = (s.next, s.enqueued, s.adj_len, s.mem);
+        Slot {
+            pkt: self.free(i),
+            next,
+            enqueued,
+            adj_len,
+            mem,
+        }
+    }
+
+    /// Releases the slots beyond [`KEEP_SLOTS`] kept from a larger backlog; returns the bytes
+    /// freed. Only while no slot holds a packet (the caller's queue is empty): every index
+    /// handed out before is invalid afterwards.
+    pub fn shrink_empty(&mut self) -> usize {
+        let before = self.slots.capacity();
+        if before <= KEEP_SLOTS {
+            return 0;
+        }
+        // Free slots hold empty buffers, so clearing drops no allocation but the slot array.
+        self.slots.clear();
+        self.slots.shrink_to(KEEP_SLOTS);
+        self.free = NIL;
+        (before - self.slots.capacity()) * std::mem::size_of::<Slot>()
     }
 
     /// Slot `i`.
@@ -93,5 +129,31 @@ impl Slab {
     #[inline]
     pub fn get_mut(&mut self, i: u32) -> &mut Slot {
         &mut self.slots[i as usize]
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shrink_empty_releases_all_but_the_reserve() {
+        let mut s = Slab::new();
+        let ids: Vec<u32> = (0..5_000)
+            .map(|_| s.insert(Packet::new(vec![0; 60]), Instant::ZERO, 60))
+            .collect();
+        for i in ids {
+            s.remove(i);
+        }
+        let freed = s.shrink_empty();
+        assert!(
+            freed >= (5_000 - KEEP_SLOTS) * std::mem::size_of::<Slot>(),
+            "{freed}"
+        );
+        assert_eq!(s.shrink_empty(), 0);
+        let i = s.insert(Packet::new(vec![1; 10]), Instant::ZERO, 10);
+        assert_eq!(s.get(i).pkt.data, vec![1; 10]);
+        assert_eq!(s.get(i).mem, 10 + SLOT_OVERHEAD);
     }
 }

@@ -300,6 +300,41 @@ impl Tin {
         f.next = NIL16;
     }
 
+    /// The flow after `i` on its list, wrapping from the tail to the head (so a list is walked
+    /// in the circular order in which DRR++ visits it when every visited flow moves to the
+    /// tail).
+    #[inline]
+    pub fn next_circular(&self, i: u16) -> u16 {
+        let f = &self.flows[qi(i)];
+        if f.next != NIL16 {
+            return f.next;
+        }
+        match f.list {
+            ListId::New => self.new.head,
+            ListId::Old => self.old.head,
+            ListId::Decaying => self.decaying.head,
+            ListId::None => i,
+        }
+    }
+
+    /// Makes `i` (a flow on the old list) the old list's head by rotating the list: the flows
+    /// before it move, in order, behind the tail. The same order as moving each of them to the
+    /// tail one after the other, in O(1).
+    pub fn rotate_old_to(&mut self, i: u16) {
+        let head = self.old.head;
+        if head == i || self.flows[qi(i)].list != ListId::Old {
+            return;
+        }
+        let prev = self.flows[qi(i)].prev;
+        let tail = self.old.tail;
+        self.flows[qi(tail)].next = head;
+        self.flows[qi(head)].prev = tail;
+        self.flows[qi(prev)].next = NIL16;
+        self.flows[qi(i)].prev = NIL16;
+        self.old.head = i;
+        self.old.tail = prev;
+    }
+
     /// The head of list `id`, if any.
     #[inline]
     pub fn list_head(&self, id: ListId) -> Option<u16> {
@@ -456,5 +491,54 @@ impl Tin {
             h.dsthost_tag = hash;
         }
         (outer + k) as u16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CakeConfig;
+    use crate::params::DerivedParams;
+
+    fn order(t: &Tin) -> Vec<u16> {
+        let mut v = Vec::new();
+        let mut i = t.old.head;
+        while i != NIL16 {
+            v.push(i);
+            assert!(v.len() <= QUEUES, "cycle");
+            i = t.flows[qi(i)].next;
+        }
+        v
+    }
+
+    #[test]
+    fn rotating_the_old_list_equals_moving_each_flow_to_the_tail() {
+        let params = DerivedParams::new(&CakeConfig::with_rate(1_000_000));
+        for n in 1..6u16 {
+            for k in 0..n {
+                let mut a = Tin::new(params.tins[0]);
+                for i in 0..n {
+                    a.move_tail(10 + i, ListId::Old);
+                }
+                let mut b = a.clone();
+                for _ in 0..k {
+                    let h = b.old.head;
+                    b.move_tail(h, ListId::Old);
+                }
+                a.rotate_old_to(10 + k);
+                assert_eq!(order(&a), order(&b), "n {n} k {k}");
+                assert_eq!((a.old.head, a.old.tail), (b.old.head, b.old.tail));
+                for i in 0..n {
+                    let (fa, fb) = (&a.flows[qi(10 + i)], &b.flows[qi(10 + i)]);
+                    assert_eq!((fa.prev, fa.next, fa.list), (fb.prev, fb.next, fb.list));
+                }
+                // Walking circularly from the head visits every flow once, then the head.
+                let mut i = a.old.head;
+                for _ in 0..n {
+                    i = a.next_circular(i);
+                }
+                assert_eq!(i, a.old.head);
+            }
+        }
     }
 }

@@ -349,3 +349,82 @@ fn cake_memlimit_overflow_with_zero_length_packets_terminates() {
     );
     assert!(!drops.is_empty());
 }
+
+/// A pure ACK 10.0.0.1:1 -> 10.0.0.2:2 acknowledging `ack` (`udp`: a UDP datagram of another
+/// flow instead), padded by `pad` bytes (the padding counts in the packet's length, as a short
+/// frame's Ethernet padding does).
+fn small(ack: u32, pad: u16, udp: bool) -> PktSpec {
+    PktSpec {
+        kind: if udp { FrameKind::Udp } else { FrameKind::Tcp },
+        v6: false,
+        vlan: None,
+        src_host: 1,
+        dst_host: 2,
+        sport: 1,
+        dport: if udp { 3 } else { 2 },
+        tos: 0,
+        tcp_flags: 0x10,
+        seq: 1,
+        ack,
+        tcp_options: vec![],
+        payload: 0,
+        truncate: None,
+        garbage: vec![],
+        mark: 0,
+        priority: 0,
+        gso: None,
+        pad,
+        nat: None,
+    }
+}
+
+/// Found by the `qdisc_ops` fuzz target (issue 15, item 1): the ACK filter removed a queued
+/// ACK longer than the ACK just added, and enqueue's "bytes added" underflowed: a panic in
+/// debug builds; in release the wrapped value (about 2^64) entered autorate-ingress's byte
+/// window whenever a sample had reset it since the longer ACK arrived, and the next sample
+/// read it as the link's capacity. The sequence: long ACKs queued, a sample, a short ACK.
+#[test]
+fn ack_filter_dropping_a_longer_queued_ack_does_not_underflow() {
+    for (mode, long_acks) in [(AckFilterMode::Aggressive, 1), (AckFilterMode::Filter, 2)] {
+        let cfg = CakeConfig {
+            ack_filter: mode,
+            autorate: true,
+            ..CakeConfig::with_rate(1_250_000)
+        };
+        let mut h = Harness::new(Cake::new(cfg, 1).into());
+        let mut ops = vec![Op::Enqueue(small(0, 0, true))];
+        for k in 0..long_acks {
+            ops.push(Op::Enqueue(small(1_000 + k, 500, false)));
+        }
+        ops.extend([
+            // 2 s later (a gap: autorate samples and resets its byte window) the UDP datagram
+            // leaves and another arrives; then a short ACK makes the filter drop a long one.
+            Op::Dequeue(2_000_000_000),
+            Op::Enqueue(small(0, 0, true)),
+            Op::Enqueue(small(3_000, 0, false)),
+            // The next sample reads the window.
+            Op::Dequeue(2_000_000_000),
+            Op::Enqueue(small(0, 0, true)),
+        ]);
+        for (i, op) in ops.iter().enumerate() {
+            if let Err(e) = h.apply(op) {
+                panic!("{mode:?}: after op {i} {op:?}: {e}");
+            }
+        }
+        let c = h.q.as_cake().expect("cake");
+        let st = c.cake_stats();
+        assert!(
+            st.tins.iter().map(|t| t.ack_drops).sum::<u64>() >= 1,
+            "{mode:?}: the filter dropped no ACK: {st:?}"
+        );
+        // A few hundred bytes in 2 s: never anything near 2^64 bytes/s.
+        assert!(
+            st.capacity_estimate < 1_000_000_000,
+            "{mode:?}: capacity estimate {}",
+            st.capacity_estimate
+        );
+        if let Err(e) = h.drain() {
+            panic!("{mode:?}: drain: {e}");
+        }
+    }
+}

@@ -357,3 +357,70 @@ fn no_split_gso_keeps_the_super_packet_and_charges_every_segments_headers() {
     // Charged as ten 1502-byte segments (15020 bytes), not as its 14534 frame bytes.
     assert_eq!(out[1].0, Instant::from_nanos(10 * 1502 * 400));
 }
+
+/// A UDP frame of `len` bytes (10.0.0.1:`sport` -> 192.0.2.1:80) in a buffer of `cap` bytes.
+fn frame_in_buffer(sport: u16, len: usize, cap: usize) -> Packet {
+    let f = FrameSpec::udp(v4(10, 0, 0, 1), v4(192, 0, 2, 1), sport, 80)
+        .with_payload(len - 42)
+        .build();
+    let mut data = Vec::with_capacity(cap);
+    data.extend_from_slice(&f);
+    Packet::new(data)
+}
+
+/// Issue 15, item 2: the memory limit charges what a queued frame pins (its buffer's capacity,
+/// as Linux charges skb truesize), not its length, so short frames in large buffers cannot
+/// hold many times the limit.
+#[test]
+fn the_memory_limit_charges_the_buffer_a_short_frame_pins() {
+    let limit = 1_000_000u32;
+    let cfg = CakeConfig {
+        memlimit: Some(limit),
+        ..besteffort(125_000)
+    };
+    for cap in [64usize, 2_048, 65_792] {
+        let mut q = Cake::new(cfg.clone(), 1);
+        let mut drops = Vec::new();
+        for i in 0..10_000u16 {
+            q.enqueue(Instant::ZERO, frame_in_buffer(i, 60, cap), &mut drops);
+            assert!(q.memory_used() <= u64::from(limit));
+        }
+        let queued = q.stats().backlog.packets;
+        // Each queued frame is charged at least its buffer: at most limit / cap of them fit.
+        let charge = cap.max(60) as u64;
+        assert!(
+            queued * charge <= u64::from(limit),
+            "cap {cap}: {queued} queued"
+        );
+        // ... and at most the buffer plus our slot: the limit is filled, not left unused.
+        let slot = charge + 256;
+        assert!(
+            queued * slot + slot > u64::from(limit),
+            "cap {cap}: {queued} queued"
+        );
+        assert!(!drops.is_empty(), "cap {cap}: nothing dropped");
+    }
+}
+
+/// After a burst drains, `shrink` releases the packet slots the burst needed (the slab keeps
+/// only a small reserve), keeps the engine working, and is a no-op while packets are queued.
+#[test]
+fn shrink_after_a_drained_burst_releases_slots_and_keeps_working() {
+    let mut q = Cake::new(besteffort(0), 1);
+    let mut drops = Vec::new();
+    for i in 0..20_000u16 {
+        q.enqueue(Instant::ZERO, frame_in_buffer(i, 60, 64), &mut drops);
+    }
+    assert_eq!(q.shrink(), 0, "shrank with 20,000 packets queued");
+    let out = drain(&mut q, Instant::ZERO);
+    assert_eq!(out.len(), 20_000);
+    let freed = q.shrink();
+    // 20,000 slots (at least 64 bytes each) grew the slab far beyond the 1,024 it keeps.
+    assert!(freed >= 18_000 * 64, "freed {freed}");
+    assert_eq!(q.shrink(), 0, "a second shrink freed more");
+    for i in 0..3u16 {
+        q.enqueue(Instant::ZERO, frame_in_buffer(i, 100, 128), &mut drops);
+    }
+    assert_eq!(drain(&mut q, Instant::ZERO).len(), 3);
+    assert!(q.stats().is_balanced());
+}

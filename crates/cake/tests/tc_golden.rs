@@ -23,7 +23,12 @@ struct Case {
     args: Vec<String>,
 }
 
-fn cases() -> Vec<Case> {
+/// Recorded cases we refuse on purpose: tc takes `bandwidth 100bit` as 12 B/s, below the
+/// 64 B/s CAKE really shapes at (its `MIN_RATE`), so the printed rate would not be the rate in
+/// force (and `1bit`, 0 B/s, turns shaping off). See docs/fidelity.md.
+const REFUSED: [&str; 1] = ["bw_tiny"];
+
+fn all_cases() -> Vec<Case> {
     read("cases.txt")
         .lines()
         .filter(|l| !l.trim().is_empty())
@@ -40,6 +45,29 @@ fn cases() -> Vec<Case> {
             Case { name, mtu, args }
         })
         .collect()
+}
+
+fn cases() -> Vec<Case> {
+    all_cases()
+        .into_iter()
+        .filter(|c| !REFUSED.contains(&c.name.as_str()))
+        .collect()
+}
+
+#[test]
+fn rates_below_cakes_floor_that_tc_accepts_are_refused_naming_the_range() {
+    for c in all_cases()
+        .iter()
+        .filter(|c| REFUSED.contains(&c.name.as_str()))
+    {
+        let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
+        let e = CakeConfig::from_tc_args(&args).unwrap_err().to_string();
+        assert!(
+            e.contains("a rate from 512bit to 10Tbit"),
+            "{}: {e}",
+            c.name
+        );
+    }
 }
 
 fn config(c: &Case) -> CakeConfig {

@@ -180,9 +180,43 @@ fn absurd_bandwidth_in_diffserv8_does_not_panic() {
         "bandwidth",
         "00072072000000040000004",
     ];
-    // 72,072,000,000,040,000,004 bit/s: accepted (it fits in u64 bytes/s), as tc accepts it.
-    let cfg = CakeConfig::from_tc_args(&args).expect("tc accepts it");
+    // 72,072,000,000,040,000,004 bit/s fits in u64 bytes/s and tc accepts it; we refuse it as
+    // absurd (above 10Tbit), but an engine configured with it directly must not panic either.
+    assert!(matches!(
+        CakeConfig::from_tc_args(&args),
+        Err(TcError::BadValue {
+            option: "bandwidth",
+            ..
+        })
+    ));
+    let cfg = CakeConfig {
+        rate_bps: 9_009_000_000_005_000_000,
+        ..CakeConfig::from_tc_args(&args[..2]).unwrap()
+    };
     let stats = cake::CakeStats::fresh(&cfg);
     assert_eq!(stats.tins.len(), 8);
     let _ = cake::Cake::new(cfg, 1);
+}
+
+/// Issue 15, item 5: `bandwidth 1bit` parsed as 0 B/s, which CAKE reads as unlimited, and a
+/// bandwidth beyond 2^61 B/s printed as 0bit. Both are refused with the accepted range.
+#[test]
+fn bandwidths_that_would_turn_shaping_off_or_overflow_are_refused() {
+    for bw in ["1bit", "0.0001kbit", "100bit", "18446744073709551615bit"] {
+        let msg = err(&format!("bandwidth {bw}")).to_string();
+        assert!(
+            msg.contains("\"bandwidth\"") && msg.contains("a rate from 512bit to 10Tbit"),
+            "{bw}: {msg}"
+        );
+    }
+    assert_eq!(cfg("bandwidth 512bit").rate_bps, 64);
+    assert_eq!(cfg("bandwidth 1tbit").rate_bps, 125_000_000_000);
+    // Turning shaping off is spelled `unlimited`, or (as in tc) an exact 0.
+    assert_eq!(cfg("bandwidth 20Mbit unlimited").rate_bps, 0);
+    assert_eq!(cfg("bandwidth 0").rate_bps, 0);
+    // Every other qdisc's rates go through the same check.
+    let e = cake::AnyQdisc::from_tc("htb rate 1bit", 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("512bit to 10Tbit"), "{e}");
 }

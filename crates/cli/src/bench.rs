@@ -22,6 +22,10 @@ pub struct EngineResult {
     pub max_ns: f64,
     /// Packets the qdisc dropped during the measurement (recycled into the standing queue).
     pub dropped: u64,
+    /// This case's cost over pfifo's at the same flow count, measured in the same run: the
+    /// median over [`SLICES`] rounds of the ratio of this case's slice to the pfifo slice run
+    /// right beside it (so load from elsewhere on the machine mostly cancels).
+    pub vs_pfifo: f64,
 }
 
 /// Steps between clock reads.
@@ -30,54 +34,120 @@ const BATCH: u64 = 4096;
 /// Time slices per case (the reported figure is their median).
 pub const SLICES: usize = 5;
 
-/// Runs every (qdisc, flows) case for about `seconds` of wall-clock time each; `qdisc` and
-/// `flows`, when given, restrict the cases to that qdisc name and that flow count.
+/// Why `purple bench engine` cannot run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownQdisc(pub String);
+
+impl std::fmt::Display for UnknownQdisc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = BenchQdisc::ALL.iter().map(|k| k.name()).collect();
+        write!(
+            f,
+            "unknown qdisc {:?} (accepted: {})",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+/// Runs `b` for one slice of `slice` wall-clock time; returns ns per step.
 // The CLI is the I/O edge: timing a benchmark is exactly what the wall clock is for.
 #[allow(clippy::disallowed_methods)]
-pub fn run_engine(seconds: f64, qdisc: Option<&str>, flows: Option<usize>) -> Vec<EngineResult> {
+fn time_slice(b: &mut EngineBench, slice: Duration) -> f64 {
+    let steps_before = b.steps();
+    let start = Instant::now();
+    let mut elapsed;
+    loop {
+        b.run(BATCH);
+        elapsed = start.elapsed();
+        if elapsed >= slice {
+            break;
+        }
+    }
+    let steps = (b.steps() - steps_before).max(1);
+    elapsed.as_nanos() as f64 / steps as f64
+}
+
+/// The median of `v` (sorted in place; `v` is not empty).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs every (qdisc, flows) case for about `seconds` of wall-clock time each; `qdisc` and
+/// `flows`, when given, restrict the cases to that qdisc name and that flow count. At each flow
+/// count, pfifo runs as the reference in slices interleaved with every other case's, so each
+/// case's [`EngineResult::vs_pfifo`] compares costs measured side by side.
+pub fn run_engine(
+    seconds: f64,
+    qdisc: Option<&str>,
+    flows: Option<usize>,
+) -> Result<Vec<EngineResult>, UnknownQdisc> {
+    let kinds: Vec<BenchQdisc> = match qdisc {
+        None => BenchQdisc::ALL.to_vec(),
+        Some(name) => match BenchQdisc::ALL.into_iter().find(|k| k.name() == name) {
+            Some(k) => vec![k],
+            None => return Err(UnknownQdisc(name.to_string())),
+        },
+    };
     let budget = Duration::from_secs_f64(seconds.clamp(0.001, 3600.0));
-    let mut out = Vec::new();
+    let slice = budget / SLICES as u32;
     let counts: Vec<usize> = match flows {
         Some(n) => vec![n.max(1)],
         None => FLOW_COUNTS.to_vec(),
     };
-    for kind in BenchQdisc::ALL {
-        if qdisc.is_some_and(|q| q != kind.name()) {
-            continue;
-        }
-        for &flows in &counts {
-            let mut b = EngineBench::new(kind, flows);
-            let slice = budget / SLICES as u32;
-            let mut per_slice = Vec::with_capacity(SLICES);
-            for _ in 0..SLICES {
-                let steps_before = b.steps();
-                let start = Instant::now();
-                let mut elapsed;
-                loop {
-                    b.run(BATCH);
-                    elapsed = start.elapsed();
-                    if elapsed >= slice {
-                        break;
-                    }
-                }
-                let steps = (b.steps() - steps_before).max(1);
-                per_slice.push(elapsed.as_nanos() as f64 / steps as f64);
+    let mut out = Vec::new();
+    for &flows in &counts {
+        let mut reference = EngineBench::new(BenchQdisc::Pfifo, flows);
+        let mut cases: Vec<(BenchQdisc, EngineBench)> = kinds
+            .iter()
+            .filter(|&&k| k != BenchQdisc::Pfifo)
+            .map(|&k| (k, EngineBench::new(k, flows)))
+            .collect();
+        let mut ref_ns = Vec::with_capacity(SLICES);
+        let mut case_ns = vec![Vec::with_capacity(SLICES); cases.len()];
+        let mut case_ratio = vec![Vec::with_capacity(SLICES); cases.len()];
+        for _ in 0..SLICES {
+            let r = time_slice(&mut reference, slice);
+            ref_ns.push(r);
+            for (i, (_, b)) in cases.iter_mut().enumerate() {
+                let ns = time_slice(b, slice);
+                case_ns[i].push(ns);
+                case_ratio[i].push(ns / r.max(1e-9));
             }
-            per_slice.sort_by(f64::total_cmp);
-            out.push(EngineResult {
+        }
+        let summarise = |kind: BenchQdisc, b: &EngineBench, ns: &mut [f64], ratio: f64| {
+            let ns_per_packet = median(ns);
+            EngineResult {
                 qdisc: kind.name(),
                 flows,
-                ns_per_packet: per_slice[SLICES / 2],
-                min_ns: per_slice[0],
-                max_ns: per_slice[SLICES - 1],
+                ns_per_packet,
+                min_ns: ns[0],
+                max_ns: ns[ns.len() - 1],
                 dropped: b.dropped(),
-            });
+                vs_pfifo: ratio,
+            }
+        };
+        if kinds.contains(&BenchQdisc::Pfifo) {
+            out.push(summarise(BenchQdisc::Pfifo, &reference, &mut ref_ns, 1.0));
+        }
+        for (i, (kind, b)) in cases.iter().enumerate() {
+            let ratio = median(&mut case_ratio[i]);
+            out.push(summarise(*kind, b, &mut case_ns[i], ratio));
         }
     }
-    out
+    // Group by qdisc (in `BenchQdisc::ALL` order), then flows, as before.
+    out.sort_by_key(|r| {
+        (
+            BenchQdisc::ALL.iter().position(|k| k.name() == r.qdisc),
+            r.flows,
+        )
+    });
+    Ok(out)
 }
 
-/// The results as `{"benchmarks":[{"qdisc":..,"flows":..,"ns_per_packet":..}, ...]}`.
+/// The results as `{"benchmarks":[{"qdisc":..,"flows":..,"ns_per_packet":..,
+/// "vs_pfifo":..}, ...]}`.
 pub fn to_json(results: &[EngineResult]) -> String {
     let list: Vec<serde_json::Value> = results
         .iter()
@@ -86,6 +156,7 @@ pub fn to_json(results: &[EngineResult]) -> String {
                 "qdisc": r.qdisc,
                 "flows": r.flows,
                 "ns_per_packet": (r.ns_per_packet * 100.0).round() / 100.0,
+                "vs_pfifo": (r.vs_pfifo * 100.0).round() / 100.0,
             })
         })
         .collect();
@@ -95,20 +166,22 @@ pub fn to_json(results: &[EngineResult]) -> String {
 /// The results as a text table.
 pub fn to_table(results: &[EngineResult]) -> String {
     let mut s = format!(
-        "{:<10} {:>7} {:>10} {:>15} {:>8} {:>10}\n",
-        "qdisc", "flows", "ns/packet", "(min..max)", "Mpps", "dropped"
+        "{:<10} {:>7} {:>10} {:>15} {:>8} {:>10} {:>8}\n",
+        "qdisc", "flows", "ns/packet", "(min..max)", "Mpps", "dropped", "x pfifo"
     );
     for r in results {
         s += &format!(
-            "{:<10} {:>7} {:>10.1} {:>15} {:>8.2} {:>10}\n",
+            "{:<10} {:>7} {:>10.1} {:>15} {:>8.2} {:>10} {:>8.2}\n",
             r.qdisc,
             r.flows,
             r.ns_per_packet,
             format!("({:.0}..{:.0})", r.min_ns, r.max_ns),
             1_000.0 / r.ns_per_packet,
-            r.dropped
+            r.dropped,
+            r.vs_pfifo
         );
     }
+    s += "x pfifo: cost over pfifo at the same flow count, slices run side by side (median)\n";
     s
 }
 
@@ -173,10 +246,42 @@ fn peak_rss_kib() -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// Runs each workload of `sim::bench` (or only `only`) once to its end: for `seconds` of
-/// virtual time when given, else each workload's default duration.
+/// What [`measure_cpu`] measured.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuMeasure {
+    /// This thread's CPU seconds (the wall-clock time where the kernel does not report it).
+    pub cpu_s: f64,
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+    /// Peak resident memory of the process during the call in KiB (see
+    /// [`SimResult::peak_rss_kib`]).
+    pub peak_rss_kib: Option<u64>,
+}
+
+/// Runs `f`, timing it in this thread's CPU time and wall-clock time, with the process's peak
+/// memory reset before it where the kernel allows.
 // The CLI is the I/O edge: timing a benchmark is exactly what the wall clock is for.
 #[allow(clippy::disallowed_methods)]
+pub fn measure_cpu<T>(f: impl FnOnce() -> T) -> (T, CpuMeasure) {
+    reset_peak_rss();
+    let cpu0 = thread_cpu_ns();
+    let start = Instant::now();
+    let out = f();
+    let wall = start.elapsed().as_secs_f64();
+    let cpu = match (cpu0, thread_cpu_ns()) {
+        (Some(a), Some(z)) if z > a => (z - a) as f64 / 1e9,
+        _ => wall,
+    };
+    let m = CpuMeasure {
+        cpu_s: cpu,
+        wall_s: wall,
+        peak_rss_kib: peak_rss_kib(),
+    };
+    (out, m)
+}
+
+/// Runs each workload of `sim::bench` (or only `only`) once to its end: for `seconds` of
+/// virtual time when given, else each workload's default duration.
 pub fn run_sim(seconds: Option<f64>, only: Option<SimWorkload>) -> Vec<SimResult> {
     let mut out = Vec::new();
     for w in SimWorkload::ALL {
@@ -187,25 +292,20 @@ pub fn run_sim(seconds: Option<f64>, only: Option<SimWorkload>) -> Vec<SimResult
             Some(s) => qdisc::Duration::from_secs_f64(s.clamp(1e-6, 86_400.0)),
             None => w.default_duration(),
         };
-        reset_peak_rss();
-        let cpu0 = thread_cpu_ns();
-        let start = Instant::now();
-        let mut b = SimBench::new(w, dur);
-        b.run_to_end();
-        let wall = start.elapsed().as_secs_f64();
-        let cpu = match (cpu0, thread_cpu_ns()) {
-            (Some(a), Some(z)) if z > a => (z - a) as f64 / 1e9,
-            _ => wall,
-        };
+        let (b, m) = measure_cpu(|| {
+            let mut b = SimBench::new(w, dur);
+            b.run_to_end();
+            b
+        });
         out.push(SimResult {
             workload: w.name(),
             flows: w.flows(),
             simulated_s: b.simulated().as_secs_f64(),
-            wall_s: wall,
-            cpu_s: cpu,
+            wall_s: m.wall_s,
+            cpu_s: m.cpu_s,
             packets: b.link_transmissions(),
             events: b.events(),
-            peak_rss_kib: peak_rss_kib(),
+            peak_rss_kib: m.peak_rss_kib,
             flows_with_progress: b.flows_with_progress(),
             goodput_bps: b.goodput_bps(),
         });
@@ -322,10 +422,29 @@ mod tests {
             min_ns: 40.0,
             max_ns: 45.0,
             dropped: 3,
+            vs_pfifo: 2.345,
         }];
         assert_eq!(
             to_json(&r),
-            r#"{"benchmarks":[{"qdisc":"cake","flows":1,"ns_per_packet":42.12}]}"#
+            r#"{"benchmarks":[{"qdisc":"cake","flows":1,"ns_per_packet":42.12,"vs_pfifo":2.35}]}"#
         );
+    }
+
+    #[test]
+    fn engine_run_measures_pfifo_beside_the_chosen_qdisc() {
+        let r = run_engine(0.01, Some("codel"), Some(16)).expect("known qdisc");
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((r[0].qdisc, r[0].flows), ("codel", 16));
+        assert!(r[0].ns_per_packet > 0.0 && r[0].vs_pfifo > 0.0, "{r:?}");
+        let both = run_engine(0.01, None, Some(4)).expect("all qdiscs");
+        let names: Vec<&str> = both.iter().map(|r| r.qdisc).collect();
+        assert_eq!(
+            names,
+            ["cake", "pfifo", "bfifo", "codel", "fq_codel", "pie"]
+        );
+        let pfifo = &both[1];
+        assert_eq!(pfifo.vs_pfifo, 1.0);
+        let e = run_engine(0.01, Some("sfq2"), None).expect_err("unknown qdisc");
+        assert!(e.to_string().contains("accepted: cake, pfifo"), "{e}");
     }
 }

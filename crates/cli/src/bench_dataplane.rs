@@ -104,6 +104,7 @@ fn measure(
                 ingress: "pfifo".into(),
                 name: lab.prefix.clone(),
                 ctl_path: Some(ctl.clone()),
+                ctl_group: None,
                 seed: 1,
             };
             Some(lab.start(move || {

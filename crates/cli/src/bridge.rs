@@ -1,4 +1,4 @@
-//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH] [--rt-priority P]
+//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH] [--ctl-group G] [--rt-priority P]
 //! [--spin-us US] [--busy-poll-us US] [--batch-us US] [--no-rejoin]`: run the userspace dataplane until
 //! SIGINT/SIGTERM.
 
@@ -22,9 +22,16 @@ pub struct BridgeArgs {
     /// Bridge name (control socket /run/purple/NAME.sock).
     #[arg(long, default_value = "purple")]
     pub name: String,
-    /// Control socket path (overrides --name).
+    /// Control socket path (overrides --name). A stale socket there is replaced; anything else
+    /// (a file, a link, a running bridge's socket) is an error.
     #[arg(long)]
     pub ctl: Option<PathBuf>,
+    /// Also let this group (name or gid) use the control socket (default: root and the user
+    /// running the bridge only); e.g. the group of the user `purple control` runs as. The
+    /// socket's directory must let the group in: a missing one is created 0750 for the group,
+    /// an existing one is left as it is.
+    #[arg(long, value_name = "GROUP")]
+    pub ctl_group: Option<String>,
     /// How the forwarding loop runs.
     #[command(flatten)]
     pub tuning: LoopTuning,
@@ -86,6 +93,17 @@ impl LoopTuning {
     }
 }
 
+/// A seed from the system's random source: CAKE's flow-hash key derives from it, and a key
+/// known in advance would let a sender pick flows that collide in the same queue.
+fn os_seed() -> Result<u64, String> {
+    use std::io::Read;
+    let mut b = [0u8; 8];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| format!("cannot read /dev/urandom for the hash key: {e}"))?;
+    Ok(u64::from_le_bytes(b))
+}
+
 /// Runs the bridge in this thread until a termination signal (under `SCHED_FIFO` at
 /// `rt_priority` if given). Errors are printable.
 pub fn run(a: BridgeArgs) -> Result<(), String> {
@@ -93,6 +111,12 @@ pub fn run(a: BridgeArgs) -> Result<(), String> {
         a.ctl
             .unwrap_or_else(|| dataplane::ctl::default_path(&a.name)),
     );
+    let ctl_group = match &a.ctl_group {
+        Some(g) => Some(
+            dataplane::ctl_server::lookup_group(g).map_err(|e| format!("--ctl-group {g}: {e}"))?,
+        ),
+        None => None,
+    };
     let cfg = BridgeConfig {
         if_a: a.if_a,
         if_b: a.if_b,
@@ -100,7 +124,8 @@ pub fn run(a: BridgeArgs) -> Result<(), String> {
         ingress: a.ingress,
         name: a.name,
         ctl_path,
-        seed: 1,
+        ctl_group,
+        seed: os_seed()?,
     };
     let mut bridge = Bridge::new(cfg).map_err(|e| e.to_string())?;
     bridge.stop_on_signals().map_err(|e| e.to_string())?;

@@ -72,9 +72,9 @@ fn capacity(rate: &Option<String>, trace: &Option<PathBuf>) -> Result<Capacity, 
     }
     match rate.as_deref() {
         None | Some("unlimited") => Ok(Capacity::Unlimited),
-        Some(r) => qdisc::tc_units::parse_rate(r)
+        Some(r) => qdisc::tc_units::parse_shaper_rate(r)
             .map(Capacity::Rate)
-            .map_err(|e| format!("bad rate {r:?}: {e:?}")),
+            .map_err(|e| format!("bad rate {r:?}: {e}")),
     }
 }
 
@@ -132,6 +132,7 @@ pub fn run(a: LinkemArgs) -> Result<(), String> {
         ingress: String::new(),
         name: a.name,
         ctl_path,
+        ctl_group: None,
         seed: a.seed,
     };
     let mut em = dataplane::linkem::open(cfg, up, down).map_err(|e| e.to_string())?;

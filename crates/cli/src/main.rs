@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_dataplane;
+mod bench_ns3;
 mod bridge;
 mod builtin;
 mod cake_config;
@@ -270,7 +271,8 @@ enum BenchCommand {
     /// and 100 Mbit/s, kernel HTB; throughput, added latency, CPU per Gbit/s (needs root).
     Dataplane(bench_dataplane::Args),
     /// Cost per packet of enqueue + dequeue for CAKE and the baselines at 1, 1,024 and 10,000
-    /// active flows (the loop of `cargo bench -p purple-cake`).
+    /// active flows (the loop of `cargo bench -p purple-cake`), and each one's cost over pfifo's
+    /// measured in the same run (pfifo runs in slices interleaved with every case).
     Engine {
         /// Print `{"benchmarks":[{"qdisc":..,"flows":..,"ns_per_packet":..},..]}` instead of a
         /// table.
@@ -301,6 +303,23 @@ enum BenchCommand {
         /// Only this workload (udp-droptail, udp-cake, tcp50-cake, tcp10k-cake).
         #[arg(long)]
         workload: Option<String>,
+        /// Instead of the workloads: the ns-3 comparison dumbbell (built-in scenario
+        /// ns3-dumbbell, 60 s unless --seconds) in our simulator and in ns-3, in this run;
+        /// prints both CPU times, packets per CPU second, goodputs and the ratios. Builds our
+        /// ns-3 program with g++ and installs Debian's libns3-dev if ns-3 is missing.
+        #[arg(long, conflicts_with = "workload")]
+        versus_ns3: bool,
+        /// Where ns-3 is installed (headers in `PREFIX/include/ns3`, libraries in `PREFIX/lib`
+        /// or `PREFIX/lib/<multiarch>`); apt-get installs only under /usr.
+        #[arg(long, default_value = "/usr", requires = "versus_ns3")]
+        ns3_prefix: std::path::PathBuf,
+        /// Never install ns-3: a missing ns-3 is reported as an error.
+        #[arg(long, requires = "versus_ns3")]
+        no_install: bool,
+        /// Where the ns-3 program is written and built (reused while its source and ns-3 are
+        /// unchanged); default: purple-ns3 in the temporary directory.
+        #[arg(long, requires = "versus_ns3")]
+        ns3_build_dir: Option<std::path::PathBuf>,
     },
     /// CPU cost of `purple control` (dry run, 20 probes/s to 127.0.0.1, two directions).
     Control {
@@ -515,7 +534,13 @@ fn main() {
             qdisc,
             flows,
         }) => {
-            let results = bench::run_engine(seconds, qdisc.as_deref(), flows);
+            let results = match bench::run_engine(seconds, qdisc.as_deref(), flows) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: --qdisc: {e}");
+                    std::process::exit(2);
+                }
+            };
             if json {
                 println!("{}", bench::to_json(&results));
             } else {
@@ -525,7 +550,41 @@ fn main() {
         Command::Bench(BenchCommand::Sim {
             json,
             seconds,
+            versus_ns3: true,
+            ns3_prefix,
+            no_install,
+            ns3_build_dir,
+            ..
+        }) => {
+            let opts = bench_ns3::VersusOpts {
+                seconds: seconds.unwrap_or(60.0).clamp(1e-3, 86_400.0),
+                prefix: ns3_prefix,
+                install: !no_install,
+                build_dir: ns3_build_dir.unwrap_or_else(|| std::env::temp_dir().join("purple-ns3")),
+            };
+            let ours = match bench_ns3::run_ours(opts.seconds) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: our side: {e}");
+                    std::process::exit(2);
+                }
+            };
+            let ns3 = bench_ns3::run_ns3(&opts);
+            if json {
+                println!("{}", bench_ns3::to_json(&ours, ns3.as_ref()));
+            } else {
+                print!("{}", bench_ns3::to_table(&ours, ns3.as_ref().ok()));
+            }
+            if let Err(e) = ns3 {
+                eprintln!("error: no ns-3 measurement: {e}");
+                std::process::exit(2);
+            }
+        }
+        Command::Bench(BenchCommand::Sim {
+            json,
+            seconds,
             workload,
+            ..
         }) => {
             let only = match workload.as_deref() {
                 None => None,

@@ -1,6 +1,8 @@
 //! `purple bridge` and `purple ctl` as processes: the bridge runs under `ip netns exec` between
-//! two veth pairs, `purple ctl` talks to it, SIGTERM stops it cleanly. Reported as skipped (`testkit`)
-//! when not root or when namespaces cannot be created.
+//! two veth pairs, `purple ctl` talks to it, SIGTERM stops it cleanly; and the bridge against
+//! hostile input (docs/security.md): its control path, peer credentials, rate range, and memory
+//! under a flood. Reported as skipped (`testkit`) when not root or when namespaces cannot be
+//! created.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Child, Command, Output};
@@ -37,8 +39,10 @@ impl Drop for Topo {
 }
 
 fn topo() -> Result<Topo, String> {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let t = Topo {
-        p: format!("pc-{}-", std::process::id()),
+        p: format!("pc-{}-{n}-", std::process::id()),
         bridge: None,
     };
     let (c, b, s) = (
@@ -174,6 +178,361 @@ fn bridge_process_answers_ctl_and_exits_cleanly_on_sigterm() {
     );
 }
 
+fn wait_for(path: &str) -> bool {
+    for _ in 0..100 {
+        if std::path::Path::new(path).exists() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Starts `purple bridge b0 b1 --ctl SOCK ARGS...` in the middle namespace and waits for its
+/// control socket; returns the bridge's pid (`ip netns exec` execs it).
+fn start_bridge(t: &mut Topo, sock: &str, args: &[&str]) -> u32 {
+    let child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &format!("{}b", t.p),
+            PURPLE,
+            "bridge",
+            "b0",
+            "b1",
+        ])
+        .args(["--ctl", sock])
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    t.bridge = Some(child);
+    assert!(wait_for(sock), "control socket never appeared");
+    pid
+}
+
+/// Issue 15, item 6: `--ctl PATH` deleted an existing regular file at PATH.
+fn bridge_refuses_to_replace_a_file_at_its_control_path() {
+    let t = topo().expect("the test topology (prerequisites were checked)");
+    let path = std::env::temp_dir().join(format!("{}precious", t.p));
+    std::fs::write(&path, b"precious").unwrap();
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &format!("{}b", t.p),
+            PURPLE,
+            "bridge",
+            "b0",
+            "b1",
+        ])
+        .args(["--ctl", &path.display().to_string()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It must exit at once; one still running after 3 s took the path (bounded either way).
+    let mut status = None;
+    for _ in 0..150 {
+        if let Some(st) = child.try_wait().unwrap() {
+            status = Some(st);
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    let kept = std::fs::read(&path);
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "the bridge started on {}: {err}",
+        path.display()
+    );
+    assert!(err.contains("not a socket"), "{err}");
+    assert_eq!(kept.unwrap(), b"precious");
+}
+
+/// `purple ctl` run as user nobody (uid and gid 65534, no other groups).
+fn ctl_as_nobody(sock: &str, args: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", PURPLE])
+        .args(["ctl", "--ctl", sock])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Issue 15, item 7: the control socket relied on its file mode alone. Now the kernel's record
+/// of the peer (SO_PEERCRED) decides: with the mode loosened to 0666 an ordinary user is still
+/// refused, while `--ctl-group` admits that group's members (file mode 0660, group-owned).
+fn control_socket_admits_root_and_the_ctl_group_whatever_its_file_mode() {
+    // setpriv is util-linux, on every Debian system: its absence is a failure, not a skip.
+    Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .expect("setpriv (util-linux) runs");
+    let mut t = topo().expect("the test topology (prerequisites were checked)");
+    let sock = std::env::temp_dir()
+        .join(format!("{}perm.sock", t.p))
+        .display()
+        .to_string();
+    start_bridge(&mut t, &sock, &["--egress", "cake bandwidth 20Mbit"]);
+    std::fs::set_permissions(&sock, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let o = ctl_as_nobody(&sock, &["set-bandwidth", "egress", "1Mbit"]);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!o.status.success(), "nobody changed the rate");
+    assert!(err.contains("permission denied"), "{err}");
+    let o = ctl(&sock, &["stats"]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        o.status.success() && text.contains("bandwidth 20Mbit"),
+        "{text}"
+    );
+    if let Some(mut c) = t.bridge.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+
+    let sock = std::env::temp_dir()
+        .join(format!("{}group.sock", t.p))
+        .display()
+        .to_string();
+    start_bridge(
+        &mut t,
+        &sock,
+        &[
+            "--egress",
+            "cake bandwidth 20Mbit",
+            "--ctl-group",
+            "nogroup",
+        ],
+    );
+    let m = std::fs::metadata(&sock).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o777,
+        0o660
+    );
+    assert_eq!(std::os::unix::fs::MetadataExt::gid(&m), 65534);
+    let o = ctl_as_nobody(&sock, &["set-bandwidth", "egress", "1Mbit"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "egress bandwidth 1Mbit\n",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Issue 15, item 5, end to end: rates that would turn shaping off are refused by `purple ctl`
+/// and by the bridge itself (a client other than `purple ctl` sends them raw), and the rate in
+/// force prints the same in the reply, the text statistics and the JSON.
+fn rates_outside_the_range_are_refused_and_the_rate_in_force_prints_consistently() {
+    let mut t = topo().expect("the test topology (prerequisites were checked)");
+    let sock = std::env::temp_dir()
+        .join(format!("{}rate.sock", t.p))
+        .display()
+        .to_string();
+    start_bridge(&mut t, &sock, &["--egress", "cake bandwidth 20Mbit"]);
+    for r in ["1bit", "0.0001kbit", "18446744073709551615bit"] {
+        let o = ctl(&sock, &["set-bandwidth", "egress", r]);
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(!o.status.success(), "{r} accepted");
+        assert!(err.contains("512bit to 10Tbit"), "{r}: {err}");
+        let answer = dataplane::ctl::request(
+            std::path::Path::new(&sock),
+            &format!("set-bandwidth egress {r}"),
+        )
+        .unwrap_err();
+        assert!(answer.contains("512bit to 10Tbit"), "{r}: {answer}");
+    }
+    let o = ctl(&sock, &["set-bandwidth", "egress", "12345678bit"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "egress bandwidth 12345Kbit\n"
+    );
+    let text = String::from_utf8_lossy(&ctl(&sock, &["stats"]).stdout).to_string();
+    assert!(text.contains("bandwidth 12345Kbit"), "{text}");
+    let o = ctl(&sock, &["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // tc's JSON gives bytes/s: 12345678 bit/s truncated to whole bytes.
+    assert_eq!(v[0]["options"]["bandwidth"], 1_543_209);
+}
+
+/// Resident memory of process `pid`, bytes.
+fn rss(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = s
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Floods `len`-byte UDP frames (a new source port for each, so many flows) into c0 from a
+/// thread in the client namespace, until `stop` is set or 10 s have passed; the thread returns
+/// the frames sent.
+fn flood(
+    t: &Topo,
+    len: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> thread::JoinHandle<u64> {
+    let ns = std::path::PathBuf::from("/var/run/netns").join(format!("{}c", t.p));
+    thread::spawn(move || {
+        dataplane::sys::enter_netns(&ns).unwrap();
+        let sock = dataplane::sys::PacketSocket::open("c0", 4 << 20).unwrap();
+        let src = std::net::IpAddr::from([10, 79, 0, 1]);
+        let dst = std::net::IpAddr::from([10, 79, 0, 2]);
+        let frames: Vec<Vec<u8>> = (0..4096u16)
+            .map(|p| {
+                qdisc::packet::FrameSpec::udp(src, dst, 1024 + p, 9)
+                    .with_payload(len - 42)
+                    .build()
+            })
+            .collect();
+        let hdr = [0u8; 10];
+        let end = dataplane::sys::monotonic_ns() + 10_000_000_000;
+        let (mut sent, mut i) = (0u64, 0usize);
+        while dataplane::sys::monotonic_ns() < end
+            && !stop.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            let n = sock
+                .send_batch(64, |k| (&hdr, frames[(i + k) % frames.len()].as_slice()))
+                .unwrap_or(0);
+            sent += n as u64;
+            i += 64;
+        }
+        sent
+    })
+}
+
+fn egress_stats(sock: &str) -> serde_json::Value {
+    let o = ctl(sock, &["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v[0].clone()
+}
+
+/// Issue 15, item 2: CAKE's memory limit bounds what the bridge process really holds. Floods of
+/// 60-byte and of 2,063-byte frames fill `memlimit 32mb`; the process's resident memory grows
+/// by at most 1.25 x the limit plus the buffer pool's 16 MiB (it grew 12.5x the limit before:
+/// each queued frame pinned a 2 KiB or 64 KiB buffer, and the limit counted its length), and
+/// falls back to within 8 MiB of where it started once the queue has drained.
+fn memory_limit_bounds_the_bridges_resident_memory_and_it_is_returned_after_a_flood() {
+    let mut t = topo().expect("the test topology (prerequisites were checked)");
+    for (ns, dev) in [("c", "c0"), ("b", "b0"), ("b", "b1"), ("s", "s0")] {
+        assert!(ip(&[
+            "-n",
+            &format!("{}{ns}", t.p),
+            "link",
+            "set",
+            dev,
+            "mtu",
+            "9000"
+        ]));
+    }
+    let limit: u64 = 32 << 20;
+    for len in [60usize, 2_063] {
+        // A fresh bridge for each size: CAKE's memory_used is the peak since it started.
+        let sock = std::env::temp_dir()
+            .join(format!("{}mem{len}.sock", t.p))
+            .display()
+            .to_string();
+        let pid = start_bridge(
+            &mut t,
+            &sock,
+            &["--egress", "cake bandwidth 1mbit besteffort memlimit 32mb"],
+        );
+        thread::sleep(Duration::from_millis(300));
+        let base = rss(pid);
+        let sampler = {
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let s = stop.clone();
+            let h = thread::spawn(move || {
+                let mut peak = 0;
+                while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                    peak = peak.max(rss(pid));
+                    thread::sleep(Duration::from_millis(20));
+                }
+                peak.max(rss(pid))
+            });
+            (stop, h)
+        };
+        // Flood until CAKE reports the limit reached (or 8 s), and a little longer.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flooder = flood(&t, len, stop.clone());
+        for _ in 0..80 {
+            thread::sleep(Duration::from_millis(100));
+            if egress_stats(&sock)["memory_used"].as_u64().unwrap() >= limit {
+                break;
+            }
+        }
+        thread::sleep(Duration::from_millis(300));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let sent = flooder.join().unwrap();
+        let st = egress_stats(&sock);
+        sampler.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        let peak = sampler.1.join().unwrap();
+        let used = st["memory_used"].as_u64().unwrap();
+        let drops = st["drops"].as_u64().unwrap();
+        // Drain at once, then look again.
+        let o = ctl(&sock, &["set-bandwidth", "egress", "10Gbit"]);
+        assert!(o.status.success());
+        let mut drained = false;
+        for _ in 0..100 {
+            if egress_stats(&sock)["qlen"].as_u64() == Some(0) {
+                drained = true;
+                break;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        assert!(drained, "the queue did not drain");
+        thread::sleep(Duration::from_millis(300));
+        let after = rss(pid);
+        eprintln!(
+            "{len}-byte frames: sent {sent}, CAKE memory_used {used} of {limit}, drops {drops}; \
+             RSS start {} MiB, peak {} MiB (+{:.2} x limit), after drain {} MiB",
+            base >> 20,
+            peak >> 20,
+            peak.saturating_sub(base) as f64 / limit as f64,
+            after >> 20
+        );
+        assert!(
+            used * 10 >= limit * 9,
+            "{len}: the flood did not fill the limit"
+        );
+        assert!(drops > 0, "{len}: nothing dropped");
+        assert!(
+            peak.saturating_sub(base) <= limit * 5 / 4 + (16 << 20),
+            "{len}-byte frames: RSS grew {} MiB for a {} MiB limit",
+            peak.saturating_sub(base) >> 20,
+            limit >> 20
+        );
+        assert!(
+            after <= base + (8 << 20),
+            "{len}-byte frames: RSS {} MiB after the drain, {} MiB before the flood",
+            after >> 20,
+            base >> 20
+        );
+        if let Some(mut c) = t.bridge.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 testkit::harness! {
-    [Netns] => { bridge_process_answers_ctl_and_exits_cleanly_on_sigterm },
+    [Netns] => {
+        bridge_process_answers_ctl_and_exits_cleanly_on_sigterm,
+        bridge_refuses_to_replace_a_file_at_its_control_path,
+        control_socket_admits_root_and_the_ctl_group_whatever_its_file_mode,
+        rates_outside_the_range_are_refused_and_the_rate_in_force_prints_consistently,
+        memory_limit_bounds_the_bridges_resident_memory_and_it_is_returned_after_a_flood,
+    },
 }

@@ -1,9 +1,13 @@
 //! Prometheus metrics: a text exposition rendered from the daemon's state, served by a tiny
-//! non-blocking HTTP responder on 127.0.0.1 (every request gets the metrics).
+//! HTTP responder on 127.0.0.1 (every request gets the metrics). The daemon's loop only accepts
+//! connections; a thread of the server's own reads each request and writes the answer, so a
+//! slow or silent client (any local user can connect) never holds up the control loop.
 
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, OnceLock};
 
 /// The values exported.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -84,18 +88,27 @@ pub fn render(s: &Snapshot) -> String {
     o
 }
 
+/// Connections accepted but not yet answered, at most; more are closed unanswered.
+const MAX_WAITING: usize = 8;
+
 /// The metrics listener.
 #[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
+    /// Hands accepted connections to the responder thread (started by the first
+    /// [`Server::serve_pending`], so that it runs with the privileges the daemon dropped to).
+    responder: OnceLock<SyncSender<(TcpStream, Arc<str>)>>,
 }
 
 impl Server {
-    /// Listens on 127.0.0.1:`port` (non-blocking; 0 picks a free port).
+    /// Listens on 127.0.0.1:`port` (non-blocking; 0 picks a free port). Starts no thread.
     pub fn bind(port: u16) -> io::Result<Self> {
         let listener = TcpListener::bind(("127.0.0.1", port))?;
         listener.set_nonblocking(true)?;
-        Ok(Server { listener })
+        Ok(Server {
+            listener,
+            responder: OnceLock::new(),
+        })
     }
 
     /// The bound address.
@@ -108,11 +121,35 @@ impl Server {
         &self.listener
     }
 
-    /// Answers every pending connection with `body` (HTTP/1.0, then closes).
+    /// Accepts every pending connection and queues it to be answered with `body` (HTTP/1.0,
+    /// then closed) by the responder thread; never blocks. Beyond `MAX_WAITING` (8) unanswered
+    /// connections (clients slower than 0.7 s each), new ones are closed unanswered. The first
+    /// call starts the thread, which ends once the server is dropped and its queue is done.
     pub fn serve_pending(&self, body: &str) {
+        let mut shared: Option<Arc<str>> = None;
         while let Ok((s, _)) = self.listener.accept() {
-            let _ = respond(s, body);
+            let Some(tx) = self.responder() else { return };
+            let body = shared.get_or_insert_with(|| Arc::from(body)).clone();
+            // A full queue (or a responder gone) closes the connection unanswered.
+            let _ = tx.try_send((s, body));
         }
+    }
+
+    fn responder(&self) -> Option<&SyncSender<(TcpStream, Arc<str>)>> {
+        if let Some(tx) = self.responder.get() {
+            return Some(tx);
+        }
+        let (tx, rx) = mpsc::sync_channel::<(TcpStream, Arc<str>)>(MAX_WAITING);
+        std::thread::Builder::new()
+            .name("purple-metrics".into())
+            .spawn(move || {
+                for (s, body) in rx {
+                    let _ = respond(s, &body);
+                }
+            })
+            .ok()?;
+        let _ = self.responder.set(tx);
+        self.responder.get()
     }
 }
 
@@ -130,6 +167,7 @@ fn respond(mut s: TcpStream, body: &str) -> io::Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -142,6 +180,40 @@ mod tests {
         });
         assert!(r.contains("purple_cake_backlog_bytes{direction=\"down\"} 30000"));
         assert!(!r.contains("purple_cake_backlog_bytes{direction=\"up\"}"));
+    }
+
+    /// A local user's silent connections used to hold the daemon's loop 200 ms each (the
+    /// blocking read happened in `serve_pending`); now they cost it nothing, and a real client
+    /// after them is still answered.
+    #[test]
+    fn silent_clients_do_not_hold_up_serve_pending() {
+        let srv = Server::bind(0).unwrap();
+        let addr = srv.local_addr().unwrap();
+        let silent: Vec<TcpStream> = (0..5).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let clock = crate::clock::Clock::new();
+        let t0 = clock.now();
+        srv.serve_pending("x 1\n");
+        let took = clock.now() - t0;
+        assert!(took < qdisc::Duration::from_millis(50), "{took:?}");
+        let h = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+            let mut s = String::new();
+            c.read_to_string(&mut s).unwrap();
+            s
+        });
+        let mut reply = None;
+        for _ in 0..400 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            srv.serve_pending("x 1\n");
+            if h.is_finished() {
+                reply = Some(h.join().unwrap());
+                break;
+            }
+        }
+        drop(silent);
+        assert!(reply.expect("answered").ends_with("x 1\n"));
     }
 
     #[test]

@@ -1,12 +1,8 @@
 //! The bridge: two packet sockets, two qdiscs, one event loop.
 
-use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration as StdDuration;
 
 use cake::tc::{stats_json, stats_text, QdiscHeader};
 use cake::AnyQdisc;
@@ -14,17 +10,15 @@ use qdisc::{Dequeue, Dropped, Instant, Packet, PacketMeta, Qdisc, QdiscStats};
 use serde_json::{json, Value};
 
 use crate::ctl::{Command, Direction};
+use crate::ctl_server::{Access, CtlServer, CtlSocket};
+use crate::pool::{self, Pool, RX_BUF};
 use crate::rejoin::Rejoiner;
 use crate::sys::{self, Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
 use crate::vnet::VnetHdr;
 
-/// Receive slot size: the largest GRO super-packet (64 KiB) plus Ethernet/VLAN headers.
-const RX_BUF: usize = 65_536 + 256;
-/// Frames up to this size are copied out of the receive slot into a pooled small buffer.
-const SMALL: usize = 2_048;
-/// Pooled buffers kept at most (beyond that, freed).
-const MAX_BIG: usize = 512;
-const MAX_SMALL: usize = 8_192;
+/// Bytes freed since the allocator last returned memory to the system, above which the bridge
+/// asks it to ([`sys::release_free_memory`]) once its queues have drained.
+const RELEASE_THRESHOLD: usize = 1 << 20;
 /// Kernel socket buffer size requested for each packet socket.
 const SOCK_BUF: usize = 8 << 20;
 /// By default the loop spins (instead of sleeping) this close to the shaper's next release time.
@@ -120,8 +114,13 @@ pub struct BridgeConfig {
     /// The bridge's name (prefixes error messages).
     pub name: String,
     /// Where to listen for control commands (`None`: no control socket). The socket is created
-    /// with mode 0600 (its directory, when created, 0700) and removed when the bridge is dropped.
+    /// with mode 0600 (its directory, when created, 0700) and removed when the bridge is dropped;
+    /// a stale socket there is replaced, anything else refused (see [`crate::ctl_server`]).
     pub ctl_path: Option<PathBuf>,
+    /// Also admit this group (gid) to the control socket, besides root and the bridge's own
+    /// user; the socket file is then mode 0660 and owned by the group (its directory, when
+    /// created, 0750). See [`crate::ctl_server::lookup_group`].
+    pub ctl_group: Option<u32>,
     /// Seed for the qdiscs' randomness.
     pub seed: u64,
 }
@@ -221,42 +220,6 @@ impl Stopper {
     }
 }
 
-#[derive(Debug, Default)]
-struct Pool {
-    big: Vec<Vec<u8>>,
-    small: Vec<Vec<u8>>,
-}
-
-impl Pool {
-    fn big(&mut self) -> Vec<u8> {
-        self.big.pop().unwrap_or_else(|| Vec::with_capacity(RX_BUF))
-    }
-    fn small(&mut self) -> Vec<u8> {
-        self.small
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(SMALL))
-    }
-    fn put(&mut self, mut v: Vec<u8>) {
-        v.clear();
-        if v.capacity() >= RX_BUF {
-            if self.big.len() < MAX_BIG {
-                self.big.push(v);
-            }
-        } else if v.capacity() >= SMALL && self.small.len() < MAX_SMALL {
-            self.small.push(v);
-        }
-    }
-}
-
-impl crate::rejoin::Buffers for Pool {
-    fn spare(&mut self) -> Vec<u8> {
-        self.big()
-    }
-    fn recycle(&mut self, v: Vec<u8>) {
-        self.put(v);
-    }
-}
-
 #[derive(Debug)]
 struct Dir<Q> {
     dir: Direction,
@@ -311,9 +274,14 @@ pub struct Bridge<Q: Stage = AnyQdisc> {
     timer: TimerFd,
     stop: Arc<EventFd>,
     signals: Option<SignalFd>,
-    ctl: Option<UnixListener>,
+    ctl: Option<CtlSocket>,
     rx: RxSlots,
     pool: Pool,
+    /// Frames were enqueued since the memory was last trimmed (see
+    /// [`release_memory`](Self::release_memory)).
+    queued_since_trim: bool,
+    /// Bytes freed (pool buffers, qdisc storage) since memory was last returned to the system.
+    freed_since_release: usize,
     drops: Vec<Dropped>,
     interest: [u32; 2],
     /// The absolute time the timerfd is armed for (0: not armed).
@@ -397,11 +365,12 @@ impl<Q: Stage> Bridge<Q> {
         add(timer.raw_fd(), TOK_TIMER)?;
         add(stop.raw_fd(), TOK_STOP)?;
         let ctl = match &cfg.ctl_path {
-            Some(p) => {
-                let l = open_ctl(p)?;
-                add(l.as_raw_fd(), TOK_CTL)?;
-                Some(l)
-            }
+            Some(p) => Some(CtlSocket::bind(
+                p,
+                Access {
+                    group: cfg.ctl_group,
+                },
+            )?),
             None => None,
         };
         let dir = |d, qdisc: Q, tx| Dir {
@@ -435,6 +404,8 @@ impl<Q: Stage> Bridge<Q> {
                 trunc: [false; MAX_BATCH],
             },
             pool: Pool::default(),
+            queued_since_trim: false,
+            freed_since_release: 0,
             drops: Vec::with_capacity(64),
             interest: [sys::READABLE; 2],
             armed_at: 0,
@@ -513,8 +484,27 @@ impl<Q: Stage> Bridge<Q> {
     /// Forwards frames until stopped (a [`Stopper`], or a signal after
     /// [`stop_on_signals`](Self::stop_on_signals)). Packets still queued at that point are
     /// discarded. Errors only for failures of the event machinery itself; send and receive
-    /// problems on single frames are counted instead.
+    /// problems on single frames are counted instead. The control socket is served, by a
+    /// thread of its own, while this runs.
     pub fn run(&mut self) -> Result<(), Error> {
+        let server = match &self.ctl {
+            Some(c) => Some(c.serve().map_err(io_err("control socket thread"))?),
+            None => None,
+        };
+        if let Some(s) = &server {
+            self.epoll
+                .add(s.wake_fd(), sys::READABLE, TOK_CTL)
+                .map_err(io_err("epoll_ctl"))?;
+        }
+        let r = self.forward(server.as_ref());
+        if let Some(s) = &server {
+            let _ = self.epoll.delete(s.wake_fd());
+        }
+        r
+    }
+
+    /// The forwarding loop of [`run`](Self::run).
+    fn forward(&mut self, ctl: Option<&CtlServer>) -> Result<(), Error> {
         sys::tight_timer_slack();
         let mut ready = Vec::with_capacity(16);
         loop {
@@ -539,7 +529,11 @@ impl<Q: Stage> Bridge<Q> {
                         self.timer.clear();
                         self.armed_at = 0;
                     }
-                    TOK_CTL => self.serve_ctl(),
+                    TOK_CTL => {
+                        if let Some(c) = ctl {
+                            self.serve_ctl(c);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -550,6 +544,36 @@ impl<Q: Stage> Bridge<Q> {
                 self.transmit(d);
             }
             self.update_interest()?;
+            if self.queued_since_trim && self.drained() {
+                self.release_memory();
+            }
+        }
+    }
+
+    /// True when neither direction holds a packet (queued or waiting to be sent).
+    fn drained(&self) -> bool {
+        self.dirs
+            .iter()
+            .all(|d| d.pending.is_empty() && d.qdisc.backlog().packets == 0)
+    }
+
+    /// After the queues drained: frees the pool's buffers above its low-water mark and the
+    /// qdiscs' storage kept from the burst, and once a megabyte or more was freed since the
+    /// last time, returns it to the system, so that a flood's memory does not stay with the
+    /// process. Costs nothing when there is nothing to free; after a flood, one walk of the
+    /// allocator's heaps (while the queues are empty).
+    fn release_memory(&mut self) {
+        self.queued_since_trim = false;
+        self.pool.trim(pool::LOW_WATER);
+        // What trim freed, and the buffers the pool freed instead of keeping while busy.
+        let mut freed = self.pool.take_freed();
+        for d in &mut self.dirs {
+            freed += d.qdisc.shrink();
+        }
+        self.freed_since_release += freed;
+        if self.freed_since_release >= RELEASE_THRESHOLD {
+            sys::release_free_memory();
+            self.freed_since_release = 0;
         }
     }
 
@@ -596,6 +620,7 @@ impl<Q: Stage> Bridge<Q> {
                 break;
             }
             let now = Instant::from_nanos(now_ns());
+            self.queued_since_trim = true;
             if self.busy_poll_ns > 0 {
                 self.busy_until = now.as_nanos().saturating_add(self.busy_poll_ns);
             }
@@ -609,14 +634,18 @@ impl<Q: Stage> Bridge<Q> {
                     continue;
                 }
                 let h = VnetHdr::decode(&self.rx.hdrs[k]);
-                let data = if len <= SMALL {
-                    let mut v = self.pool.small();
-                    v.extend_from_slice(&self.rx.bufs[k]);
-                    self.rx.bufs[k].clear();
-                    v
-                } else {
-                    let fresh = self.pool.big();
-                    std::mem::replace(&mut self.rx.bufs[k], fresh)
+                // Into a buffer sized to the frame (at most twice its length), or, for frames
+                // beyond the largest class, the receive slot's own buffer (see `pool`).
+                let data = match self.pool.for_frame(len) {
+                    Some(mut v) => {
+                        v.extend_from_slice(&self.rx.bufs[k]);
+                        self.rx.bufs[k].clear();
+                        v
+                    }
+                    None => {
+                        let fresh = self.pool.slot();
+                        std::mem::replace(&mut self.rx.bufs[k], fresh)
+                    }
                 };
                 let gso = match h.gso() {
                     Ok(g) if len >= 14 => g,
@@ -779,43 +808,19 @@ impl<Q: Stage> Bridge<Q> {
         }
     }
 
-    fn serve_ctl(&mut self) {
-        loop {
-            let accepted = match &self.ctl {
-                Some(l) => l.accept(),
-                None => return,
-            };
-            match accepted {
-                Ok((stream, _)) => self.serve_one(stream),
-                Err(_) => return,
-            }
+    /// Carries out the commands the control thread has waiting (called when its eventfd turns
+    /// readable); each costs one command's work here, never a client's socket I/O.
+    fn serve_ctl(&mut self, ctl: &CtlServer) {
+        while let Some(req) = ctl.next_request() {
+            let answer = self.execute(req.command);
+            req.answer(answer);
         }
     }
 
-    /// Answers one control connection. The client is root on this machine and sends its line at
-    /// once; a slow or silent one is cut off after 50 ms so forwarding is not held up longer.
-    fn serve_one(&mut self, mut s: UnixStream) {
-        let t = Some(StdDuration::from_millis(50));
-        if s.set_nonblocking(false).is_err()
-            || s.set_read_timeout(t).is_err()
-            || s.set_write_timeout(Some(StdDuration::from_secs(1)))
-                .is_err()
-        {
-            return;
-        }
-        let mut buf = [0u8; 512];
-        let mut len = 0;
-        while len < buf.len() && !buf[..len].contains(&b'\n') {
-            match s.read(&mut buf[len..]) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => len += n,
-            }
-        }
-        let line = String::from_utf8_lossy(&buf[..len]);
-        let line = line.lines().next().unwrap_or("");
-        let answer = match Command::parse(line) {
-            Err(e) => format!("error: {e}\n"),
-            Ok(Command::Stats { json }) => {
+    /// Carries out one control command; returns the answer (`error: ...` for a failure).
+    fn execute(&mut self, command: Command) -> String {
+        match command {
+            Command::Stats { json } => {
                 self.refresh_kernel_drops();
                 if json {
                     self.stats_json()
@@ -823,10 +828,9 @@ impl<Q: Stage> Bridge<Q> {
                     self.stats_text()
                 }
             }
-            Ok(Command::SetBandwidth { dir, rate }) => self.set_rate(dir, rate, "bandwidth"),
-            Ok(Command::SetRate { dir, rate }) => self.set_rate(dir, rate, "rate"),
-        };
-        let _ = s.write_all(answer.as_bytes());
+            Command::SetBandwidth { dir, rate } => self.set_rate(dir, rate, "bandwidth"),
+            Command::SetRate { dir, rate } => self.set_rate(dir, rate, "rate"),
+        }
     }
 
     /// Applies a `set-bandwidth`/`set-rate` command; returns the answer line.
@@ -926,41 +930,4 @@ fn dir_index(dir: Direction) -> usize {
         Direction::Egress => 0,
         Direction::Ingress => 1,
     }
-}
-
-impl<Q: Stage> Drop for Bridge<Q> {
-    fn drop(&mut self) {
-        if let (Some(_), Some(p)) = (&self.ctl, &self.cfg.ctl_path) {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
-/// Binds the control socket at `p` (mode 0600), creating its directory (0700) if needed and
-/// replacing a stale socket file, but refusing if a live bridge answers there.
-fn open_ctl(p: &std::path::Path) -> Result<UnixListener, Error> {
-    if let Some(dir) = p.parent() {
-        if !dir.as_os_str().is_empty() && !dir.exists() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(io_err(format!("create {}", dir.display())))?;
-        }
-    }
-    if p.exists() {
-        if UnixStream::connect(p).is_ok() {
-            return Err(Error::Io {
-                what: format!("control socket {}", p.display()),
-                err: io::Error::new(io::ErrorKind::AddrInUse, "a bridge is already listening"),
-            });
-        }
-        let _ = std::fs::remove_file(p);
-    }
-    let l = UnixListener::bind(p).map_err(io_err(format!("bind {}", p.display())))?;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600))
-        .map_err(io_err(format!("chmod {}", p.display())))?;
-    l.set_nonblocking(true)
-        .map_err(io_err("control socket nonblocking"))?;
-    Ok(l)
 }

@@ -54,13 +54,23 @@ pub enum Command {
     },
 }
 
+/// `unlimited`, or a rate in tc syntax within the shapers' accepted range
+/// ([`qdisc::tc_units::parse_shaper_rate`]).
 fn parse_rate_word(r: &str) -> Result<Option<u64>, String> {
     if r == "unlimited" {
         Ok(None)
     } else {
-        qdisc::tc_units::parse_rate(r)
+        qdisc::tc_units::parse_shaper_rate(r)
             .map(Some)
-            .map_err(|e| format!("bad rate {r:?}: {e:?}"))
+            .map_err(|e| match e {
+                qdisc::tc_units::UnitError::RateOutOfRange(_) => {
+                    format!("bad rate {r:?}: {e} (or unlimited)")
+                }
+                _ => format!(
+                    "bad rate {r:?}: {e}: expected {} or unlimited",
+                    qdisc::tc_units::RATE_FORMAT
+                ),
+            })
     }
 }
 
@@ -124,6 +134,7 @@ pub fn request(path: &Path, command: &str) -> Result<String, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 
@@ -162,5 +173,22 @@ mod tests {
             })
         );
         assert!(Command::parse("set-rate left 1Mbit").is_err());
+    }
+
+    /// Issue 15, item 5: `1bit` used to parse as 0 B/s, which the shaper reads as unlimited;
+    /// a rate beyond 2^61 B/s printed as 0bit. Both are refused, naming the accepted range.
+    #[test]
+    fn rates_that_would_turn_shaping_off_or_overflow_are_refused() {
+        for r in ["1bit", "0.0001kbit", "0", "18446744073709551615bit"] {
+            for cmd in [
+                format!("set-bandwidth egress {r}"),
+                format!("set-rate down {r}"),
+            ] {
+                let e = Command::parse(&cmd).unwrap_err();
+                assert!(e.contains("accepted range 512bit to 10Tbit"), "{cmd}: {e}");
+            }
+        }
+        let e = Command::parse("set-bandwidth egress fast").unwrap_err();
+        assert!(e.contains("unlimited") && e.contains("20Mbit"), "{e}");
     }
 }

@@ -24,11 +24,17 @@
 //!   CAKE, the loop) is a few percent. So a flow's segments that leave in the same batch go to
 //!   the kernel as one super-packet again ([`rejoin`]; the same frames on the wire), which
 //!   makes the cost fall exactly when the loop falls behind.
-//! - One thread, one epoll set: both packet sockets, the timerfd, the control socket, a stop
-//!   eventfd and (optionally) a signalfd for SIGINT/SIGTERM.
-//! - No allocation per packet in steady state: frames are received into 64 KiB slots; small
-//!   ones are copied into pooled buffers, large ones swap the slot for a pooled one; buffers of
-//!   sent and dropped packets go back to the pools.
+//! - One forwarding thread, one epoll set: both packet sockets, the timerfd, a stop eventfd,
+//!   (optionally) a signalfd for SIGINT/SIGTERM, and the eventfd through which the control
+//!   socket's own thread hands over complete commands ([`ctl_server`]): no client's socket is
+//!   ever read on the forwarding path.
+//! - No allocation per packet in steady state, and memory bounded by the qdisc's limit: frames
+//!   are received into 64 KiB slots and copied into pooled buffers of the smallest size class
+//!   that holds them (128 B to 32 KiB); longer ones swap the slot for a pooled one. A queued
+//!   frame thus pins at most twice its length, and CAKE's `memlimit` charges that buffer
+//!   ([`qdisc::Packet::truesize`]). Buffers of sent and dropped packets go back to the pool; once
+//!   the queues drain after a burst, the pool and the qdiscs' storage shrink and the memory is
+//!   returned to the system.
 //!
 //! ```no_run
 //! use dataplane::{Bridge, BridgeConfig};
@@ -40,6 +46,7 @@
 //!     ingress: "cake bandwidth 100Mbit ingress".into(),
 //!     name: "home".into(),
 //!     ctl_path: Some(dataplane::ctl::default_path("home")),
+//!     ctl_group: None,
 //!     seed: 1,
 //! };
 //! let mut bridge = Bridge::new(cfg)?;
@@ -52,8 +59,10 @@
 
 mod bridge;
 pub mod ctl;
+pub mod ctl_server;
 pub mod linkem;
 pub mod linkem_lab;
+mod pool;
 pub mod rejoin;
 pub mod sys;
 pub mod vnet;

@@ -465,6 +465,11 @@ impl Epoll {
         self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
     }
 
+    /// Stops watching `fd`.
+    pub fn delete(&self, fd: RawFd) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0)
+    }
+
     /// Waits up to `timeout_ms` (-1 forever, 0 poll) and stores the ready tokens in `out`
     /// (cleared first). EINTR is an empty result.
     pub fn wait(&self, out: &mut Vec<u64>, timeout_ms: i32) -> io::Result<()> {
@@ -570,4 +575,80 @@ pub fn recv_timestamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<
         }
     }
     Ok((n as usize, stamp))
+}
+
+/// Who is at the other end of a connected Unix socket, as the kernel recorded it when the peer
+/// connected (`SO_PEERCRED`, `SO_PEERGROUPS`): it cannot be forged by the peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerCred {
+    /// Process id.
+    pub pid: i32,
+    /// Effective user id.
+    pub uid: u32,
+    /// Effective group id.
+    pub gid: u32,
+    /// Supplementary groups (empty where the kernel cannot tell, before Linux 4.13).
+    pub groups: Vec<u32>,
+}
+
+/// The credentials of the peer of the connected Unix socket `fd`.
+pub fn peer_credentials(fd: RawFd) -> io::Result<PeerCred> {
+    let mut c = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `c` and `len` live for the call and `len` is `c`'s exact size.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut c as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    })?;
+    let mut groups = vec![0 as libc::gid_t; 64];
+    let mut glen = (groups.len() * std::mem::size_of::<libc::gid_t>()) as libc::socklen_t;
+    // SAFETY: `groups` has room for `glen` bytes and lives for the call; on success the kernel
+    // sets `glen` to the bytes written (ERANGE if more than 64 groups: then none are used).
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERGROUPS,
+            groups.as_mut_ptr().cast(),
+            &mut glen,
+        )
+    };
+    let n = if r == 0 {
+        glen as usize / std::mem::size_of::<libc::gid_t>()
+    } else {
+        0
+    };
+    groups.truncate(n.min(64));
+    Ok(PeerCred {
+        pid: c.pid,
+        uid: c.uid,
+        gid: c.gid,
+        groups,
+    })
+}
+
+/// The calling process's effective user id.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid(2) cannot fail and touches no memory.
+    unsafe { libc::geteuid() }
+}
+
+/// Hands memory the allocator holds but no longer uses back to the system (glibc's
+/// `malloc_trim(0)`: the top of each heap and whole free pages inside them); a no-op on other C
+/// libraries. Walks the heaps: call after freeing much, never per packet.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only inspects and releases the allocator's own free memory.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }

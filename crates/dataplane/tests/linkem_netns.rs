@@ -16,6 +16,7 @@ fn start(lab: &Lab, up: LinkConfig, down: LinkConfig, ctl: Option<std::path::Pat
         ingress: String::new(),
         name: lab.prefix.clone(),
         ctl_path: ctl,
+        ctl_group: None,
         seed: 1,
     };
     lab.start(move || dataplane::linkem::open(cfg, up, down))

@@ -521,6 +521,7 @@ fn start_bridge(
         ingress,
         name: format!("{}-router", t.prefix),
         ctl_path,
+        ctl_group: None,
         seed: 1,
     };
     let path = t.router.path();

@@ -166,4 +166,13 @@ pub trait Qdisc {
 
     /// The qdisc's tc name (`cake`, `fq_codel`, ...).
     fn kind(&self) -> &'static str;
+
+    /// Frees storage kept from a backlog larger than the one queued now (the packet store
+    /// grows to the largest backlog seen and is reused, so that steady state allocates nothing);
+    /// returns the bytes freed (0 when there was nothing to free: then nothing is allocated or
+    /// freed). Call when the queue has drained after a burst, never on the per-packet path;
+    /// queued packets and all state are kept. The default frees nothing.
+    fn shrink(&mut self) -> usize {
+        0
+    }
 }

@@ -17,6 +17,9 @@ pub enum UnitError {
     BadUnit(String),
     /// The number is negative, not finite, or does not fit the target type.
     OutOfRange,
+    /// A shaper's rate outside [`MIN_SHAPER_RATE`]..=[`MAX_SHAPER_RATE`] (the value given, in
+    /// bytes/s).
+    RateOutOfRange(u64),
 }
 
 impl fmt::Display for UnitError {
@@ -25,6 +28,13 @@ impl fmt::Display for UnitError {
             UnitError::NoNumber => write!(f, "no number"),
             UnitError::BadUnit(u) => write!(f, "unknown unit \"{u}\""),
             UnitError::OutOfRange => write!(f, "value out of range"),
+            UnitError::RateOutOfRange(r) => write!(
+                f,
+                "rate {} is outside the accepted range {} to {}",
+                format_rate(*r),
+                format_rate(MIN_SHAPER_RATE),
+                format_rate(MAX_SHAPER_RATE)
+            ),
         }
     }
 }
@@ -135,6 +145,41 @@ pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
     to_int(v / 8.0, u64::MAX)
 }
 
+/// The slowest rate a shaper accepts, bytes/s: 64 B/s (512 bit/s), CAKE's own floor (the
+/// kernel's `MIN_RATE`: CAKE times slower rates as 64 B/s). A rate below it would not be the rate
+/// in force, and one that truncates to 0 B/s (`1bit`) would turn shaping off.
+pub const MIN_SHAPER_RATE: u64 = 64;
+/// The fastest rate a shaper accepts, bytes/s: 10 Tbit/s, beyond any link a shaper is put in
+/// front of (larger values are typing errors, and above 2^61 B/s the bit rate no longer fits in
+/// 64 bits).
+pub const MAX_SHAPER_RATE: u64 = 1_250_000_000_000;
+
+/// [`MIN_SHAPER_RATE`] to [`MAX_SHAPER_RATE`] as tc prints rates, for error messages.
+pub const SHAPER_RATE_RANGE: &str = "a rate from 512bit to 10Tbit";
+
+/// Checks a shaper's rate (bytes/s) against [`MIN_SHAPER_RATE`]..=[`MAX_SHAPER_RATE`].
+pub fn check_shaper_rate(bytes_per_sec: u64) -> Result<u64, UnitError> {
+    if (MIN_SHAPER_RATE..=MAX_SHAPER_RATE).contains(&bytes_per_sec) {
+        Ok(bytes_per_sec)
+    } else {
+        Err(UnitError::RateOutOfRange(bytes_per_sec))
+    }
+}
+
+/// Parses a shaper's rate: [`parse_rate`], then [`check_shaper_rate`]. Every rate a shaper is
+/// set to from text goes through this (tc's `bandwidth`, `purple ctl set-bandwidth`, the
+/// control socket, `purple linkem --up/--down`), so no spelling can turn shaping off or print
+/// a rate other than the one in force.
+pub fn parse_shaper_rate(s: &str) -> Result<u64, UnitError> {
+    check_shaper_rate(parse_rate(s)?)
+}
+
+/// True when `s` is a rate whose number is exactly zero (`0`, `0bit`, `0.0mbit`): tc-cake's
+/// spelling of "no limit", unlike a non-zero rate that truncates to 0 B/s (`1bit`).
+pub fn is_zero_rate(s: &str) -> bool {
+    matches!(split_number(s), Some((v, _)) if v == 0.0) && parse_rate(s) == Ok(0)
+}
+
 /// Parses a time like tc's `get_time`: a bare number is microseconds; the result is µs,
 /// truncated. tc 6.1 has no `ns` unit.
 pub fn parse_time(s: &str) -> Result<u32, UnitError> {
@@ -175,7 +220,8 @@ pub fn parse_size(s: &str) -> Result<u32, UnitError> {
 /// `12345Kbit` (truncated), `0bit`.
 pub fn format_rate(bytes_per_sec: u64) -> String {
     const UNITS: [&str; 5] = ["", "K", "M", "G", "T"];
-    let mut rate = bytes_per_sec.wrapping_shl(3);
+    // In u128: bytes/s above 2^61 would wrap in 64 bits (tc's own sprint_rate wraps there).
+    let mut rate = u128::from(bytes_per_sec) * 8;
     let mut i = 0;
     while i < UNITS.len() - 1 {
         // `is_multiple_of` is newer than the workspace's rust-version (1.80).
@@ -274,6 +320,44 @@ mod tests {
         assert_eq!(parse_rate("-1mbit"), Err(UnitError::OutOfRange));
     }
 
+    /// Issue 15, item 5: rates that truncate to 0 B/s (which a shaper reads as "unlimited"),
+    /// rates below CAKE's floor, and absurd ones are refused with the accepted range named.
+    #[test]
+    fn shaper_rates_outside_the_accepted_range_are_refused_with_the_range() {
+        for bad in [
+            "1bit",
+            "0.0001kbit",
+            "0",
+            "511bit",
+            "18446744073709551615bit",
+            "11tbit",
+        ] {
+            let e = parse_shaper_rate(bad).unwrap_err();
+            assert!(matches!(e, UnitError::RateOutOfRange(_)), "{bad}: {e:?}");
+            assert!(
+                e.to_string().contains("accepted range 512bit to 10Tbit"),
+                "{bad}: {e}"
+            );
+        }
+        assert!(is_zero_rate("0") && is_zero_rate("0.0mbit"));
+        assert!(!is_zero_rate("1bit") && !is_zero_rate("0xbit") && !is_zero_rate("fast"));
+        assert_eq!(parse_shaper_rate("512bit"), Ok(64));
+        assert_eq!(parse_shaper_rate("10tbit"), Ok(MAX_SHAPER_RATE));
+        assert_eq!(parse_shaper_rate("20Mbit"), Ok(2_500_000));
+        assert_eq!(parse_shaper_rate("fast"), Err(UnitError::NoNumber));
+        assert_eq!(
+            SHAPER_RATE_RANGE,
+            format!(
+                "a rate from {} to {}",
+                format_rate(MIN_SHAPER_RATE),
+                format_rate(MAX_SHAPER_RATE)
+            )
+        );
+        // The error prints the rate given, not a wrapped one.
+        let e = parse_shaper_rate("18446744073709551615bit").unwrap_err();
+        assert!(e.to_string().starts_with("rate 18446744"), "{e}");
+    }
+
     #[test]
     fn times_and_sizes_parse_like_tc() {
         assert_eq!(parse_time("100ms"), Ok(100_000));
@@ -297,6 +381,8 @@ mod tests {
         assert_eq!(format_rate(1_543_209), "12345Kbit");
         assert_eq!(format_rate(39_062), "312496bit");
         assert_eq!(format_rate(0), "0bit");
+        // tc wraps above 2^61 B/s; we print the value.
+        assert_eq!(format_rate(u64::MAX / 8 + 1), "18446744Tbit");
         assert_eq!(format_time(5_000), "5ms");
         assert_eq!(format_time(14_534), "14.5ms");
         assert_eq!(format_time(109_534), "110ms");

@@ -36,13 +36,22 @@ impl Outbox {
     /// simulation (delivered or dropped), so steady-state sending does not allocate.
     #[inline]
     pub fn packet_from(&mut self, template: &Packet) -> Packet {
-        let mut data = self.pool.pop().unwrap_or_default();
-        data.clear();
+        let mut data = self.spare_buffer();
         data.extend_from_slice(&template.data);
         Packet {
             data,
             meta: template.meta,
         }
+    }
+
+    /// An empty frame buffer, recycled from packets that already left the simulation where
+    /// one is available (for building packets in place, e.g.
+    /// [`tcpmodel::TcpSender::poll_transmit_in`]).
+    #[inline]
+    pub fn spare_buffer(&mut self) -> Vec<u8> {
+        let mut data = self.pool.pop().unwrap_or_default();
+        data.clear();
+        data
     }
 
     /// Sets this application's single timer to fire at `at` (replacing any pending one). An

@@ -212,10 +212,7 @@ impl SimBench {
 
     /// Simulated packets so far: transmissions summed over every link (see the module docs).
     pub fn link_transmissions(&self) -> u64 {
-        (0..self.sim.link_count())
-            .filter_map(|l| self.sim.link(l))
-            .map(|m| m.tx_packets)
-            .sum()
+        self.sim.link_transmissions()
     }
 
     /// Events processed so far.

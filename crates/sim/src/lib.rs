@@ -35,6 +35,7 @@
 
 mod app;
 pub mod bench;
+mod events;
 pub mod flent;
 mod metrics;
 mod scenario;

@@ -1,12 +1,12 @@
 //! The event loop, topology, links and routing.
 
 use crate::app::{Application, Outbox, TimerCmd};
+use crate::events::{Ev, EventQueue, What};
 use crate::metrics::{FlowMetrics, LinkMetrics};
 use crate::trace::{MahimahiTrace, RateSchedule, MAHIMAHI_MTU};
 use cake::AnyQdisc;
 use qdisc::{Dequeue, Dropped, Duration, Instant, Packet, Qdisc, Rng};
-use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
@@ -179,6 +179,16 @@ impl LinkConfig {
     }
 }
 
+/// A packet on a link's wire.
+#[derive(Debug)]
+struct InFlight {
+    /// When it reaches the far end.
+    at: Instant,
+    /// The sequence number of its Arrive event (set by [`Sim::pump`]).
+    seq: u64,
+    pkt: Packet,
+}
+
 #[derive(Debug)]
 struct Link {
     to: NodeId,
@@ -194,7 +204,9 @@ struct Link {
     head_left: u32,
     busy_until: Instant,
     next_op: u64,
-    pipe: VecDeque<(Instant, Packet)>,
+    /// Packets on the wire, in arrival order, each with its arrival time and the sequence
+    /// number of its Arrive event; only the head's event is in the event queue.
+    pipe: VecDeque<InFlight>,
     wake_at: Option<Instant>,
     rng: Rng,
     metrics: LinkMetrics,
@@ -217,34 +229,6 @@ impl Link {
                 .limit
                 .bytes
                 .is_none_or(|b| self.buf_bytes + u64::from(len) <= b)
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum What {
-    Arrive(u32),
-    Wake(u32),
-    /// A physical heap entry for an application's timer; it fires only when its `(at, seq)`
-    /// equals the application's logical timer ([`AppSlot::timer`]).
-    Timer(u32),
-    Start(u32),
-}
-
-#[derive(Debug, PartialEq, Eq)]
-struct Ev {
-    at: Instant,
-    seq: u64,
-    what: What,
-}
-impl Ord for Ev {
-    fn cmp(&self, o: &Self) -> Ordering {
-        // Min-heap on (time, insertion order): ties resolve in scheduling order.
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
-impl PartialOrd for Ev {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
     }
 }
 
@@ -300,7 +284,7 @@ pub struct Sim {
     seq: u64,
     seed: u64,
     events: u64,
-    heap: BinaryHeap<Ev>,
+    queue: EventQueue,
     node_count: usize,
     owner: HashMap<IpAddr, NodeId, FastHash>,
     /// `routes[node][dst_node]`: the next link.
@@ -315,6 +299,11 @@ pub struct Sim {
     /// Recycled frame buffers (see [`Outbox::packet_from`]).
     pool: Vec<Vec<u8>>,
     bin_width: Duration,
+    /// The time-series bin of `[bin_start, bin_end)` ns is `bin_idx` (saves a division per
+    /// packet; an empty range forces a recomputation).
+    bin_start: u64,
+    bin_end: u64,
+    bin_idx: usize,
     /// Packets that reached their host but no bound application (still counted as delivered).
     pub unbound_deliveries: u64,
     /// Packets dropped for lack of a route, an unknown destination, or a loopback destination.
@@ -331,7 +320,7 @@ impl Sim {
             seq: 0,
             seed,
             events: 0,
-            heap: BinaryHeap::new(),
+            queue: EventQueue::default(),
             node_count: 0,
             owner: HashMap::default(),
             routes: Vec::new(),
@@ -344,6 +333,9 @@ impl Sim {
             drops: Vec::new(),
             pool: Vec::new(),
             bin_width: Duration::from_millis(100),
+            bin_start: 0,
+            bin_end: 0,
+            bin_idx: 0,
             unbound_deliveries: 0,
             unroutable: 0,
         }
@@ -352,6 +344,7 @@ impl Sim {
     /// Sets the time-series bin width (before running; at least 1 ns).
     pub fn set_bin_width(&mut self, w: Duration) {
         self.bin_width = Duration::from_nanos(w.as_nanos().max(1));
+        self.bin_end = 0;
     }
 
     /// The time-series bin width.
@@ -490,7 +483,7 @@ impl Sim {
 
     /// Events waiting in the event queue (including superseded timer entries).
     pub fn pending_events(&self) -> usize {
-        self.heap.len()
+        self.queue.len()
     }
 
     /// What the simulator's own state occupies, structurally (element sizes times capacities;
@@ -511,7 +504,8 @@ impl Sim {
             .iter()
             .map(|l| {
                 std::mem::size_of::<Link>()
-                    + (l.buf.capacity() + l.pipe.capacity()) * slot
+                    + l.buf.capacity() * slot
+                    + l.pipe.capacity() * std::mem::size_of::<InFlight>()
                     + l.metrics.bins.capacity() * std::mem::size_of::<crate::metrics::LinkBin>()
             })
             .sum::<usize>()
@@ -519,11 +513,17 @@ impl Sim {
         SimMemory {
             flows,
             flow_heap,
-            events: self.heap.capacity() * std::mem::size_of::<Ev>(),
+            events: self.queue.memory(),
             links,
             pool: self.pool.iter().map(Vec::capacity).sum::<usize>()
                 + self.pool.capacity() * std::mem::size_of::<Vec<u8>>(),
         }
+    }
+
+    /// Packets put on a wire so far, summed over every link: a packet crossing three links
+    /// counts three times (the "simulated packets" of the benchmarks).
+    pub fn link_transmissions(&self) -> u64 {
+        self.links.iter().map(|l| l.metrics.tx_packets).sum()
     }
 
     /// Metrics of `link`.
@@ -591,11 +591,7 @@ impl Sim {
 
     /// Processes every event up to and including `t`, then sets the clock to `t` (if later).
     pub fn run_until(&mut self, t: Instant) {
-        while let Some(ev) = self.heap.peek() {
-            if ev.at > t {
-                break;
-            }
-            let Some(ev) = self.heap.pop() else { break };
+        while let Some(ev) = self.queue.pop_due(t) {
             self.now = ev.at;
             self.events += 1;
             match ev.what {
@@ -618,7 +614,7 @@ impl Sim {
                     } else if let (Some((at, seq)), None) = (slot.timer, slot.queued) {
                         // The logical timer moved later: queue it under its original key.
                         slot.queued = Some(at);
-                        self.heap.push(Ev {
+                        self.queue.push(Ev {
                             at,
                             seq,
                             what: What::Timer(a),
@@ -634,7 +630,7 @@ impl Sim {
     #[inline]
     fn push(&mut self, at: Instant, what: What) {
         self.seq += 1;
-        self.heap.push(Ev {
+        self.queue.push(Ev {
             at,
             seq: self.seq,
             what,
@@ -642,8 +638,16 @@ impl Sim {
     }
 
     #[inline]
-    fn bin(&self) -> usize {
-        (self.now.as_nanos() / self.bin_width.as_nanos()) as usize
+    fn bin(&mut self) -> usize {
+        let t = self.now.as_nanos();
+        if t < self.bin_start || t >= self.bin_end {
+            let w = self.bin_width.as_nanos();
+            let i = t / w;
+            self.bin_start = i * w;
+            self.bin_end = self.bin_start.saturating_add(w);
+            self.bin_idx = i as usize;
+        }
+        self.bin_idx
     }
 
     fn call_app(&mut self, a: usize, f: impl FnOnce(&mut dyn Application, Instant, &mut Outbox)) {
@@ -663,7 +667,7 @@ impl Sim {
                 slot.timer = Some((at, seq));
                 if slot.queued.is_none_or(|q| q > at) {
                     slot.queued = Some(at);
-                    self.heap.push(Ev {
+                    self.queue.push(Ev {
                         at,
                         seq,
                         what: What::Timer(a as u32),
@@ -838,11 +842,24 @@ impl Sim {
                 }
             }
         }
-        // The pipe is FIFO in arrival time; each Arrive event pops its front.
+        // The pipe is FIFO in arrival time; each Arrive event pops its front. Every packet gets
+        // its event's sequence number now, in order, but only the head's event is queued: the
+        // next one is queued when the head arrives, under the key it got here. Keys grow along
+        // the pipe, so events pop in exactly the order they would if all were queued now, and
+        // the event queue holds one entry per busy link instead of one per packet on a wire.
         let plen = self.links[l].pipe.len();
         for i in plen - arrivals as usize..plen {
-            let at = self.links[l].pipe[i].0;
-            self.push(at, What::Arrive(l as u32));
+            self.seq += 1;
+            self.links[l].pipe[i].seq = self.seq;
+        }
+        if arrivals > 0 && plen == arrivals as usize {
+            let head = &self.links[l].pipe[0];
+            let ev = Ev {
+                at: head.at,
+                seq: head.seq,
+                what: What::Arrive(l as u32),
+            };
+            self.queue.push(ev);
         }
         // Next wake: when the transmitter frees up or the next opportunity comes (if packets
         // wait in the buffer), or when the shaper opens (if the buffer has room).
@@ -870,9 +887,17 @@ impl Sim {
 
     /// A packet finished crossing link `l`.
     fn arrive(&mut self, l: usize) {
-        let Some((_, pkt)) = self.links[l].pipe.pop_front() else {
+        let Some(InFlight { pkt, .. }) = self.links[l].pipe.pop_front() else {
             return;
         };
+        if let Some(next) = self.links[l].pipe.front() {
+            let ev = Ev {
+                at: next.at,
+                seq: next.seq,
+                what: What::Arrive(l as u32),
+            };
+            self.queue.push(ev);
+        }
         let node = self.links[l].to;
         let Some(ip) = pkt.headers().ip else {
             self.unroutable += 1;
@@ -987,7 +1012,11 @@ fn transmit(
         recycle(pool, pkt);
         return false;
     }
-    link.pipe.push_back((arrival, pkt));
+    link.pipe.push_back(InFlight {
+        at: arrival,
+        seq: 0,
+        pkt,
+    });
     true
 }
 

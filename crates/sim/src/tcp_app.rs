@@ -66,7 +66,7 @@ impl TcpSenderApp {
         let Some(s) = self.sender.as_mut() else {
             return;
         };
-        while let Some(p) = s.poll_transmit(now) {
+        while let Some(p) = s.poll_transmit_in(now, || out.spare_buffer()) {
             out.send(p);
         }
         // The stop time shares the single timer with the sender's own timers.
@@ -125,7 +125,7 @@ impl TcpReceiverApp {
     }
 
     fn flush(&mut self, now: Instant, out: &mut Outbox) {
-        while let Some(p) = self.receiver.poll_transmit(now) {
+        while let Some(p) = self.receiver.poll_transmit_in(now, || out.spare_buffer()) {
             out.send(p);
         }
         match self.receiver.poll_timeout() {

@@ -235,6 +235,17 @@ impl TcpReceiver {
     /// The ACK to send now, if one is due. Call until `None`.
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Packet> {
+        self.poll_transmit_in(now, Vec::new)
+    }
+
+    /// [`Self::poll_transmit`], building the ACK in the buffer `buf` returns (called only when
+    /// an ACK is sent), so a caller that recycles frame buffers sends without allocating.
+    #[must_use]
+    pub fn poll_transmit_in(
+        &mut self,
+        now: Instant,
+        buf: impl FnOnce() -> Vec<u8>,
+    ) -> Option<Packet> {
         if !self.ack_now {
             return None;
         }
@@ -282,7 +293,8 @@ impl TcpReceiver {
                 }
             }
         });
-        let mut p = self.spec.packet();
+        // The spec has no payload: the padded frame is the whole frame.
+        let mut p = self.spec.packet_padded_in(buf());
         p.meta.tag = self.tag;
         Some(p)
     }

@@ -573,6 +573,18 @@ impl TcpSender {
     /// lost segments first (lowest sequence first), then new data. Call repeatedly until `None`.
     #[must_use]
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Packet> {
+        self.poll_transmit_in(now, Vec::new)
+    }
+
+    /// [`Self::poll_transmit`], building the segment in the buffer `buf` returns (called only
+    /// when a segment is sent), so a caller that recycles frame buffers sends without
+    /// allocating.
+    #[must_use]
+    pub fn poll_transmit_in(
+        &mut self,
+        now: Instant,
+        buf: impl FnOnce() -> Vec<u8>,
+    ) -> Option<Packet> {
         let cwnd = self.cc.window();
         // A lost segment to retransmit?
         let mut retx_idx = None;
@@ -650,10 +662,10 @@ impl TcpSender {
             let gap = Duration::from_secs_f64(len as f64 / rate.max(1.0));
             self.next_send = self.next_send.max(now) + gap;
         }
-        Some(self.build(now, start, len, retx))
+        Some(self.build(now, start, len, retx, buf()))
     }
 
-    fn build(&mut self, now: Instant, start: u64, len: u64, retx: bool) -> Packet {
+    fn build(&mut self, now: Instant, start: u64, len: u64, retx: bool, buf: Vec<u8>) -> Packet {
         let mut flags = tcp_flags::ACK | tcp_flags::PSH;
         if self.send_cwr && !retx {
             flags |= tcp_flags::CWR;
@@ -674,7 +686,7 @@ impl TcpSender {
         });
         self.spec.tos = (self.cfg.dscp << 2) | ecn;
         self.spec.payload_len = len as usize;
-        let mut p = self.spec.packet_padded();
+        let mut p = self.spec.packet_padded_in(buf);
         p.meta.tag = self.cfg.tag;
         p
     }

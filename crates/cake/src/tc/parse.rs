@@ -286,8 +286,19 @@ impl TcArgs {
             match w {
                 "bandwidth" => {
                     let v = value(args, &mut i, "bandwidth")?;
-                    bandwidth = tc_units::parse_rate(v)
-                        .map_err(|_| bad("bandwidth", v, tc_units::RATE_FORMAT))?;
+                    // An exact 0 means no limit, as in tc. Unlike tc, other rates outside
+                    // CAKE's floor..10Tbit are refused: tc takes `1bit` as 0 B/s, which turns
+                    // shaping off (docs/fidelity.md).
+                    bandwidth = if tc_units::is_zero_rate(v) {
+                        0
+                    } else {
+                        tc_units::parse_shaper_rate(v).map_err(|e| match e {
+                            tc_units::UnitError::RateOutOfRange(_) => {
+                                bad("bandwidth", v, tc_units::SHAPER_RATE_RANGE)
+                            }
+                            _ => bad("bandwidth", v, tc_units::RATE_FORMAT),
+                        })?
+                    };
                     unlimited = false;
                     out.autorate = Some(false);
                 }

@@ -217,6 +217,22 @@ impl Harness {
         if st.backlog.packets == 0 && st.backlog.bytes != 0 {
             return Err(format!("empty queue holds bytes: {st:?}"));
         }
+        if let Some(c) = self.q.as_cake() {
+            // Autorate-ingress's estimate is an EWMA, starting at the configured rate, of
+            // samples each at most the bytes enqueued so far per nanosecond (its window is at
+            // least 1 ns long), so it can never exceed the larger of the two.
+            let bound = c
+                .config()
+                .rate_bps
+                .max(st.enqueued.bytes.saturating_mul(1_000_000_000));
+            let est = c.cake_stats().capacity_estimate;
+            if est > bound {
+                return Err(format!(
+                    "capacity estimate {est} B/s above {bound} (enqueued {:?})",
+                    st.enqueued
+                ));
+            }
+        }
         Ok(())
     }
 

@@ -61,6 +61,9 @@ pub struct FrameSpec {
 pub const SRC_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 /// Destination MAC address of built frames (locally administered).
 pub const DST_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
+/// Least capacity of a frame buffer the builder allocates or grows: the largest header (802.1Q,
+/// IPv6, TCP with 40 option bytes: 118 bytes) fits.
+const MIN_FRAME_CAPACITY: usize = 128;
 /// Most TCP option bytes a header can hold; longer option lists are truncated.
 const MAX_TCP_OPTIONS: usize = 40;
 
@@ -188,10 +191,17 @@ impl FrameSpec {
     /// headers and `meta.pad` is `payload_len`. Length fields and checksums are exactly those of
     /// [`Self::build`] (the payload is zeros, which do not change a checksum).
     pub fn packet_padded(&self) -> Packet {
-        let data = self.build_frame(false);
+        self.packet_padded_in(Vec::new())
+    }
+
+    /// [`Self::packet_padded`] written into `buf` (cleared first), so a caller that recycles
+    /// frame buffers builds packets without allocating.
+    pub fn packet_padded_in(&self, mut buf: Vec<u8>) -> Packet {
+        buf.clear();
+        self.build_frame_into(&mut buf, false);
         let pad = u32::try_from(self.payload_len).unwrap_or(u32::MAX);
         Packet {
-            data,
+            data: buf,
             meta: PacketMeta {
                 pad,
                 ..PacketMeta::default()
@@ -200,6 +210,14 @@ impl FrameSpec {
     }
 
     fn build_frame(&self, materialise: bool) -> Vec<u8> {
+        let mut f = Vec::new();
+        self.build_frame_into(&mut f, materialise);
+        f
+    }
+
+    /// Appends the frame to `out`: the headers are written into a stack buffer at fixed offsets
+    /// and appended at once (this runs for every segment the simulator's TCP sends).
+    fn build_frame_into(&self, out: &mut Vec<u8>, materialise: bool) {
         let (src, dst): (IpAddr, IpAddr) = match (self.src, self.dst) {
             (IpAddr::V6(s), IpAddr::V4(d)) => (
                 IpAddr::V4(s.to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED)),
@@ -221,13 +239,13 @@ impl FrameSpec {
         let l2 = if self.vlan.is_some() { 18 } else { 14 };
         let l4_len = l4_hlen + self.payload_len;
         let body = if materialise { self.payload_len } else { 0 };
-        let mut f = Vec::with_capacity(l2 + ip_hlen + l4_hlen + body);
-
-        f.extend_from_slice(&DST_MAC);
-        f.extend_from_slice(&SRC_MAC);
+        // Largest header: 18 (802.1Q) + 40 (IPv6) + 60 (TCP with 40 option bytes).
+        let mut h = [0u8; 18 + 40 + 60];
+        h[0..6].copy_from_slice(&DST_MAC);
+        h[6..12].copy_from_slice(&SRC_MAC);
         if let Some(vlan) = self.vlan {
-            f.extend_from_slice(&0x8100u16.to_be_bytes());
-            f.extend_from_slice(&(vlan & 0x0fff).to_be_bytes());
+            h[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+            h[14..16].copy_from_slice(&(vlan & 0x0fff).to_be_bytes());
         }
         let proto = match (&self.l4, v6) {
             (L4Spec::Tcp { .. }, _) => 6u8,
@@ -236,32 +254,38 @@ impl FrameSpec {
             (L4Spec::IcmpEcho { .. }, true) => 58,
         };
         let sat16 = |x: usize| x.min(usize::from(u16::MAX)) as u16;
-        let ip_off = f.len();
+        let ip_off = l2;
         match (src, dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                f.extend_from_slice(&0x0800u16.to_be_bytes());
-                let ip_off = f.len();
-                f.extend_from_slice(&[0x45, self.tos]);
-                f.extend_from_slice(&sat16(20 + l4_len).to_be_bytes());
-                f.extend_from_slice(&[0, 0, 0x40, 0, 64, proto, 0, 0]);
-                f.extend_from_slice(&s.octets());
-                f.extend_from_slice(&d.octets());
-                let c = checksum(0, &f[ip_off..]);
-                f[ip_off + 10..ip_off + 12].copy_from_slice(&c.to_be_bytes());
+                h[ip_off - 2..ip_off].copy_from_slice(&0x0800u16.to_be_bytes());
+                let ip = &mut h[ip_off..ip_off + 20];
+                ip[0] = 0x45;
+                ip[1] = self.tos;
+                ip[2..4].copy_from_slice(&sat16(20 + l4_len).to_be_bytes());
+                ip[6] = 0x40;
+                ip[8] = 64;
+                ip[9] = proto;
+                ip[12..16].copy_from_slice(&s.octets());
+                ip[16..20].copy_from_slice(&d.octets());
+                let c = checksum(0, ip);
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
             }
             (s, d) => {
                 let s = as_v6(s);
                 let d = as_v6(d);
-                f.extend_from_slice(&0x86DDu16.to_be_bytes());
-                f.extend_from_slice(&[0x60 | (self.tos >> 4), self.tos << 4, 0, 0]);
-                f.extend_from_slice(&sat16(l4_len).to_be_bytes());
-                f.extend_from_slice(&[proto, 64]);
-                f.extend_from_slice(&s.octets());
-                f.extend_from_slice(&d.octets());
+                h[ip_off - 2..ip_off].copy_from_slice(&0x86DDu16.to_be_bytes());
+                let ip = &mut h[ip_off..ip_off + 40];
+                ip[0] = 0x60 | (self.tos >> 4);
+                ip[1] = self.tos << 4;
+                ip[4..6].copy_from_slice(&sat16(l4_len).to_be_bytes());
+                ip[6] = proto;
+                ip[7] = 64;
+                ip[8..24].copy_from_slice(&s.octets());
+                ip[24..40].copy_from_slice(&d.octets());
             }
         }
-        let ip_off = ip_off + 2;
-        let l4_off = f.len();
+        let l4_off = ip_off + ip_hlen;
+        let l4 = &mut h[l4_off..l4_off + l4_hlen];
         match &self.l4 {
             L4Spec::Tcp {
                 src_port,
@@ -272,40 +296,34 @@ impl FrameSpec {
                 window,
                 ..
             } => {
-                f.extend_from_slice(&src_port.to_be_bytes());
-                f.extend_from_slice(&dst_port.to_be_bytes());
-                f.extend_from_slice(&seq.to_be_bytes());
-                f.extend_from_slice(&ack.to_be_bytes());
+                l4[0..2].copy_from_slice(&src_port.to_be_bytes());
+                l4[2..4].copy_from_slice(&dst_port.to_be_bytes());
+                l4[4..8].copy_from_slice(&seq.to_be_bytes());
+                l4[8..12].copy_from_slice(&ack.to_be_bytes());
                 let doff = (l4_hlen as u16 / 4) << 12;
-                f.extend_from_slice(&(doff | (flags & 0x0fff)).to_be_bytes());
-                f.extend_from_slice(&window.to_be_bytes());
-                f.extend_from_slice(&[0, 0, 0, 0]);
-                f.extend_from_slice(options);
-                f.resize(l4_off + l4_hlen, 0);
+                l4[12..14].copy_from_slice(&(doff | (flags & 0x0fff)).to_be_bytes());
+                l4[14..16].copy_from_slice(&window.to_be_bytes());
+                l4[20..20 + options.len()].copy_from_slice(options);
             }
             L4Spec::Udp { src_port, dst_port } => {
-                f.extend_from_slice(&src_port.to_be_bytes());
-                f.extend_from_slice(&dst_port.to_be_bytes());
-                f.extend_from_slice(&sat16(l4_len).to_be_bytes());
-                f.extend_from_slice(&[0, 0]);
+                l4[0..2].copy_from_slice(&src_port.to_be_bytes());
+                l4[2..4].copy_from_slice(&dst_port.to_be_bytes());
+                l4[4..6].copy_from_slice(&sat16(l4_len).to_be_bytes());
             }
             L4Spec::IcmpEcho { id, seq } => {
-                f.push(if v6 { 128 } else { 8 });
-                f.push(0);
-                f.extend_from_slice(&[0, 0]);
-                f.extend_from_slice(&id.to_be_bytes());
-                f.extend_from_slice(&seq.to_be_bytes());
+                l4[0] = if v6 { 128 } else { 8 };
+                l4[4..6].copy_from_slice(&id.to_be_bytes());
+                l4[6..8].copy_from_slice(&seq.to_be_bytes());
             }
         }
-        f.resize(l4_off + l4_hlen + body, 0);
         // Checksum over the transport header (payload is zeros) plus the pseudo header (none for
         // ICMPv4).
         let pseudo = if proto == 1 {
             0
         } else {
-            pseudo_header_sum(&f, ip_off, v6, proto, l4_len as u64)
+            pseudo_header_sum(&h, ip_off, v6, proto, l4_len as u64)
         };
-        let mut c = checksum(pseudo, &f[l4_off..l4_off + l4_hlen]);
+        let mut c = checksum(pseudo, &h[l4_off..l4_off + l4_hlen]);
         if proto == 17 && c == 0 {
             c = 0xffff;
         }
@@ -314,8 +332,16 @@ impl FrameSpec {
             17 => l4_off + 6,
             _ => l4_off + 2,
         };
-        f[at..at + 2].copy_from_slice(&c.to_be_bytes());
-        f
+        h[at..at + 2].copy_from_slice(&c.to_be_bytes());
+        let hdr_len = l4_off + l4_hlen;
+        // At least MIN_FRAME_CAPACITY: a recycled buffer then holds any header-only frame
+        // without reallocating, whatever frame it carried before.
+        let need = out.len() + hdr_len + body;
+        if out.capacity() < need {
+            out.reserve_exact(need.max(MIN_FRAME_CAPACITY) - out.len());
+        }
+        out.extend_from_slice(&h[..hdr_len]);
+        out.resize(out.len() + body, 0);
     }
 }
 
@@ -328,16 +354,21 @@ fn as_v6(a: IpAddr) -> Ipv6Addr {
 
 /// Adds `data` to a ones-complement accumulator as big-endian 16-bit words (an odd trailing byte
 /// is padded with zero). The accumulator is folded by [`checksum`].
+///
+/// Adds four bytes at a time as one big-endian 32-bit word: since 2^16 = 1 modulo 2^16 - 1,
+/// that is the same ones-complement sum as two 16-bit words, once folded.
 #[inline]
 pub(crate) fn sum_words(mut acc: u64, data: &[u8]) -> u64 {
-    let mut chunks = data.chunks_exact(2);
+    let mut chunks = data.chunks_exact(4);
     for w in &mut chunks {
-        acc += u64::from(u16::from_be_bytes([w[0], w[1]]));
+        acc += u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
     }
-    if let [last] = chunks.remainder() {
-        acc += u64::from(*last) << 8;
+    match *chunks.remainder() {
+        [a, b, c] => acc + u64::from(u16::from_be_bytes([a, b])) + (u64::from(c) << 8),
+        [a, b] => acc + u64::from(u16::from_be_bytes([a, b])),
+        [a] => acc + (u64::from(a) << 8),
+        _ => acc,
     }
-    acc
 }
 
 /// The Internet checksum (RFC 1071) of `data` with an initial accumulator `acc`: the ones

@@ -198,6 +198,16 @@ impl Packet {
         (self.data.len() as u32).saturating_add(self.meta.pad)
     }
 
+    /// Bytes of memory this packet pins while queued, as Linux's skb `truesize` counts them:
+    /// its frame buffer's capacity (at least its length; a 60-byte frame in a 2 KiB buffer pins
+    /// 2 KiB) plus the unmaterialised `pad`. Saturates at `u32::MAX`.
+    #[inline]
+    pub fn truesize(&self) -> u32 {
+        u32::try_from(self.data.capacity())
+            .unwrap_or(u32::MAX)
+            .saturating_add(self.meta.pad)
+    }
+
     /// True for a zero-length packet.
     #[inline]
     pub fn is_empty(&self) -> bool {
