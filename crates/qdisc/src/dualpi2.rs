@@ -401,7 +401,8 @@ impl DualPi2 {
         while next <= now {
             self.update_probability(next);
             next = next.saturating_add(tupdate);
-            if next > now {
+            // (At the end of time `next` saturates: one update per call, never a spin.)
+            if next > now || next == Instant::MAX {
                 break;
             }
             // Ticks that cannot change the state are skipped: nothing moves between calls.
@@ -683,6 +684,21 @@ mod tests {
                 "{cfg:?} packet {with_packet}"
             );
         }
+    }
+
+    #[test]
+    fn updates_at_the_end_of_time_terminate() {
+        let mut q = DualPi2::new(DualPi2Config::default(), 1);
+        let mut drops = Vec::new();
+        q.enqueue(
+            Instant::MAX.saturating_sub(Duration::from_millis(1)),
+            Packet::default(),
+            &mut drops,
+        );
+        for _ in 0..3 {
+            let _ = q.dequeue(Instant::MAX, &mut drops);
+        }
+        assert!(q.stats().is_balanced());
     }
 
     #[test]
