@@ -59,6 +59,7 @@ pub mod baseline;
 pub mod cake_autorate;
 pub mod config;
 pub mod engine;
+pub mod passive;
 pub mod purple;
 pub mod queue_metrics;
 pub mod reflectors;
