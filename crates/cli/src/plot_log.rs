@@ -120,6 +120,8 @@ mod tests {
             throughput,
             cake_backlog: None,
             delay_ms,
+            passive_ms: None,
+            source: "probes".into(),
         };
         let mut text = String::from("{\"t\":0,\"event\":\"reloaded\"}\n");
         for i in 0..30 {

@@ -57,6 +57,62 @@ pub(crate) fn check_f(
     check(v.is_finite() && v >= lo && v <= hi, option, v, accepted)
 }
 
+/// Where the controller's queueing delay comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DelaySource {
+    /// Only the reflectors' answers to our probes.
+    Probes,
+    /// Only the passive estimate from the users' TCP timestamps ([`crate::passive`]); no
+    /// probe is sent.
+    Passive,
+    /// Both: the larger of the two where both are fresh, else whichever is. Without a passive
+    /// feed this is exactly [`DelaySource::Probes`]; with one, the controller keeps its
+    /// delay signal when the reflectors stop answering (ICMP blocked), and sees the queues
+    /// the probes cannot (a radio that serves ICMP apart from data). The default.
+    #[default]
+    Both,
+}
+
+impl DelaySource {
+    /// The accepted names, for configuration errors.
+    pub const ACCEPTED: &'static str = "\"probes\", \"passive\" or \"both\"";
+
+    /// The name in configuration files and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            DelaySource::Probes => "probes",
+            DelaySource::Passive => "passive",
+            DelaySource::Both => "both",
+        }
+    }
+
+    /// Parses a configuration value.
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "probes" => Some(DelaySource::Probes),
+            "passive" => Some(DelaySource::Passive),
+            "both" => Some(DelaySource::Both),
+            _ => None,
+        }
+    }
+
+    /// Whether the probes' delays count.
+    pub fn probes(self) -> bool {
+        self != DelaySource::Passive
+    }
+
+    /// Whether the passive estimate counts.
+    pub fn passive(self) -> bool {
+        self != DelaySource::Probes
+    }
+}
+
+impl fmt::Display for DelaySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The rate limits and signal-processing parameters every controller uses. Rates are bytes per
 /// second per direction.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,6 +134,8 @@ pub struct Config {
     pub baseline: BaselineParams,
     /// Safety rules.
     pub safety: SafetyParams,
+    /// Where the queueing delay comes from. Default [`DelaySource::Both`].
+    pub delay_source: DelaySource,
 }
 
 impl Default for Config {
@@ -90,6 +148,7 @@ impl Default for Config {
             reflectors: ReflectorParams::default(),
             baseline: BaselineParams::default(),
             safety: SafetyParams::default(),
+            delay_source: DelaySource::default(),
         }
     }
 }

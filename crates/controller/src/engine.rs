@@ -120,6 +120,41 @@ impl<L: Law + ?Sized> Law for Box<L> {
     }
 }
 
+/// Where a direction's delay signal came from at a control step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DelayInForce {
+    /// No delay signal.
+    #[default]
+    None,
+    /// The probes alone.
+    Probes,
+    /// The passive estimate alone.
+    Passive,
+    /// The larger of the probes' and the passive estimate.
+    Both,
+    /// No probe signal and no TCP sample, but the passive feed runs and the link is nearly
+    /// idle (carries less than [`PASSIVE_QUIET_LOAD`] of the rate): taken as no queue.
+    Quiet,
+}
+
+impl DelayInForce {
+    /// The name in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            DelayInForce::None => "none",
+            DelayInForce::Probes => "probes",
+            DelayInForce::Passive => "passive",
+            DelayInForce::Both => "both",
+            DelayInForce::Quiet => "quiet",
+        }
+    }
+}
+
+/// With the passive feed running and no TCP sample, a link carrying less than this share of
+/// the rate in force is taken to have no queue (it cannot be building one of ours), so that a
+/// passive-only controller does not fall to its safe rate whenever the users are idle.
+pub const PASSIVE_QUIET_LOAD: f64 = 0.2;
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Inputs {
     throughput: Option<(Instant, u64)>,
@@ -130,6 +165,9 @@ struct Inputs {
     radio_drops: u64,
     radio_drops_seen: u64,
     in_force: Option<u64>,
+    /// The last passive reading (even an empty one), and the last one with an estimate.
+    passive_read: Option<Instant>,
+    passive: Option<(Instant, Duration)>,
 }
 
 /// A [`Controller`] made of the signal front end, the law `L` and the safety rules.
@@ -143,6 +181,7 @@ pub struct Engine<L: Law> {
     last: Decision,
     next: Instant,
     latest: Instant,
+    delay_in_force: PerDir<DelayInForce>,
 }
 
 impl<L: Law> Engine<L> {
@@ -164,6 +203,7 @@ impl<L: Law> Engine<L> {
             inputs: PerDir::default(),
             next: Instant::ZERO,
             latest: Instant::ZERO,
+            delay_in_force: PerDir::default(),
         })
     }
 
@@ -187,15 +227,42 @@ impl<L: Law> Engine<L> {
     pub fn decision(&self) -> &Decision {
         &self.last
     }
+    /// Where `dir`'s delay signal came from at the last control step.
+    pub fn delay_in_force(&self, dir: Direction) -> DelayInForce {
+        self.delay_in_force[dir]
+    }
 
     fn signals(&mut self, now: Instant, dir: Direction) -> DirSignals {
         let fresh = self.cfg.safety.stall_after;
         let ok = |t: Instant| now.saturating_duration_since(t) < fresh;
-        let cons = self.pool.consensus(now, dir);
+        let src = self.cfg.delay_source;
+        let cons = self.pool.consensus(now, dir).filter(|_| src.probes());
+        let passive_fresh =
+            |t: Instant| now.saturating_duration_since(t) < self.cfg.reflectors.fresh_for;
         let inp = &mut self.inputs[dir];
         let cur = self.last.rate[dir];
         let in_force = inp.in_force.unwrap_or(cur);
         let throughput = inp.throughput.filter(|x| ok(x.0)).map(|x| x.1);
+        let load = throughput.map(|t| t as f64 / in_force.max(1) as f64);
+        let passive = inp
+            .passive
+            .filter(|x| src.passive() && passive_fresh(x.0))
+            .map(|x| x.1);
+        let probe = cons.map(|c| c.delay);
+        let (delay, why) = match (probe, passive) {
+            (Some(a), Some(b)) => (Some(a.max(b)), DelayInForce::Both),
+            (Some(a), None) => (Some(a), DelayInForce::Probes),
+            (None, Some(b)) => (Some(b), DelayInForce::Passive),
+            (None, None) => {
+                let feed = src.passive() && inp.passive_read.is_some_and(passive_fresh);
+                if feed && load.is_some_and(|l| l < PASSIVE_QUIET_LOAD) {
+                    (Some(Duration::ZERO), DelayInForce::Quiet)
+                } else {
+                    (None, DelayInForce::None)
+                }
+            }
+        };
+        self.delay_in_force[dir] = why;
         let cake_new = inp.cake_drops.saturating_sub(inp.cake_drops_seen);
         inp.cake_drops_seen = inp.cake_drops;
         let radio_new = inp.radio_drops.saturating_sub(inp.radio_drops_seen);
@@ -203,10 +270,10 @@ impl<L: Law> Engine<L> {
         DirSignals {
             current: cur,
             in_force,
-            delay: cons.map(|c| c.delay),
+            delay,
             reflectors: cons.map_or(0, |c| c.used),
             throughput,
-            load: throughput.map(|t| t as f64 / in_force.max(1) as f64),
+            load,
             cake_backlog: inp.cake.filter(|x| ok(x.0)).map(|x| x.1),
             cake_new_drops: cake_new,
             radio: inp.radio.filter(|x| ok(x.0)).map(|(_, r)| RadioView {
@@ -234,7 +301,8 @@ impl<L: Law> Controller for Engine<L> {
                 owd_ns,
             } => {
                 self.pool.on_owd(now, reflector, dir, sent, owd_ns);
-                pass = self.pool.health(reflector, now) == Some(Health::Good);
+                pass = self.cfg.delay_source.probes()
+                    && self.pool.health(reflector, now) == Some(Health::Good);
             }
             Sample::Rtt {
                 reflector,
@@ -242,7 +310,8 @@ impl<L: Law> Controller for Engine<L> {
                 rtt,
             } => {
                 self.pool.on_rtt(now, reflector, sent, rtt);
-                pass = self.pool.health(reflector, now) == Some(Health::Good);
+                pass = self.cfg.delay_source.probes()
+                    && self.pool.health(reflector, now) == Some(Health::Good);
             }
             Sample::ProbeLost { reflector, .. } => self.pool.on_lost(now, reflector),
             Sample::Throughput { dir, bps } => self.inputs[dir].throughput = Some((now, bps)),
@@ -286,6 +355,13 @@ impl<L: Law> Controller for Engine<L> {
                 ));
             }
             Sample::RateInForce { dir, bps } => self.inputs[dir].in_force = Some(bps),
+            Sample::Passive { dir, queue, .. } => {
+                let inp = &mut self.inputs[dir];
+                inp.passive_read = Some(now);
+                if let Some(q) = queue {
+                    inp.passive = Some((now, q));
+                }
+            }
         }
         if pass {
             self.law.on_sample(now, sample);
@@ -349,6 +425,7 @@ impl<L: Law> Controller for Engine<L> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{DelaySource, ReflectorId};
 
     /// A law that holds its rate and remembers what it was shown.
     #[derive(Debug, Default)]
@@ -459,5 +536,119 @@ mod tests {
         let s = e.law().seen.expect("stepped");
         assert_eq!((s.current, s.in_force), (base, base / 2));
         assert_eq!(s.load, Some(1.0));
+    }
+
+    fn passive(dir: Direction, ms: Option<u64>) -> Sample {
+        Sample::Passive {
+            dir,
+            queue: ms.map(Duration::from_millis),
+            flows: 3,
+        }
+    }
+
+    /// One control step at `t` after a probe delay of `probe_ms` (one-way, both directions,
+    /// from reflector 1), a passive reading and a throughput; returns what the law saw for the
+    /// download and where its delay came from.
+    fn step_with(
+        e: &mut Engine<Spy>,
+        t: Instant,
+        probe_ms: Option<i64>,
+        passive_ms: Option<Option<u64>>,
+        thr: u64,
+    ) -> (DirSignals, DelayInForce) {
+        for dir in Direction::ALL {
+            e.on_sample(t, &radio(dir));
+            if let Some(p) = probe_ms {
+                let owd_ns = 1_000_000_000 + p * 1_000_000;
+                let sent = t - Duration::from_millis(5);
+                let reflector = ReflectorId(1);
+                e.on_sample(
+                    t,
+                    &Sample::Owd {
+                        reflector,
+                        dir,
+                        sent,
+                        owd_ns,
+                    },
+                );
+            }
+            if let Some(q) = passive_ms {
+                e.on_sample(t, &passive(dir, q));
+            }
+            e.on_sample(t, &Sample::Throughput { dir, bps: thr });
+        }
+        let _ = e.poll(t);
+        (
+            e.law().seen.expect("stepped"),
+            e.delay_in_force(Direction::Down),
+        )
+    }
+
+    fn engine(src: DelaySource) -> Engine<Spy> {
+        let cfg = Config {
+            delay_source: src,
+            ..Config::default()
+        };
+        Engine::new(cfg, Spy::default()).expect("valid")
+    }
+
+    #[test]
+    fn both_takes_the_larger_delay_and_either_alone_when_the_other_is_missing() {
+        let mut e = engine(DelaySource::Both);
+        let busy = Config::default().base.down;
+        let ms = Duration::from_millis;
+        // The baseline: probes at 0 ms of queue.
+        let t = Instant::from_secs(1);
+        let _ = step_with(&mut e, t, Some(0), None, busy);
+        let t = t + ms(50);
+        let (s, why) = step_with(&mut e, t, Some(0), Some(Some(12)), busy);
+        assert_eq!((s.delay, why), (Some(ms(12)), DelayInForce::Both));
+        // The reflectors fall silent (ICMP blocked): the passive estimate carries on.
+        let t = t + ms(1100);
+        let (s, why) = step_with(&mut e, t, None, Some(Some(7)), busy);
+        assert_eq!((s.delay, why), (Some(ms(7)), DelayInForce::Passive));
+        // And without any passive feed it is the probes alone, as before.
+        let mut e = engine(DelaySource::Both);
+        let t = Instant::from_secs(1);
+        let _ = step_with(&mut e, t, Some(0), None, busy);
+        let (s, why) = step_with(&mut e, t + ms(50), Some(3), None, busy);
+        // (The pool smooths each reflector's delay: half of the 3 ms step so far.)
+        assert_eq!(
+            (s.delay, why),
+            (Some(Duration::from_micros(1500)), DelayInForce::Probes)
+        );
+    }
+
+    #[test]
+    fn each_source_alone_ignores_the_other() {
+        let busy = Config::default().base.down;
+        let ms = Duration::from_millis;
+        let mut e = engine(DelaySource::Probes);
+        let t = Instant::from_secs(1);
+        let _ = step_with(&mut e, t, Some(0), Some(Some(30)), busy);
+        let (s, why) = step_with(&mut e, t + ms(50), Some(2), Some(Some(30)), busy);
+        assert_eq!((s.delay, why), (Some(ms(1)), DelayInForce::Probes));
+        let mut e = engine(DelaySource::Passive);
+        let _ = step_with(&mut e, t, Some(0), Some(Some(4)), busy);
+        let (s, why) = step_with(&mut e, t + ms(50), Some(20), Some(Some(4)), busy);
+        assert_eq!((s.delay, why), (Some(ms(4)), DelayInForce::Passive));
+        assert_eq!(s.reflectors, 0, "probes do not count");
+    }
+
+    #[test]
+    fn an_empty_passive_reading_is_no_queue_only_on_a_nearly_idle_link() {
+        let base = Config::default().base.down;
+        let ms = Duration::from_millis;
+        let mut e = engine(DelaySource::Passive);
+        let t = Instant::from_secs(1);
+        let (s, why) = step_with(&mut e, t, None, Some(None), base / 100);
+        assert_eq!((s.delay, why), (Some(Duration::ZERO), DelayInForce::Quiet));
+        // Loaded and still no TCP sample (QUIC, say): no signal; the stall rule then applies.
+        let (s, why) = step_with(&mut e, t + ms(50), None, Some(None), base);
+        assert_eq!((s.delay, why), (None, DelayInForce::None));
+        // No passive feed at all: no signal either, however idle.
+        let mut e = engine(DelaySource::Passive);
+        let (s, _) = step_with(&mut e, t, None, None, 0);
+        assert_eq!(s.delay, None);
     }
 }

@@ -70,8 +70,8 @@ pub mod wire;
 pub use aimd::{Aimd, AimdParams};
 pub use baseline::{Baseline, BaselineParams};
 pub use cake_autorate::{CakeAutorate, CakeAutorateParams};
-pub use config::{Config, ConfigError};
-pub use engine::{DirSignals, Engine, Law, Needs, RadioView, Step};
+pub use config::{Config, ConfigError, DelaySource};
+pub use engine::{DelayInForce, DirSignals, Engine, Law, Needs, RadioView, Step};
 pub use purple::{ParamInfo, Phase, Purple, PurpleParams, Transition};
 pub use queue_metrics::{QueueMetrics, QueueMetricsParams};
 pub use reflectors::{Health, Pool, ReflectorParams};
@@ -234,6 +234,19 @@ pub enum Sample {
         /// blindly).
         capacity_bps: Option<u64>,
     },
+    /// The passive estimator's reading for `dir` ([`passive::PassiveReading`]): the queueing
+    /// delay the users' TCP connections saw since the previous reading (`None`: no connection
+    /// gave a sample), over `flows` connections. Feed one per control step while a passive
+    /// feed runs, empty readings included: a fresh empty reading on a nearly idle link means
+    /// "no queue", not "no signal". Used per [`Config::delay_source`].
+    Passive {
+        /// Direction.
+        dir: Direction,
+        /// The estimate.
+        queue: Option<Duration>,
+        /// Connections behind it.
+        flows: u32,
+    },
     /// The rate the shaper of `dir` actually runs at, reported by whoever applies decisions
     /// when it did not apply the latest one (an actuator that skips small or too frequent
     /// changes, or failed). Throughput is then compared with this rate, not the decided one:
@@ -319,7 +332,8 @@ pub enum Reason {
 /// A signal the controller depends on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {
-    /// Delay measurements from at least `min_reflectors` healthy reflectors.
+    /// Delay measurements from at least `min_reflectors` healthy reflectors, or the passive
+    /// estimate (per [`Config::delay_source`]).
     Delay,
     /// The radio's queue metrics.
     RadioQueue,

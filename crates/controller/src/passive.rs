@@ -133,9 +133,9 @@ impl PassiveParams {
         )?;
         check(
             (Duration::from_secs(1)..=Duration::from_secs(600)).contains(&self.baseline_window),
-            "passive.baseline_window",
+            "passive.baseline_window_s",
             self.baseline_window,
-            "1 s ..= 10 min",
+            "1 ..= 600 (seconds)",
         )
     }
 
@@ -545,7 +545,7 @@ impl PassiveDelay {
             f.win = [i64::MAX; METRICS];
             f.epoch = epoch;
         }
-        let mut sample = |f: &mut Flow, m: Metric, raw: i64, queue: bool| {
+        let sample = |f: &mut Flow, m: Metric, raw: i64, queue: bool| {
             let b = f.base[m as usize].update(now, raw, window);
             if queue {
                 let q = raw.saturating_sub(b).max(0);

@@ -315,6 +315,40 @@ pub struct MetricsConfig {
     pub port: u16,
 }
 
+/// The passive delay signal (`delay_source = "passive"` or `"both"`): TCP timestamps of the
+/// users' own connections, seen on the WAN device (`controller::passive`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PassiveConfig {
+    /// The WAN device whose frames are captured (a packet socket with a BPF filter; needs
+    /// CAP_NET_RAW). Default: `upload.interface` (where the upload CAKE sits). With
+    /// `actuator.kind = "bridge"` the bridge measures inline (`purple bridge --passive`) and
+    /// this is unused.
+    pub interface: Option<String>,
+    /// Most connections tracked (about 400 bytes each, allocated at start). Default 2048
+    /// (8 ..= 65536).
+    pub max_flows: usize,
+    /// One TCP timestamp value in this many starts or ends a measurement; the kernel filter
+    /// passes only those segments, so the daemon reads about 2 / sample of the WAN's TCP
+    /// segments. Default 8 (1, 2, 4, ... 256).
+    pub sample: u32,
+    /// Each connection's baseline is its smallest round trip over the last one to two of
+    /// these, s. Default 10 (1 ..= 600).
+    pub baseline_window_s: u64,
+}
+
+impl Default for PassiveConfig {
+    fn default() -> Self {
+        let p = controller::passive::PassiveParams::default();
+        PassiveConfig {
+            interface: None,
+            max_flows: p.max_flows,
+            sample: p.sample,
+            baseline_window_s: p.baseline_window.as_nanos() / 1_000_000_000,
+        }
+    }
+}
+
 /// The whole file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -334,12 +368,20 @@ pub struct DaemonConfig {
     /// measured over the interval the rate was in force, as the law assumes. Default 50
     /// (PURPLE's control interval: every step). Accepted 0 or 10 ..= 10000.
     pub cake_stats_interval_ms: u64,
+    /// Where the queueing delay comes from: `"probes"` (the reflectors), `"passive"` (the
+    /// users' TCP timestamps, see `[passive]`; no probe is sent and `probe.reflectors` may be
+    /// empty) or `"both"` (default: the larger of the two where both are fresh, else whichever
+    /// is; when the reflectors stop answering, control goes on with the passive signal, and
+    /// when the passive capture cannot start, with the probes alone).
+    pub delay_source: String,
     /// Download shaping.
     pub download: Download,
     /// Upload shaping.
     pub upload: Upload,
     /// Probing.
     pub probe: ProbeConfig,
+    /// The passive delay signal.
+    pub passive: PassiveConfig,
     /// Actuator.
     pub actuator: ActuatorConfig,
     /// Decision log.
@@ -355,9 +397,11 @@ impl Default for DaemonConfig {
             user: String::new(),
             counter_interval_ms: 200,
             cake_stats_interval_ms: 50,
+            delay_source: controller::DelaySource::default().name().to_string(),
             download: Download::default(),
             upload: Upload::default(),
             probe: ProbeConfig::default(),
+            passive: PassiveConfig::default(),
             actuator: ActuatorConfig::default(),
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
@@ -446,12 +490,32 @@ impl DaemonConfig {
                 ));
             }
         }
+        let Some(src) = controller::DelaySource::from_name(&self.delay_source) else {
+            return Err(err(
+                "delay_source",
+                format!("{:?}", self.delay_source),
+                controller::DelaySource::ACCEPTED,
+            ));
+        };
+        if let Some(i) = &self.passive.interface {
+            if i.is_empty() || i.len() > 15 || i.contains('/') {
+                return Err(err(
+                    "passive.interface",
+                    format!("{i:?}"),
+                    "a device name of 1 ..= 15 characters without '/'",
+                ));
+            }
+        }
+        self.passive_params()
+            .validate()
+            .map_err(|e| err(e.option, e.value, e.accepted))?;
         let p = &self.probe;
-        if p.reflectors.is_empty() {
+        if p.reflectors.is_empty() && src != controller::DelaySource::Passive {
             return Err(err(
                 "probe.reflectors",
                 "[]",
-                "at least one reflector, e.g. [\"1.1.1.1\", \"udp:198.51.100.7:8862\"]",
+                "at least one reflector, e.g. [\"1.1.1.1\", \"udp:198.51.100.7:8862\"] (none \
+                 only with delay_source = \"passive\")",
             ));
         }
         for (i, r) in p.reflectors.iter().enumerate() {
@@ -567,7 +631,34 @@ impl DaemonConfig {
         c.reflectors.offence_limit = self.probe.offence_limit;
         c.reflectors.offence_window = Duration::from_secs(self.probe.offence_window_s);
         c.reflectors.dead_after = Duration::from_millis(self.probe.dead_after_ms);
+        c.delay_source = self.delay_source();
         c
+    }
+
+    /// The configured delay source (the default where the file's value is invalid:
+    /// [`DaemonConfig::validate`] rejects those).
+    pub fn delay_source(&self) -> controller::DelaySource {
+        controller::DelaySource::from_name(&self.delay_source).unwrap_or_default()
+    }
+
+    /// The passive estimator's parameters (`[passive]`).
+    pub fn passive_params(&self) -> controller::passive::PassiveParams {
+        let p = &self.passive;
+        controller::passive::PassiveParams {
+            max_flows: p.max_flows,
+            sample: p.sample,
+            baseline_window: Duration::from_secs(p.baseline_window_s.min(1 << 30)),
+            ..controller::passive::PassiveParams::default()
+        }
+    }
+
+    /// The WAN device the passive capture listens on (`passive.interface`, else
+    /// `upload.interface`).
+    pub fn passive_device(&self) -> &str {
+        self.passive
+            .interface
+            .as_deref()
+            .unwrap_or(self.upload.0.iface())
     }
 }
 
@@ -665,6 +756,34 @@ mod tests {
         let e = DaemonConfig::parse("[probe]\nrate_hz = 0\n").unwrap_err();
         assert_eq!(e.option, "probe.rate_hz");
         assert_eq!(e.accepted, "0.1 ..= 1000");
+    }
+
+    #[test]
+    fn delay_source_and_passive_options_are_checked_by_name() {
+        let c = DaemonConfig::parse("").unwrap();
+        assert_eq!(c.delay_source(), controller::DelaySource::Both);
+        assert_eq!(c.passive_device(), "wan");
+        let e = DaemonConfig::parse("delay_source = \"icmp\"\n").unwrap_err();
+        assert_eq!(e.option, "delay_source");
+        assert!(e.accepted.contains("\"passive\""), "{e}");
+        let e = DaemonConfig::parse("[passive]\nsample = 6\n").unwrap_err();
+        assert_eq!(e.option, "passive.sample");
+        let e = DaemonConfig::parse("[passive]\nmax_flows = 1\n").unwrap_err();
+        assert_eq!(e.option, "passive.max_flows");
+        let e = DaemonConfig::parse("[passive]\nbaseline_window_s = 0\n").unwrap_err();
+        assert_eq!(e.option, "passive.baseline_window_s");
+        // Passive alone needs no reflector; the others do.
+        let c = DaemonConfig::parse(
+            "delay_source = \"passive\"\n[probe]\nreflectors = []\n[passive]\ninterface = \"eth1\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.controller_config().delay_source,
+            controller::DelaySource::Passive
+        );
+        assert_eq!(c.passive_device(), "eth1");
+        let e = DaemonConfig::parse("[probe]\nreflectors = []\n").unwrap_err();
+        assert_eq!(e.option, "probe.reflectors");
     }
 
     #[test]

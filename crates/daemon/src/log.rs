@@ -31,6 +31,13 @@ pub struct DirRecord {
     pub cake_backlog: Option<u64>,
     /// Mean queueing delay over each reflector's minimum since the previous line, ms.
     pub delay_ms: Option<f64>,
+    /// The passive estimate at the latest reading, ms (absent: none; older logs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passive_ms: Option<f64>,
+    /// Where the law's delay came from: `probes`, `passive`, `both`, `quiet` or `none`
+    /// (empty in older logs).
+    #[serde(default)]
+    pub source: String,
 }
 
 impl DirRecord {
@@ -43,6 +50,8 @@ impl DirRecord {
             throughput: d.throughput,
             cake_backlog: d.cake_backlog,
             delay_ms: d.delay_ms,
+            passive_ms: d.passive_ms,
+            source: d.source.name().to_string(),
         }
     }
 }
@@ -94,6 +103,30 @@ pub enum Record {
         down: DirRecord,
         /// Upload.
         up: DirRecord,
+    },
+    /// Which delay source is in force per direction (`probes`, `passive`, `both`, `quiet`,
+    /// `none`), under the configured `delay_source`: at the first step and at every change
+    /// that held a second.
+    DelaySource {
+        /// Seconds.
+        t: f64,
+        /// The configured source (`probes`, `passive`, `both`).
+        configured: String,
+        /// Download.
+        down: String,
+        /// Upload.
+        up: String,
+    },
+    /// The passive delay signal's capture at start: on which device, or why not (with
+    /// `delay_source = "both"` the probes then carry on alone).
+    PassiveCapture {
+        /// Seconds.
+        t: f64,
+        /// `packet socket on DEV`, or `purple bridge` (the bridge measures inline).
+        via: String,
+        /// Why it could not start.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
     },
     /// A reflector fell back from ICMP timestamps to echo.
     FallbackToEcho {
@@ -204,9 +237,11 @@ pub enum Record {
 }
 
 /// Every `event` name a [`Record`] can have.
-pub const EVENTS: [&str; 13] = [
+pub const EVENTS: [&str; 15] = [
     "start",
     "decision",
+    "delay-source",
+    "passive-capture",
     "fallback-to-echo",
     "rotated",
     "clock-step",
@@ -230,6 +265,16 @@ impl Record {
                 t,
                 down: DirRecord::of(down),
                 up: DirRecord::of(up),
+            },
+            Event::DelaySource {
+                configured,
+                down,
+                up,
+            } => Record::DelaySource {
+                t,
+                configured: configured.name().to_string(),
+                down: down.name().to_string(),
+                up: up.name().to_string(),
             },
             Event::FallbackToEcho { reflector } => Record::FallbackToEcho {
                 t,
@@ -287,6 +332,8 @@ impl Record {
         match self {
             Record::Start { t, .. }
             | Record::Decision { t, .. }
+            | Record::DelaySource { t, .. }
+            | Record::PassiveCapture { t, .. }
             | Record::FallbackToEcho { t, .. }
             | Record::Rotated { t, .. }
             | Record::ClockStep { t, .. }
@@ -306,6 +353,7 @@ impl Record {
         !matches!(
             self,
             Record::Start { .. }
+                | Record::PassiveCapture { .. }
                 | Record::Privileges { .. }
                 | Record::Reloaded { .. }
                 | Record::ReloadFailed { .. }

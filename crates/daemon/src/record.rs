@@ -7,6 +7,7 @@
 use crate::config::DaemonConfig;
 use crate::log::Record;
 use controller::agent::{Agent, CakeCounters, SetRate, SocketKind};
+use controller::passive::PassiveReading;
 use controller::wire::WallAnchor;
 use controller::{Direction, Law, PerDir};
 use qdisc::Instant;
@@ -130,6 +131,27 @@ pub enum Input {
         /// When.
         t_ns: u64,
     },
+    /// `handle_passive` (the fields the agent reads).
+    Passive {
+        /// When.
+        t_ns: u64,
+        /// Queueing delay estimate, ns: download, upload.
+        queue_ns: [Option<u64>; 2],
+        /// Connections behind each.
+        flows: [u32; 2],
+    },
+}
+
+impl Input {
+    /// The record of a passive reading handed to the agent at `t_ns`.
+    pub fn passive(t_ns: u64, r: &PassiveReading) -> Input {
+        let q = |d: Direction| r.queue[d].map(|q| q.as_nanos());
+        Input::Passive {
+            t_ns,
+            queue_ns: [q(Direction::Down), q(Direction::Up)],
+            flows: [r.flows.down, r.flows.up],
+        }
+    }
 }
 
 fn dir_of(d: crate::log::Dir) -> Direction {
@@ -295,6 +317,19 @@ pub fn replay(text: impl BufRead) -> Result<Vec<Record>, ReplayError> {
             }
             Input::Timeout { t_ns } => a.handle_timeout(ns(t_ns)),
             Input::Shutdown { t_ns } => a.handle_shutdown(ns(t_ns)),
+            Input::Passive {
+                t_ns,
+                queue_ns,
+                flows,
+            } => {
+                let q = |v: Option<u64>| v.map(qdisc::Duration::from_nanos);
+                let r = PassiveReading {
+                    queue: PerDir::new(q(queue_ns[0]), q(queue_ns[1])),
+                    flows: PerDir::new(flows[0], flows[1]),
+                    ..PassiveReading::default()
+                };
+                a.handle_passive(ns(t_ns), &r);
+            }
             Input::RateApplied {
                 t_ns,
                 dir,

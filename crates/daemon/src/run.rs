@@ -12,8 +12,9 @@
 //! connects.
 
 use crate::actuator::{self, Actuator};
+use crate::capture::Capture;
 use crate::clock::Clock;
-use crate::config::{Algorithm, DaemonConfig, Method};
+use crate::config::{ActuatorKind, Algorithm, DaemonConfig, Method};
 use crate::counters::CounterFile;
 use crate::log::{Dir, JsonLog, Record};
 use crate::metrics::{self, Snapshot};
@@ -62,6 +63,8 @@ pub struct Daemon {
     log: JsonLog,
     metrics: Option<metrics::Server>,
     recorder: Option<Recorder>,
+    /// The passive delay signal's capture, when the delay source uses it and it could start.
+    capture: Option<Capture>,
     buf: Box<[u8; 2048]>,
     /// Control steps run.
     pub steps: u64,
@@ -124,6 +127,7 @@ impl Daemon {
             wall: clock.wall_us(now) as f64 / 1e6,
             reflectors: cfg.probe.reflectors.clone(),
         })?;
+        let capture = open_capture(&cfg, now, &mut log)?;
         let dirs = cfg.dirs();
         Ok(Daemon {
             counters: PerDir::new(
@@ -138,6 +142,7 @@ impl Daemon {
             log,
             metrics,
             recorder,
+            capture,
             buf: Box::new([0u8; 2048]),
             steps: 0,
             samples_fed: 0,
@@ -230,16 +235,23 @@ impl Daemon {
     /// Waits up to `timeout_ms` for a readable socket; returns which are readable (probe
     /// sockets in [`Sockets::fds`] order, then the metrics listener).
     fn wait(&mut self, timeout_ms: i32) -> io::Result<Ready> {
-        // At most 3 probe sockets and the listener: a fixed array, no allocation per wake-up.
-        let mut slots: [Option<(std::os::fd::BorrowedFd<'_>, Option<Which>)>; 4] = [None; 4];
+        // At most 3 probe sockets, the listener and the two capture sockets: a fixed array,
+        // no allocation per wake-up.
+        let mut slots: [Option<(std::os::fd::BorrowedFd<'_>, Slot)>; 6] = [None; 6];
         let mut n = 0;
         for (w, fd) in self.socks.fds() {
-            slots[n] = Some((fd, Some(w)));
+            slots[n] = Some((fd, Slot::Probe(w)));
             n += 1;
         }
         if let Some(m) = &self.metrics {
-            slots[n] = Some((std::os::fd::AsFd::as_fd(m.listener()), None));
+            slots[n] = Some((std::os::fd::AsFd::as_fd(m.listener()), Slot::Metrics));
             n += 1;
+        }
+        if let Some(c) = &self.capture {
+            for fd in c.fds() {
+                slots[n] = Some((fd, Slot::Capture));
+                n += 1;
+            }
         }
         let mut ready = Ready::default();
         let Some((filler, _)) = slots[0] else {
@@ -260,9 +272,11 @@ impl Daemon {
             if fd.revents().is_empty() {
                 continue;
             }
-            match slots[k].and_then(|s| s.1) {
-                Some(w) => ready.probes[k] = Some(w),
-                None => ready.metrics = true,
+            match slots[k].map(|s| s.1) {
+                Some(Slot::Probe(w)) => ready.probes[k] = Some(w),
+                Some(Slot::Metrics) => ready.metrics = true,
+                Some(Slot::Capture) => ready.capture = true,
+                None => {}
             }
         }
         Ok(ready)
@@ -275,6 +289,11 @@ impl Daemon {
         let now = self.clock.now();
         for w in ready.probes.into_iter().flatten() {
             self.drain_socket(now, w);
+        }
+        if ready.capture {
+            if let Some(c) = self.capture.as_mut() {
+                c.drain(now);
+            }
         }
         let reads = self.agent.reads_due(now);
         for dir in Direction::ALL {
@@ -303,6 +322,13 @@ impl Daemon {
                 },
             });
             self.agent.handle_cake_stats(now, read);
+        }
+        if reads.passive {
+            if let Some(c) = self.capture.as_mut() {
+                let r = c.estimator().reading(now);
+                self.record(|| Input::passive(now.as_nanos(), &r));
+                self.agent.handle_passive(now, &r);
+            }
         }
         self.record(|| Input::Timeout {
             t_ns: now.as_nanos(),
@@ -431,6 +457,45 @@ impl Daemon {
 /// Which sockets poll found readable.
 #[derive(Clone, Copy, Debug, Default)]
 struct Ready {
-    probes: [Option<Which>; 4],
+    probes: [Option<Which>; 6],
     metrics: bool,
+    capture: bool,
+}
+
+/// What a polled socket is.
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Probe(Which),
+    Metrics,
+    Capture,
+}
+
+/// Opens the passive capture when the delay source uses it and the shaper is the kernel's
+/// (a bridge measures inline), and logs where it runs or why it could not start. Fails only
+/// with `delay_source = "passive"` (nothing to control on otherwise).
+fn open_capture(
+    cfg: &DaemonConfig,
+    now: Instant,
+    log: &mut JsonLog,
+) -> io::Result<Option<Capture>> {
+    let src = cfg.delay_source();
+    if !src.passive() || cfg.actuator.kind == ActuatorKind::Bridge {
+        return Ok(None);
+    }
+    let dev = cfg.passive_device();
+    let (capture, error) = match Capture::open(dev, cfg.passive_params()) {
+        Ok(c) => (Some(c), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
+    log.write(&Record::PassiveCapture {
+        t: now.as_secs_f64(),
+        via: format!("packet socket on {dev}"),
+        error: error.clone(),
+    })?;
+    match (error, src) {
+        (Some(e), controller::DelaySource::Passive) => Err(io::Error::other(format!(
+            "delay_source = \"passive\": the capture on {dev} cannot start: {e}"
+        ))),
+        _ => Ok(capture),
+    }
 }

@@ -242,6 +242,8 @@ mod tests {
             throughput,
             cake_backlog: None,
             delay_ms,
+            passive_ms: None,
+            source: "probes".into(),
         };
         let recs = [
             Record::Start {

@@ -29,6 +29,11 @@
 //! - the **actuator's limits** ([`Limiter`]) and the **rate in force** (the shell reports each
 //!   attempt to apply; [`crate::Sample::RateInForce`] reaches the law);
 //! - the **law**, through [`Engine`] with any [`Law`];
+//! - the **delay source** ([`crate::DelaySource`]): the probes, the passive estimate the shell
+//!   reads from its own [`crate::passive::PassiveDelay`] ([`Agent::handle_passive`]), or both;
+//!   with `passive` alone no probe is sent. Which source is in force per direction is logged
+//!   at the first step and whenever it changes and holds for a second
+//!   ([`Event::DelaySource`]);
 //! - **typed events** for the decision log ([`Event`]), decided by a [`LogPolicy`].
 //!
 //! It has no clock, no socket, no thread, and allocates nothing per probe in steady state
@@ -40,6 +45,7 @@
 //!     wait until agent.poll_timeout() or a socket is readable;  now = clock
 //!     for each datagram read:   agent.handle_datagram(now, from, socket, bytes)
 //!     let r = agent.reads_due(now);  read what it names;  agent.handle_counter / handle_cake_stats
+//!                                                          / handle_passive
 //!     agent.handle_timeout(now)
 //!     while let Some(t) = agent.poll_transmit()   { send t.bytes() to t.to }
 //!     while let Some(s) = agent.poll_rate()       { apply; agent.handle_rate_applied(now, s, result) }
@@ -61,11 +67,13 @@ pub use probe::{
 pub use validate::{Discard, ValidationParams};
 
 use crate::config::{check, ConfigError};
-use crate::engine::{Engine, Law};
+use crate::engine::{DelayInForce, Engine, Law};
+use crate::passive::PassiveReading;
 use crate::reflectors::Health;
 use crate::wire::WallAnchor;
 use crate::{
-    Config, Controller, Decision, Direction, Duration, Instant, PerDir, Reason, ReflectorId, Sample,
+    Config, Controller, Decision, DelaySource, Direction, Duration, Instant, PerDir, Reason,
+    ReflectorId, Sample,
 };
 use probe::{Matched, NoMatch, Prober, Sent};
 use std::collections::VecDeque;
@@ -195,10 +203,10 @@ impl AgentConfig {
     /// Checks every option; the error names the first bad one.
     pub fn validate(&self) -> Result<(), ConfigError> {
         check(
-            !self.reflectors.is_empty(),
+            !self.reflectors.is_empty() || self.controller.delay_source == DelaySource::Passive,
             "probe.reflectors",
             "[]",
-            "at least one reflector",
+            "at least one reflector (none only with delay_source = \"passive\")",
         )?;
         self.controller.validate()?;
         self.probe.validate()?;
@@ -215,12 +223,16 @@ pub struct Reads {
     pub counters: PerDir<bool>,
     /// Read CAKE's statistics of both directions ([`Agent::handle_cake_stats`]).
     pub cake_stats: bool,
+    /// Take a reading of the passive estimator, where the shell runs one
+    /// ([`Agent::handle_passive`]): right before each control step, when the delay source
+    /// uses it.
+    pub passive: bool,
 }
 
 impl Reads {
     /// Whether anything is to be read.
     pub fn any(&self) -> bool {
-        self.counters.down || self.counters.up || self.cake_stats
+        self.counters.down || self.counters.up || self.cake_stats || self.passive
     }
 }
 
@@ -284,6 +296,10 @@ pub struct DirStep {
     /// Mean queueing delay over each reflector's smallest delay since the previous decision
     /// event, ms; `None` without accepted replies in between.
     pub delay_ms: Option<f64>,
+    /// The passive estimate at the latest reading, ms; `None` without one.
+    pub passive_ms: Option<f64>,
+    /// Where the law's delay came from at this step.
+    pub source: DelayInForce,
 }
 
 /// Something the agent did that belongs in the decision log.
@@ -342,6 +358,17 @@ pub enum Event {
     },
     /// Reading CAKE's statistics works again.
     CakeStatsOk,
+    /// Which delay source is in force per direction: at the first control step, and whenever
+    /// it changed and held for a second (the passive estimate comes and goes with the users'
+    /// traffic, the probes with the reflectors).
+    DelaySource {
+        /// The configured source.
+        configured: DelaySource,
+        /// Download.
+        down: DelayInForce,
+        /// Upload.
+        up: DelayInForce,
+    },
     /// The safe rate was applied on shutdown (`error` if it failed).
     SafeRate {
         /// Direction.
@@ -421,7 +448,15 @@ pub struct Agent<L: Law> {
     delay: DelayStat,
     last_log: Option<Instant>,
     latest: Instant,
+    /// The latest passive estimate per direction, ms.
+    passive_ms: PerDir<Option<f64>>,
+    /// The delay sources last logged, and a change not yet logged (since when).
+    source_logged: Option<PerDir<DelayInForce>>,
+    source_change: Option<(PerDir<DelayInForce>, Instant)>,
 }
+
+/// A change of delay source is logged once it has held this long.
+const SOURCE_SETTLE: Duration = Duration::from_secs(1);
 
 impl<L: Law> Agent<L> {
     /// An agent with `cfg` and `law` (both validated), starting at `now`: its first
@@ -463,6 +498,9 @@ impl<L: Law> Agent<L> {
             delay: DelayStat::default(),
             last_log: None,
             latest: now,
+            passive_ms: PerDir::both(None),
+            source_logged: None,
+            source_change: None,
             cfg,
         })
     }
@@ -685,6 +723,7 @@ impl<L: Law> Agent<L> {
         if rp.aligned() {
             let step = now >= self.engine.next_wakeup();
             Reads {
+                passive: step && self.cfg.controller.delay_source.passive(),
                 counters: PerDir::new(step && !self.from_shaper.down, step && !self.from_shaper.up),
                 cake_stats: step
                     && now >= self.cake_retry
@@ -698,6 +737,8 @@ impl<L: Law> Agent<L> {
             Reads {
                 counters: PerDir::both(c),
                 cake_stats: false,
+                passive: now >= self.engine.next_wakeup()
+                    && self.cfg.controller.delay_source.passive(),
             }
         }
     }
@@ -775,6 +816,25 @@ impl<L: Law> Agent<L> {
         }
     }
 
+    /// A reading of the shell's passive estimator
+    /// ([`crate::passive::PassiveDelay::reading`]) taken at `now`. Call when
+    /// [`Agent::reads_due`] asks (`passive`), empty readings included: they tell the engine
+    /// the feed runs (see [`Sample::Passive`]).
+    pub fn handle_passive(&mut self, now: Instant, r: &PassiveReading) {
+        let now = self.clock(now);
+        for dir in Direction::ALL {
+            self.passive_ms[dir] = r.queue[dir].map(|q| q.as_millis_f64());
+            self.feed(
+                now,
+                Sample::Passive {
+                    dir,
+                    queue: r.queue[dir],
+                    flows: r.flows[dir],
+                },
+            );
+        }
+    }
+
     /// The radio's queue metrics, where a modem exposes them (PURPLE with radio metrics).
     pub fn handle_radio(&mut self, now: Instant, r: RadioReading) {
         let now = self.clock(now);
@@ -803,17 +863,19 @@ impl<L: Law> Agent<L> {
     /// readings of this wake-up. Bounded work.
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock(now);
-        let (probes, engine, out) = (&mut self.probes, &mut self.engine, &mut self.out);
-        probes.expire(now, &mut |pr, i, sent, blame| {
-            on_lost(pr, engine, out, now, i, sent, blame)
-        });
-        let anchor = self.cfg.anchor;
-        let (probes, engine, out) = (&mut self.probes, &mut self.engine, &mut self.out);
-        probes.send_due(now, &anchor, &mut |pr, s| match s {
-            Sent::Probe(t) => out.transmits.push_back(t),
-            Sent::Lost(i, sent, blame) => on_lost(pr, engine, out, now, i, sent, blame),
-        });
-        self.review_reflectors(now);
+        if self.probing() {
+            let (probes, engine, out) = (&mut self.probes, &mut self.engine, &mut self.out);
+            probes.expire(now, &mut |pr, i, sent, blame| {
+                on_lost(pr, engine, out, now, i, sent, blame)
+            });
+            let anchor = self.cfg.anchor;
+            let (probes, engine, out) = (&mut self.probes, &mut self.engine, &mut self.out);
+            probes.send_due(now, &anchor, &mut |pr, s| match s {
+                Sent::Probe(t) => out.transmits.push_back(t),
+                Sent::Lost(i, sent, blame) => on_lost(pr, engine, out, now, i, sent, blame),
+            });
+            self.review_reflectors(now);
+        }
         if now >= self.engine.next_wakeup() {
             self.run_step(now);
         }
@@ -831,6 +893,46 @@ impl<L: Law> Agent<L> {
                     },
                 ))
             });
+    }
+
+    /// Whether probes are sent (every delay source but `passive` alone).
+    fn probing(&self) -> bool {
+        self.cfg.controller.delay_source.probes()
+    }
+
+    /// Logs the delay sources in force: at the first step, then each change that held for
+    /// [`SOURCE_SETTLE`].
+    fn review_source(&mut self, now: Instant) {
+        let cur = PerDir::new(
+            self.engine.delay_in_force(Direction::Down),
+            self.engine.delay_in_force(Direction::Up),
+        );
+        let due = match (self.source_logged, self.source_change) {
+            (None, _) => true,
+            (Some(l), _) if l == cur => {
+                self.source_change = None;
+                false
+            }
+            (Some(_), Some((c, since))) if c == cur => {
+                now.saturating_duration_since(since) >= SOURCE_SETTLE
+            }
+            (Some(_), _) => {
+                self.source_change = Some((cur, now));
+                false
+            }
+        };
+        if due {
+            self.source_logged = Some(cur);
+            self.source_change = None;
+            self.push_event(
+                now,
+                Event::DelaySource {
+                    configured: self.cfg.controller.delay_source,
+                    down: cur.down,
+                    up: cur.up,
+                },
+            );
+        }
     }
 
     /// Swaps active reflectors the pool finds dead or bad for spares.
@@ -866,6 +968,7 @@ impl<L: Law> Agent<L> {
         }
         let d = self.engine.poll(now);
         self.out.stats.steps += 1;
+        self.review_source(now);
         let mut st = StepState {
             decision: d,
             pending: PerDir::both(false),
@@ -915,6 +1018,8 @@ impl<L: Law> Agent<L> {
             throughput: self.throughput[dir],
             cake_backlog: self.cake_backlog[dir],
             delay_ms: delay[dir],
+            passive_ms: self.passive_ms[dir],
+            source: self.engine.delay_in_force(dir),
         };
         let e = Event::Decision {
             down: dir_step(Direction::Down),
@@ -1019,7 +1124,10 @@ impl<L: Law> Agent<L> {
     /// reading. Never later than needed; may be in the past.
     #[must_use]
     pub fn poll_timeout(&self) -> Instant {
-        let mut t = self.probes.next_wakeup().min(self.engine.next_wakeup());
+        let mut t = self.engine.next_wakeup();
+        if self.probing() {
+            t = t.min(self.probes.next_wakeup());
+        }
         if !self.cfg.readings.aligned() {
             t = t.min(self.next_counter);
         }

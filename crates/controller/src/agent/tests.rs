@@ -145,6 +145,8 @@ struct Pair {
     actuator_fails: bool,
     cake_fails: bool,
     reads: Vec<(Instant, Reads)>,
+    /// A passive feed: readings with the fluid link's true queueing delay per direction.
+    passive: bool,
 }
 
 fn addr(i: u8) -> SocketAddr {
@@ -167,7 +169,9 @@ impl Pair {
         );
         cc.base = PerDir::new(mbit(60.0), mbit(20.0));
         let mut cfg = AgentConfig::new(cc, refl.iter().map(|r| r.spec).collect(), ANCHOR);
-        cfg.probe.active = refl.len();
+        if !refl.is_empty() {
+            cfg.probe.active = refl.len();
+        }
         tweak(&mut cfg);
         let agent = Agent::new(cfg, law, Instant::ZERO).expect("valid config");
         Pair {
@@ -190,6 +194,7 @@ impl Pair {
             actuator_fails: false,
             cake_fails: false,
             reads: Vec::new(),
+            passive: false,
         }
     }
 
@@ -230,7 +235,7 @@ impl Pair {
                 self.agent.handle_datagram(at, from, socket, &bytes);
             }
             let r = self.agent.reads_due(t);
-            if r.any() {
+            if r.counters.down || r.counters.up || r.cake_stats {
                 self.reads.push((t, r));
             }
             for d in Direction::ALL {
@@ -249,6 +254,23 @@ impl Pair {
                     })))
                 };
                 self.agent.handle_cake_stats(t, read);
+            }
+            if r.passive && self.passive {
+                let q = |d| {
+                    Some(Duration::from_nanos(
+                        self.link
+                            .owd(d)
+                            .as_nanos()
+                            .saturating_sub(self.link.base_owd.as_nanos()),
+                    ))
+                };
+                let reading = PassiveReading {
+                    queue: PerDir::new(q(Direction::Down), q(Direction::Up)),
+                    flows: PerDir::both(4),
+                    one_way: PerDir::both(true),
+                    ..PassiveReading::default()
+                };
+                self.agent.handle_passive(t, &reading);
             }
             self.agent.handle_timeout(t);
             self.drain(t);
@@ -819,4 +841,110 @@ fn a_reflector_that_drops_probes_on_a_clean_path_is_dead_by_three_offences() {
     // It answers, but it lost three probes in 60 s while the others answered theirs.
     assert_eq!(h(0), Some(Health::Dead));
     assert_eq!((h(1), h(2)), (Some(Health::Good), Some(Health::Good)));
+}
+
+fn silent_three() -> Vec<FakeRefl> {
+    (1..=3).map(|i| ts(i, 0, Fault::Silent)).collect()
+}
+
+fn sources(p: &Pair) -> Vec<(Instant, DelaySource, DelayInForce, DelayInForce)> {
+    p.events
+        .iter()
+        .filter_map(|(t, e)| match e {
+            Event::DelaySource {
+                configured,
+                down,
+                up,
+            } => Some((*t, *configured, *down, *up)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn with_every_reflector_silent_the_passive_signal_keeps_control() {
+    // The reflectors never answer (ICMP blocked); the passive feed reports the link's queue.
+    let mut p = Pair::new(silent_three(), purple(), |c| c.log.every_step = true);
+    p.passive = true;
+    p.link.cap = cap_drop;
+    p.run_until(Instant::from_secs(30));
+    let rate_at = |t: f64| {
+        p.decisions()
+            .filter(|d| d.0.as_secs_f64() <= t)
+            .last()
+            .map_or(0, |d| d.1.rate) as f64
+            * 8e-6
+    };
+    let (before, during, after) = (rate_at(9.9), rate_at(14.0), rate_at(29.9));
+    assert!(before > 50.0 && before < 105.0, "before {before}");
+    assert!(during <= 42.0, "during the drop {during}");
+    assert!(after > 70.0, "after {after}");
+    assert!(
+        p.decisions()
+            .all(|d| !matches!(d.1.reason, Reason::NoSignal { .. })),
+        "never at the safe rate for lack of a signal"
+    );
+    assert!(p
+        .decisions()
+        .skip(5)
+        .all(|d| d.1.source == DelayInForce::Passive));
+    // The log says which source is in force, once (the reflectors never answered).
+    let s = sources(&p);
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0].1, DelaySource::Both);
+    assert_eq!(
+        (s[0].2, s[0].3),
+        (DelayInForce::Passive, DelayInForce::Passive)
+    );
+
+    // Without the passive feed the same silence ends at the safe rate.
+    let mut p = Pair::new(silent_three(), purple(), |c| c.log.every_step = true);
+    p.run_until(Instant::from_secs(5));
+    assert!(p
+        .decisions()
+        .last()
+        .is_some_and(|d| matches!(d.1.reason, Reason::NoSignal { .. })));
+}
+
+#[test]
+fn the_log_records_when_the_reflectors_fall_silent_and_the_passive_signal_takes_over() {
+    // Honest reflectors answering until 10 s, then blocked (an outage of the replies only).
+    let mut p = Pair::new(three_honest(), purple(), |_| {});
+    p.passive = true;
+    p.outage = Some((Instant::from_secs(10), Instant::MAX));
+    p.run_until(Instant::from_secs(20));
+    let s: Vec<_> = sources(&p)
+        .iter()
+        .map(|x| (x.0.as_secs_f64(), x.2))
+        .collect();
+    // At the first step no reply is back yet; both from the first replies on; the passive
+    // estimate alone once the pool's freshness (1 s) ran out and the change held a second.
+    assert_eq!(s.len(), 3, "{s:?}");
+    assert_eq!((s[0].0, s[0].1), (0.0, DelayInForce::Passive));
+    assert_eq!(s[1].1, DelayInForce::Both);
+    assert!(s[1].0 < 1.5, "{s:?}");
+    assert_eq!(s[2].1, DelayInForce::Passive);
+    assert!((11.0..=12.5).contains(&s[2].0), "{s:?}");
+}
+
+#[test]
+fn passive_alone_sends_no_probe_and_needs_no_reflector() {
+    let mut p = Pair::new(Vec::new(), purple(), |c| {
+        c.controller.delay_source = DelaySource::Passive;
+        c.log.every_step = true;
+    });
+    p.passive = true;
+    p.run_until(Instant::from_secs(5));
+    assert_eq!(p.agent.reflectors().count(), 0);
+    assert!(p.agent.stats().steps >= 90, "{:?}", p.agent.stats());
+    assert!(p
+        .decisions()
+        .last()
+        .is_some_and(|d| d.1.passive_ms.is_some()));
+    assert_eq!(sources(&p)[0].1, DelaySource::Passive);
+    // Reflectors may not be empty with the probes in use; the error says so.
+    let cfg = AgentConfig::new(Config::default(), Vec::new(), ANCHOR);
+    let e = Agent::new(cfg, purple(), Instant::ZERO).unwrap_err();
+    assert_eq!(e.option, "probe.reflectors");
+    assert!(e.accepted.contains("passive"), "{e}");
 }

@@ -406,7 +406,7 @@ fn params_are_checked_by_name() {
     assert_eq!(bad(|p| p.max_flows = 4), "passive.max_flows");
     assert_eq!(
         bad(|p| p.baseline_window = Duration::from_millis(10)),
-        "passive.baseline_window"
+        "passive.baseline_window_s"
     );
     assert!(PassiveParams::default().validate().is_ok());
 }

@@ -1,0 +1,436 @@
+//! The passive delay signal's capture for `purple control` on a router whose CAKE is the
+//! kernel's: two packet sockets on the WAN device, each with a classic BPF socket filter, feed
+//! the TCP headers of the users' connections to a [`controller::passive::PassiveDelay`].
+//!
+//! **What the kernel hands us**: `AF_PACKET`, `SOCK_DGRAM` (frames start at the IP header on
+//! any device type: Ethernet, PPP, a cellular modem's raw-IP `wwan0`), one socket for frames
+//! leaving the WAN device (`PACKET_OUTGOING`: after the egress qdisc, so our own upload CAKE's
+//! queue is not in the measurement) and one for frames arriving on it (before the ingress
+//! redirect to the IFB, so the download CAKE's queue is not either). The filter
+//! ([`filter`]) passes only what the estimator uses and cuts it to [`SNAP`] bytes:
+//!
+//! - frames of the WAN device (matched by interface index, so the sockets need no `bind` with
+//!   a link-layer address) in the socket's direction;
+//! - TCP over IPv4 (first fragments) or IPv6 (TCP as the first next header);
+//! - SYNs (handshake timing), and segments whose options start with the timestamps option laid
+//!   out as RFC 7323 recommends (NOP, NOP, TS: what Linux, the BSDs, macOS and Windows send)
+//!   and whose TSval or TSecr is in the sampled class ([`PassiveParams::sampled`]).
+//!
+//! So the daemon wakes up for about `2 / sample` of the WAN's TCP segments and copies at most
+//! [`SNAP`] bytes of each. Why a classic socket filter and not eBPF (aya): the work left after
+//! the filter is one `recv`, a parse and a table lookup per sampled segment, which
+//! `purple bench control --passive` measures; an eBPF program would need a kernel with BTF,
+//! an eBPF toolchain to build it and a loader crate in a 750 KiB router binary, to save part
+//! of that.
+//!
+//! Times are the daemon's clock when a frame is read (the loop waits on both sockets and reads
+//! at once, so the error is the wake-up latency, tens of µs on an idle router).
+
+use controller::passive::{PassiveDelay, PassiveParams, Side};
+use qdisc::Instant;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd};
+
+/// Bytes of each frame kept: the longest IPv4 header and TCP header (60 + 60), from the IP
+/// header on.
+pub const SNAP: u32 = 120;
+
+/// `htons(ETH_P_ALL)`: every protocol.
+const ETH_P_ALL_BE: i32 = (libc::ETH_P_ALL as u16).to_be() as i32;
+
+/// Frames read per wake-up at most (the rest wait for the next one: bounded work).
+const BATCH: usize = 256;
+
+// Classic BPF opcodes (linux/filter.h).
+const LD_W_ABS: u16 = 0x20;
+const LD_H_ABS: u16 = 0x28;
+const LD_B_ABS: u16 = 0x30;
+const LD_W_IND: u16 = 0x40;
+const LD_B_IND: u16 = 0x50;
+const LDX_IMM: u16 = 0x01;
+const LDX_B_MSH: u16 = 0xb1;
+const ALU_RSH_K: u16 = 0x74;
+const ALU_AND_K: u16 = 0x54;
+const JMP_JA: u16 = 0x05;
+const JMP_JEQ_K: u16 = 0x15;
+const JMP_JSET_K: u16 = 0x45;
+const RET_K: u16 = 0x06;
+/// Ancillary loads (`SKF_AD_OFF + ...`).
+const SKF_AD_OFF: u32 = (-0x1000i32) as u32;
+const SKF_AD_PKTTYPE: u32 = 4;
+const SKF_AD_IFINDEX: u32 = 8;
+/// `skb->pkt_type` of frames we send.
+const PACKET_OUTGOING: u32 = 4;
+
+/// A filter instruction, before its jumps are resolved.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// An instruction without jumps.
+    Stmt(u16, u32),
+    /// A conditional jump: `(code, k, true label, false label)`.
+    Jump(u16, u32, Label, Label),
+    /// An unconditional jump.
+    Goto(Label),
+    /// A label's position.
+    Here(Label),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Label {
+    Next,
+    V4,
+    V6,
+    Tcp,
+    Accept,
+    Drop,
+    Ecr,
+}
+
+/// The socket filter for frames of device `ifindex` in direction `side`, passing what the
+/// estimator with `p` can use (see the module documentation). Programs are short (about 30
+/// instructions) and straight: every jump goes forward.
+pub fn filter(ifindex: u32, side: Side, p: &PassiveParams) -> Vec<libc::sock_filter> {
+    use Label::*;
+    use Op::*;
+    let mask = p.sample.max(1) - 1;
+    let (out_t, out_f) = match side {
+        Side::ToWan => (Next, Drop),
+        Side::FromWan => (Drop, Next),
+    };
+    let prog = [
+        Stmt(LD_W_ABS, SKF_AD_OFF + SKF_AD_IFINDEX),
+        Jump(JMP_JEQ_K, ifindex, Next, Drop),
+        Stmt(LD_W_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
+        Jump(JMP_JEQ_K, PACKET_OUTGOING, out_t, out_f),
+        Stmt(LD_B_ABS, 0),
+        Stmt(ALU_RSH_K, 4),
+        Jump(JMP_JEQ_K, 4, V4, Next),
+        Jump(JMP_JEQ_K, 6, V6, Drop),
+        Here(V4),
+        Stmt(LD_B_ABS, 9),
+        Jump(JMP_JEQ_K, 6, Next, Drop),
+        Stmt(LD_H_ABS, 6),
+        Jump(JMP_JSET_K, 0x1fff, Drop, Next),
+        Stmt(LDX_B_MSH, 0),
+        Goto(Tcp),
+        Here(V6),
+        Stmt(LD_B_ABS, 6),
+        Jump(JMP_JEQ_K, 6, Next, Drop),
+        Stmt(LDX_IMM, 40),
+        Here(Tcp),
+        Stmt(LD_B_IND, 13),
+        Jump(JMP_JSET_K, 0x02, Accept, Next),
+        Stmt(LD_W_IND, 20),
+        Jump(JMP_JEQ_K, 0x0101_080a, Next, Drop),
+        Stmt(LD_W_IND, 24),
+        Stmt(ALU_AND_K, mask),
+        Jump(JMP_JEQ_K, 0, Accept, Ecr),
+        Here(Ecr),
+        Stmt(LD_W_IND, 28),
+        Stmt(ALU_AND_K, mask),
+        Jump(JMP_JEQ_K, 0, Accept, Drop),
+        Here(Accept),
+        Stmt(RET_K, SNAP),
+        Here(Drop),
+        Stmt(RET_K, 0),
+    ];
+    assemble(&prog)
+}
+
+/// Resolves labels into relative jumps.
+fn assemble(prog: &[Op]) -> Vec<libc::sock_filter> {
+    // Instruction index of every op (labels take no slot).
+    let mut at = Vec::with_capacity(prog.len());
+    let mut n = 0usize;
+    for op in prog {
+        at.push(n);
+        if !matches!(op, Op::Here(_)) {
+            n += 1;
+        }
+    }
+    let target = |from: usize, l: Label| -> usize {
+        if l == Label::Next {
+            return at[from] + 1;
+        }
+        prog.iter()
+            .enumerate()
+            .skip(from)
+            .find(|(_, o)| matches!(o, Op::Here(x) if *x == l))
+            .map_or(n, |(i, _)| at[i])
+    };
+    let rel = |from: usize, l: Label| -> u8 {
+        let d = target(from, l) - at[from] - 1;
+        u8::try_from(d).unwrap_or(u8::MAX)
+    };
+    let ins = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let mut v = Vec::with_capacity(n);
+    for (i, op) in prog.iter().enumerate() {
+        match *op {
+            Op::Stmt(code, k) => v.push(ins(code, 0, 0, k)),
+            Op::Jump(code, k, t, f) => v.push(ins(code, rel(i, t), rel(i, f), k)),
+            Op::Goto(l) => {
+                let d = (target(i, l) - at[i] - 1) as u32;
+                v.push(ins(JMP_JA, 0, 0, d));
+            }
+            Op::Here(_) => {}
+        }
+    }
+    v
+}
+
+/// The interface index of `dev` (from sysfs).
+pub fn ifindex(dev: &str) -> io::Result<u32> {
+    let path = format!("/sys/class/net/{dev}/ifindex");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
+    text.trim().parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{path}: not an index: {text:?}"),
+        )
+    })
+}
+
+fn open(ifindex: u32, side: Side, p: &PassiveParams) -> io::Result<Socket> {
+    let s = Socket::new(
+        Domain::PACKET,
+        Type::DGRAM,
+        Some(Protocol::from(ETH_P_ALL_BE)),
+    )?;
+    s.attach_filter(&filter(ifindex, side, p))?;
+    s.set_nonblocking(true)?;
+    // Room for bursts between wake-ups; SNAP-sized frames still charge a full skb each.
+    let _ = s.set_recv_buffer_size(1 << 20);
+    Ok(s)
+}
+
+/// The capture of one WAN device and its estimator.
+#[derive(Debug)]
+pub struct Capture {
+    dev: String,
+    out: Socket,
+    inn: Socket,
+    est: PassiveDelay,
+    /// A fake Ethernet header, then the frame from the IP header on.
+    buf: Box<[u8; 14 + SNAP as usize]>,
+    /// Frames read since start.
+    pub frames: u64,
+}
+
+impl Capture {
+    /// Opens the capture of `dev` (needs CAP_NET_RAW) for an estimator with `p`.
+    pub fn open(dev: &str, p: PassiveParams) -> io::Result<Self> {
+        let est = PassiveDelay::new(p)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        let ix = ifindex(dev)?;
+        let ctx = |e: io::Error| {
+            io::Error::new(
+                e.kind(),
+                format!("packet socket on {dev} (needs CAP_NET_RAW): {e}"),
+            )
+        };
+        let out = open(ix, Side::ToWan, &p).map_err(ctx)?;
+        let inn = open(ix, Side::FromWan, &p).map_err(ctx)?;
+        let mut buf = Box::new([0u8; 14 + SNAP as usize]);
+        // The fake Ethernet header: locally administered addresses, EtherType set per frame.
+        buf[0] = 0x02;
+        buf[6] = 0x02;
+        Ok(Capture {
+            dev: dev.to_string(),
+            out,
+            inn,
+            est,
+            buf,
+            frames: 0,
+        })
+    }
+
+    /// The captured device.
+    pub fn device(&self) -> &str {
+        &self.dev
+    }
+
+    /// The sockets to wait on (outgoing, incoming).
+    pub fn fds(&self) -> [BorrowedFd<'_>; 2] {
+        [self.out.as_fd(), self.inn.as_fd()]
+    }
+
+    /// Reads what waits on both sockets (at most [`BATCH`] frames each) into the estimator at
+    /// `now`. Returns the frames read.
+    pub fn drain(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        for side in [Side::ToWan, Side::FromWan] {
+            for _ in 0..BATCH {
+                let mut sock: &Socket = match side {
+                    Side::ToWan => &self.out,
+                    Side::FromWan => &self.inn,
+                };
+                let len = match sock.read(&mut self.buf[14..]) {
+                    Ok(l) => l,
+                    Err(_) => break, // WouldBlock (or a transient error): next wake-up
+                };
+                let et: u16 = match self.buf.get(14).map(|b| b >> 4) {
+                    Some(4) => 0x0800,
+                    Some(6) => 0x86dd,
+                    _ => continue,
+                };
+                self.buf[12..14].copy_from_slice(&et.to_be_bytes());
+                self.est.on_frame(now, side, &self.buf[..14 + len]);
+                n += 1;
+            }
+        }
+        self.frames += n as u64;
+        n
+    }
+
+    /// The estimator (its readings and counters).
+    pub fn estimator(&mut self) -> &mut PassiveDelay {
+        &mut self.est
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qdisc::packet::FrameSpec;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    /// A classic BPF interpreter for the opcodes [`filter`] uses; `pkttype` and `ifindex` are
+    /// the ancillary values. Returns the bytes kept.
+    fn run(prog: &[libc::sock_filter], pkt: &[u8], pkttype: u32, ifindex: u32) -> u32 {
+        let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+        let ld = |off: u32, size: usize| -> Option<u32> {
+            if off == SKF_AD_OFF + SKF_AD_PKTTYPE {
+                return Some(pkttype);
+            }
+            if off == SKF_AD_OFF + SKF_AD_IFINDEX {
+                return Some(ifindex);
+            }
+            let o = off as usize;
+            let b = pkt.get(o..o + size)?;
+            Some(b.iter().fold(0u32, |v, &c| v << 8 | u32::from(c)))
+        };
+        loop {
+            let i = prog[pc];
+            pc += 1;
+            let jump = |c: bool| usize::from(if c { i.jt } else { i.jf });
+            match i.code {
+                LD_W_ABS => match ld(i.k, 4) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LD_H_ABS => match ld(i.k, 2) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LD_B_ABS => match ld(i.k, 1) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LD_W_IND => match ld(x + i.k, 4) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LD_B_IND => match ld(x + i.k, 1) {
+                    Some(v) => a = v,
+                    None => return 0,
+                },
+                LDX_IMM => x = i.k,
+                LDX_B_MSH => match ld(i.k, 1) {
+                    Some(v) => x = 4 * (v & 0xf),
+                    None => return 0,
+                },
+                ALU_RSH_K => a >>= i.k,
+                ALU_AND_K => a &= i.k,
+                JMP_JA => pc += i.k as usize,
+                JMP_JEQ_K => pc += jump(a == i.k),
+                JMP_JSET_K => pc += jump(a & i.k != 0),
+                RET_K => return i.k,
+                c => panic!("opcode {c:#x} not interpreted"),
+            }
+        }
+    }
+
+    fn tcp(v6: bool, tsval: u32, tsecr: u32) -> Vec<u8> {
+        let (c, s): (IpAddr, IpAddr) = if v6 {
+            (
+                Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1).into(),
+                Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).into(),
+            )
+        } else {
+            (
+                Ipv4Addr::new(10, 0, 0, 1).into(),
+                Ipv4Addr::new(10, 0, 0, 2).into(),
+            )
+        };
+        let mut o = vec![1, 1, 8, 10];
+        o.extend_from_slice(&tsval.to_be_bytes());
+        o.extend_from_slice(&tsecr.to_be_bytes());
+        let f = FrameSpec::tcp(c, s, 5000, 443)
+            .with_tcp_options(o)
+            .with_payload(1000)
+            .build();
+        f[14..].to_vec() // SOCK_DGRAM: from the IP header on
+    }
+
+    #[test]
+    fn the_filter_passes_sampled_tcp_timestamps_of_one_device_and_direction() {
+        let p = PassiveParams::default(); // one class in 8
+        let out = filter(7, Side::ToWan, &p);
+        let inn = filter(7, Side::FromWan, &p);
+        assert!(out.len() < 40, "{}", out.len());
+        for v6 in [false, true] {
+            let f = tcp(v6, 16, 3);
+            assert_eq!(run(&out, &f, PACKET_OUTGOING, 7), SNAP, "v6 {v6}");
+            assert_eq!(run(&inn, &f, 0, 7), SNAP, "incoming, v6 {v6}");
+            // Wrong direction, wrong device.
+            assert_eq!(run(&out, &f, 0, 7), 0);
+            assert_eq!(run(&inn, &f, PACKET_OUTGOING, 7), 0);
+            assert_eq!(run(&out, &f, PACKET_OUTGOING, 8), 0);
+            // TSecr in the class passes too; neither: dropped.
+            assert_eq!(run(&out, &tcp(v6, 3, 24), PACKET_OUTGOING, 7), SNAP);
+            assert_eq!(run(&out, &tcp(v6, 3, 5), PACKET_OUTGOING, 7), 0);
+        }
+        // What the estimator would take equals what the filter passes.
+        for (v, e) in [(0u32, 1u32), (9, 17), (8, 8), (u32::MAX, 1 << 31)] {
+            let pass = run(&out, &tcp(false, v, e), PACKET_OUTGOING, 7) == SNAP;
+            assert_eq!(pass, p.sampled(v, e), "{v} {e}");
+        }
+    }
+
+    #[test]
+    fn the_filter_passes_syns_and_drops_the_rest() {
+        let p = PassiveParams::default();
+        let out = filter(3, Side::ToWan, &p);
+        let a: IpAddr = Ipv4Addr::new(10, 0, 0, 1).into();
+        let b: IpAddr = Ipv4Addr::new(10, 0, 0, 2).into();
+        let syn = FrameSpec::tcp(a, b, 1, 2)
+            .with_tcp_flags(qdisc::packet::tcp_flags::SYN)
+            .with_tcp_options(vec![2, 4, 5, 0xb4])
+            .build();
+        assert_eq!(run(&out, &syn[14..], PACKET_OUTGOING, 3), SNAP);
+        let no_ts = FrameSpec::tcp(a, b, 1, 2).with_payload(100).build();
+        assert_eq!(run(&out, &no_ts[14..], PACKET_OUTGOING, 3), 0);
+        let udp = FrameSpec::udp(a, b, 1, 2).build();
+        assert_eq!(run(&out, &udp[14..], PACKET_OUTGOING, 3), 0);
+        let icmp = FrameSpec::icmp_echo(a, b, 1, 2).build();
+        assert_eq!(run(&out, &icmp[14..], PACKET_OUTGOING, 3), 0);
+        // A non-first fragment of TCP: dropped.
+        let mut frag = tcp(false, 16, 16);
+        frag[7] = 0x10;
+        assert_eq!(run(&out, &frag, PACKET_OUTGOING, 3), 0);
+        // Truncated: dropped, never read out of bounds.
+        assert_eq!(run(&out, &tcp(false, 16, 16)[..30], PACKET_OUTGOING, 3), 0);
+        // Sampling off: every timestamped segment.
+        let all = filter(
+            3,
+            Side::ToWan,
+            &PassiveParams {
+                sample: 1,
+                ..PassiveParams::default()
+            },
+        );
+        assert_eq!(run(&all, &tcp(false, 3, 5), PACKET_OUTGOING, 3), SNAP);
+    }
+}
