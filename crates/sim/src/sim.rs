@@ -135,6 +135,61 @@ pub struct LinkConfig {
     /// by less than one packet), so a small buffer makes the qdisc the bottleneck queue and a
     /// deep one leaves the queue to the buffer unless the qdisc shapes below the rate.
     pub qdisc: Option<AnyQdisc>,
+    /// ICMP (v4 and v6) gets a queue of its own in the buffer, served first: the radio's
+    /// scheduler treats pings apart from data (as Starlink users observe: ping stays low while
+    /// downloads bloat). Up to [`ICMP_APART_LIMIT`] ICMP packets wait there, whatever the data
+    /// queue holds. On a trace link an ICMP packet still waits for the head packet being sent.
+    pub icmp_apart: bool,
+}
+
+/// Most ICMP packets waiting in a link's own ICMP queue ([`LinkConfig::icmp_apart`]).
+pub const ICMP_APART_LIMIT: usize = 64;
+
+/// Bytes of each frame a tap keeps ([`Sim::add_tap`]).
+pub const TAP_SNAP: usize = 128;
+
+/// Where a tap sees a link's packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TapAt {
+    /// When a packet enters the link's droptail buffer (after the link's qdisc, if any): what
+    /// a packet socket sees of frames a host sends on a device after its egress qdisc.
+    Enter,
+    /// When a packet reaches the link's far end: what a packet socket sees of frames arriving
+    /// on a device.
+    Arrive,
+}
+
+/// One frame a tap saw: when, by which tap ([`Sim::add_tap`]'s index), and its first
+/// [`TAP_SNAP`] bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct TapRecord {
+    /// When.
+    pub at: Instant,
+    /// The tap's index.
+    pub tap: usize,
+    /// Bytes kept (at most [`TAP_SNAP`]).
+    pub len: usize,
+    /// The frame's first bytes.
+    pub bytes: [u8; TAP_SNAP],
+}
+
+impl TapRecord {
+    /// The frame bytes kept.
+    pub fn frame(&self) -> &[u8] {
+        &self.bytes[..self.len.min(TAP_SNAP)]
+    }
+}
+
+fn tap_record(at: Instant, tap: usize, pkt: &Packet) -> TapRecord {
+    let len = pkt.data.len().min(TAP_SNAP);
+    let mut bytes = [0u8; TAP_SNAP];
+    bytes[..len].copy_from_slice(&pkt.data[..len]);
+    TapRecord {
+        at,
+        tap,
+        len,
+        bytes,
+    }
 }
 
 impl LinkConfig {
@@ -150,6 +205,7 @@ impl LinkConfig {
                 bytes: None,
             },
             qdisc: None,
+            icmp_apart: false,
         }
     }
     /// Like [`LinkConfig::fixed`] but with capacity `rate`.
@@ -175,6 +231,12 @@ impl LinkConfig {
     #[must_use]
     pub fn qdisc(mut self, q: AnyQdisc) -> Self {
         self.qdisc = Some(q);
+        self
+    }
+    /// Gives ICMP a queue of its own, served first ([`LinkConfig::icmp_apart`]).
+    #[must_use]
+    pub fn icmp_apart(mut self) -> Self {
+        self.icmp_apart = true;
         self
     }
 }
@@ -210,6 +272,13 @@ struct Link {
     wake_at: Option<Instant>,
     rng: Rng,
     metrics: LinkMetrics,
+    /// ICMP apart ([`LinkConfig::icmp_apart`]): how many ICMP packets lead the buffer.
+    icmp_apart: bool,
+    icmp_head: usize,
+    /// Taps on this link (their indices) and what they saw, not yet drained.
+    tap_enter: Option<usize>,
+    tap_arrive: Option<usize>,
+    tapped: Vec<TapRecord>,
 }
 
 impl Link {
@@ -220,6 +289,37 @@ impl Link {
             .is_none_or(|p| (self.buf.len() as u64) < u64::from(p))
             && self.limit.bytes.is_none_or(|b| self.buf_bytes < b)
     }
+    /// Puts `pkt` into the buffer at `now` (behind the ICMP queue's packets if it is ICMP and
+    /// ICMP goes apart), and shows it to an `Enter` tap.
+    #[inline]
+    fn push_buf(&mut self, now: Instant, pkt: Packet) {
+        if let Some(t) = self.tap_enter {
+            self.tapped.push(tap_record(now, t, &pkt));
+        }
+        self.buf_bytes += u64::from(pkt.len());
+        if self.icmp_apart && is_icmp(&pkt) {
+            // Behind the head being sent over trace opportunities, if it is not ICMP.
+            let at = if self.icmp_head == 0 && self.head_left != 0 {
+                1
+            } else {
+                self.icmp_head
+            };
+            self.buf.insert(at.min(self.buf.len()), (now, pkt));
+            if at == self.icmp_head {
+                self.icmp_head += 1;
+            }
+        } else {
+            self.buf.push_back((now, pkt));
+        }
+    }
+
+    /// Whether an ICMP packet gets into the ICMP queue now (it ignores the data queue's
+    /// limits).
+    #[inline]
+    fn accepts_apart(&self, pkt: &Packet) -> bool {
+        self.icmp_apart && self.icmp_head < ICMP_APART_LIMIT && is_icmp(pkt)
+    }
+
     #[inline]
     fn accepts(&self, len: u32) -> bool {
         self.limit
@@ -308,6 +408,9 @@ pub struct Sim {
     pub unbound_deliveries: u64,
     /// Packets dropped for lack of a route, an unknown destination, or a loopback destination.
     pub unroutable: u64,
+    /// Taps added ([`Sim::add_tap`]) and the merge buffer of [`Sim::drain_taps`].
+    taps: usize,
+    tap_scratch: Vec<TapRecord>,
 }
 
 impl Sim {
@@ -338,6 +441,8 @@ impl Sim {
             bin_idx: 0,
             unbound_deliveries: 0,
             unroutable: 0,
+            taps: 0,
+            tap_scratch: Vec::new(),
         }
     }
 
@@ -398,6 +503,11 @@ impl Sim {
             wake_at: None,
             rng: Rng::new(self.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             metrics: LinkMetrics::default(),
+            icmp_apart: cfg.icmp_apart,
+            icmp_head: 0,
+            tap_enter: None,
+            tap_arrive: None,
+            tapped: Vec::new(),
         });
         self.link_from.push(from.min(last));
         id
@@ -555,6 +665,37 @@ impl Sim {
         l.rate = rate;
         self.pump(link);
         true
+    }
+
+    /// Adds a tap on `link` at `at` (one tap per link and point; a second replaces the first)
+    /// and returns its index (taps are numbered from 0 in the order added). What it sees is
+    /// kept until [`Sim::drain_taps`]. Returns `None` for an unknown link.
+    pub fn add_tap(&mut self, link: LinkId, at: TapAt) -> Option<usize> {
+        let n = self.taps;
+        let l = self.links.get_mut(link)?;
+        match at {
+            TapAt::Enter => l.tap_enter = Some(n),
+            TapAt::Arrive => l.tap_arrive = Some(n),
+        }
+        self.taps += 1;
+        Some(n)
+    }
+
+    /// Hands every frame the taps saw since the last call to `f`, in time order (frames of
+    /// different taps at the same instant: in the order the taps were added), and forgets
+    /// them.
+    pub fn drain_taps(&mut self, mut f: impl FnMut(&TapRecord)) {
+        let mut all: Vec<TapRecord> = std::mem::take(&mut self.tap_scratch);
+        all.clear();
+        for l in &mut self.links {
+            all.append(&mut l.tapped);
+        }
+        all.sort_by_key(|r| (r.at, r.tap));
+        for r in &all {
+            f(r);
+        }
+        all.clear();
+        self.tap_scratch = all;
     }
 
     /// Packets and bytes in `link`'s droptail buffer now.
@@ -773,9 +914,8 @@ impl Sim {
                     recycle(&mut self.pool, d.packet);
                 }
             }
-        } else if link.accepts(pkt.len()) {
-            link.buf_bytes += u64::from(pkt.len());
-            link.buf.push_back((now, pkt));
+        } else if link.accepts(pkt.len()) || link.accepts_apart(&pkt) {
+            link.push_buf(now, pkt);
         } else {
             link.metrics.buffer_drops += 1;
             link.metrics.bin(bin).drops += 1;
@@ -933,6 +1073,10 @@ impl Sim {
             };
             self.queue.push(ev);
         }
+        if let Some(t) = self.links[l].tap_arrive {
+            let r = tap_record(self.now, t, &pkt);
+            self.links[l].tapped.push(r);
+        }
         let node = self.links[l].to;
         let Some(ip) = pkt.headers().ip else {
             self.unroutable += 1;
@@ -1003,10 +1147,7 @@ fn feed(
             }
         }
         match d {
-            Dequeue::Packet(p) => {
-                link.buf_bytes += u64::from(p.len());
-                link.buf.push_back((now, p));
-            }
+            Dequeue::Packet(p) => link.push_buf(now, p),
             // Never ask to be woken at the current instant again (that would spin).
             Dequeue::NotBefore(t) => {
                 return Some(t.max(now.saturating_add(Duration::from_nanos(1))))
@@ -1029,6 +1170,7 @@ fn transmit(
     let Some((entered, pkt)) = link.buf.pop_front() else {
         return false;
     };
+    link.icmp_head = link.icmp_head.saturating_sub(1);
     let sojourn = now.as_nanos().saturating_sub(entered.as_nanos());
     let len = pkt.len();
     link.buf_bytes -= u64::from(len);
@@ -1089,6 +1231,11 @@ fn owner_of(owner: &HashMap<IpAddr, NodeId, FastHash>, pkt: &Packet, off: usize)
 /// updated incrementally per RFC 1624); `(false, id)` for a reply, and for an ICMPv4 timestamp
 /// request or reply (types 13/14, which carry an identifier at the same place: delivered to the
 /// application bound to it, which answers like a host would); `None` otherwise.
+/// Whether `pkt` is ICMP or ICMPv6.
+fn is_icmp(pkt: &Packet) -> bool {
+    matches!(pkt.headers().ip.map(|i| i.tuple.proto), Some(1 | 58))
+}
+
 fn icmp_echo(d: &mut [u8], off: usize) -> Option<(bool, u16)> {
     let v = d.get(off)? >> 4;
     let (l4, req, rep, a, alen) = match v {

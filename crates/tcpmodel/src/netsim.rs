@@ -598,6 +598,19 @@ fn frames_are_well_formed_tcp_with_ect_and_timestamps() {
     assert_eq!(s.bytes_acked(), 1448);
     // RTT from the timestamp echo: sent at 1 ms, echoed at 43 ms.
     assert_eq!(s.srtt(), Some(Duration::from_millis(42)));
+    // The next segment echoes the ACK's TSval (RFC 7323 TS.Recent), as a passive observer
+    // timing the receiver's side of the path needs.
+    let ts = |p: &qdisc::Packet| {
+        let t = p.headers().tcp.expect("tcp");
+        qdisc::packet::TcpOptions::new(&p.data, &t).find_map(|o| match o {
+            qdisc::packet::TcpOption::Timestamp { tsval, tsecr } => Some((tsval, tsecr)),
+            _ => None,
+        })
+    };
+    let next = s
+        .poll_transmit(Instant::from_millis(43))
+        .expect("the ACK opened the window");
+    assert_eq!(ts(&next).map(|t| t.1), ts(&a).map(|t| t.0));
 }
 
 #[test]

@@ -195,6 +195,9 @@ pub struct TcpSender {
     // Pacing.
     next_send: Instant,
     pacing_blocked: bool,
+    /// The newest TSval of the receiver's ACKs (RFC 7323 TS.Recent), echoed as TSecr in every
+    /// segment (0 before the first ACK).
+    ts_recent: u32,
     stats: SenderStats,
 }
 
@@ -231,6 +234,7 @@ impl TcpSender {
             rto_deadline: None,
             next_send: now,
             pacing_blocked: false,
+            ts_recent: 0,
             stats: SenderStats::default(),
             cfg,
         }
@@ -371,7 +375,12 @@ impl TcpSender {
         let mut new_sack = false;
         for opt in TcpOptions::new(&pkt.data, &tcp) {
             match opt {
-                TcpOption::Timestamp { tsecr: e, .. } => tsecr = Some(e),
+                TcpOption::Timestamp { tsval, tsecr: e } => {
+                    tsecr = Some(e);
+                    if (tsval.wrapping_sub(self.ts_recent) as i32) > 0 || self.ts_recent == 0 {
+                        self.ts_recent = tsval;
+                    }
+                }
                 TcpOption::Sack { blocks, n } => {
                     self.peer_sacks = true;
                     for &(l, r) in blocks.iter().take(usize::from(n)) {
@@ -682,7 +691,7 @@ impl TcpSender {
         };
         let seq = self.cfg.isn.wrapping_add(start as u32);
         set_tcp(&mut self.spec, seq, 0, flags, |o| {
-            put_timestamps(o, ts_now(now), 0)
+            put_timestamps(o, ts_now(now), self.ts_recent)
         });
         self.spec.tos = (self.cfg.dscp << 2) | ecn;
         self.spec.payload_len = len as usize;
