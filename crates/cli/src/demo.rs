@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 /// The link `purple demo` runs on.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LinkChoice {
-    /// A built-in scenario (`experiments::c::scenario::NAMES`).
+    /// A built-in scenario (`experiments::c::scenario::NAMES` or `PASSIVE_NAMES`).
     Scenario(String),
     /// The user's mahimahi traces (`--down-trace`, `--up-trace`).
     Traces {
@@ -85,8 +85,9 @@ pub fn link_scenario(
     match link {
         LinkChoice::Scenario(name) => scenario::scenario(name, seed).ok_or_else(|| {
             format!(
-                "unknown scenario {name:?} (known: {})",
-                scenario::NAMES.join(", ")
+                "unknown scenario {name:?} (known: {}, {})",
+                scenario::NAMES.join(", "),
+                scenario::PASSIVE_NAMES.join(", ")
             )
         }),
         LinkChoice::Traces {

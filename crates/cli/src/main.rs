@@ -124,7 +124,8 @@ struct DemoArgs {
     #[command(subcommand)]
     cake: Option<DemoCommand>,
     /// Variable-link scenario: radio, step, fade, fast, outage, att-lte, verizon-lte,
-    /// tmobile-lte, tmobile-umts, starlink.
+    /// tmobile-lte, tmobile-umts, starlink; and for the passive delay signal starlink-router,
+    /// starlink-icmp-apart, starlink-no-probes (download shaped at the router).
     #[arg(long, default_value = "radio")]
     scenario: String,
     /// Seed of the capacity process and the simulator (same seed, same numbers).

@@ -9,6 +9,10 @@
 //!   outages.
 //! - `C-att-lte`, `C-verizon-lte`, `C-tmobile-lte`: the recorded cellular traces (both
 //!   directions) in `scenarios/traces/`.
+//! - `C-starlink-icmp-apart`, `C-starlink-no-probes`: the passive delay signal (issue 14) on
+//!   the Starlink-like link with the download shaped at the router, where the probes miss the
+//!   download's queue or are all lost; beside the reference, `purple` on the same link with
+//!   its probes answered (`starlink-router`). See [`passive_report`].
 //!
 //! Contenders: C1 FQ-CoDel unshaped, C2/C3 CAKE static (safe / optimistic), C4 PURPLE with radio
 //! metrics, C5 PURPLE-AIMD, cake-autorate, sqm-autorate, CAKE `autorate-ingress`, the oracle
@@ -71,6 +75,16 @@ pub(crate) fn experiments() -> Vec<Experiment> {
             id: "C-tmobile-lte",
             title: "Cellular trace: T-Mobile LTE",
             run: |o| scenario_report("tmobile-lte", o),
+        },
+        Experiment {
+            id: "C-starlink-icmp-apart",
+            title: "Starlink-like, the radio serves ICMP apart from data: the passive signal",
+            run: |o| passive_report("starlink-icmp-apart", o),
+        },
+        Experiment {
+            id: "C-starlink-no-probes",
+            title: "Starlink-like, every probe lost: the passive signal",
+            run: |o| passive_report("starlink-no-probes", o),
         },
     ]
 }
@@ -146,6 +160,8 @@ pub fn labels(contenders: &[Contender]) -> Vec<&'static str> {
             Contender::Purple => "ours",
             Contender::OracleLookahead => "oracle+",
             Contender::OracleLagged => "oracle-late",
+            Contender::PurplePassive => "ours+passive",
+            Contender::PurplePassiveOnly => "passive only",
             _ => "",
         })
         .collect()
@@ -377,6 +393,142 @@ pub fn scenario_report(name: &str, opts: &RunOpts) -> Report {
             "Claims that fail are findings, reported as measured.".into(),
             "CAKE autorate-ingress sits after the radio (it estimates from arrivals); its \
              rate column is its capacity estimate x 15/16."
+                .into(),
+        ],
+    }
+}
+
+/// Issue 14's bar for the passive signal: loaded-latency p99 at most this much above what
+/// `purple` holds with its reflectors answering ...
+pub const PASSIVE_P99_EXCESS_MS: f64 = 10.0;
+/// ... at no less than this share of that throughput.
+pub const PASSIVE_THROUGHPUT_FRACTION: f64 = 0.9;
+
+/// Runs every contender of [`Contender::all`] on the passive scenario `name`
+/// (`starlink-icmp-apart` or `starlink-no-probes`), and the reference: `purple` on the same
+/// link with its probes answered (`starlink-router`, same seed), on the probes alone and with
+/// both signals. Claims: the probes alone fail there (they miss the download's queue: p99 at
+/// least 3x that of `purple` with the passive signal; or they are lost: the safe rate, under
+/// 20% of the capacity), and `purple` with the passive signal (both sources, and passive alone)
+/// holds issue 14's bar against the reference: p99 within
+/// [`PASSIVE_P99_EXCESS_MS`], throughput at least [`PASSIVE_THROUGHPUT_FRACTION`]. A last claim
+/// checks that adding the passive signal costs nothing where the probes work.
+pub fn passive_report(name: &str, opts: &RunOpts) -> Report {
+    let (Some(sc), Some(reference)) = (
+        scenario::scenario(name, opts.seed),
+        scenario::scenario("starlink-router", opts.seed),
+    ) else {
+        return Report {
+            id: format!("C-{name}"),
+            title: "unknown scenario".into(),
+            ..Report::default()
+        };
+    };
+    let contenders = Contender::all(&sc);
+    let results = run_contenders(&sc, &contenders, opts);
+    let refs = run_contenders(
+        &reference,
+        &[Contender::Purple, Contender::PurplePassive],
+        opts,
+    );
+    let find = |c: Contender| {
+        contenders
+            .iter()
+            .position(|&x| x == c)
+            .and_then(|i| results.get(i))
+    };
+    let mut claims = Vec::new();
+    if let (Some(probes), Some(both), Some(alone), Some(r), Some(r_both)) = (
+        find(Contender::Purple),
+        find(Contender::PurplePassive),
+        find(Contender::PurplePassiveOnly),
+        refs.first(),
+        refs.get(1),
+    ) {
+        claims.push(if sc.probe_path == scenario::ProbePath::Dropped {
+            Claim::new(
+                "with every probe lost, purple on the probes alone falls to its safe rate",
+                format!(
+                    "{:.1} of {:.1} Mbit/s ({:.2})",
+                    probes.throughput.down,
+                    probes.capacity.down,
+                    probes.share()
+                ),
+                "download share < 0.20",
+                probes.share() < 0.2,
+            )
+        } else {
+            Claim::new(
+                "the probes miss the download's queue: purple on them alone bloats",
+                format!(
+                    "p99 {:.1} ms on the probes, {:.1} ms with the passive signal",
+                    probes.latency.p99, both.latency.p99
+                ),
+                "p99 on the probes >= 3 x p99 with both",
+                probes.latency.p99 >= 3.0 * both.latency.p99,
+            )
+        });
+        for x in [both, alone] {
+            claims.push(Claim::new(
+                format!(
+                    "issue 14: {} holds p99 within {PASSIVE_P99_EXCESS_MS} ms of purple with \
+                     answered reflectors (starlink-router), at >= {PASSIVE_THROUGHPUT_FRACTION} \
+                     of its throughput",
+                    x.name
+                ),
+                format!(
+                    "p99 {:.1} vs {:.1} ms; {:.1} vs {:.1} Mbit/s ({:.2})",
+                    x.latency.p99,
+                    r.latency.p99,
+                    x.throughput.down,
+                    r.throughput.down,
+                    x.throughput.down / r.throughput.down.max(1e-9)
+                ),
+                format!(
+                    "p99 <= reference + {PASSIVE_P99_EXCESS_MS} ms and throughput >= \
+                     {PASSIVE_THROUGHPUT_FRACTION} x reference"
+                ),
+                x.latency.p99 <= r.latency.p99 + PASSIVE_P99_EXCESS_MS
+                    && x.throughput.down >= PASSIVE_THROUGHPUT_FRACTION * r.throughput.down,
+            ));
+        }
+        claims.push(Claim::new(
+            "where the probes work (starlink-router), adding the passive signal costs nothing",
+            format!(
+                "probes + passive p99 {:.1} ms, {:.1} Mbit/s; probes alone p99 {:.1} ms, {:.1} \
+                 Mbit/s",
+                r_both.latency.p99, r_both.throughput.down, r.latency.p99, r.throughput.down
+            ),
+            "p99 <= probes' + 5 ms and throughput >= 0.9 x probes'",
+            r_both.latency.p99 <= r.latency.p99 + 5.0
+                && r_both.throughput.down >= 0.9 * r.throughput.down,
+        ));
+    }
+    let mut all = results;
+    all.extend(refs);
+    let mut labels = labels(&contenders);
+    labels.extend(["ref: ours", "ref: ours+passive"]);
+    Report {
+        id: format!("C-{name}"),
+        title: sc.description.to_string(),
+        setup: format!(
+            "{}; radio buffer {} packets; upload CAKE in front of the radio, download CAKE at \
+             the router after it; 4 CUBIC+ECN downloads, 2 uploads (TCP timestamps on, as \
+             every major OS sends them); the passive contenders read the TCP timestamps of \
+             these flows at the router (frames leaving the upload CAKE and arriving from the \
+             radio); {:.0} s simulated, measured after warm-up; loaded latency = UDP probe \
+             RTT - idle RTT (ms); the last two rows are the reference link (probes answered)",
+            sc.description,
+            sc.radio_buffer,
+            sc.secs * opts.time_scale
+        ),
+        table: table(&all, &labels, false),
+        claims,
+        runs: Vec::new(),
+        notes: vec![
+            "Claims that fail are findings, reported as measured.".into(),
+            "Probes-only contenders (PURPLE-AIMD, cake-autorate, sqm-autorate, purple) see \
+             what the probes see; only the two passive rows read the TCP timestamps."
                 .into(),
         ],
     }

@@ -135,14 +135,26 @@ pub struct LinkConfig {
     /// by less than one packet), so a small buffer makes the qdisc the bottleneck queue and a
     /// deep one leaves the queue to the buffer unless the qdisc shapes below the rate.
     pub qdisc: Option<AnyQdisc>,
-    /// ICMP (v4 and v6) gets a queue of its own in the buffer, served first: the radio's
-    /// scheduler treats pings apart from data (as Starlink users observe: ping stays low while
-    /// downloads bloat). Up to [`ICMP_APART_LIMIT`] ICMP packets wait there, whatever the data
-    /// queue holds. On a trace link an ICMP packet still waits for the head packet being sent.
-    pub icmp_apart: bool,
+    /// How the buffer treats ICMP (v4 and v6). Default [`IcmpPolicy::Shared`].
+    pub icmp: IcmpPolicy,
 }
 
-/// Most ICMP packets waiting in a link's own ICMP queue ([`LinkConfig::icmp_apart`]).
+/// How a link's buffer treats ICMP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IcmpPolicy {
+    /// Like any packet.
+    #[default]
+    Shared,
+    /// A queue of its own, served first: the radio's scheduler treats pings apart from data
+    /// (as Starlink users observe: ping stays low while downloads bloat). Up to
+    /// [`ICMP_APART_LIMIT`] ICMP packets wait there, whatever the data queue holds. On a trace
+    /// link an ICMP packet still waits for the head packet being sent.
+    Apart,
+    /// Dropped on entry (counted as buffer drops): ICMP blocked on the path.
+    Blocked,
+}
+
+/// Most ICMP packets waiting in a link's own ICMP queue ([`IcmpPolicy::Apart`]).
 pub const ICMP_APART_LIMIT: usize = 64;
 
 /// Bytes of each frame a tap keeps ([`Sim::add_tap`]).
@@ -205,7 +217,7 @@ impl LinkConfig {
                 bytes: None,
             },
             qdisc: None,
-            icmp_apart: false,
+            icmp: IcmpPolicy::Shared,
         }
     }
     /// Like [`LinkConfig::fixed`] but with capacity `rate`.
@@ -233,10 +245,10 @@ impl LinkConfig {
         self.qdisc = Some(q);
         self
     }
-    /// Gives ICMP a queue of its own, served first ([`LinkConfig::icmp_apart`]).
+    /// Sets how the buffer treats ICMP ([`IcmpPolicy`]).
     #[must_use]
-    pub fn icmp_apart(mut self) -> Self {
-        self.icmp_apart = true;
+    pub fn icmp(mut self, policy: IcmpPolicy) -> Self {
+        self.icmp = policy;
         self
     }
 }
@@ -272,8 +284,9 @@ struct Link {
     wake_at: Option<Instant>,
     rng: Rng,
     metrics: LinkMetrics,
-    /// ICMP apart ([`LinkConfig::icmp_apart`]): how many ICMP packets lead the buffer.
-    icmp_apart: bool,
+    /// How ICMP is treated ([`LinkConfig::icmp`]); with [`IcmpPolicy::Apart`], how many ICMP
+    /// packets lead the buffer.
+    icmp: IcmpPolicy,
     icmp_head: usize,
     /// Taps on this link (their indices) and what they saw, not yet drained.
     tap_enter: Option<usize>,
@@ -297,7 +310,7 @@ impl Link {
             self.tapped.push(tap_record(now, t, &pkt));
         }
         self.buf_bytes += u64::from(pkt.len());
-        if self.icmp_apart && is_icmp(&pkt) {
+        if self.icmp == IcmpPolicy::Apart && is_icmp(&pkt) {
             // Behind the head being sent over trace opportunities, if it is not ICMP.
             let at = if self.icmp_head == 0 && self.head_left != 0 {
                 1
@@ -317,7 +330,7 @@ impl Link {
     /// limits).
     #[inline]
     fn accepts_apart(&self, pkt: &Packet) -> bool {
-        self.icmp_apart && self.icmp_head < ICMP_APART_LIMIT && is_icmp(pkt)
+        self.icmp == IcmpPolicy::Apart && self.icmp_head < ICMP_APART_LIMIT && is_icmp(pkt)
     }
 
     #[inline]
@@ -503,7 +516,7 @@ impl Sim {
             wake_at: None,
             rng: Rng::new(self.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             metrics: LinkMetrics::default(),
-            icmp_apart: cfg.icmp_apart,
+            icmp: cfg.icmp,
             icmp_head: 0,
             tap_enter: None,
             tap_arrive: None,
@@ -903,6 +916,12 @@ impl Sim {
         let now = self.now;
         let bin = self.bin();
         let link = &mut self.links[l];
+        if link.icmp == IcmpPolicy::Blocked && is_icmp(&pkt) {
+            link.metrics.buffer_drops += 1;
+            link.metrics.bin(bin).drops += 1;
+            recycle(&mut self.pool, pkt);
+            return;
+        }
         if let Some(q) = link.qdisc.as_mut() {
             self.drops.clear();
             q.enqueue(now, pkt, &mut self.drops);

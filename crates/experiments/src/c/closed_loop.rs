@@ -27,6 +27,17 @@
 //! bytes as frames from the client, and applies the rates it asks for to CAKE. Nothing else
 //! reaches the controller.
 //!
+//! **Scenarios with the shaper at the router** ([`Scenario::shaper_at_router`]): the download
+//! CAKE sits on the link from C to the client (ingress shaping after the radio, as on a home
+//! router), the upload CAKE stays in front of the uplink radio (the router's egress). There the
+//! contenders with the passive delay signal ([`Contender::PurplePassive`],
+//! [`Contender::PurplePassiveOnly`]) run a [`controller::passive::PassiveDelay`] in the shell,
+//! fed by two simulator taps at C, where the router's WAN device is: frames as they leave the
+//! upload CAKE for the radio's buffer, and frames as they arrive from the downlink radio (before
+//! the download CAKE), with their true times; its reading goes to the agent before every step.
+//! [`Scenario::probe_path`] decides the probes' fate: shared with the data, queued apart from
+//! it by the radio and answered with echo only, or lost.
+//!
 //! Loaded latency is measured for every contender alike by separate UDP probes to the three
 //! servers (the experimenter's instrument, [`super::probe::Prober`]), every [`PROBE_INTERVAL`].
 
@@ -34,19 +45,20 @@ use super::probe::{
     agent_datagram, agent_frame, AgentHost, Prober, Reflector, ReflectorHost, RemoteClock,
     REFLECTOR_PORT,
 };
-use super::scenario::Scenario;
+use super::scenario::{ProbePath, Scenario};
 use cake::{AnyQdisc, CakeConfig};
 use controller::agent::{
     Agent, AgentConfig, CakeCounters, Method, ProbeParams, RadioReading, ReflectorSpec,
 };
 use controller::wire::WallAnchor;
+use controller::passive::{PassiveDelay, PassiveParams, Side};
 use controller::{
-    mbit, Aimd, CakeAutorate, Config, Controller, Direction, Law, PerDir, Purple, PurpleParams,
-    QueueMetrics, SqmAutorate,
+    mbit, Aimd, CakeAutorate, Config, Controller, DelaySource, Direction, Law, PerDir, Purple,
+    PurpleParams, QueueMetrics, SqmAutorate,
 };
 use qdisc::{Duration, Instant, Qdisc, Rng};
 use serde::Serialize;
-use sim::{LinkConfig, LinkRate, Sim, TcpReceiverApp, TcpSenderApp};
+use sim::{IcmpPolicy, LinkConfig, LinkRate, Sim, TapAt, TcpReceiverApp, TcpSenderApp};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use tcpmodel::{CcKind, Pacing, SenderConfig};
 
@@ -106,6 +118,11 @@ pub enum Contender {
     /// like every real controller's, arrives one interval late. Not in the tables; it bounds
     /// what any measurement-driven law can reach (the p99 a drop's first interval costs).
     OracleLagged,
+    /// `purple` with the probes and the passive delay signal (`delay_source = "both"`, the
+    /// daemon's default), on scenarios with the shaper at the router.
+    PurplePassive,
+    /// `purple` with the passive delay signal alone (`delay_source = "passive"`, no probe).
+    PurplePassiveOnly,
 }
 
 impl Contender {
@@ -123,6 +140,8 @@ impl Contender {
             Contender::OracleLookahead => "oracle, 200 ms lookahead".into(),
             Contender::Purple => "purple (ours)".into(),
             Contender::OracleLagged => "oracle, one interval late".into(),
+            Contender::PurplePassive => "purple, probes + passive".into(),
+            Contender::PurplePassiveOnly => "purple, passive only".into(),
         }
     }
 
@@ -144,7 +163,20 @@ impl Contender {
         if !s.down.is_series() {
             v.push(Contender::OracleLookahead);
         }
+        if s.shaper_at_router {
+            v.extend([Contender::PurplePassive, Contender::PurplePassiveOnly]);
+        }
         v
+    }
+
+    /// The delay source this contender's agent runs with: passive ones as named, every other
+    /// law on the probes alone (as before the passive signal existed).
+    pub fn delay_source(&self) -> DelaySource {
+        match self {
+            Contender::PurplePassive => DelaySource::Both,
+            Contender::PurplePassiveOnly => DelaySource::Passive,
+            _ => DelaySource::Probes,
+        }
     }
 
     /// Whether this contender is told the true capacity (an oracle).
@@ -165,7 +197,9 @@ impl Contender {
                 seed,
                 ..Default::default()
             })),
-            Contender::Purple => Box::new(Purple::new(pp)),
+            Contender::Purple | Contender::PurplePassive | Contender::PurplePassiveOnly => {
+                Box::new(Purple::new(pp))
+            }
             _ => return None,
         })
     }
@@ -181,6 +215,8 @@ pub enum Fault {
     Lying(usize, f64, f64),
     /// Reflector `0`'s clock steps by `2` ms at `1` seconds.
     ClockStep(usize, f64, f64),
+    /// Reflector `0` answers ICMP echo but no timestamp request.
+    EchoOnly(usize),
 }
 
 /// One closed-loop run.
@@ -429,6 +465,7 @@ fn remote_clock(i: usize, faults: &[Fault]) -> RemoteClock {
         step: None,
         lie: None,
         dead_from: None,
+        echo_only: false,
     };
     for f in faults {
         match *f {
@@ -439,6 +476,7 @@ fn remote_clock(i: usize, faults: &[Fault]) -> RemoteClock {
             Fault::ClockStep(k, from, ms) if k == i => {
                 c.step = Some((at(from), (ms * 1e6) as i64));
             }
+            Fault::EchoOnly(k) if k == i => c.echo_only = true,
             _ => {}
         }
     }
@@ -461,8 +499,14 @@ struct Shell {
     /// The client's [`AgentHost`].
     host: sim::AppId,
     client: IpAddr,
+    /// The links whose CAKE the agent drives (and whose sent bytes are its counter).
     links: PerDir<sim::LinkId>,
+    /// The radio links (their queue metrics).
+    radio_links: PerDir<sim::LinkId>,
     radio: Option<RadioFeed>,
+    /// The passive delay signal: the estimator the taps feed (tap 0: leaving the router for
+    /// the WAN; tap 1: arriving from it).
+    passive: Option<PassiveDelay>,
 }
 
 impl Shell {
@@ -477,6 +521,12 @@ impl Shell {
                 a.handle_datagram(t, from, kind, bytes);
             }
         });
+        if let Some(p) = self.passive.as_mut() {
+            sim.drain_taps(|r| {
+                let side = if r.tap == 0 { Side::ToWan } else { Side::FromWan };
+                p.on_frame(r.at, side, r.frame());
+            });
+        }
     }
 
     /// Right before a control step: the radio's queue metrics, for a law that reads them.
@@ -485,7 +535,7 @@ impl Shell {
             return;
         };
         for d in Direction::ALL {
-            let l = self.links[d];
+            let l = self.radio_links[d];
             let (drops, soj) = match sim.link(l) {
                 Some(m) => {
                     let from = f.bin[d].min(m.bins.len());
@@ -547,6 +597,11 @@ impl Shell {
             };
             let st = PerDir::new(cake(self.links.down), cake(self.links.up));
             a.handle_cake_stats(w, Ok(st));
+        }
+        if r.passive {
+            if let Some(p) = self.passive.as_mut() {
+                a.handle_passive(w, &p.reading(w));
+            }
         }
         a.handle_timeout(w);
         while let Some(t) = a.poll_transmit() {
@@ -638,7 +693,13 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         };
         let mut l =
             LinkConfig::with_rate(cap.link_rate(), delay).buffer(Some(sc.radio_buffer), None);
-        if let Some(q) = initial(d) {
+        l = l.icmp(match sc.probe_path {
+            ProbePath::Shared => IcmpPolicy::Shared,
+            ProbePath::IcmpApart => IcmpPolicy::Apart,
+            ProbePath::Dropped => IcmpPolicy::Blocked,
+        });
+        let at_router = sc.shaper_at_router && d == Direction::Down;
+        if let Some(q) = initial(d).filter(|_| !at_router) {
             l = l.qdisc(q);
         }
         sim.add_link(a, b, l)
@@ -648,11 +709,21 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
     let mut edge = LinkConfig::fixed(GBIT, EDGE_DELAY);
     if ingress {
         edge = edge.buffer(Some(2), None).qdisc(ingress_cake(cfg.max.down));
+    } else if sc.shaper_at_router {
+        if let Some(q) = initial(Direction::Down) {
+            edge = edge.buffer(Some(2), None).qdisc(q);
+        }
     }
     let down_after = sim.add_link(c, client, edge);
     sim.add_link(client, c, LinkConfig::fixed(GBIT, EDGE_DELAY));
     sim.compute_routes();
+    // The radio links (capacity, delivery, queue metrics) and the shaped ones (CAKE).
     let links = PerDir::new(down, up);
+    let shaped = if sc.shaper_at_router {
+        PerDir::new(down_after, up)
+    } else {
+        links
+    };
 
     // Bulk TCP: 4 downloads (servers -> client), 2 uploads.
     let tcp = |sim: &mut Sim, from: (usize, IpAddr), to: (usize, IpAddr), port: u16| {
@@ -721,15 +792,28 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
 
     // The controller: the daemon's agent, with reflector hosts answering its probes.
     let server_addrs: Vec<IpAddr> = servers.iter().map(|s| s.1).collect();
+    let mut faults = spec.faults.clone();
+    for k in 0..REFLECTORS {
+        match sc.probe_path {
+            ProbePath::Shared => {}
+            ProbePath::IcmpApart => faults.push(Fault::EchoOnly(k)),
+            // The radio drops ICMP; UDP reflectors would be silent too.
+            ProbePath::Dropped => faults.push(Fault::Dead(k, 0.0)),
+        }
+    }
+    let agent_cfg = Config {
+        delay_source: spec.contender.delay_source(),
+        ..cfg.clone()
+    };
     let mut shell: Option<Shell> = spec
         .contender
         .law(seed, spec.purple_params())
         .and_then(|law| {
-            Agent::new(agent_config(cfg.clone(), &server_addrs), law, Instant::ZERO).ok()
+            Agent::new(agent_config(agent_cfg, &server_addrs), law, Instant::ZERO).ok()
         })
         .map(|agent| {
             for (i, &(n, a)) in servers.iter().enumerate() {
-                let host = ReflectorHost::new(a, remote_clock(i, &spec.faults));
+                let host = ReflectorHost::new(a, remote_clock(i, &faults));
                 sim.add_app(n, IDENT, Instant::ZERO, Box::new(host));
             }
             let host = sim.add_app(client, IDENT, Instant::ZERO, Box::<AgentHost>::default());
@@ -740,12 +824,27 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 noise: spec.capacity_noise.clamp(0.0, 1.0),
                 bin: PerDir::new(0, 0),
             });
+            // The passive signal: taps where the router's WAN device is (at C), when the
+            // download shaper is at the router (elsewhere they would time its queue too).
+            let passive = (spec.contender.delay_source().passive() && sc.shaper_at_router)
+                .then(|| {
+                    let _ = sim.add_tap(links.up, TapAt::Enter);
+                    let _ = sim.add_tap(links.down, TapAt::Arrive);
+                    PassiveDelay::new(PassiveParams {
+                        seed,
+                        ..PassiveParams::default()
+                    })
+                    .ok()
+                })
+                .flatten();
             Shell {
                 agent,
                 host,
                 client: client_addr,
-                links,
+                links: shaped,
+                radio_links: links,
                 radio,
+                passive,
             }
         });
     let end = Instant::from_nanos((spec.secs.max(0.1) * 1e9) as u64);
@@ -793,7 +892,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                     _ => caps[d],
                 } * 95
                     / 100;
-                if let Some(q) = sim.qdisc_mut(links[d]) {
+                if let Some(q) = sim.qdisc_mut(shaped[d]) {
                     let _ = q.set_rate(Some(r.max(mbit(0.1))));
                 }
                 rate_now[d] = r as f64 * 8e-6;

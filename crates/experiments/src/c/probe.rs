@@ -250,6 +250,8 @@ pub struct RemoteClock {
     pub lie: Option<(Instant, f64)>,
     /// Silent from this instant.
     pub dead_from: Option<Instant>,
+    /// Answers ICMP echo but no timestamp request (as behind Starlink's CGNAT).
+    pub echo_only: bool,
 }
 
 impl RemoteClock {
@@ -305,6 +307,9 @@ impl Application for ReflectorHost {
         let reply = match socket {
             SocketKind::Icmp => {
                 let ihl = usize::from(bytes[0] & 0x0f) * 4;
+                if self.clock.echo_only && bytes.get(ihl) == Some(&icmp::TIMESTAMP_REQUEST) {
+                    return;
+                }
                 let ms = |ns: i64| (ns.rem_euclid(NS_PER_DAY) / 1_000_000) as u32;
                 let Some(r) = bytes
                     .get(ihl..)

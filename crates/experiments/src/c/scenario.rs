@@ -136,6 +136,29 @@ pub struct Scenario {
     pub delay_down: Duration,
     /// One-way propagation delay of the radio hop from the client.
     pub delay_up: Duration,
+    /// How the agent's probes fare on this link. Default [`ProbePath::Shared`].
+    pub probe_path: ProbePath,
+    /// The download CAKE sits at the router after the radio (ingress shaping, as sqm-scripts
+    /// sets it up on a home router) instead of in front of the radio. The passive delay
+    /// signal needs this: a capture at the router's WAN side must see the radio's queue
+    /// without the shaper's own (`closed_loop` taps the frames as they leave the router's
+    /// upload CAKE and as they arrive from the radio). Default false.
+    pub shaper_at_router: bool,
+}
+
+/// How the agent's probes fare on a link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProbePath {
+    /// Probes queue with the data, and the reflectors answer ICMP timestamps.
+    #[default]
+    Shared,
+    /// The radio queues ICMP apart from data and serves it first (both directions), and the
+    /// reflectors answer ICMP echo only (timestamp requests get no reply, as behind
+    /// Starlink's CGNAT): the probes do not see the download bloat.
+    IcmpApart,
+    /// Every probe is lost: the radio drops ICMP both ways and the reflectors are silent (ICMP
+    /// blocked, no UDP reflector reachable).
+    Dropped,
 }
 
 /// The radio hop's one-way propagation delay in the built-in scenarios other than `starlink`.
@@ -191,6 +214,8 @@ impl Scenario {
             statics: [(sd.0, su.0), (sd.1, su.1)],
             delay_down,
             delay_up,
+            probe_path: ProbePath::Shared,
+            shaper_at_router: false,
         }
     }
 }
@@ -213,6 +238,12 @@ pub const NAMES: &[&str] = &[
     "tmobile-umts",
     "starlink",
 ];
+
+/// The Starlink variants for the passive delay signal (not in [`NAMES`], so not in the
+/// matrix): the `starlink` link with the download shaped at the router, probes answered
+/// (`starlink-router`, the reference), probes blind to the download's queue
+/// (`starlink-icmp-apart`) or lost (`starlink-no-probes`).
+pub const PASSIVE_NAMES: &[&str] = &["starlink-router", "starlink-icmp-apart", "starlink-no-probes"];
 
 /// Number of slots in `secs`.
 fn slots(secs: f64) -> usize {
@@ -358,6 +389,8 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
         statics: statics_radio,
         delay_down: RADIO_DELAY,
         delay_up: RADIO_DELAY,
+        probe_path: ProbePath::Shared,
+        shaper_at_router: false,
     };
     // A recorded trace pair, started at the seed's offset; 300-packet buffer, 60 s.
     let mut recorded = |name: &str,
@@ -379,6 +412,8 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
             statics,
             delay_down: RADIO_DELAY,
             delay_up: RADIO_DELAY,
+            probe_path: ProbePath::Shared,
+            shaper_at_router: false,
         }
     };
     let s = match name {
@@ -511,7 +546,30 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                 statics: [(150.0, 15.0), (230.0, 23.0)],
                 delay_down: delay,
                 delay_up: delay,
+                probe_path: ProbePath::Shared,
+                shaper_at_router: false,
             }
+        }
+        "starlink-router" | "starlink-icmp-apart" | "starlink-no-probes" => {
+            // The same link as `starlink` (the same draw for a seed), with the download CAKE
+            // at the router and the probes' fate as named.
+            let mut s = scenario("starlink", seed)?;
+            s.shaper_at_router = true;
+            let (path, what) = match name {
+                "starlink-router" => (ProbePath::Shared, "probes answered"),
+                "starlink-icmp-apart" => (
+                    ProbePath::IcmpApart,
+                    "the radio serves ICMP apart from data, reflectors answer echo only",
+                ),
+                _ => (ProbePath::Dropped, "every probe lost"),
+            };
+            s.probe_path = path;
+            s.name = name.into();
+            s.description = format!(
+                "{}; download shaped at the router after the radio; {what}",
+                s.description
+            );
+            s
         }
         _ => return None,
     };
