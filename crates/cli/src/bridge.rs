@@ -1,6 +1,6 @@
 //! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH] [--ctl-group G] [--rt-priority P]
-//! [--spin-us US] [--busy-poll-us US] [--batch-us US] [--no-rejoin]`: run the userspace dataplane until
-//! SIGINT/SIGTERM.
+//! [--spin-us US] [--busy-poll-us US] [--batch-us US] [--no-rejoin] [--passive]`: run the userspace
+//! dataplane until SIGINT/SIGTERM.
 
 use std::path::PathBuf;
 
@@ -32,6 +32,12 @@ pub struct BridgeArgs {
     /// an existing one is left as it is.
     #[arg(long, value_name = "GROUP")]
     pub ctl_group: Option<String>,
+    /// Measure the passive delay signal inline: the TCP timestamps of the frames received on
+    /// IF_B (before the ingress qdisc) and sent on it (after the egress qdisc), for `purple
+    /// control` with `actuator.kind = "bridge"` and `delay_source = "passive"` or `"both"` (it
+    /// asks with the control socket's `passive` command every step; docs/passive-delay.md).
+    #[arg(long)]
+    pub passive: bool,
     /// How the forwarding loop runs.
     #[command(flatten)]
     pub tuning: LoopTuning,
@@ -117,6 +123,7 @@ pub fn run(a: BridgeArgs) -> Result<(), String> {
         ),
         None => None,
     };
+    let seed = os_seed()?;
     let cfg = BridgeConfig {
         if_a: a.if_a,
         if_b: a.if_b,
@@ -125,9 +132,16 @@ pub fn run(a: BridgeArgs) -> Result<(), String> {
         name: a.name,
         ctl_path,
         ctl_group,
-        seed: os_seed()?,
+        seed,
     };
     let mut bridge = Bridge::new(cfg).map_err(|e| e.to_string())?;
+    if a.passive {
+        let p = controller::passive::PassiveParams {
+            seed: seed.rotate_left(17),
+            ..controller::passive::PassiveParams::default()
+        };
+        bridge.set_passive(Some(p)).map_err(|e| e.to_string())?;
+    }
     bridge.stop_on_signals().map_err(|e| e.to_string())?;
     a.tuning.apply(&mut bridge).map_err(|e| e.to_string())?;
     bridge.run().map_err(|e| e.to_string())?;

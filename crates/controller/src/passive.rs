@@ -170,6 +170,66 @@ pub struct PassiveReading {
     pub tracked: u32,
 }
 
+/// A [`PassiveReading`] as it crosses a process boundary: `purple bridge` measures inline and
+/// answers its control socket's `passive` command with one as JSON; `purple control` reads it.
+/// Delays in ms.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ReadingWire {
+    /// Download queueing delay, ms.
+    pub down_ms: Option<f64>,
+    /// Upload queueing delay, ms.
+    pub up_ms: Option<f64>,
+    /// Flows behind the download estimate.
+    pub flows_down: u32,
+    /// Flows behind the upload estimate.
+    pub flows_up: u32,
+    /// Whether the download estimate is one-way.
+    pub one_way_down: bool,
+    /// Whether the upload estimate is one-way.
+    pub one_way_up: bool,
+    /// The WAN side's round-trip queueing delay, ms.
+    pub wan_rtt_ms: Option<f64>,
+    /// The LAN side's round-trip queueing delay, ms.
+    pub lan_rtt_ms: Option<f64>,
+    /// Flows tracked.
+    pub tracked: u32,
+}
+
+impl From<&PassiveReading> for ReadingWire {
+    fn from(r: &PassiveReading) -> Self {
+        let ms = |d: Option<Duration>| d.map(|d| d.as_millis_f64());
+        ReadingWire {
+            down_ms: ms(r.queue.down),
+            up_ms: ms(r.queue.up),
+            flows_down: r.flows.down,
+            flows_up: r.flows.up,
+            one_way_down: r.one_way.down,
+            one_way_up: r.one_way.up,
+            wan_rtt_ms: ms(r.wan_rtt_queue),
+            lan_rtt_ms: ms(r.lan_rtt_queue),
+            tracked: r.tracked,
+        }
+    }
+}
+
+impl From<&ReadingWire> for PassiveReading {
+    /// Negative, infinite or NaN delays read as none.
+    fn from(w: &ReadingWire) -> Self {
+        let d = |ms: Option<f64>| {
+            ms.filter(|x| x.is_finite() && *x >= 0.0)
+                .map(|x| Duration::from_secs_f64(x / 1e3))
+        };
+        PassiveReading {
+            queue: PerDir::new(d(w.down_ms), d(w.up_ms)),
+            flows: PerDir::new(w.flows_down, w.flows_up),
+            one_way: PerDir::new(w.one_way_down, w.one_way_up),
+            wan_rtt_queue: d(w.wan_rtt_ms),
+            lan_rtt_queue: d(w.lan_rtt_ms),
+            tracked: w.tracked,
+        }
+    }
+}
+
 /// Counters since [`PassiveDelay::new`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PassiveStats {

@@ -6,6 +6,7 @@
 
 use crate::config::{ActuatorKind, DaemonConfig};
 use crate::netlink::{self, CakeNetlink};
+use controller::passive::{PassiveReading, ReadingWire};
 use controller::{Direction, PerDir};
 use std::io::{self, BufRead, Write};
 
@@ -21,6 +22,11 @@ pub trait Actuator: std::fmt::Debug {
     /// no shaper there to read (the dry run has none anywhere); `Err` when reading failed.
     fn cake_stats(&mut self) -> io::Result<PerDir<Option<CakeCounters>>> {
         Ok(PerDir::both(None))
+    }
+    /// A reading of the passive delay estimator where the shaper runs one inline (`purple
+    /// bridge --passive`); `Ok(None)` for actuators without one.
+    fn passive(&mut self) -> io::Result<Option<PassiveReading>> {
+        Ok(None)
     }
 }
 
@@ -141,14 +147,36 @@ const BRIDGE_STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_mill
 impl Bridge {
     /// Sends `stats --json` on a fresh connection and reads the answer to end-of-stream.
     fn stats_text(&self) -> io::Result<String> {
+        self.ask(b"stats --json\n")
+    }
+
+    /// Sends one command on a fresh connection and reads the answer to end-of-stream.
+    fn ask(&self, line: &[u8]) -> io::Result<String> {
         let mut s = std::os::unix::net::UnixStream::connect(&self.path)?;
         s.set_read_timeout(Some(BRIDGE_STATS_TIMEOUT))?;
         s.set_write_timeout(Some(BRIDGE_STATS_TIMEOUT))?;
-        s.write_all(b"stats --json\n")?;
+        s.write_all(line)?;
         let mut text = String::new();
         io::Read::read_to_string(&mut s, &mut text)?;
         Ok(text)
     }
+}
+
+/// Parses `purple bridge`'s answer to `passive`: one JSON object
+/// ([`controller::passive::ReadingWire`]). Errors: an answer starting `error` (a bridge run
+/// without `--passive`), or not that object.
+pub fn parse_bridge_passive(text: &str) -> io::Result<PassiveReading> {
+    let t = text.trim();
+    if t.starts_with("error") {
+        return Err(io::Error::other(format!("bridge: {t}")));
+    }
+    let w: ReadingWire = serde_json::from_str(t).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("bridge passive: not a reading: {e}"),
+        )
+    })?;
+    Ok(PassiveReading::from(&w))
 }
 
 /// Parses `purple bridge`'s `stats --json` answer: a JSON array of per-direction objects, each
@@ -193,6 +221,9 @@ pub fn parse_bridge_stats(text: &str) -> io::Result<PerDir<Option<CakeCounters>>
 impl Actuator for Bridge {
     fn cake_stats(&mut self) -> io::Result<PerDir<Option<CakeCounters>>> {
         parse_bridge_stats(&self.stats_text()?)
+    }
+    fn passive(&mut self) -> io::Result<Option<PassiveReading>> {
+        parse_bridge_passive(&self.ask(b"passive\n")?).map(Some)
     }
     fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()> {
         let line = Self::command(dir, bytes_per_s);
@@ -338,6 +369,25 @@ mod tests {
         let _ = std::fs::remove_file(&dir);
         // Nobody listening: an error, not a hang.
         assert!(Bridge::new(&dir).cake_stats().is_err());
+    }
+
+    #[test]
+    fn bridge_passive_answers_parse_and_errors_name_the_bridge() {
+        let w = ReadingWire {
+            down_ms: Some(12.5),
+            up_ms: None,
+            flows_down: 3,
+            one_way_down: true,
+            tracked: 7,
+            ..ReadingWire::default()
+        };
+        let text = serde_json::to_string(&w).unwrap() + "\n";
+        let r = parse_bridge_passive(&text).unwrap();
+        assert_eq!(r.queue.down, Some(qdisc::Duration::from_micros(12_500)));
+        assert_eq!((r.queue.up, r.flows.down, r.tracked), (None, 3, 7));
+        let e = parse_bridge_passive("error: the passive delay estimate is off\n").unwrap_err();
+        assert!(e.to_string().contains("bridge: error"), "{e}");
+        assert!(parse_bridge_passive("[1,2]").is_err());
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct Daemon {
     recorder: Option<Recorder>,
     /// The passive delay signal's capture, when the delay source uses it and it could start.
     capture: Option<Capture>,
+    /// The passive estimate comes from the bridge actuator (`purple bridge --passive`); set
+    /// false after its first failure is logged, until a read works again.
+    bridge_passive: Option<bool>,
     buf: Box<[u8; 2048]>,
     /// Control steps run.
     pub steps: u64,
@@ -128,6 +131,9 @@ impl Daemon {
             reflectors: cfg.probe.reflectors.clone(),
         })?;
         let capture = open_capture(&cfg, now, &mut log)?;
+        let bridge_passive = (cfg.delay_source().passive()
+            && cfg.actuator.kind == ActuatorKind::Bridge)
+            .then_some(true);
         let dirs = cfg.dirs();
         Ok(Daemon {
             counters: PerDir::new(
@@ -143,6 +149,7 @@ impl Daemon {
             metrics,
             recorder,
             capture,
+            bridge_passive,
             buf: Box::new([0u8; 2048]),
             steps: 0,
             samples_fed: 0,
@@ -324,8 +331,28 @@ impl Daemon {
             self.agent.handle_cake_stats(now, read);
         }
         if reads.passive {
-            if let Some(c) = self.capture.as_mut() {
-                let r = c.estimator().reading(now);
+            let r = match (self.capture.as_mut(), self.bridge_passive) {
+                (Some(c), _) => Some(c.estimator().reading(now)),
+                (None, Some(ok)) => match self.act.passive() {
+                    Ok(r) => {
+                        self.bridge_passive = Some(true);
+                        r
+                    }
+                    Err(e) => {
+                        if ok {
+                            self.bridge_passive = Some(false);
+                            self.log_record(&Record::PassiveCapture {
+                                t: now.as_secs_f64(),
+                                via: "purple bridge".to_string(),
+                                error: Some(e.to_string()),
+                            });
+                        }
+                        None
+                    }
+                },
+                (None, None) => None,
+            };
+            if let Some(r) = r {
                 self.record(|| Input::passive(now.as_nanos(), &r));
                 self.agent.handle_passive(now, &r);
             }
@@ -479,7 +506,15 @@ fn open_capture(
     log: &mut JsonLog,
 ) -> io::Result<Option<Capture>> {
     let src = cfg.delay_source();
-    if !src.passive() || cfg.actuator.kind == ActuatorKind::Bridge {
+    if !src.passive() {
+        return Ok(None);
+    }
+    if cfg.actuator.kind == ActuatorKind::Bridge {
+        log.write(&Record::PassiveCapture {
+            t: now.as_secs_f64(),
+            via: "purple bridge".to_string(),
+            error: None,
+        })?;
         return Ok(None);
     }
     let dev = cfg.passive_device();

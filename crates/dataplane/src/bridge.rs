@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use cake::tc::{stats_json, stats_text, QdiscHeader};
 use cake::AnyQdisc;
+use controller::passive::{PassiveDelay, PassiveParams, ReadingWire, Side};
 use qdisc::{Dequeue, Dropped, Instant, Packet, PacketMeta, Qdisc, QdiscStats};
 use serde_json::{json, Value};
 
@@ -130,6 +131,8 @@ pub struct BridgeConfig {
 pub enum Error {
     /// A qdisc specification did not parse.
     Qdisc(String),
+    /// The passive delay estimator's parameters are out of range.
+    Passive(String),
     /// A system call failed; `what` says which step.
     Io {
         /// The step.
@@ -142,7 +145,7 @@ pub enum Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::Qdisc(e) => write!(f, "{e}"),
+            Error::Qdisc(e) | Error::Passive(e) => write!(f, "{e}"),
             Error::Io { what, err } => write!(f, "{what}: {err}"),
         }
     }
@@ -297,6 +300,9 @@ pub struct Bridge<Q: Stage = AnyQdisc> {
     /// Rebuild super-packets from segments leaving together (default on).
     rejoin: bool,
     rejoiner: Rejoiner,
+    /// The passive delay estimator ([`Bridge::set_passive`]): frames received on the WAN side
+    /// (B) and frames sent out of it, at their receive and send times.
+    passive: Option<PassiveDelay>,
 }
 
 fn now_ns() -> u64 {
@@ -415,6 +421,7 @@ impl<Q: Stage> Bridge<Q> {
             busy_until: 0,
             rejoin: true,
             rejoiner: Rejoiner::default(),
+            passive: None,
             cfg,
         })
     }
@@ -606,6 +613,8 @@ impl<Q: Stage> Bridge<Q> {
     fn receive(&mut self, s: usize) -> Result<(), Error> {
         // Socket A feeds egress (dirs[0]), socket B ingress (dirs[1]).
         let d = &mut self.dirs[s];
+        // Frames arriving from the WAN, before the ingress qdisc, go to the passive estimator.
+        let mut passive = if s == 1 { self.passive.as_mut() } else { None };
         for _ in 0..BUDGET {
             let n = match self.socks[s].recv_batch(
                 &mut self.rx.hdrs,
@@ -632,6 +641,9 @@ impl<Q: Stage> Bridge<Q> {
                     d.stats.truncated += 1;
                     self.rx.bufs[k].clear();
                     continue;
+                }
+                if let Some(p) = passive.as_deref_mut() {
+                    p.on_frame(now, Side::FromWan, &self.rx.bufs[k]);
                 }
                 let h = VnetHdr::decode(&self.rx.hdrs[k]);
                 // Into a buffer sized to the frame (at most twice its length), or, for frames
@@ -687,6 +699,12 @@ impl<Q: Stage> Bridge<Q> {
         let batch_ns = self.batch_ns;
         let d = &mut self.dirs[i];
         let sock = &self.socks[d.tx];
+        // Frames leaving on the WAN side, after the egress qdisc, go to the passive estimator.
+        let mut passive = if d.tx == 1 {
+            self.passive.as_mut()
+        } else {
+            None
+        };
         for _ in 0..BUDGET {
             if d.pending.len() == d.sent {
                 if !due(d.next) && d.pending.is_empty() {
@@ -746,6 +764,12 @@ impl<Q: Stage> Bridge<Q> {
                 match sock.send_batch(n, |k| (&hdrs[start + k], &pkts[start + k].data)) {
                     Ok(0) => break,
                     Ok(m) => {
+                        if let Some(est) = passive.as_deref_mut() {
+                            let now = Instant::from_nanos(now_ns());
+                            for p in &d.pending[start..start + m] {
+                                est.on_frame(now, Side::ToWan, &p.data);
+                            }
+                        }
                         for ((p, h), &n) in d.pending[start..start + m]
                             .iter()
                             .zip(&d.pending_hdrs[start..start + m])
@@ -830,7 +854,33 @@ impl<Q: Stage> Bridge<Q> {
             }
             Command::SetBandwidth { dir, rate } => self.set_rate(dir, rate, "bandwidth"),
             Command::SetRate { dir, rate } => self.set_rate(dir, rate, "rate"),
+            Command::Passive => match self.passive.as_mut() {
+                Some(p) => {
+                    let r = p.reading(Instant::from_nanos(now_ns()));
+                    let mut out = serde_json::to_string(&ReadingWire::from(&r))
+                        .unwrap_or_else(|e| format!("error: passive: {e}"));
+                    out.push('\n');
+                    out
+                }
+                None => "error: the passive delay estimate is off (purple bridge --passive)\n"
+                    .to_string(),
+            },
         }
+    }
+
+    /// Runs the passive delay estimator on the WAN side (interface B: frames received there
+    /// before the ingress qdisc, frames sent there after the egress qdisc), answering the
+    /// control socket's `passive` command; `None` stops it. Costs one header parse and a flow
+    /// table lookup per frame on B.
+    pub fn set_passive(&mut self, p: Option<PassiveParams>) -> Result<(), Error> {
+        self.passive =
+            match p {
+                Some(p) => Some(PassiveDelay::new(p).map_err(|e| {
+                    Error::Passive(format!("bridge {}: passive: {e}", self.cfg.name))
+                })?),
+                None => None,
+            };
+        Ok(())
     }
 
     /// Applies a `set-bandwidth`/`set-rate` command; returns the answer line.

@@ -2,8 +2,11 @@
 //! with text and then end-of-stream. An answer starting with `error: ` is a failure.
 //!
 //! Commands: `stats`, `stats --json`, `set-bandwidth egress|ingress RATE` (tc rate syntax, or
-//! `unlimited`), and `set-rate up|down RATE` (the link emulator's spelling; `up` = egress,
-//! `down` = ingress).
+//! `unlimited`), `set-rate up|down RATE` (the link emulator's spelling; `up` = egress,
+//! `down` = ingress), and `passive` (a bridge run with `--passive`: the passive delay
+//! estimate since the previous `passive`, one JSON object,
+//! `controller::passive::ReadingWire`; each answer starts a new interval, so only the
+//! controlling daemon should ask).
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -52,6 +55,8 @@ pub enum Command {
         /// The new rate in bytes per second.
         rate: Option<u64>,
     },
+    /// `passive`: a reading of the passive delay estimator (and a new interval).
+    Passive,
 }
 
 /// `unlimited`, or a rate in tc syntax within the shapers' accepted range
@@ -81,6 +86,7 @@ impl Command {
         match w.as_slice() {
             ["stats"] => Ok(Command::Stats { json: false }),
             ["stats", "--json"] | ["stats", "-j"] => Ok(Command::Stats { json: true }),
+            ["passive"] => Ok(Command::Passive),
             ["set-bandwidth", d, r] => {
                 let dir = match *d {
                     "egress" => Direction::Egress,
@@ -104,7 +110,7 @@ impl Command {
                 })
             }
             _ => Err(format!(
-                "unknown command {line:?} (stats [--json] | set-bandwidth egress|ingress RATE | set-rate up|down RATE)"
+                "unknown command {line:?} (stats [--json] | set-bandwidth egress|ingress RATE | set-rate up|down RATE | passive)"
             )),
         }
     }

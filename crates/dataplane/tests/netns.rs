@@ -626,8 +626,57 @@ fn trickling_and_silent_control_clients_do_not_delay_forwarding() {
     assert_accounting(&s);
 }
 
+/// `--passive`: the bridge times the TCP timestamps of the frames on its WAN side. An upload
+/// through CAKE at 20 Mbit/s keeps a queue in the bridge's own egress CAKE: the WAN side's
+/// round trip (timed after that queue) shows none of it, the LAN side's (a server ACK's TSval
+/// arriving, echoed by a data segment that waited in CAKE) shows it.
+fn passive_estimate_times_the_wan_side_without_the_bridges_own_queue() {
+    let mut t = topo!();
+    let ctl = std::env::temp_dir().join(format!("{}.sock", t.prefix));
+    t.start_bridge_with(
+        "cake bandwidth 20Mbit besteffort",
+        "pfifo",
+        Some(ctl.clone()),
+        |br| {
+            br.set_passive(Some(controller::passive::PassiveParams::default()))
+                .expect("passive");
+        },
+    );
+    let x = Transfer::start(&t, 5007);
+    thread::sleep(Duration::from_millis(1500));
+    let first = dataplane::ctl::request(&ctl, "passive").expect("passive");
+    thread::sleep(Duration::from_millis(1000));
+    let second = dataplane::ctl::request(&ctl, "passive").expect("passive");
+    x.finish();
+    t.stop_bridge();
+    eprintln!("passive readings:\n{first}{second}");
+    let w: controller::passive::ReadingWire = serde_json::from_str(&second).expect("a reading");
+    assert!(w.tracked >= 1, "{w:?}");
+    let wan = w.wan_rtt_ms.expect("WAN round trips timed");
+    let lan = w.lan_rtt_ms.expect("LAN round trips timed");
+    assert!(
+        wan < 2.0,
+        "the bridge's own queue leaked into the WAN side: {w:?}"
+    );
+    assert!(
+        lan > wan + 1.0,
+        "CAKE's queue not seen on the LAN side: {w:?}"
+    );
+}
+
+fn a_bridge_without_passive_says_so() {
+    let mut t = topo!();
+    let ctl = std::env::temp_dir().join(format!("{}.sock", t.prefix));
+    t.start_bridge("pfifo", "pfifo", Some(ctl.clone()));
+    let e = dataplane::ctl::request(&ctl, "passive").unwrap_err();
+    assert!(e.contains("--passive"), "{e}");
+    t.stop_bridge();
+}
+
 testkit::harness! {
     [Netns] => {
+        passive_estimate_times_the_wan_side_without_the_bridges_own_queue,
+        a_bridge_without_passive_says_so,
         ping_and_unshaped_tcp_pass_through_the_bridge_with_offloads_on,
         cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live,
         rejoined_super_packets_carry_tcp_at_the_shaped_rate,

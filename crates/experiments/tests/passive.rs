@@ -28,7 +28,11 @@ fn with_every_probe_lost_the_passive_signal_keeps_the_rate_near_capacity() {
     let reference = run(&spec("starlink-router", Contender::Purple, secs));
     let blind = run(&spec("starlink-no-probes", Contender::Purple, secs));
     let both = run(&spec("starlink-no-probes", Contender::PurplePassive, secs));
-    let alone = run(&spec("starlink-no-probes", Contender::PurplePassiveOnly, secs));
+    let alone = run(&spec(
+        "starlink-no-probes",
+        Contender::PurplePassiveOnly,
+        secs,
+    ));
     for (t, r) in [
         ("reflectors answer", &reference),
         ("no probes", &blind),
@@ -38,7 +42,10 @@ fn with_every_probe_lost_the_passive_signal_keeps_the_rate_near_capacity() {
         show(t, r);
     }
     // On the probes alone, no reflector means the safe rate (10 Mbit/s of ~50-250).
-    assert!(blind.throughput.down < 0.2 * blind.capacity.down, "{blind:?}");
+    assert!(
+        blind.throughput.down < 0.2 * blind.capacity.down,
+        "{blind:?}"
+    );
     for r in [&both, &alone] {
         // With the passive signal: near the capacity and near the reference's latency.
         assert!(
@@ -74,7 +81,10 @@ fn when_the_probes_miss_the_download_queue_the_passive_signal_sees_it() {
 #[test]
 #[ignore]
 fn debug_series() {
-    for (n, c) in [("starlink-router", Contender::Purple), ("starlink-no-probes", Contender::PurplePassiveOnly)] {
+    for (n, c) in [
+        ("starlink-router", Contender::Purple),
+        ("starlink-no-probes", Contender::PurplePassiveOnly),
+    ] {
         let r = run(&spec(n, c, 26.0));
         show(n, &r);
         for p in &r.series {

@@ -55,8 +55,8 @@ pub use scenario::{
     link_rate, parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError,
 };
 pub use sim::{
-    tag_sent_at, AppId, Buffer, IcmpPolicy, LinkConfig, LinkId, LinkRate, NodeId, Sim, SimMemory, TapAt,
-    TapRecord, ICMP_APART_LIMIT, TAP_SNAP,
+    tag_sent_at, AppId, Buffer, IcmpPolicy, LinkConfig, LinkId, LinkRate, NodeId, Sim, SimMemory,
+    TapAt, TapRecord, ICMP_APART_LIMIT, TAP_SNAP,
 };
 pub use summary::{qdisc_json, FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 pub use tcp_app::{TcpReceiverApp, TcpSenderApp};

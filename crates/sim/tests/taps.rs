@@ -21,9 +21,18 @@ fn flooded_ping(policy: IcmpPolicy) -> Option<f64> {
     let mut slow = LinkConfig::fixed(1_250_000, Duration::from_millis(5)).buffer(Some(200), None);
     slow = slow.icmp(policy);
     sim.add_link(a, b, slow);
-    sim.add_link(b, a, LinkConfig::fixed(125_000_000, Duration::from_millis(5)));
+    sim.add_link(
+        b,
+        a,
+        LinkConfig::fixed(125_000_000, Duration::from_millis(5)),
+    );
     sim.compute_routes();
-    sim.add_app(a, 9, Instant::ZERO, Box::new(UdpSource::greedy(a_ip, b_ip, 9, 1_500_000)));
+    sim.add_app(
+        a,
+        9,
+        Instant::ZERO,
+        Box::new(UdpSource::greedy(a_ip, b_ip, 9, 1_500_000)),
+    );
     let ping = sim.add_app(
         a,
         77,
@@ -39,7 +48,9 @@ fn flooded_ping(policy: IcmpPolicy) -> Option<f64> {
         .map(|d| d.as_millis_f64())
         .collect();
     rtts.sort_by(f64::total_cmp);
-    rtts.get(rtts.len() / 2).copied().filter(|_| rtts.len() >= 30)
+    rtts.get(rtts.len() / 2)
+        .copied()
+        .filter(|_| rtts.len() >= 30)
 }
 
 #[test]
@@ -79,11 +90,18 @@ fn taps_see_frames_entering_a_buffer_and_arriving_at_the_far_end_in_time_order()
     assert_eq!(entered.len(), arrived.len());
     for (e, a) in entered.iter().zip(&arrived) {
         let d = a.saturating_duration_since(*e);
-        assert_eq!(d, Duration::from_nanos(12_112_000 + 10_000_000), "idle link");
+        assert_eq!(
+            d,
+            Duration::from_nanos(12_112_000 + 10_000_000),
+            "idle link"
+        );
     }
     assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "time order");
     // The simulator materialises headers only (payloads are padding): all of them are kept.
-    assert!(seen.iter().all(|s| (42..=sim::TAP_SNAP).contains(&s.2)), "headers kept");
+    assert!(
+        seen.iter().all(|s| (42..=sim::TAP_SNAP).contains(&s.2)),
+        "headers kept"
+    );
     let mut again = 0;
     sim.drain_taps(|_| again += 1);
     assert_eq!(again, 0, "drained");

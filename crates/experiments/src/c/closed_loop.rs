@@ -50,8 +50,8 @@ use cake::{AnyQdisc, CakeConfig};
 use controller::agent::{
     Agent, AgentConfig, CakeCounters, Method, ProbeParams, RadioReading, ReflectorSpec,
 };
-use controller::wire::WallAnchor;
 use controller::passive::{PassiveDelay, PassiveParams, Side};
+use controller::wire::WallAnchor;
 use controller::{
     mbit, Aimd, CakeAutorate, Config, Controller, DelaySource, Direction, Law, PerDir, Purple,
     PurpleParams, QueueMetrics, SqmAutorate,
@@ -523,7 +523,11 @@ impl Shell {
         });
         if let Some(p) = self.passive.as_mut() {
             sim.drain_taps(|r| {
-                let side = if r.tap == 0 { Side::ToWan } else { Side::FromWan };
+                let side = if r.tap == 0 {
+                    Side::ToWan
+                } else {
+                    Side::FromWan
+                };
                 p.on_frame(r.at, side, r.frame());
             });
         }
@@ -808,9 +812,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
     let mut shell: Option<Shell> = spec
         .contender
         .law(seed, spec.purple_params())
-        .and_then(|law| {
-            Agent::new(agent_config(agent_cfg, &server_addrs), law, Instant::ZERO).ok()
-        })
+        .and_then(|law| Agent::new(agent_config(agent_cfg, &server_addrs), law, Instant::ZERO).ok())
         .map(|agent| {
             for (i, &(n, a)) in servers.iter().enumerate() {
                 let host = ReflectorHost::new(a, remote_clock(i, &faults));

@@ -243,7 +243,11 @@ pub const NAMES: &[&str] = &[
 /// matrix): the `starlink` link with the download shaped at the router, probes answered
 /// (`starlink-router`, the reference), probes blind to the download's queue
 /// (`starlink-icmp-apart`) or lost (`starlink-no-probes`).
-pub const PASSIVE_NAMES: &[&str] = &["starlink-router", "starlink-icmp-apart", "starlink-no-probes"];
+pub const PASSIVE_NAMES: &[&str] = &[
+    "starlink-router",
+    "starlink-icmp-apart",
+    "starlink-no-probes",
+];
 
 /// Number of slots in `secs`.
 fn slots(secs: f64) -> usize {
