@@ -17,3 +17,39 @@ pub fn bench(seconds: f64, rate_hz: f64, json_out: bool) -> Result<String, Strin
         r.percent_of_core
     ))
 }
+
+/// `purple bench control --passive`: the passive capture's CPU at each flow count.
+pub fn bench_passive(
+    seconds: f64,
+    flows: &[usize],
+    pps: f64,
+    json_out: bool,
+) -> Result<String, String> {
+    let rows = daemon::bench_passive::passive(seconds, flows, pps).map_err(|e| e.to_string())?;
+    if json_out {
+        return serde_json::to_string(&rows).map_err(|e| e.to_string());
+    }
+    let mut s = format!(
+        "purple control, dry run, delay_source = \"passive\": the capture of a WAN device carrying \
+         bulk TCP downloads with timestamps ({pps:.0} segments/s offered: data in, ACKs out), \
+         {seconds:.0} s per run; \"without\": the same traffic, delay_source = \"probes\"\n\n\
+         | flows | offered pkt/s | captured pkt/s | round trips/s | tracked | daemon % core | without | µs per captured frame | process % core | without |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n"
+    );
+    for r in &rows {
+        s.push_str(&format!(
+            "| {} | {:.0} | {:.0} | {:.0} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |\n",
+            r.flows,
+            r.offered_pps,
+            r.captured_pps,
+            r.samples_per_s,
+            r.tracked,
+            r.daemon_percent,
+            r.daemon_percent_without,
+            r.us_per_frame,
+            r.process_percent,
+            r.process_percent_without
+        ));
+    }
+    Ok(s)
+}

@@ -387,6 +387,22 @@ enum BenchCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Instead: the passive delay signal's capture (root): its CPU at each of `--flows`
+        /// TCP connections, two runs of `--seconds` each (with and without the capture).
+        #[arg(long)]
+        passive: bool,
+        /// With --passive: the flow counts (comma-separated).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "100,1000",
+            requires = "passive"
+        )]
+        flows: Vec<usize>,
+        /// With --passive: TCP segments per second offered on the WAN device (two thirds data
+        /// arriving, one third ACKs leaving; 25000 is a 200 Mbit/s download).
+        #[arg(long, default_value_t = 25_000.0, requires = "passive")]
+        pps: f64,
     },
 }
 
@@ -619,7 +635,16 @@ fn main() {
             seconds,
             rate,
             json,
+            passive: false,
+            ..
         }) => finish(control::bench(seconds, rate, json)),
+        Command::Bench(BenchCommand::Control {
+            seconds,
+            json,
+            flows,
+            pps,
+            ..
+        }) => finish(control::bench_passive(seconds, &flows, pps, json)),
         Command::Lab(LabCommand::List) => print!("{}", lab::list()),
         Command::Lab(LabCommand::Run {
             scenario,

@@ -528,6 +528,14 @@ impl PassiveDelay {
         self.stats
     }
 
+    /// Flows heard from within the last 30 s at `now`.
+    pub fn tracked(&self, now: Instant) -> u32 {
+        self.flows
+            .iter()
+            .filter(|f| f.used && now.saturating_duration_since(f.last_seen) < IDLE)
+            .count() as u32
+    }
+
     /// Sees the Ethernet frame `frame` (only its headers are read: a capture may cut it after
     /// the TCP options) on `side` at `now`. Call for every frame on the WAN side, in the order
     /// seen, with times that never go backwards. Anything that is not a TCP segment over IPv4
@@ -741,11 +749,7 @@ impl PassiveDelay {
         let epoch = self.epoch;
         self.epoch = self.epoch.wrapping_add(1).max(1);
         let mut r = PassiveReading {
-            tracked: self
-                .flows
-                .iter()
-                .filter(|f| f.used && now.saturating_duration_since(f.last_seen) < IDLE)
-                .count() as u32,
+            tracked: self.tracked(now),
             ..PassiveReading::default()
         };
         let wan = self.median(epoch, Metric::WanRtt);

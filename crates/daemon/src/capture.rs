@@ -179,25 +179,16 @@ fn assemble(prog: &[Op]) -> Vec<libc::sock_filter> {
     v
 }
 
-/// The interface index of `dev` (from sysfs).
-pub fn ifindex(dev: &str) -> io::Result<u32> {
-    let path = format!("/sys/class/net/{dev}/ifindex");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{path}: {e}")))?;
-    text.trim().parse().map_err(|_| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{path}: not an index: {text:?}"),
-        )
-    })
-}
-
-fn open(ifindex: u32, side: Side, p: &PassiveParams) -> io::Result<Socket> {
+/// Opens one direction's packet socket on `dev` (its index looked up in the socket's own
+/// network namespace), filter attached.
+fn open(dev: &str, side: Side, p: &PassiveParams) -> io::Result<Socket> {
     let s = Socket::new(
         Domain::PACKET,
         Type::DGRAM,
         Some(Protocol::from(ETH_P_ALL_BE)),
     )?;
+    let ifindex = rustix::net::netdevice::name_to_index(&s, dev)
+        .map_err(|e| io::Error::new(io::ErrorKind::NotFound, format!("no device {dev}: {e}")))?;
     s.attach_filter(&filter(ifindex, side, p))?;
     s.set_nonblocking(true)?;
     // Room for bursts between wake-ups; SNAP-sized frames still charge a full skb each.
@@ -223,15 +214,14 @@ impl Capture {
     pub fn open(dev: &str, p: PassiveParams) -> io::Result<Self> {
         let est = PassiveDelay::new(p)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        let ix = ifindex(dev)?;
         let ctx = |e: io::Error| {
             io::Error::new(
                 e.kind(),
                 format!("packet socket on {dev} (needs CAP_NET_RAW): {e}"),
             )
         };
-        let out = open(ix, Side::ToWan, &p).map_err(ctx)?;
-        let inn = open(ix, Side::FromWan, &p).map_err(ctx)?;
+        let out = open(dev, Side::ToWan, &p).map_err(ctx)?;
+        let inn = open(dev, Side::FromWan, &p).map_err(ctx)?;
         let mut buf = Box::new([0u8; 14 + SNAP as usize]);
         // The fake Ethernet header: locally administered addresses, EtherType set per frame.
         buf[0] = 0x02;

@@ -15,6 +15,7 @@
 
 pub mod actuator;
 pub mod bench;
+pub mod bench_passive;
 pub mod capture;
 pub mod clock;
 pub mod config;

@@ -470,6 +470,16 @@ impl Daemon {
             .collect()
     }
 
+    /// The passive capture's frames read, its estimator's counters and the flows it tracks
+    /// now; `None` without a capture.
+    pub fn passive_counters(&mut self) -> Option<(u64, controller::passive::PassiveStats, u32)> {
+        let now = self.clock.now();
+        let c = self.capture.as_mut()?;
+        let frames = c.frames;
+        let e = c.estimator();
+        Some((frames, e.stats(), e.tracked(now)))
+    }
+
     /// The agent (its decisions, discards, reflectors).
     pub fn agent(&self) -> &Agent<Box<dyn Law + Send>> {
         &self.agent
