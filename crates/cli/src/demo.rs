@@ -393,6 +393,10 @@ pub struct LabDemoOpts {
     /// Then run `purple control` on Linux's sch_cake in the reference kernel (QEMU) against
     /// static kernel CAKE, and print that table after the lab's (`--kernel`).
     pub kernel: bool,
+    /// The lab scenario (`radio` when empty): one with a link emulator.
+    pub scenario: String,
+    /// Faults injected into the testbed.
+    pub faults: Vec<lab::Fault>,
 }
 
 /// The probe whose RTT is the lab demo's loaded latency.
@@ -532,6 +536,8 @@ pub struct LabDemo {
     pub idle_s: f64,
     /// The rows, in the scenario's contender order.
     pub rows: Vec<LabRow>,
+    /// Faults injected.
+    pub faults: Vec<lab::Fault>,
 }
 
 /// Runs every radio contender in the lab (root needed).
@@ -546,7 +552,24 @@ pub fn compute_lab(
                 .into(),
         );
     }
-    let scn = lab::scenario::find("radio").ok_or("the lab has no radio scenario")?;
+    let name = if o.scenario.is_empty() {
+        "radio"
+    } else {
+        o.scenario.as_str()
+    };
+    let scn = lab::scenario::find(name)
+        .filter(|s| s.needs_linkem)
+        .ok_or_else(|| {
+            let names: Vec<&str> = lab::scenario::all()
+                .iter()
+                .filter(|s| s.needs_linkem)
+                .map(|s| s.name)
+                .collect();
+            format!(
+                "purple demo --lab: no lab scenario {name:?} with a variable link (accepted: {})",
+                names.join(", ")
+            )
+        })?;
     let seconds = o.seconds.unwrap_or(30.0);
     if !(5.0..=3600.0).contains(&seconds) {
         return Err(format!("--seconds {seconds}: accepted 5 ..= 3600"));
@@ -569,20 +592,25 @@ pub fn compute_lab(
     };
     let mut opts = lab::LabOpts::new(seconds, stage.clone());
     opts.purple_bin = Some(bin.clone());
+    opts.faults = o.faults.clone();
     lab::ns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
-    let test = scn.tests.first().cloned().ok_or("the radio has no test")?;
+    let test = scn
+        .tests
+        .first()
+        .cloned()
+        .ok_or_else(|| format!("the lab's {} has no test", scn.name))?;
     let warm = (seconds / 6.0).min(5.0);
     let mut rows = Vec::new();
     for c in &scn.contenders {
         let run_dir = o.out.as_ref().map(|d| {
             d.join(crate::plots::file_stem(&format!(
-                "radio {} {}",
-                test.name, c.name
+                "{} {} {}",
+                scn.name, test.name, c.name
             )))
         });
         opts.control_dir = run_dir.clone();
         let r = lab::run_one(&scn, c, &test, &opts, &mut |f| progress(c.name, f))
-            .map_err(|e| format!("radio {}: {e}", c.name))?;
+            .map_err(|e| format!("{} {}: {e}", scn.name, c.name))?;
         if let Some(d) = &run_dir {
             crate::sim_cmd::write_outputs(&r.summary, &crate::lab::run_json(&r), d)?;
         }
@@ -593,6 +621,7 @@ pub fn compute_lab(
         seconds,
         idle_s: opts.idle_seconds,
         rows,
+        faults: o.faults.clone(),
     })
 }
 
@@ -652,6 +681,7 @@ pub fn lab_json(d: &LabDemo) -> Value {
         "title": d.scenario.title,
         "seconds": d.seconds,
         "idle_seconds": d.idle_s,
+        "faults": d.faults.iter().filter_map(|f| lab::Fault::ALL.iter().find(|(_, x)| x == f).map(|(n, _)| *n)).collect::<Vec<_>>(),
         "probe": LAB_PROBE,
         "contenders": rows,
     })
@@ -687,6 +717,11 @@ pub fn lab_text(d: &LabDemo) -> String {
         d.idle_s,
         (d.seconds / 6.0).min(5.0)
     );
+    for f in &d.faults {
+        if let Some((name, _)) = lab::Fault::ALL.iter().find(|(_, x)| x == f) {
+            s.push_str(&format!("Fault injected: {name}.\n\n"));
+        }
+    }
     let mut t = experiments::Table::new(&[
         "contender",
         "mean",
@@ -716,7 +751,7 @@ pub fn lab_text(d: &LabDemo) -> String {
             format!("{:.1}", r.run.down_mbit),
             format!("{:.1}", r.run.up_mbit),
             format!("{:.0}%", 100.0 * r.run.down_mbit / r.capacity_down),
-            lab::scenario::seed_figure("radio", &r.run.contender, "").to_string(),
+            lab::scenario::seed_figure(d.scenario.name, &r.run.contender, "").to_string(),
         ]);
     }
     s.push_str(&t.to_text());
@@ -839,7 +874,7 @@ fn write_lab_plots(d: &LabDemo, dir: &Path) -> Result<Vec<PathBuf>, String> {
         files.extend(write_lines(
             dir,
             &stem,
-            &format!("lab radio: {} download", r.run.contender),
+            &format!("lab {}: {} download", d.scenario.name, r.run.contender),
             ("time (s)", "Mbit/s"),
             &lines,
             None,
@@ -848,7 +883,10 @@ fn write_lab_plots(d: &LabDemo, dir: &Path) -> Result<Vec<PathBuf>, String> {
     files.extend(write_lines(
         dir,
         "shaped-rates",
-        "lab radio: capacity and the daemons' shaped rates (download)",
+        &format!(
+            "lab {}: capacity and the daemons' shaped rates (download)",
+            d.scenario.name
+        ),
         ("time (s)", "Mbit/s"),
         &all_rates,
         None,
@@ -865,7 +903,7 @@ fn write_lab_plots(d: &LabDemo, dir: &Path) -> Result<Vec<PathBuf>, String> {
     files.extend(write_lines(
         dir,
         "latency-cdf",
-        "lab radio: loaded latency CDF (UDP probe)",
+        &format!("lab {}: loaded latency CDF (UDP probe)", d.scenario.name),
         ("loaded latency (ms)", "fraction of probes"),
         &lines,
         Some((0.0, 1.0)),

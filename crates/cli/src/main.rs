@@ -185,10 +185,16 @@ struct DemoArgs {
     #[arg(long)]
     no_out: bool,
     /// Run the comparison in the namespace lab instead (real kernel TCP through our bridge,
-    /// `purple linkem`, `purple reflector` and `purple control`; the radio only; root needed).
-    /// Files go into DIR/lab/; --seconds is seconds of load per contender (default 30).
+    /// `purple linkem`, `purple reflector` and `purple control`; root needed). --scenario then
+    /// names a lab scenario with a link emulator: radio (default) or starlink (the passive
+    /// delay signal's). Files go into DIR/lab/; --seconds is seconds of load per contender
+    /// (default 30).
     #[arg(long, conflicts_with_all = ["matrix", "down_trace", "link"])]
     lab: bool,
+    /// With --lab: inject a fault into the testbed, e.g. `no-icmp-echo` (the server ignores
+    /// ICMP echo: on starlink every daemon probe is lost). Repeatable.
+    #[arg(long, value_name = "NAME", value_parser = ::lab::Fault::parse, requires = "lab")]
+    fault: Vec<::lab::Fault>,
     /// With --lab: then run `purple control` on Linux's own sch_cake inside the reference
     /// kernel (QEMU; rates scaled down) against static kernel CAKE and print that table too.
     #[arg(long, requires = "lab")]
@@ -471,6 +477,8 @@ fn main() {
             json: a.json,
             out: (!a.no_out).then(|| a.out.join("lab")),
             kernel: a.kernel,
+            scenario: a.scenario.clone(),
+            faults: a.fault.clone(),
         }) {
             Ok(out) => print!("{out}"),
             Err(e) => {

@@ -125,7 +125,8 @@ pub struct LabOpts {
 pub enum Fault {
     /// The server ignores ICMP echo requests (`net.ipv4.icmp_echo_ignore_all`), as hosts
     /// behind some firewalls and CGNATs do: the ICMP latency probe gets no reply, and a run with
-    /// an ICMP probe fails naming it rather than reporting a latency.
+    /// an ICMP probe fails naming it rather than reporting a latency; on a scenario whose
+    /// daemons probe with ICMP echo (`starlink`), every daemon probe is lost.
     NoIcmpEcho,
 }
 
@@ -513,6 +514,7 @@ fn start_bridge(
     egress: String,
     ingress: String,
     ctl_path: Option<PathBuf>,
+    passive: bool,
 ) -> Result<BridgeHandle, String> {
     let cfg = dataplane::BridgeConfig {
         if_a: "r0".into(),
@@ -540,6 +542,13 @@ fn start_bridge(
                     return Err(String::new());
                 }
             };
+            if passive {
+                let p = controller::passive::PassiveParams::default();
+                if let Err(e) = br.set_passive(Some(p)) {
+                    let _ = tx.send(Err(format!("bridge: {e}")));
+                    return Err(String::new());
+                }
+            }
             let _ = tx.send(Ok(br.stopper()));
             br.run().map_err(|e| format!("bridge: {e}"))?;
             Ok(br.stats_json())
@@ -592,9 +601,13 @@ pub fn run_one(
     if !ns::is_root() {
         return Err("the lab needs root (network namespaces)".into());
     }
-    let algorithm = match contender.shape {
-        scenario::Shape::Controlled { algorithm, .. } => Some(algorithm),
-        _ => None,
+    let (algorithm, delay_source) = match contender.shape {
+        scenario::Shape::Controlled {
+            algorithm,
+            delay_source,
+            ..
+        } => (Some(algorithm), delay_source),
+        _ => (None, "probes"),
     };
     let daemon_bin = match (&opts.purple_bin, &opts.delay) {
         (Some(b), _) | (None, DelayStage::Linkem(b)) => Some(b.clone()),
@@ -629,6 +642,7 @@ pub fn run_one(
             contender.tc(scn.up_bit_s),
             contender.tc(scn.down_bit_s),
             ctl_sock.clone(),
+            delay_source != "probes",
         )?),
         RouterStage::Kernel => {
             tc_wire(&t.router, "r0", "r1")?;
@@ -649,7 +663,18 @@ pub fn run_one(
             let started = t
                 .router
                 .ip(&["addr", "add", &addr, "dev", "r1"])
-                .and_then(|()| control::start(scn, alg, bin, &t.router, &t.server, sock, &dir));
+                .and_then(|()| {
+                    control::start(
+                        scn,
+                        alg,
+                        delay_source,
+                        bin,
+                        &t.router,
+                        &t.server,
+                        sock,
+                        &dir,
+                    )
+                });
             match started {
                 Ok(d) => Some(d),
                 Err(e) => {

@@ -21,7 +21,21 @@ pub enum Shape {
         algorithm: &'static str,
         /// CAKE's arguments after the bandwidth.
         cake: &'static str,
+        /// The daemon's `delay_source` (`probes`, `passive`, `both`); with the passive signal
+        /// the router bridge runs `--passive` and the daemon reads it from there.
+        delay_source: &'static str,
     },
+}
+
+/// How a `purple control` contender probes ([`Scenario::daemon_probe`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DaemonProbe {
+    /// UDP timestamps to a `purple reflector` on the server (one-way delays).
+    #[default]
+    Udp,
+    /// ICMP echo to the server, which its kernel answers (unless [`crate::Fault::NoIcmpEcho`]
+    /// blocks it).
+    Echo,
 }
 
 /// A qdisc contender.
@@ -299,6 +313,8 @@ pub struct Scenario {
     pub tests: Vec<Test>,
     /// Its contenders, in table order.
     pub contenders: Vec<Contender>,
+    /// How its `purple control` contenders probe.
+    pub daemon_probe: DaemonProbe,
 }
 
 /// CAKE diffserv3 triple-isolate (the seeds' default CAKE).
@@ -358,6 +374,7 @@ fn b1() -> Scenario {
             },
         ],
         contenders: vec![CAKE, FQ_CODEL, FIFO],
+        daemon_probe: DaemonProbe::Udp,
     }
 }
 
@@ -440,6 +457,54 @@ fn radio() -> Scenario {
             CAKE_PURPLE,
             CAKE_AUTORATE,
         ],
+        daemon_probe: DaemonProbe::Udp,
+    }
+}
+
+/// A Starlink-like link for the passive delay signal (issue 14): a downlink stepping
+/// 150/60 Mbit/s every 8 s (a reconfiguration re-drawing the capacity), a 20 Mbit/s uplink,
+/// 15 ms each way, the emulator's deep 1000-packet queue (what Starlink's dish buffers). The
+/// daemons probe with ICMP echo to the server, which `--fault no-icmp-echo` blocks (as behind
+/// some CGNATs and firewalls): then only the passive signal sees the queue. No ICMP latency
+/// flow, so the runs with ICMP blocked measure the same UDP probe as the others.
+fn starlink() -> Scenario {
+    Scenario {
+        name: "starlink",
+        title: "Starlink-like: downlink stepping 150/60 Mbit/s every 8 s, 15 ms each way, deep \
+                queue; daemons probe with ICMP echo",
+        sim_id: Some("C-starlink-no-probes"),
+        up_bit_s: 20_000_000,
+        down_bit_s: 100_000_000,
+        one_way_ms: 15,
+        capacity: Capacity::Steps {
+            up_bit_s: 20_000_000,
+            down_bit_s: [150_000_000, 60_000_000],
+            period_s: 8,
+        },
+        needs_linkem: true,
+        full_seconds: 48.0,
+        tests: vec![Test {
+            name: "download",
+            flows: vec![
+                Flow::new("Ping (ms) UDP BE", FlowKind::UdpPing, 0),
+                Flow::new("TCP download BE", FlowKind::TcpDown, 0),
+                Flow::new("TCP download BE 2", FlowKind::TcpDown, 0),
+                Flow::new("TCP upload BE", FlowKind::TcpUp, 0),
+            ],
+            flent: None,
+        }],
+        contenders: vec![
+            Contender {
+                name: "CAKE static 100 Mbit/s",
+                short: "cake",
+                shape: Shape::Cake("besteffort"),
+            },
+            CAKE_PURPLE,
+            CAKE_PURPLE_PASSIVE,
+            CAKE_PURPLE_PASSIVE_ONLY,
+            CAKE_AUTORATE,
+        ],
+        daemon_probe: DaemonProbe::Echo,
     }
 }
 
@@ -504,6 +569,30 @@ pub const CAKE_PURPLE: Contender = Contender {
     shape: Shape::Controlled {
         algorithm: "purple",
         cake: "besteffort",
+        delay_source: "probes",
+    },
+};
+
+/// CAKE driven by `purple control` with the PURPLE law on the probes and the passive delay
+/// signal (`delay_source = "both"`; the router bridge measures it inline).
+pub const CAKE_PURPLE_PASSIVE: Contender = Contender {
+    name: "CAKE + PURPLE, probes + passive",
+    short: "purple-passive",
+    shape: Shape::Controlled {
+        algorithm: "purple",
+        cake: "besteffort",
+        delay_source: "both",
+    },
+};
+
+/// CAKE driven by `purple control` with the PURPLE law on the passive delay signal alone.
+pub const CAKE_PURPLE_PASSIVE_ONLY: Contender = Contender {
+    name: "CAKE + PURPLE, passive only",
+    short: "purple-passive-only",
+    shape: Shape::Controlled {
+        algorithm: "purple",
+        cake: "besteffort",
+        delay_source: "passive",
     },
 };
 
@@ -514,12 +603,13 @@ pub const CAKE_AUTORATE: Contender = Contender {
     shape: Shape::Controlled {
         algorithm: "cake-autorate",
         cake: "besteffort",
+        delay_source: "probes",
     },
 };
 
 /// Every built-in scenario.
 pub fn all() -> Vec<Scenario> {
-    vec![b1(), b2(), radio(), tmobile()]
+    vec![b1(), b2(), radio(), tmobile(), starlink()]
 }
 
 /// The scenario called `name` (case-insensitive).
