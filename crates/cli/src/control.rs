@@ -23,16 +23,18 @@ pub fn bench_passive(
     seconds: f64,
     flows: &[usize],
     pps: f64,
+    sample: u32,
     json_out: bool,
 ) -> Result<String, String> {
-    let rows = daemon::bench_passive::passive(seconds, flows, pps).map_err(|e| e.to_string())?;
+    let rows =
+        daemon::bench_passive::passive(seconds, flows, pps, sample).map_err(|e| e.to_string())?;
     if json_out {
         return serde_json::to_string(&rows).map_err(|e| e.to_string());
     }
     let mut s = format!(
         "purple control, dry run, delay_source = \"passive\": the capture of a WAN device carrying \
          bulk TCP downloads with timestamps ({pps:.0} segments/s offered: data in, ACKs out), \
-         {seconds:.0} s per run; \"without\": the same traffic, delay_source = \"probes\"\n\n\
+         passive.sample = {sample}, {seconds:.0} s per run; \"without\": the same traffic, delay_source = \"probes\"\n\n\
          | flows | offered pkt/s | captured pkt/s | round trips/s | tracked | daemon % core | without | µs per captured frame | process % core | without |\n\
          |---|---|---|---|---|---|---|---|---|---|\n"
     );

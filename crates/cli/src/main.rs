@@ -409,6 +409,9 @@ enum BenchCommand {
         /// arriving, one third ACKs leaving; 25000 is a 200 Mbit/s download).
         #[arg(long, default_value_t = 25_000.0, requires = "passive")]
         pps: f64,
+        /// With --passive: the capture's `passive.sample` (one timestamp value in N).
+        #[arg(long, default_value_t = 8, requires = "passive")]
+        sample: u32,
     },
 }
 
@@ -651,8 +654,9 @@ fn main() {
             json,
             flows,
             pps,
+            sample,
             ..
-        }) => finish(control::bench_passive(seconds, &flows, pps, json)),
+        }) => finish(control::bench_passive(seconds, &flows, pps, sample, json)),
         Command::Lab(LabCommand::List) => print!("{}", lab::list()),
         Command::Lab(LabCommand::Run {
             scenario,

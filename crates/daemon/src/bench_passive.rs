@@ -35,6 +35,8 @@ use std::sync::Arc;
 pub struct PassiveBench {
     /// Connections replayed.
     pub flows: usize,
+    /// The capture's `passive.sample`.
+    pub sample: u32,
     /// Segments per second offered on the WAN device (data in + ACKs out).
     pub offered_pps: f64,
     /// Frames the capture read per second (those the kernel filter passed).
@@ -226,7 +228,12 @@ fn generate(
 /// One daemon run of `seconds` in namespace `ns` under the traffic already flowing; returns
 /// (daemon thread CPU s, wall s, frames read, WAN samples, tracked).
 #[allow(clippy::disallowed_methods)] // wall-clock duration of the run
-fn daemon_run(ns: &str, seconds: f64, passive: bool) -> io::Result<(f64, f64, u64, u64, u32)> {
+fn daemon_run(
+    ns: &str,
+    seconds: f64,
+    passive: bool,
+    sample: u32,
+) -> io::Result<(f64, f64, u64, u64, u32)> {
     let ns = ns.to_string();
     std::thread::spawn(move || {
         enter(&ns)?;
@@ -241,7 +248,7 @@ fn daemon_run(ns: &str, seconds: f64, passive: bool) -> io::Result<(f64, f64, u6
         };
         let text = format!(
             "{source}[download]\ninterface = \"pa\"\ncounter = \"rx\"\n[upload]\ninterface = \
-             \"pa\"\n[passive]\ninterface = \"pa\"\n[actuator]\nkind = \"dry-run\"\n[log]\n\
+             \"pa\"\n[passive]\ninterface = \"pa\"\nsample = {sample}\n[actuator]\nkind = \"dry-run\"\n[log]\n\
              path = \"{}\"\n",
             log.display()
         );
@@ -268,8 +275,14 @@ fn daemon_run(ns: &str, seconds: f64, passive: bool) -> io::Result<(f64, f64, u6
 }
 
 /// Runs the bench at each flow count of `flows`, `seconds` per run (two runs per count), with
-/// `pps` segments a second offered in all (two thirds data arriving, one third ACKs leaving).
-pub fn passive(seconds: f64, flows: &[usize], pps: f64) -> io::Result<Vec<PassiveBench>> {
+/// `pps` segments a second offered in all (two thirds data arriving, one third ACKs leaving)
+/// and the capture's `passive.sample`.
+pub fn passive(
+    seconds: f64,
+    flows: &[usize],
+    pps: f64,
+    sample: u32,
+) -> io::Result<Vec<PassiveBench>> {
     if !rustix::process::geteuid().is_root() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
@@ -298,10 +311,10 @@ pub fn passive(seconds: f64, flows: &[usize], pps: f64) -> io::Result<Vec<Passiv
         let gens = [spawn(true), spawn(false)];
         let p0 = secs(clock_gettime(ClockId::ProcessCPUTime));
         let s0 = sent.load(Ordering::Relaxed);
-        let with = daemon_run(&ns.a, seconds, true);
+        let with = daemon_run(&ns.a, seconds, true, sample);
         let p1 = secs(clock_gettime(ClockId::ProcessCPUTime));
         let s1 = sent.load(Ordering::Relaxed);
-        let without = daemon_run(&ns.a, seconds, false);
+        let without = daemon_run(&ns.a, seconds, false, sample);
         let p2 = secs(clock_gettime(ClockId::ProcessCPUTime));
         stop.store(true, Ordering::Relaxed);
         for g in gens {
@@ -320,6 +333,7 @@ pub fn passive(seconds: f64, flows: &[usize], pps: f64) -> io::Result<Vec<Passiv
         let pct = |c: f64, w: f64| c / w.max(1e-9) * 100.0;
         out.push(PassiveBench {
             flows: n,
+            sample,
             offered_pps: (s1 - s0) as f64 / wall.max(1e-9),
             captured_pps: frames as f64 / wall.max(1e-9),
             samples_per_s: samples as f64 / wall.max(1e-9),

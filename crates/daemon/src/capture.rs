@@ -246,11 +246,16 @@ impl Capture {
         [self.out.as_fd(), self.inn.as_fd()]
     }
 
-    /// Reads what waits on both sockets (at most [`BATCH`] frames each) into the estimator at
-    /// `now`. Returns the frames read.
-    pub fn drain(&mut self, now: Instant) -> usize {
+    /// Reads what waits on the sockets poll found readable (`ready`, in [`Capture::fds`]
+    /// order; at most [`BATCH`] frames each) into the estimator at `now`. Returns the frames
+    /// read.
+    pub fn drain(&mut self, now: Instant, ready: [bool; 2]) -> usize {
         let mut n = 0;
-        for side in [Side::ToWan, Side::FromWan] {
+        for (side, _) in [Side::ToWan, Side::FromWan]
+            .into_iter()
+            .zip(ready)
+            .filter(|x| x.1)
+        {
             for _ in 0..BATCH {
                 let mut sock: &Socket = match side {
                     Side::ToWan => &self.out,

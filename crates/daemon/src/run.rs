@@ -255,8 +255,8 @@ impl Daemon {
             n += 1;
         }
         if let Some(c) = &self.capture {
-            for fd in c.fds() {
-                slots[n] = Some((fd, Slot::Capture));
+            for (k, fd) in c.fds().into_iter().enumerate() {
+                slots[n] = Some((fd, Slot::Capture(k)));
                 n += 1;
             }
         }
@@ -282,7 +282,7 @@ impl Daemon {
             match slots[k].map(|s| s.1) {
                 Some(Slot::Probe(w)) => ready.probes[k] = Some(w),
                 Some(Slot::Metrics) => ready.metrics = true,
-                Some(Slot::Capture) => ready.capture = true,
+                Some(Slot::Capture(i)) => ready.capture[i & 1] = true,
                 None => {}
             }
         }
@@ -297,9 +297,9 @@ impl Daemon {
         for w in ready.probes.into_iter().flatten() {
             self.drain_socket(now, w);
         }
-        if ready.capture {
+        if ready.capture.iter().any(|&r| r) {
             if let Some(c) = self.capture.as_mut() {
-                c.drain(now);
+                c.drain(now, ready.capture);
             }
         }
         let reads = self.agent.reads_due(now);
@@ -496,7 +496,8 @@ impl Daemon {
 struct Ready {
     probes: [Option<Which>; 6],
     metrics: bool,
-    capture: bool,
+    /// The capture's sockets (outgoing, incoming).
+    capture: [bool; 2],
 }
 
 /// What a polled socket is.
@@ -504,7 +505,7 @@ struct Ready {
 enum Slot {
     Probe(Which),
     Metrics,
-    Capture,
+    Capture(usize),
 }
 
 /// Opens the passive capture when the delay source uses it and the shaper is the kernel's
