@@ -895,6 +895,92 @@ mod tests {
     }
 
     #[test]
+    fn mqtt_section_parses_and_bad_values_name_the_option() {
+        let c = DaemonConfig::parse("").unwrap();
+        assert!(!c.mqtt.enabled());
+        assert!(!c.mqtt.wants(MqttRecord::Decision), "off by default");
+        let c = DaemonConfig::parse(
+            "[mqtt]\nbroker = \"broker.lan\"\nqos = 1\nrecords = [\"decision\", \"event\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.mqtt.endpoint(), Some(("broker.lan".into(), 1883)));
+        assert!(c.mqtt.wants(MqttRecord::Event) && !c.mqtt.wants(MqttRecord::Summary));
+        let ep = |b: &str| {
+            MqttConfig {
+                broker: b.into(),
+                ..MqttConfig::default()
+            }
+            .endpoint()
+        };
+        assert_eq!(ep("10.0.0.1:8883"), Some(("10.0.0.1".into(), 8883)));
+        assert_eq!(ep("[fd00::1]:1884"), Some(("fd00::1".into(), 1884)));
+        assert_eq!(ep("[fd00::1]"), Some(("fd00::1".into(), 1883)));
+        for bad in [
+            "host:0",
+            "host:x",
+            ":1883",
+            "fd00::1",
+            "[nonsense]:1",
+            "a b",
+            "[::1]x",
+        ] {
+            assert_eq!(ep(bad), None, "{bad}");
+        }
+        let opt = |text: &str| DaemonConfig::parse(&format!("[mqtt]\nbroker = \"b\"\n{text}\n"));
+        for (text, option, accepted) in [
+            ("qos = 2", "mqtt.qos", "0 or 1"),
+            ("keepalive_s = 1", "mqtt.keepalive_s", "5 ..= 3600"),
+            ("queue = 1", "mqtt.queue", "16 ..= 65536"),
+            (
+                "summary_interval_s = 0",
+                "mqtt.summary_interval_s",
+                "1 ..= 3600",
+            ),
+        ] {
+            let e = opt(text).unwrap_err();
+            assert_eq!((e.option.as_str(), e.accepted.as_str()), (option, accepted));
+        }
+        for (text, option) in [
+            ("topic_prefix = \"a/#\"", "mqtt.topic_prefix"),
+            ("topic_prefix = \"a/\"", "mqtt.topic_prefix"),
+            ("client_id = \"has space\"", "mqtt.client_id"),
+            ("password = \"p\"", "mqtt.password"),
+        ] {
+            assert_eq!(opt(text).unwrap_err().option, option, "{text}");
+        }
+        let e = DaemonConfig::parse("[mqtt]\nbroker = \"b:99999\"\n").unwrap_err();
+        assert_eq!(e.option, "mqtt.broker");
+        assert!(e.accepted.contains("HOST[:PORT]"), "{e}");
+        let e = opt("records = [\"decisions\"]").unwrap_err();
+        assert!(
+            e.value.contains("transition"),
+            "lists the accepted kinds: {e}"
+        );
+        // Off, nothing else is checked (a half-written section does not stop the daemon).
+        assert!(DaemonConfig::parse("[mqtt]\nqos = 1\n").is_ok());
+    }
+
+    #[test]
+    fn the_mqtt_password_never_reaches_a_recording() {
+        let c = DaemonConfig::parse(
+            "[mqtt]\nbroker = \"b\"\nusername = \"u\"\npassword = \"s3cret\"\n",
+        )
+        .unwrap();
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(!json.contains("s3cret"), "{json}");
+        assert!(json.contains("\"username\":\"u\""));
+        let back: DaemonConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.mqtt.password, "");
+    }
+
+    #[test]
+    fn the_default_client_id_is_short_enough_for_every_broker() {
+        let id = MqttConfig::default().client_id_or_default();
+        assert!(id.starts_with("purple-") && id.len() <= 23, "{id}");
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    }
+
+    #[test]
     fn parent_handles_parse_like_tc() {
         assert_eq!(parse_parent("root"), Some(0xFFFF_FFFF));
         assert_eq!(parse_parent("1:"), Some(0x1_0000));

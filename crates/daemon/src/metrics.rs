@@ -218,6 +218,35 @@ mod tests {
         assert!(!r.contains("purple_cake_backlog_bytes{direction=\"up\"}"));
     }
 
+    #[test]
+    fn mqtt_counters_are_exported_by_cause_only_when_mqtt_is_on() {
+        assert!(!render(&Snapshot::default()).contains("purple_mqtt"));
+        let r = render(&Snapshot {
+            mqtt: Some(crate::mqtt::MqttStats {
+                offered: 10,
+                published: 6,
+                dropped_queue_full: 1,
+                dropped_disconnected: 2,
+                dropped_unacknowledged: 1,
+                connected: true,
+                connections: 3,
+                connect_failures: 4,
+            }),
+            ..Snapshot::default()
+        });
+        for line in [
+            "purple_mqtt_published_total 6",
+            "purple_mqtt_dropped_total{reason=\"queue-full\"} 1",
+            "purple_mqtt_dropped_total{reason=\"disconnected\"} 2",
+            "purple_mqtt_dropped_total{reason=\"unacknowledged\"} 1",
+            "purple_mqtt_connected 1",
+            "purple_mqtt_connections_total 3",
+            "purple_mqtt_connect_failures_total 4",
+        ] {
+            assert!(r.lines().any(|l| l == line), "{line} missing:\n{r}");
+        }
+    }
+
     /// A local user's silent connections used to hold the daemon's loop 200 ms each (the
     /// blocking read happened in `serve_pending`); now they cost it nothing, and a real client
     /// after them is still answered.

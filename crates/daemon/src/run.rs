@@ -506,8 +506,8 @@ impl Daemon {
     }
 
     /// Sets both directions to the configured safe rate (on SIGTERM) and logs it, then closes
-    /// the MQTT session: what is queued is published, then `offline`; this waits at most
-    /// [`MQTT_CLOSE`] for it.
+    /// the MQTT session: what is queued is published, a last summary, then `offline`; this
+    /// waits at most [`MQTT_CLOSE`] for it.
     pub fn restore_safe(&mut self) {
         let now = self.clock.now();
         self.record(|| Input::Shutdown {
@@ -515,6 +515,9 @@ impl Daemon {
         });
         self.agent.handle_shutdown(now);
         self.drain_agent(now);
+        // The retained summary ends with the state the daemon left.
+        self.next_summary = now;
+        self.publish_summary(now);
         if let Some(m) = &mut self.mqtt {
             if !m.close(MQTT_CLOSE) {
                 eprintln!(
