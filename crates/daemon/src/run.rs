@@ -159,8 +159,9 @@ impl Daemon {
     }
 
     /// Replaces this daemon with one built from `cfg` (SIGHUP), keeping the metrics listener
-    /// when its port is unchanged and the recording. The agent restarts from `cfg`'s base
-    /// rates. On error the running daemon is left as it was.
+    /// when its port is unchanged, the MQTT session when `[mqtt]` is unchanged, and the
+    /// recording. The agent restarts from `cfg`'s base rates. On error the running daemon is
+    /// left as it was.
     pub fn reload(&mut self, cfg: DaemonConfig, dry_run: bool) -> io::Result<()> {
         let port = cfg.metrics.port;
         let keep = if port == self.cfg.metrics.port {

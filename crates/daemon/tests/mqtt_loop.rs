@@ -105,3 +105,53 @@ fn a_broker_that_never_answers_the_connect_leaves_the_loop_alone() {
     assert!(close_s < 2.0, "the shutdown took {close_s:.2} s");
     drop(l);
 }
+
+/// SIGHUP keeps the MQTT session when `[mqtt]` is unchanged (its counters go on) and replaces
+/// it when `[mqtt]` changed (a fresh publisher, counting from zero).
+#[test]
+fn a_reload_keeps_the_session_only_when_the_mqtt_section_is_unchanged() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let dir = std::env::temp_dir().join(format!("purple-mqtt-reload-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = |prefix: &str| {
+        DaemonConfig::parse(&format!(
+            "[download]\ninterface = \"lo\"\n[upload]\ninterface = \"lo\"\n\
+             [probe]\nreflectors = [\"udp:127.0.0.1:9\"]\n[actuator]\nkind = \"dry-run\"\n\
+             [log]\npath = \"{}\"\nevery_step = true\n\
+             [mqtt]\nbroker = \"127.0.0.1:{port}\"\ntopic_prefix = \"{prefix}\"\n",
+            dir.join("c.jsonl").display()
+        ))
+        .unwrap()
+    };
+    let mut d = Daemon::new(cfg("a"), false).unwrap();
+    let (no, no2) = (AtomicBool::new(false), AtomicBool::new(false));
+    let run = |d: &mut Daemon| {
+        d.run(&no, &no2, Some(qdisc::Duration::from_millis(300)))
+            .unwrap()
+    };
+    run(&mut d);
+    let before = d.mqtt_stats().unwrap().offered;
+    assert!(before >= 5, "{before}");
+    d.reload(cfg("a"), false).unwrap();
+    run(&mut d);
+    let kept = d.mqtt_stats().unwrap().offered;
+    assert!(
+        kept > before + 5,
+        "the same publisher counts on: {before} -> {kept}"
+    );
+    d.reload(cfg("b"), false).unwrap();
+    let fresh = d.mqtt_stats().unwrap().offered;
+    assert_eq!(
+        fresh, 0,
+        "a new publisher (the start line is not a decision)"
+    );
+    run(&mut d);
+    assert!(d.mqtt_stats().unwrap().offered >= 5);
+    d.restore_safe();
+    assert!(d.mqtt_stats().unwrap().accounted());
+    let _ = std::fs::remove_dir_all(&dir);
+}
