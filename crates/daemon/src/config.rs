@@ -329,6 +329,18 @@ pub enum MqttRecord {
     Event,
 }
 
+impl MqttRecord {
+    /// The name as written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            MqttRecord::Decision => "decision",
+            MqttRecord::Transition => "transition",
+            MqttRecord::Summary => "summary",
+            MqttRecord::Event => "event",
+        }
+    }
+}
+
 /// The default MQTT port.
 pub const MQTT_PORT: u16 = 1883;
 
