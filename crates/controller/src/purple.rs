@@ -527,6 +527,12 @@ impl Law for Purple {
             ..configured
         }
     }
+    fn phase(&self, dir: Direction) -> Option<Phase> {
+        Some(self.st[dir].phase)
+    }
+    fn take_transition(&mut self) -> Option<Transition> {
+        (!self.transitions.is_empty()).then(|| self.transitions.remove(0))
+    }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         let Sample::Owd {
             reflector,
