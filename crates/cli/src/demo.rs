@@ -1,25 +1,50 @@
-//! `purple demo`: the PURPLE comparison on a variable link (default: the slides' radio).
+//! `purple demo`: the PURPLE comparison on a variable link (default: the slides' radio; or the
+//! user's own link from two mahimahi traces or a link file, `experiments::c::link`).
 //!
-//! Runs every contender of section C (`experiments::c`) in closed loop, prints the slides' table
-//! (loaded latency mean, median, min, max, std, plus p95 and p99; throughput per direction and
-//! the share of capacity) and the goal checks, and writes into `--out` (default
-//! `purple-demo/`): per contender a time-series chart of capacity vs shaped rate vs throughput,
-//! one chart of every controller's shaped rate against the capacity, the latency CDF of every
-//! contender (PNG and SVG each), `results.json` and `index.html`, a report linking them all.
+//! Runs every contender of section C (`experiments::c`) and the one-interval-late oracle in
+//! closed loop, prints the slides' table (loaded latency mean, median, min, max, std, plus p95
+//! and p99; throughput per direction and the share of capacity), the goal checks and the issue's
+//! targets against the late oracle, and writes into `--out` (default `purple-demo/`): per
+//! contender a time-series chart of capacity vs shaped rate vs throughput, one chart of every
+//! controller's shaped rate against the capacity, the latency CDF of every contender (PNG and
+//! SVG each), `results.json` and `index.html`, a report linking them all.
 
 use crate::plots::{cdf_points, file_stem, write_lines, Line};
 use experiments::c::closed_loop::LoopResult;
-use experiments::c::{goal_claims, label, run_all, scenario, slides_claims, table};
+use experiments::c::{
+    demo_contenders, goal_claims, labels, late_oracle_claims, link, run_contenders, scenario,
+    slides_claims, table,
+};
 use experiments::{Claim, RunOpts};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+/// The link `purple demo` runs on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LinkChoice {
+    /// A built-in scenario (`experiments::c::scenario::NAMES`).
+    Scenario(String),
+    /// The user's mahimahi traces (`--down-trace`, `--up-trace`).
+    Traces {
+        /// Download trace.
+        down: PathBuf,
+        /// Upload trace.
+        up: PathBuf,
+        /// The radio's buffer, packets (`--buffer-packets`).
+        buffer_packets: Option<u32>,
+        /// Idle RTT, ms (`--base-rtt-ms`).
+        base_rtt_ms: Option<f64>,
+    },
+    /// A link file (`--link FILE.toml`).
+    File(PathBuf),
+}
+
 /// What `purple demo` runs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DemoOpts {
-    /// Scenario name (`experiments::c::scenario::NAMES`).
-    pub scenario: String,
+    /// The link.
+    pub link: LinkChoice,
     /// Seed of the capacity process and the simulator.
     pub seed: u64,
     /// Simulated seconds (`None`: the scenario's length).
@@ -43,19 +68,41 @@ pub struct Demo {
     pub seed: u64,
     /// One result per contender, in table order.
     pub results: Vec<LoopResult>,
+    /// Each result's row label (`C1`..`C5`, `oracle`, `ours`, `oracle-late`, ...).
+    pub labels: Vec<&'static str>,
+    /// Whether the slides' figures go beside C1..C5 (the built-in radio only).
+    pub slides: bool,
     /// The slides' orderings (radio only) and the goal.
     pub claims: Vec<Claim>,
 }
 
+/// The scenario of `link` for `seed` (`seconds` sets a user's link's length).
+pub fn link_scenario(
+    link: &LinkChoice,
+    seed: u64,
+    seconds: Option<f64>,
+) -> Result<scenario::Scenario, String> {
+    match link {
+        LinkChoice::Scenario(name) => scenario::scenario(name, seed).ok_or_else(|| {
+            format!(
+                "unknown scenario {name:?} (known: {})",
+                scenario::NAMES.join(", ")
+            )
+        }),
+        LinkChoice::Traces {
+            down,
+            up,
+            buffer_packets,
+            base_rtt_ms,
+        } => link::from_traces(down, up, *buffer_packets, seconds, *base_rtt_ms)
+            .map_err(|e| e.to_string()),
+        LinkChoice::File(p) => link::from_file(p, seconds).map_err(|e| e.to_string()),
+    }
+}
+
 /// Runs the comparison.
 pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
-    let sc = scenario::scenario(&o.scenario, o.seed).ok_or_else(|| {
-        format!(
-            "unknown scenario {:?} (known: {})",
-            o.scenario,
-            scenario::NAMES.join(", ")
-        )
-    })?;
+    let sc = link_scenario(&o.link, o.seed, o.seconds)?;
     let secs = o.seconds.unwrap_or(sc.secs);
     if !(1.0..=3600.0).contains(&secs) {
         return Err(format!("--seconds {secs}: accepted 1 ..= 3600"));
@@ -64,16 +111,21 @@ pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
         seed: o.seed,
         time_scale: secs / sc.secs,
     };
-    let results = run_all(&sc, &opts);
-    let mut claims = if sc.name == "radio" {
+    let contenders = demo_contenders(&sc);
+    let results = run_contenders(&sc, &contenders, &opts);
+    let slides = matches!(&o.link, LinkChoice::Scenario(n) if n == "radio");
+    let mut claims = if slides {
         slides_claims(&results)
     } else {
         Vec::new()
     };
     claims.extend(goal_claims(&results));
+    claims.extend(late_oracle_claims(&results, &contenders));
     Ok(Demo {
-        scenario: sc.name.to_string(),
-        description: sc.description.to_string(),
+        labels: labels(&contenders),
+        slides,
+        scenario: sc.name,
+        description: sc.description,
         seconds: secs,
         seed: o.seed,
         results,
@@ -91,7 +143,7 @@ pub fn to_json(d: &Demo) -> Value {
         .enumerate()
         .map(|(i, r)| {
             json!({
-                "id": label(i),
+                "id": d.labels.get(i).copied().unwrap_or(""),
                 "name": r.name,
                 "latency_ms": r.latency,
                 "throughput_mbit": r.throughput,
@@ -118,7 +170,7 @@ pub fn to_text(d: &Demo) -> String {
          radio, Mbit/s; share = download / mean capacity.\n\n",
         d.scenario, d.description, d.seconds, d.seed
     );
-    s.push_str(&table(&d.results, d.scenario == "radio").to_text());
+    s.push_str(&table(&d.results, &d.labels, d.slides).to_text());
     s.push('\n');
     for c in &d.claims {
         let _ = writeln!(
@@ -221,7 +273,7 @@ fn esc(s: &str) -> String {
 }
 
 fn html(d: &Demo, pngs: &[String]) -> String {
-    let t = table(&d.results, d.scenario == "radio");
+    let t = table(&d.results, &d.labels, d.slides);
     let mut s = format!(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>purple demo: {sc}</title>\
          <style>body{{font-family:sans-serif;max-width:1100px;margin:auto}}\

@@ -13,6 +13,7 @@ mod demo;
 mod flent;
 mod lab;
 mod linkem;
+mod matrix;
 mod plot_log;
 mod plots;
 mod reflector;
@@ -90,6 +91,10 @@ enum Command {
         /// Log decisions without changing any shaper.
         #[arg(long)]
         dry_run: bool,
+        /// Record every input of the agent (probe replies, readings, actuator results, with
+        /// their times) to this file as JSON lines, for replay (`daemon::record::replay`).
+        #[arg(long)]
+        record: Option<std::path::PathBuf>,
     },
     /// UDP timestamp echo server (one-way delays with µs timestamps) for `udp:` reflectors.
     Reflector {
@@ -119,15 +124,56 @@ struct DemoArgs {
     #[command(subcommand)]
     cake: Option<DemoCommand>,
     /// Variable-link scenario: radio, step, fade, fast, outage, att-lte, verizon-lte,
-    /// tmobile-lte.
+    /// tmobile-lte, tmobile-umts, starlink.
     #[arg(long, default_value = "radio")]
     scenario: String,
     /// Seed of the capacity process and the simulator (same seed, same numbers).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "matrix")]
     seed: u64,
-    /// Simulated seconds (default: the scenario's length, 30 s for radio).
+    /// Simulated seconds (default: the scenario's length, 30 s for radio; 60 s on your own
+    /// link).
     #[arg(long)]
     seconds: Option<f64>,
+    /// Your own link: the download capacity as a mahimahi trace (as `purple linkem` reads).
+    #[arg(long, value_name = "FILE", requires = "up_trace", conflicts_with_all = ["scenario", "link"])]
+    down_trace: Option<std::path::PathBuf>,
+    /// Your own link: the upload capacity as a mahimahi trace.
+    #[arg(long, value_name = "FILE", requires = "down_trace")]
+    up_trace: Option<std::path::PathBuf>,
+    /// With --down-trace: the radio's droptail buffer in packets (default 300).
+    #[arg(long, value_name = "N", requires = "down_trace")]
+    buffer_packets: Option<u32>,
+    /// With --down-trace: the link's idle RTT in ms (default 10.4; at least 8.4, the rest of
+    /// the simulated path).
+    #[arg(long, value_name = "MS", requires = "down_trace")]
+    base_rtt_ms: Option<f64>,
+    /// Your own link as a TOML file: `[down]` and `[up]` each with `trace`, `rate` or
+    /// `schedule` and `delay_ms`; `duration_s`, `buffer_packets` (docs/matrix.md).
+    #[arg(long, value_name = "FILE.toml", conflicts_with = "scenario")]
+    link: Option<std::path::PathBuf>,
+    /// The judge: every contender on every built-in scenario (and your link, if given) for
+    /// many seeds, median and worst seed per scenario, purple's target sweep, the issue's
+    /// targets; plots and report.md in DIR/matrix/.
+    #[arg(long)]
+    matrix: bool,
+    /// With --matrix: seeds 1..=N.
+    #[arg(long, value_name = "N", requires = "matrix", default_value_t = 10)]
+    seeds: u64,
+    /// With --matrix: only these built-in scenarios (comma-separated).
+    #[arg(long, value_delimiter = ',', requires = "matrix")]
+    scenarios: Vec<String>,
+    /// With --matrix: only these contenders (comma-separated): fq-codel, static-safe,
+    /// static-optimistic, purple-radio, purple-aimd, cake-autorate, sqm-autorate,
+    /// autorate-ingress, purple, oracle, oracle-late, oracle-lookahead.
+    #[arg(long, value_delimiter = ',', requires = "matrix")]
+    contenders: Vec<String>,
+    /// With --matrix: purple's latency targets to sweep, ms (comma-separated; default
+    /// 1,2,3,5,8,12,20,30; `none` for no sweep).
+    #[arg(long, value_name = "MS,..", requires = "matrix")]
+    targets: Option<String>,
+    /// With --matrix: worker threads (default: every core; results do not depend on it).
+    #[arg(long, value_name = "N", requires = "matrix")]
+    threads: Option<usize>,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -140,7 +186,7 @@ struct DemoArgs {
     /// Run the comparison in the namespace lab instead (real kernel TCP through our bridge,
     /// `purple linkem`, `purple reflector` and `purple control`; the radio only; root needed).
     /// Files go into DIR/lab/; --seconds is seconds of load per contender (default 30).
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["matrix", "down_trace", "link"])]
     lab: bool,
     /// With --lab: then run `purple control` on Linux's own sch_cake inside the reference
     /// kernel (QEMU; rates scaled down) against static kernel CAKE and print that table too.
@@ -262,6 +308,14 @@ enum SimCommand {
         /// No progress lines.
         #[arg(long)]
         quiet: bool,
+        /// Then the matrix (as `purple demo --matrix`: every contender on every variable link
+        /// for many seeds; heavy: about 45 min on 2 cores), its section in report.md and its
+        /// plots in DIR/matrix/.
+        #[arg(long)]
+        matrix: bool,
+        /// With --matrix: seeds 1..=N.
+        #[arg(long, value_name = "N", requires = "matrix", default_value_t = 10)]
+        seeds: u64,
     },
 }
 
@@ -335,6 +389,36 @@ enum BenchCommand {
     },
 }
 
+/// The matrix's options from `--seeds`, `--scenarios`, `--contenders` and `--targets` (a
+/// comma-separated list of ms, or `none`).
+fn matrix_opts(
+    seeds: u64,
+    scenarios: Vec<String>,
+    contenders: Vec<String>,
+    targets: Option<&str>,
+) -> Result<matrix::MatrixOpts, String> {
+    let targets_ms = match targets {
+        None => None,
+        Some("none") => Some(Vec::new()),
+        Some(t) => Some(
+            t.split(',')
+                .map(|x| {
+                    x.trim().parse::<f64>().map_err(|_| {
+                        format!("--targets {t:?}: {x:?} is not a number of ms (e.g. 1,2,5 or none)")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
+    Ok(matrix::MatrixOpts {
+        seeds: Some(seeds),
+        scenarios,
+        contenders,
+        targets_ms,
+        ..Default::default()
+    })
+}
+
 /// Prints `r`'s text, or the error and exits with status 2.
 fn finish(r: Result<String, String>) {
     match r {
@@ -377,19 +461,48 @@ fn main() {
                 std::process::exit(2);
             }
         },
-        Command::Demo(a) => match demo::run(&demo::DemoOpts {
-            scenario: a.scenario,
-            seed: a.seed,
-            seconds: a.seconds,
-            json: a.json,
-            out: (!a.no_out).then_some(a.out),
-        }) {
-            Ok(out) => print!("{out}"),
-            Err(e) => {
-                eprintln!("{e}");
-                std::process::exit(2);
+        Command::Demo(a) => {
+            let link = match (a.down_trace, a.up_trace, a.link) {
+                (Some(down), Some(up), _) => Some(demo::LinkChoice::Traces {
+                    down,
+                    up,
+                    buffer_packets: a.buffer_packets,
+                    base_rtt_ms: a.base_rtt_ms,
+                }),
+                (_, _, Some(f)) => Some(demo::LinkChoice::File(f)),
+                _ => None,
+            };
+            let r = if a.matrix {
+                matrix_opts(a.seeds, a.scenarios, a.contenders, a.targets.as_deref()).and_then(
+                    |mut o| {
+                        o.link = match &link {
+                            Some(l) => Some(demo::link_scenario(l, 1, a.seconds)?),
+                            None => None,
+                        };
+                        o.seconds = a.seconds;
+                        o.threads = a.threads;
+                        o.json = a.json;
+                        o.out = (!a.no_out).then(|| a.out.join("matrix"));
+                        matrix::run(&o)
+                    },
+                )
+            } else {
+                demo::run(&demo::DemoOpts {
+                    link: link.unwrap_or(demo::LinkChoice::Scenario(a.scenario)),
+                    seed: a.seed,
+                    seconds: a.seconds,
+                    json: a.json,
+                    out: (!a.no_out).then_some(a.out),
+                })
+            };
+            match r {
+                Ok(out) => print!("{out}"),
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    std::process::exit(2);
+                }
             }
-        },
+        }
         Command::CakeConfig { mtu, json, args } => match cake_config::render(mtu, json, &args) {
             Ok(out) => print!("{out}"),
             Err(e) => {
@@ -406,14 +519,24 @@ fn main() {
                         seed,
                         json,
                         quiet,
+                        matrix,
+                        seeds,
                     }),
                     _,
-                ) => report::run(&report::ReportOpts {
-                    out,
-                    only,
-                    seed,
-                    json,
-                    quiet,
+                ) => (if matrix {
+                    matrix_opts(seeds, Vec::new(), Vec::new(), None).map(Some)
+                } else {
+                    Ok(None)
+                })
+                .and_then(|m| {
+                    report::run(&report::ReportOpts {
+                        out,
+                        only,
+                        seed,
+                        json,
+                        quiet,
+                        matrix: m,
+                    })
                 }),
                 _ if args.list => Ok(sim_cmd::list()),
                 (None, Some(scenario))
@@ -427,6 +550,7 @@ fn main() {
                         seed: args.seed,
                         json: args.json,
                         quiet: args.quiet,
+                        matrix: None,
                     })
                 }
                 (None, Some(scenario)) => sim_cmd::run(
@@ -478,10 +602,11 @@ fn main() {
             config,
             check,
             dry_run,
+            record,
         } => finish(if check {
             control::check(&config)
         } else {
-            control::run(&config, dry_run)
+            control::run(&config, dry_run, record.as_deref())
         }),
         Command::Reflector {
             bind,

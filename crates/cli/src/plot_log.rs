@@ -2,31 +2,29 @@
 //! Each direction becomes two "flows" of a [`sim::RunSummary`]: its achieved throughput (with
 //! the measured queueing delay as latency) and its shaper rate, binned per second.
 
-use serde_json::Value;
+use daemon::log::{parse_line, DirRecord, Record};
 use sim::{FlowSeries, FlowSummary, RunSummary};
 use std::path::{Path, PathBuf};
 
 /// Bin width, seconds.
 const BIN_S: f64 = 1.0;
 
-/// Builds the summary from JSON-lines text (lines that are not decisions are skipped).
+/// Builds the summary from the log's JSON-lines text, read through its typed records
+/// ([`daemon::log::Record`]; lines that are not decisions are skipped, a line that is not a log
+/// record is an error naming it).
 pub fn summary_from_log(name: &str, text: &str) -> Result<RunSummary, String> {
-    let mut rows = Vec::new();
+    let mut rows: Vec<(f64, DirRecord, DirRecord)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("line {}: {e}", i + 1))?;
-        if v["event"] == "decision" {
-            rows.push(v);
+        match parse_line(line).map_err(|e| format!("line {}: {e}", i + 1))? {
+            Some(Record::Decision { t, down, up }) => rows.push((t, down, up)),
+            _ => continue,
         }
     }
     if rows.is_empty() {
         return Err("no decision lines in the log".to_string());
     }
-    let t = |v: &Value| v["t"].as_f64().unwrap_or(0.0);
-    let t0 = rows.iter().map(t).fold(f64::INFINITY, f64::min);
-    let t1 = rows.iter().map(t).fold(f64::NEG_INFINITY, f64::max);
+    let t0 = rows.iter().map(|r| r.0).fold(f64::INFINITY, f64::min);
+    let t1 = rows.iter().map(|r| r.0).fold(f64::NEG_INFINITY, f64::max);
     let bins = (((t1 - t0) / BIN_S).floor() as usize + 1).min(10_000_000);
     let mut flows = Vec::new();
     for dir in ["down", "up"] {
@@ -35,18 +33,14 @@ pub fn summary_from_log(name: &str, text: &str) -> Result<RunSummary, String> {
         let mut rate = vec![(0.0, 0u32); bins];
         let mut delay = vec![(0.0, 0u32); bins];
         let mut samples = Vec::new();
-        for r in &rows {
-            let b = (((t(r) - t0) / BIN_S) as usize).min(bins - 1);
-            let d = &r[dir];
-            if let Some(x) = d["throughput"].as_f64() {
-                tp[b].0 += x * 8.0;
-                tp[b].1 += 1;
-            }
-            if let Some(x) = d["rate"].as_f64() {
-                rate[b].0 += x * 8.0;
-                rate[b].1 += 1;
-            }
-            if let Some(x) = d["delay_ms"].as_f64() {
+        for (t, down, up) in &rows {
+            let b = (((t - t0) / BIN_S) as usize).min(bins - 1);
+            let d = if dir == "down" { down } else { up };
+            tp[b].0 += d.throughput as f64 * 8.0;
+            tp[b].1 += 1;
+            rate[b].0 += d.rate as f64 * 8.0;
+            rate[b].1 += 1;
+            if let Some(x) = d.delay_ms {
                 delay[b].0 += x;
                 delay[b].1 += 1;
                 samples.push(x);
@@ -119,13 +113,23 @@ mod tests {
 
     #[test]
     fn log_becomes_binned_throughput_rate_and_delay_series() {
-        let mut text = String::from("{\"t\":0,\"event\":\"start\"}\n");
+        let d = |rate: u64, throughput: u64, delay_ms: Option<f64>| DirRecord {
+            rate,
+            applied: false,
+            reason: "hold".into(),
+            throughput,
+            cake_backlog: None,
+            delay_ms,
+        };
+        let mut text = String::from("{\"t\":0,\"event\":\"reloaded\"}\n");
         for i in 0..30 {
-            let t = i as f64 * 0.1;
-            text.push_str(&format!(
-                "{{\"t\":{t},\"event\":\"decision\",\"down\":{{\"rate\":2500000,\"throughput\":1250000,\"delay_ms\":{}}},\"up\":{{\"rate\":1000000,\"throughput\":0,\"delay_ms\":null}}}}\n",
-                i % 3
-            ));
+            let r = Record::Decision {
+                t: i as f64 * 0.1,
+                down: d(2_500_000, 1_250_000, Some(f64::from(i % 3))),
+                up: d(1_000_000, 0, None),
+            };
+            text.push_str(&serde_json::to_string(&r).unwrap());
+            text.push('\n');
         }
         let s = summary_from_log("x", &text).unwrap();
         assert_eq!(s.flows.len(), 4);
@@ -139,6 +143,8 @@ mod tests {
         let files = crate::plots::write_all(&s, &dir, "x").unwrap();
         assert!(files.iter().all(|f| f.exists()));
         let _ = std::fs::remove_dir_all(&dir);
-        assert!(summary_from_log("x", "{\"event\":\"start\"}").is_err());
+        assert!(summary_from_log("x", "{\"event\":\"reloaded\"}").is_err());
+        let e = summary_from_log("x", &format!("{text}garbage\n")).unwrap_err();
+        assert!(e.starts_with("line 32:"), "{e}");
     }
 }

@@ -411,6 +411,160 @@ where
     legend(&mut c)
 }
 
+/// One contender on a [`write_tradeoff`] chart: its seed-median `(latency, throughput)` and
+/// optionally its worst seed's, drawn hollow and joined to the median (a whisker).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Marker {
+    /// Legend label.
+    pub name: String,
+    /// The seed-median point.
+    pub median: (f64, f64),
+    /// The worst seed's point.
+    pub worst: Option<(f64, f64)>,
+    /// Drawn as a triangle (the oracles) instead of a circle.
+    pub reference: bool,
+}
+
+/// A latency-vs-throughput chart with a logarithmic latency axis: every [`Marker`] and one
+/// labelled curve (`(x, y, label)` points in order, e.g. a target sweep) named `curve.0`.
+/// Writes `<stem>.png` and `<stem>.svg` into `dir` and returns both paths. Latencies below
+/// 0.01 ms are drawn at 0.01.
+pub fn write_tradeoff(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    axes: (&str, &str),
+    markers: &[Marker],
+    curve: (&str, &[(f64, f64, String)]),
+) -> Result<Vec<PathBuf>, String> {
+    register_font();
+    let png = dir.join(format!("{stem}.png"));
+    let svg = dir.join(format!("{stem}.svg"));
+    {
+        let root = BitMapBackend::new(&png, TRADEOFF_SIZE).into_drawing_area();
+        draw_tradeoff(&root, title, axes, markers, curve)?;
+        root.present()
+            .map_err(|e| format!("{}: {e}", png.display()))?;
+    }
+    {
+        let root = SVGBackend::new(&svg, TRADEOFF_SIZE).into_drawing_area();
+        draw_tradeoff(&root, title, axes, markers, curve)?;
+        root.present()
+            .map_err(|e| format!("{}: {e}", svg.display()))?;
+    }
+    Ok(vec![png, svg])
+}
+
+const TRADEOFF_SIZE: (u32, u32) = (1100, 700);
+
+fn draw_tradeoff<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    axes: (&str, &str),
+    markers: &[Marker],
+    curve: (&str, &[(f64, f64, String)]),
+) -> Result<(), String>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(e2s)?;
+    let floor = |x: f64| x.max(0.01);
+    let pts = markers
+        .iter()
+        .flat_map(|m| std::iter::once(m.median).chain(m.worst))
+        .chain(curve.1.iter().map(|p| (p.0, p.1)))
+        .filter(|p| p.0.is_finite() && p.1.is_finite());
+    let (mut xlo, mut xhi, mut yhi) = (f64::INFINITY, 0.0f64, 0.0f64);
+    for (x, y) in pts {
+        xlo = xlo.min(floor(x));
+        xhi = xhi.max(floor(x));
+        yhi = yhi.max(y);
+    }
+    if !(xlo.is_finite() && xhi > 0.0) {
+        (xlo, xhi) = (0.1, 10.0);
+    }
+    let (xlo, xhi) = (xlo / 1.5, (xhi * 1.5).max(xlo * 3.0));
+    let mut c = ChartBuilder::on(root)
+        .caption(title, (FAMILY, 20).into_font())
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((xlo..xhi).log_scale(), 0.0..top(yhi, 1.0))
+        .map_err(e2s)?;
+    c.configure_mesh()
+        .x_desc(axes.0)
+        .y_desc(axes.1)
+        .label_style((FAMILY, 14))
+        .draw()
+        .map_err(e2s)?;
+    let clip = |p: (f64, f64)| (floor(p.0), p.1);
+    // The curve first, so the markers stay visible on top.
+    let purple = RGBColor(128, 0, 160);
+    let line: Vec<(f64, f64)> = curve.1.iter().map(|p| clip((p.0, p.1))).collect();
+    if !line.is_empty() {
+        c.draw_series(LineSeries::new(line.clone(), purple.stroke_width(2)))
+            .map_err(e2s)?
+            .label(curve.0.to_string())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], purple.stroke_width(2))
+            });
+        c.draw_series(line.iter().map(|&p| Circle::new(p, 3, purple.filled())))
+            .map_err(e2s)?;
+        c.draw_series(curve.1.iter().map(|p| {
+            Text::new(
+                p.2.clone(),
+                clip((p.0, p.1)),
+                (FAMILY, 12).into_font().color(&purple),
+            )
+        }))
+        .map_err(e2s)?;
+    }
+    for (i, m) in markers.iter().enumerate() {
+        if !(m.median.0.is_finite() && m.median.1.is_finite()) {
+            continue;
+        }
+        let color = Palette99::pick(i).to_rgba();
+        let at = clip(m.median);
+        if let Some(w) = m.worst.filter(|w| w.0.is_finite() && w.1.is_finite()) {
+            let w = clip(w);
+            c.draw_series(std::iter::once(PathElement::new(
+                vec![at, w],
+                color.stroke_width(1),
+            )))
+            .map_err(e2s)?;
+            if m.reference {
+                c.draw_series(std::iter::once(TriangleMarker::new(
+                    w,
+                    6,
+                    color.stroke_width(2),
+                )))
+                .map_err(e2s)?;
+            } else {
+                c.draw_series(std::iter::once(Circle::new(w, 5, color.stroke_width(2))))
+                    .map_err(e2s)?;
+            }
+        }
+        if m.reference {
+            c.draw_series(std::iter::once(TriangleMarker::new(at, 8, color.filled())))
+                .map_err(e2s)?
+                .label(m.name.clone())
+                .legend(move |(x, y)| TriangleMarker::new((x + 10, y), 6, color.filled()));
+        } else {
+            c.draw_series(std::iter::once(Circle::new(at, 6, color.filled())))
+                .map_err(e2s)?
+                .label(m.name.clone())
+                .legend(move |(x, y)| Circle::new((x + 10, y), 5, color.filled()));
+        }
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font((FAMILY, 13))
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(e2s)
+}
+
 /// An empirical CDF of `samples` as at most 1000 `(value, fraction)` points.
 pub fn cdf_points(samples: &[f64]) -> Vec<(f64, f64)> {
     let mut s: Vec<f64> = samples.iter().copied().filter(|v| v.is_finite()).collect();

@@ -1,9 +1,10 @@
 //! `purple sim report`: runs the built-in experiments (`experiments::all()`, or those chosen
 //! with `--only`) and prints each one's title, setup, table and claims, then how many claims
 //! were reproduced; `--out DIR` also writes `report.md` and, per experiment, a folder with the
-//! plots and a Flent file of each of its runs.
+//! plots and a Flent file of each of its runs. `--matrix` then runs the matrix
+//! ([`crate::matrix`]) and adds its section (plots and results.json in `DIR/matrix/`).
 
-use crate::{flent, plots};
+use crate::{flent, matrix, plots};
 use experiments::{Experiment, Report, RunOpts};
 use serde_json::json;
 use std::fmt::Write as _;
@@ -23,6 +24,8 @@ pub struct ReportOpts {
     pub json: bool,
     /// No progress lines on stderr.
     pub quiet: bool,
+    /// Also run the matrix with these options (`--matrix`).
+    pub matrix: Option<matrix::MatrixOpts>,
 }
 
 /// The experiments `only` selects (all when empty), or an error naming an unknown id.
@@ -65,19 +68,54 @@ pub fn run(opts: &ReportOpts) -> Result<String, String> {
         }
         reports.push((e.run)(&ro));
     }
+    let mx = match &opts.matrix {
+        Some(m) => {
+            if progress {
+                eprintln!("[matrix] every contender on every variable link, many seeds");
+            }
+            let m = matrix::MatrixOpts {
+                quiet: opts.quiet || opts.json,
+                ..m.clone()
+            };
+            Some(matrix::compute(&m)?)
+        }
+        None => None,
+    };
     if let Some(dir) = &opts.out {
         write_dir(&reports, dir, ro.seed)?;
+        if let Some(r) = &mx {
+            let sub = dir.join("matrix");
+            matrix::write_out(r, &sub)?;
+            let md = dir.join("report.md");
+            let mut m = std::fs::read_to_string(&md)
+                .map_err(|e| format!("cannot read {}: {e}", md.display()))?;
+            // The plots live in matrix/: point the section's images there.
+            m += "\n";
+            m += &matrix::markdown(r, true).replace("](tradeoff-", "](matrix/tradeoff-");
+            std::fs::write(&md, m).map_err(|e| format!("cannot write {}: {e}", md.display()))?;
+        }
         if progress {
             eprintln!("wrote {}", dir.join("report.md").display());
         }
     }
     let (pass, total) = count(&reports);
     if opts.json {
-        let v = json!({"seed": ro.seed, "experiments": reports,
+        let mut v = json!({"seed": ro.seed, "experiments": reports,
             "claims_reproduced": pass, "claims_total": total});
+        if let (Some(r), Some(o)) = (&mx, v.as_object_mut()) {
+            o.insert(
+                "matrix".into(),
+                serde_json::to_value(r).map_err(|e| e.to_string())?,
+            );
+        }
         return Ok(v.to_string() + "\n");
     }
-    Ok(text(&reports, ro.seed))
+    let mut t = text(&reports, ro.seed);
+    if let Some(r) = &mx {
+        t += "\n";
+        t += &matrix::text(r);
+    }
+    Ok(t)
 }
 
 fn count(reports: &[Report]) -> (usize, usize) {

@@ -1,5 +1,6 @@
 //! `purple demo` end to end: the PURPLE comparison as JSON, its files, and the old CAKE demo
-//! still reachable as `purple demo cake`.
+//! still reachable as `purple demo cake`; the matrix on a tiny selection; the comparison on a
+//! user's own traces, and a broken trace named with its line.
 
 use std::process::{Command, Output};
 
@@ -30,7 +31,9 @@ fn demo_json_parses_and_lists_every_contender_with_latency_and_throughput() {
     let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(v["scenario"], "radio");
     let c = v["contenders"].as_array().expect("contenders");
-    assert_eq!(c.len(), 10);
+    assert_eq!(c.len(), 11);
+    assert_eq!(c[10]["name"], "oracle, one interval late");
+    assert_eq!(c[10]["id"], "oracle-late");
     for x in c {
         for k in ["mean", "median", "min", "max", "std", "p95", "p99"] {
             assert!(x["latency_ms"][k].is_f64(), "{k} in {x}");
@@ -64,4 +67,150 @@ fn demo_rejects_an_unknown_scenario_and_keeps_the_cake_demo() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown scenario"));
     let out = ok(&purple(&["demo", "cake", "--seconds", "2"]));
     assert!(out.contains("qdisc cake"), "{out}");
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("purple-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+#[test]
+fn demo_matrix_on_a_tiny_selection_prints_medians_and_worst_seeds_and_json_fields() {
+    let dir = temp_dir("matrix-test");
+    let d = dir.to_str().expect("utf-8 path");
+    let args = [
+        "demo",
+        "--matrix",
+        "--seeds",
+        "2",
+        "--scenarios",
+        "step,att-lte",
+        "--contenders",
+        "purple,oracle-late,cake-autorate",
+        "--targets",
+        "2,8",
+        "--seconds",
+        "6",
+    ];
+    let out = ok(&purple(&[&args[..], &["--json", "--out", d]].concat()));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(v["seeds"], serde_json::json!([1, 2]));
+    let sc = v["scenarios"].as_array().expect("scenarios");
+    assert_eq!(sc.len(), 2);
+    assert_eq!(sc[0]["name"], "step");
+    for s in sc {
+        let rows = s["rows"].as_array().expect("rows");
+        let ids: Vec<&str> = rows.iter().filter_map(|r| r["id"].as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "purple",
+                "oracle-late",
+                "cake-autorate",
+                "purple@2ms",
+                "purple@8ms"
+            ]
+        );
+        for r in rows {
+            for which in ["median", "worst"] {
+                for k in ["down_share", "up_share", "down_mbit"] {
+                    assert!(r[which][k].is_f64(), "{which}.{k} in {r}");
+                }
+                for k in ["rtt", "owd_down", "owd_up"] {
+                    for p in ["p50", "p95", "p99"] {
+                        assert!(r[which][k][p].is_f64(), "{which}.{k}.{p} in {r}");
+                    }
+                }
+            }
+            assert_eq!(r["seeds"].as_array().map(Vec::len), Some(2));
+        }
+        assert_eq!(s["claims"].as_array().map(Vec::len), Some(4));
+        assert!(s["figures"]["throughput_fraction"].is_f64());
+    }
+    for f in [
+        "results.json",
+        "report.md",
+        "tradeoff-step.png",
+        "tradeoff-att-lte.svg",
+    ] {
+        assert!(dir.join("matrix").join(f).is_file(), "{f} missing");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    // The text: one table per scenario with median/worst cells, PASS/FAIL lines, a summary.
+    let text = ok(&purple(&[&args[..], &["--no-out"]].concat()));
+    assert!(text.contains("median/worst"), "{text}");
+    assert!(
+        text.contains("== step") && text.contains("== att-lte"),
+        "{text}"
+    );
+    assert!(text.contains("one-interval-late oracle's"), "{text}");
+    assert!(text.contains("[PASS]") || text.contains("[FAIL]"), "{text}");
+    assert!(text.contains("targets met"), "{text}");
+}
+
+/// A mahimahi trace of `per_ms` opportunities every millisecond for `ms` milliseconds.
+fn trace(per_ms: usize, ms: usize) -> String {
+    (1..=ms)
+        .flat_map(|t| std::iter::repeat_n(format!("{t}\n"), per_ms))
+        .collect()
+}
+
+#[test]
+fn demo_runs_on_a_users_traces_with_every_contender_and_names_a_broken_line() {
+    let dir = temp_dir("user-trace-test");
+    // 12 and 2.4 Mbit/s (one or, every fifth ms, one 1500-byte opportunity per ms).
+    std::fs::write(dir.join("u.down"), trace(1, 2000)).expect("write");
+    let up: String = (1..=2000)
+        .filter(|t| t % 5 == 0)
+        .map(|t| format!("{t}\n"))
+        .collect();
+    std::fs::write(dir.join("u.up"), up).expect("write");
+    let p = |f: &str| dir.join(f).to_string_lossy().into_owned();
+    let out = ok(&purple(&[
+        "demo",
+        "--down-trace",
+        &p("u.down"),
+        "--up-trace",
+        &p("u.up"),
+        "--buffer-packets",
+        "100",
+        "--seconds",
+        "6",
+        "--json",
+        "--no-out",
+    ]));
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let c = v["contenders"].as_array().expect("contenders");
+    let names: Vec<&str> = c.iter().filter_map(|x| x["name"].as_str()).collect();
+    for n in [
+        "purple (ours)",
+        "oracle (95% of capacity)",
+        "oracle, one interval late",
+        "cake-autorate",
+        "FQ-CoDel (unshaped)",
+    ] {
+        assert!(names.contains(&n), "{n} missing from {names:?}");
+    }
+    // Every contender of the built-in trace scenarios plus the late oracle.
+    assert_eq!(c.len(), 12, "{names:?}");
+    for x in c {
+        assert!(x["latency_ms"]["p99"].is_f64(), "{x}");
+        let down = x["throughput_mbit"]["down"].as_f64().unwrap_or(0.0);
+        assert!(down > 0.5 && down < 12.5, "{x}");
+    }
+    std::fs::write(dir.join("bad.down"), "1\n2x\n3\n").expect("write");
+    let o = purple(&[
+        "demo",
+        "--down-trace",
+        &p("bad.down"),
+        "--up-trace",
+        &p("u.up"),
+        "--no-out",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.down: line 2"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -94,6 +94,32 @@ pub trait Law: std::fmt::Debug {
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, cfg: &Config) -> Step;
 }
 
+/// A boxed law is a law (the daemon and the simulator choose theirs at run time). Every method
+/// is forwarded, the provided ones too (a default here would silently replace the law's own).
+impl<L: Law + ?Sized> Law for Box<L> {
+    fn name(&self) -> &'static str {
+        (**self).name()
+    }
+    fn interval(&self) -> Duration {
+        (**self).interval()
+    }
+    fn needs(&self) -> Needs {
+        (**self).needs()
+    }
+    fn validate(&self) -> Result<(), ConfigError> {
+        (**self).validate()
+    }
+    fn on_sample(&mut self, now: Instant, sample: &Sample) {
+        (**self).on_sample(now, sample)
+    }
+    fn safety(&self, configured: SafetyParams) -> SafetyParams {
+        (**self).safety(configured)
+    }
+    fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, cfg: &Config) -> Step {
+        (**self).step(now, dir, sig, cfg)
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Inputs {
     throughput: Option<(Instant, u64)>,
@@ -352,6 +378,48 @@ mod tests {
                 reason: Reason::Hold,
             }
         }
+    }
+
+    /// A law that loosens the safety rules and names itself.
+    #[derive(Debug)]
+    struct Loose;
+
+    impl Law for Loose {
+        fn name(&self) -> &'static str {
+            "loose"
+        }
+        fn interval(&self) -> Duration {
+            Duration::from_millis(70)
+        }
+        fn needs(&self) -> Needs {
+            Needs::Delay
+        }
+        fn validate(&self) -> Result<(), ConfigError> {
+            Ok(())
+        }
+        fn safety(&self, mut c: SafetyParams) -> SafetyParams {
+            c.max_increase_per_s = 42.0;
+            c
+        }
+        fn step(&mut self, _: Instant, _: Direction, sig: &DirSignals, _: &Config) -> Step {
+            Step {
+                rate: sig.current,
+                reason: Reason::Hold,
+            }
+        }
+    }
+
+    #[test]
+    fn a_boxed_law_forwards_every_method_including_the_provided_ones() {
+        let b: Box<dyn Law> = Box::new(Loose);
+        let d = SafetyParams::default();
+        assert_eq!(b.safety(d), Loose.safety(d));
+        assert_ne!(b.safety(d), d, "not the trait's default");
+        assert_eq!(
+            (b.name(), b.interval()),
+            ("loose", Duration::from_millis(70))
+        );
+        assert_eq!(b.needs(), Needs::Delay);
     }
 
     fn radio(dir: Direction) -> Sample {

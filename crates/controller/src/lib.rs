@@ -1,19 +1,33 @@
-//! Sans-IO bandwidth controllers for CAKE on variable-rate links.
+//! Sans-IO bandwidth controllers for CAKE on variable-rate links, and the agent that runs them.
+//!
+//! **What this crate owns**: every decision PURPLE makes, as code that both the daemon
+//! (`purple control`) and the simulator's closed loop run: [`agent::Agent`] (probe schedule,
+//! the probes' bytes, reply matching and validation, reflector health and rotation, the rate
+//! meter, CAKE's statistics, the actuator's limits and the rate in force, the law, and typed
+//! log events), the controllers it drives, and the wire formats ([`wire`]).
+//!
+//! **What it must not do**: read a clock (clippy bans `Instant::now` and `SystemTime::now`
+//! here; time comes from the caller as [`qdisc::Instant`], wall time as a
+//! [`wire::WallAnchor`] given once), touch a socket, file or process, start a thread, or draw
+//! entropy (sqm-autorate's generator is seeded by the caller). Shells move bytes and time; they
+//! decide nothing.
 //!
 //! A controller is fed timestamped [`Sample`]s (one-way delay or RTT per reflector, achieved
 //! throughput, CAKE's statistics, optionally the radio's queue metrics and capacity estimate)
 //! through [`Controller::on_sample`], and returns a [`Decision`] (a shaper rate per
 //! [`Direction`] and the [`Reason`] for it) from [`Controller::poll`]. [`Controller::next_wakeup`]
-//! says when `poll` must be called next. Nothing here reads a clock, touches a socket or draws
-//! entropy: time comes from the caller as [`qdisc::Instant`], and the one randomised algorithm
-//! (sqm-autorate) uses a seeded generator.
+//! says when `poll` must be called next.
 //!
 //! Layout (mechanism apart from policy):
+//! - [`agent`]: [`agent::Agent`], the sans-IO state machine around an [`Engine`]: inputs are
+//!   timestamped events (reply bytes, counter readings, CAKE statistics, actuator results),
+//!   outputs `poll_transmit`, `poll_rate`, `poll_event`, `poll_timeout`.
+//! - [`wire`]: ICMP echo/timestamp and our UDP timestamp protocol as pure codecs.
 //! - [`baseline`]: per-reflector, per-direction baseline tracking that cancels clock offset and
 //!   drift between hosts (windowed minimum plus a robust drift slope).
 //! - [`reflectors`]: the reflector pool: liveness (lost, late, reordered probes), outlier
 //!   rejection across reflectors (median of per-reflector deltas), dead / lying reflectors and
-//!   replacement hooks.
+//!   replacement hooks (the agent rotates by its verdicts).
 //! - [`safety`]: the rules every algorithm's output passes through: `[min, max]` clamps, stall
 //!   detection moving to a configured safe rate with a reason, and a rate-of-change limit.
 //! - One module per algorithm ([`Law`] implementations): [`aimd`] (PURPLE-AIMD),
@@ -39,6 +53,7 @@
 #![deny(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod agent;
 pub mod aimd;
 pub mod baseline;
 pub mod cake_autorate;
@@ -49,6 +64,7 @@ pub mod queue_metrics;
 pub mod reflectors;
 pub mod safety;
 pub mod sqm_autorate;
+pub mod wire;
 
 pub use aimd::{Aimd, AimdParams};
 pub use baseline::{Baseline, BaselineParams};

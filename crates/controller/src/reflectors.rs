@@ -295,6 +295,13 @@ impl Pool {
         self.refl.get_mut(i)
     }
 
+    /// Starts tracking `id` at `now` (a reflector that begins to be probed), without a sample:
+    /// if it never answers it is dead after [`ReflectorParams::dead_after`]. Returns false when
+    /// the pool is full. Known reflectors are left as they are.
+    pub fn track(&mut self, now: Instant, id: ReflectorId) -> bool {
+        self.slot(id, now).is_some()
+    }
+
     /// Records a reply to the probe sent at `sent`; returns false when the reply is ignored
     /// (too late, or the pool is full).
     fn reply(&mut self, now: Instant, id: ReflectorId, sent: Instant) -> bool {
@@ -501,6 +508,20 @@ mod tests {
             p.health(ReflectorId(2), t0 + Duration::from_secs(61)),
             Some(Health::Dead)
         ); // silent too
+    }
+
+    #[test]
+    fn a_tracked_reflector_that_never_answers_is_dead_after_dead_after() {
+        let mut p = pool();
+        let t0 = Instant::from_secs(1);
+        assert!(p.track(t0, ReflectorId(7)));
+        assert_eq!(p.health(ReflectorId(7), t0), Some(Health::Good));
+        let dead = t0 + ReflectorParams::default().dead_after;
+        assert_eq!(p.health(ReflectorId(7), dead), Some(Health::Dead));
+        // Tracking again changes nothing; an answer revives it.
+        assert!(p.track(dead, ReflectorId(7)));
+        p.on_rtt(dead, ReflectorId(7), dead, Duration::from_millis(5));
+        assert_eq!(p.health(ReflectorId(7), dead), Some(Health::Good));
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Applying rates: Linux CAKE over netlink, `purple bridge` over its control socket, or a dry
-//! run that only logs. [`Limiter`] rate-limits changes and skips tiny ones. Each actuator also
-//! reads back its shaper's own statistics ([`Actuator::cake_stats`]: backlog, drops, ECN marks)
-//! for the controller's `Sample::CakeStats`.
+//! run that only logs. Which rates to apply, and when, is the agent's business
+//! (`controller::agent`, whose `Limiter` holds the actuator's limits); this module only carries
+//! them out. Each actuator also reads back its shaper's own statistics
+//! ([`Actuator::cake_stats`]: backlog, drops, ECN marks) for the agent.
 
 use crate::config::{ActuatorKind, DaemonConfig};
 use crate::netlink::{self, CakeNetlink};
 use controller::{Direction, PerDir};
-use qdisc::{Duration, Instant};
 use std::io::{self, BufRead, Write};
+
+pub use controller::agent::CakeCounters;
 
 /// Something that sets a shaper's rate.
 pub trait Actuator: std::fmt::Debug {
@@ -20,25 +22,6 @@ pub trait Actuator: std::fmt::Debug {
     fn cake_stats(&mut self) -> io::Result<PerDir<Option<CakeCounters>>> {
         Ok(PerDir::both(None))
     }
-}
-
-/// CAKE's own counters for one direction, as the shaper reports them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CakeCounters {
-    /// Bytes queued now.
-    pub backlog_bytes: u64,
-    /// Packets dropped so far (cumulative; may wrap or reset, which the controller treats as a
-    /// restart of the count).
-    pub drops: u64,
-    /// Packets ECN-marked so far (cumulative; 0 where the shaper does not report marks).
-    pub ecn_marks: u64,
-    /// Bytes the shaper released so far, counted as its shaper charges them (every segment's
-    /// frame of a GSO super-packet), where it reports them (`purple bridge`'s `tx_wire_bytes`).
-    /// The daemon then measures throughput from this instead of the interface counter, which
-    /// counts a super-packet's headers once: about 4% less than the shaper's own bytes at a
-    /// 1500-byte MTU, which read as a standing throughput deficit and cut the rate step after
-    /// step (found in the lab).
-    pub sent_bytes: Option<u64>,
 }
 
 /// Changes the rate of CAKE on each direction's device over rtnetlink.
@@ -252,77 +235,9 @@ pub fn from_config(cfg: &DaemonConfig, dry_run: bool) -> io::Result<Box<dyn Actu
     })
 }
 
-/// Rate-limits changes per direction and skips tiny ones.
-#[derive(Clone, Debug)]
-pub struct Limiter {
-    min_interval: Duration,
-    min_change: f64,
-    applied: PerDir<Option<(Instant, u64)>>,
-}
-
-impl Limiter {
-    /// At most one change per `min_interval` per direction; changes below `min_change_percent`
-    /// of the applied rate are skipped.
-    pub fn new(min_interval: Duration, min_change_percent: f64) -> Self {
-        Limiter {
-            min_interval,
-            min_change: min_change_percent / 100.0,
-            applied: PerDir::default(),
-        }
-    }
-
-    /// Whether `rate` should be applied to `dir` at `now`. `force` (safe rate on exit, the
-    /// first setting) bypasses both limits.
-    pub fn should_apply(&self, now: Instant, dir: Direction, rate: u64, force: bool) -> bool {
-        match self.applied[dir] {
-            None => true,
-            Some((_, r)) if r == rate => false,
-            _ if force => true,
-            Some((t, r)) => {
-                now.saturating_duration_since(t) >= self.min_interval
-                    && (rate as f64 - r as f64).abs() >= self.min_change * r as f64
-            }
-        }
-    }
-
-    /// Records that `rate` was applied to `dir` at `now`.
-    pub fn applied(&mut self, now: Instant, dir: Direction, rate: u64) {
-        self.applied[dir] = Some((now, rate));
-    }
-
-    /// The last applied rate of `dir`.
-    pub fn current(&self, dir: Direction) -> Option<u64> {
-        self.applied[dir].map(|(_, r)| r)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn limiter_skips_tiny_and_too_frequent_changes() {
-        let mut l = Limiter::new(Duration::from_millis(200), 1.0);
-        let t0 = Instant::from_secs(1);
-        assert!(l.should_apply(t0, Direction::Up, 1_000_000, false));
-        l.applied(t0, Direction::Up, 1_000_000);
-        let t1 = Instant::from_millis(1300);
-        assert!(
-            !l.should_apply(t1, Direction::Up, 1_005_000, false),
-            "0.5% is tiny"
-        );
-        assert!(l.should_apply(t1, Direction::Up, 1_020_000, false));
-        let t2 = Instant::from_millis(1100);
-        assert!(
-            !l.should_apply(t2, Direction::Up, 900_000, false),
-            "too soon"
-        );
-        assert!(l.should_apply(t2, Direction::Up, 900_000, true), "forced");
-        assert!(
-            l.should_apply(t2, Direction::Down, 5, false),
-            "other direction"
-        );
-    }
 
     #[test]
     fn bridge_commands_use_bits_per_second() {

@@ -5,10 +5,14 @@
 //! `packaging/purple.toml`. Unknown options are rejected (a typo must not silently fall back to
 //! a default).
 
+use controller::agent::{AgentConfig, LimiterParams, LogPolicy, ProbeParams, ReadingParams};
+use controller::wire::WallAnchor;
 use controller::{mbit, PerDir};
-use serde::Deserialize;
+use qdisc::Duration;
+use serde::{Deserialize, Serialize};
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+
+pub use controller::agent::{Method, ReflectorSpec};
 
 /// An invalid configuration: which option, what was given and what is accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,7 +50,7 @@ fn err(option: impl Into<String>, value: impl fmt::Display, accepted: &str) -> C
 }
 
 /// The control algorithm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Algorithm {
     /// Purple's own design (default).
@@ -73,7 +77,7 @@ impl Algorithm {
 }
 
 /// How rate changes reach the shaper.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum ActuatorKind {
     /// Linux CAKE over rtnetlink (default).
@@ -86,7 +90,7 @@ pub enum ActuatorKind {
 }
 
 /// Which interface byte counter measures a direction's achieved throughput.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Counter {
     /// `tx_bytes` (default: a shaper on egress sees its traffic leave).
@@ -97,7 +101,7 @@ pub enum Counter {
 }
 
 /// One controlled direction.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DirConfig {
     /// The device whose root CAKE shapes this direction. Default: `"ifb4wan"` for download
@@ -166,7 +170,7 @@ impl DirConfig {
 }
 
 /// Download defaults.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Download(pub DirConfig);
 impl Default for Download {
@@ -175,7 +179,7 @@ impl Default for Download {
     }
 }
 /// Upload defaults.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Upload(pub DirConfig);
 impl Default for Upload {
@@ -184,63 +188,11 @@ impl Default for Upload {
     }
 }
 
-/// A probe method.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Method {
-    /// ICMP timestamp request (type 13/14): one-way delays, 1 ms resolution (default); falls
-    /// back to echo for a reflector that does not answer it.
-    #[default]
-    Timestamp,
-    /// ICMP echo: round-trip time only.
-    Echo,
-    /// Our UDP timestamp echo (`purple reflector`): one-way delays, µs resolution.
-    Udp,
-}
-
-/// A reflector as configured: `"1.1.1.1"` (the default method), `"echo:9.9.9.9"`,
-/// `"timestamp:1.0.0.1"`, `"udp:198.51.100.7:8862"` (port default 8862).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReflectorSpec {
-    /// How to probe it.
-    pub method: Method,
-    /// Where (port 0 for ICMP).
-    pub addr: SocketAddr,
-}
-
 /// The default UDP port of `purple reflector`.
-pub const REFLECTOR_PORT: u16 = 8862;
-
-impl ReflectorSpec {
-    /// Parses one entry of `probe.reflectors`, with `default` for bare addresses.
-    pub fn parse(s: &str, default: Method) -> Option<ReflectorSpec> {
-        let (method, rest) = match s.split_once(':') {
-            Some(("udp", r)) => (Method::Udp, r),
-            Some(("echo", r)) => (Method::Echo, r),
-            Some(("timestamp", r)) => (Method::Timestamp, r),
-            _ => (default, s),
-        };
-        if method == Method::Udp {
-            let addr = rest
-                .parse::<SocketAddr>()
-                .ok()
-                .or_else(|| Some(SocketAddr::new(rest.parse().ok()?, REFLECTOR_PORT)))?;
-            Some(ReflectorSpec { method, addr })
-        } else {
-            // ICMP probing is IPv4 only (ICMP timestamps do not exist in ICMPv6).
-            match rest.parse::<IpAddr>().ok()? {
-                ip @ IpAddr::V4(_) => Some(ReflectorSpec {
-                    method,
-                    addr: SocketAddr::new(ip, 0),
-                }),
-                IpAddr::V6(_) => None,
-            }
-        }
-    }
-}
+pub const REFLECTOR_PORT: u16 = controller::wire::udp::PORT;
 
 /// Probing.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProbeConfig {
     /// Reflectors; see [`ReflectorSpec`]. Default: six anycast DNS resolvers known to answer
@@ -257,6 +209,15 @@ pub struct ProbeConfig {
     pub min_interval_ms: u64,
     /// A probe with no reply after this is lost, ms. Default 1000 (10 ..= 10000).
     pub timeout_ms: u64,
+    /// Rotation rule (the controller's reflector pool; cake-autorate's by default): a
+    /// reflector with this many offences (replies discarded as lies, or probes lost while the
+    /// other reflectors answered theirs) within `offence_window_s` is dead, and an active one
+    /// is swapped for the next spare. Default 3 (1 ..= 16).
+    pub offence_limit: usize,
+    /// The window offences are counted in, s. Default 60 (1 ..= 3600).
+    pub offence_window_s: u64,
+    /// A reflector silent this long is dead too, ms. Default 3000 (100 ..= 600000).
+    pub dead_after_ms: u64,
     /// Bind probe sockets to this device (SO_BINDTODEVICE), so probes leave through the
     /// controlled link. Default `""` (none).
     pub bind_interface: String,
@@ -284,6 +245,9 @@ impl Default for ProbeConfig {
             active: 6,
             min_interval_ms: 100,
             timeout_ms: 1000,
+            offence_limit: 3,
+            offence_window_s: 60,
+            dead_after_ms: 3000,
             bind_interface: String::new(),
             fwmark: 0,
         }
@@ -291,7 +255,7 @@ impl Default for ProbeConfig {
 }
 
 /// How decisions reach the shaper.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ActuatorConfig {
     /// `"netlink"` (default), `"bridge"` or `"dry-run"`.
@@ -319,7 +283,7 @@ impl Default for ActuatorConfig {
 }
 
 /// The decision log.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     /// JSON-lines file; `""` logs to stdout. Default `"/var/log/purple/control.jsonl"`.
@@ -344,7 +308,7 @@ impl Default for LogConfig {
 }
 
 /// Prometheus metrics.
-#[derive(Clone, Debug, PartialEq, Deserialize, Default)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct MetricsConfig {
     /// Serve `/metrics` on 127.0.0.1:PORT; 0 (default) = off.
@@ -352,7 +316,7 @@ pub struct MetricsConfig {
 }
 
 /// The whole file.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
     /// `"purple"` (default), `"purple-aimd"`, `"cake-autorate"`, `"sqm-autorate"`.
@@ -516,6 +480,23 @@ impl DaemonConfig {
         if !(10..=10_000).contains(&p.timeout_ms) {
             return Err(err("probe.timeout_ms", p.timeout_ms, "10 ..= 10000"));
         }
+        if !(1..=16).contains(&p.offence_limit) {
+            return Err(err("probe.offence_limit", p.offence_limit, "1 ..= 16"));
+        }
+        if !(1..=3600).contains(&p.offence_window_s) {
+            return Err(err(
+                "probe.offence_window_s",
+                p.offence_window_s,
+                "1 ..= 3600",
+            ));
+        }
+        if !(100..=600_000).contains(&p.dead_after_ms) {
+            return Err(err(
+                "probe.dead_after_ms",
+                p.dead_after_ms,
+                "100 ..= 600000",
+            ));
+        }
         if p.bind_interface.len() > 15 {
             return Err(err(
                 "probe.bind_interface",
@@ -571,18 +552,56 @@ impl DaemonConfig {
         PerDir::new(&self.download.0, &self.upload.0)
     }
 
-    /// The controller's configuration: rates from `download` / `upload`, the probe timeout,
-    /// everything else at the controller's defaults.
+    /// The controller's configuration: rates from `download` / `upload`, the rotation rule
+    /// from `probe`, everything else at the controller's defaults.
     pub fn controller_config(&self) -> controller::Config {
         let d = &self.download.0;
         let u = &self.upload.0;
-        controller::Config {
+        let mut c = controller::Config {
             min: PerDir::new(mbit(d.min_mbit), mbit(u.min_mbit)),
             base: PerDir::new(mbit(d.base_mbit), mbit(u.base_mbit)),
             max: PerDir::new(mbit(d.max()), mbit(u.max())),
             safe: PerDir::new(mbit(d.safe()), mbit(u.safe())),
             ..controller::Config::default()
-        }
+        };
+        c.reflectors.offence_limit = self.probe.offence_limit;
+        c.reflectors.offence_window = Duration::from_secs(self.probe.offence_window_s);
+        c.reflectors.dead_after = Duration::from_millis(self.probe.dead_after_ms);
+        c
+    }
+}
+
+impl DaemonConfig {
+    /// The agent's configuration for this file: the controller's ([`Self::controller_config`]),
+    /// the probe schedule, reflectors, readings, actuator limits and log policy from the file,
+    /// reply validation at its defaults. `icmp_raw`, `ident` and `anchor` come from the shell
+    /// (its ICMP socket, its identifier, its wall clock).
+    pub fn agent_config(&self, icmp_raw: bool, ident: u16, anchor: WallAnchor) -> AgentConfig {
+        let p = &self.probe;
+        let mut c = AgentConfig::new(self.controller_config(), self.reflectors(), anchor);
+        c.icmp_raw = icmp_raw;
+        c.ident = ident;
+        c.probe = ProbeParams {
+            rate_hz: p.rate_hz,
+            active: p.active,
+            min_interval: Duration::from_millis(p.min_interval_ms),
+            timeout: Duration::from_millis(p.timeout_ms),
+            ..ProbeParams::default()
+        };
+        c.readings = ReadingParams {
+            counter_interval: Duration::from_millis(self.counter_interval_ms),
+            cake_stats_interval: Duration::from_millis(self.cake_stats_interval_ms),
+            ..ReadingParams::default()
+        };
+        c.actuator = LimiterParams {
+            min_interval: Duration::from_millis(self.actuator.min_interval_ms),
+            min_change_percent: self.actuator.min_change_percent,
+        };
+        c.log = LogPolicy {
+            every_step: self.log.every_step,
+            ..LogPolicy::default()
+        };
+        c
     }
 }
 
@@ -631,6 +650,17 @@ mod tests {
         assert!(
             DaemonConfig::parse("cake_stats_interval_ms = 0\n").is_ok(),
             "0 = off"
+        );
+        let e = DaemonConfig::parse("[probe]\noffence_limit = 0\n").unwrap_err();
+        assert_eq!(
+            (e.option.as_str(), e.accepted.as_str()),
+            ("probe.offence_limit", "1 ..= 16")
+        );
+        let c = DaemonConfig::parse("[probe]\noffence_limit = 5\noffence_window_s = 10\n").unwrap();
+        let r = c.controller_config().reflectors;
+        assert_eq!(
+            (r.offence_limit, r.offence_window),
+            (5, Duration::from_secs(10))
         );
         let e = DaemonConfig::parse("[probe]\nrate_hz = 0\n").unwrap_err();
         assert_eq!(e.option, "probe.rate_hz");

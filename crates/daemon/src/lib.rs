@@ -1,12 +1,15 @@
-//! `purple control`: the PURPLE daemon for real routers.
+//! `purple control`: the PURPLE daemon for real routers, a thin shell around the sans-IO
+//! `controller::agent::Agent`, which decides everything (probe schedule and bytes, reply
+//! validation, reflector rotation, rate meter, actuator limits, the law); the simulator's
+//! closed loop runs the same agent.
 //!
-//! It probes reflectors ([`probe`]: ICMP timestamps for one-way delays, ICMP echo as the RTT
-//! fallback, and our own UDP timestamp echo served by `purple reflector`), reads interface byte
-//! counters for achieved throughput ([`counters`]), runs a sans-IO controller from the
-//! `controller` crate, and applies its rates ([`actuator`]: Linux CAKE over rtnetlink
-//! ([`netlink`]), `purple bridge` over its control socket, or a dry run). Decisions are logged
-//! as JSON lines ([`log`]) and exported as Prometheus metrics ([`metrics`]). [`run`] holds the
-//! event loop; [`config`] the documented TOML configuration; [`privs`] the privilege drop.
+//! The shell moves bytes and time: probe sockets ([`probe`]: ICMP raw or "ping", UDP for
+//! `purple reflector`), interface byte counters ([`counters`]), the actuator ([`actuator`]:
+//! Linux CAKE over rtnetlink ([`netlink`]), `purple bridge` over its control socket, or a dry
+//! run, with CAKE's statistics read back), the decision log ([`log`]: the typed [`log::Record`]
+//! shared with the lab and `purple plot`), Prometheus metrics ([`metrics`]), and
+//! `--record`/[`record::replay`]. [`run`] holds the event loop; [`config`] the documented TOML
+//! configuration; [`privs`] the privilege drop.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -20,6 +23,7 @@ pub mod metrics;
 pub mod netlink;
 pub mod privs;
 pub mod probe;
+pub mod record;
 pub mod run;
 pub mod service;
 

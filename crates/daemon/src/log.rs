@@ -1,9 +1,365 @@
-//! The decision log: one JSON object per line, rotated by size (`FILE` → `FILE.1` → ... →
-//! `FILE.N`). `purple plot LOG` reads it back.
+//! The decision log: one [`Record`] per line as JSON, rotated by size (`FILE` → `FILE.1` → ...
+//! → `FILE.N`). [`Record`] is the one definition of the log's format: the daemon writes it
+//! ([`Record::of_event`] turns the agent's typed events into records), and the lab
+//! (`lab::control`) and `purple plot` read it back through [`parse_line`].
+//!
+//! Backward compatible with the `json!`-written logs before it: the same `event` names and
+//! fields (keys are now in declaration order instead of sorted); `privileges`, `reloaded` and
+//! `reload-failed` gained the `t` every other line has (read as 0 from older logs); new kinds
+//! are `discarded` and `clock-step`.
 
+use controller::agent::{DirStep, Discard, Event};
+use controller::Direction;
+use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::PathBuf;
+
+/// One direction of a `decision` line.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DirRecord {
+    /// Decided rate, bytes per second.
+    pub rate: u64,
+    /// Whether it was applied at this step.
+    pub applied: bool,
+    /// Why (the controller's `Reason`, as text).
+    pub reason: String,
+    /// Latest measured throughput, bytes per second.
+    pub throughput: u64,
+    /// CAKE's backlog at the latest statistics read, bytes (`null`: unknown).
+    pub cake_backlog: Option<u64>,
+    /// Mean queueing delay over each reflector's minimum since the previous line, ms.
+    pub delay_ms: Option<f64>,
+}
+
+impl DirRecord {
+    /// The record of one direction of a step.
+    pub fn of(d: &DirStep) -> Self {
+        DirRecord {
+            rate: d.rate,
+            applied: d.applied,
+            reason: d.reason.to_string(),
+            throughput: d.throughput,
+            cake_backlog: d.cake_backlog,
+            delay_ms: d.delay_ms,
+        }
+    }
+}
+
+/// A direction as the log writes it (`"down"`, `"up"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dir {
+    /// Download.
+    Down,
+    /// Upload.
+    Up,
+}
+
+impl From<Direction> for Dir {
+    fn from(d: Direction) -> Self {
+        match d {
+            Direction::Down => Dir::Down,
+            Direction::Up => Dir::Up,
+        }
+    }
+}
+
+/// One line of the decision log. `t` is the daemon's monotonic time in seconds (the `start`
+/// line's `wall` anchors it to Unix time).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Record {
+    /// The daemon started (or was reloaded).
+    Start {
+        /// Seconds.
+        t: f64,
+        /// The law.
+        algorithm: String,
+        /// The actuator.
+        actuator: String,
+        /// Whether ICMP uses a raw socket (timestamps possible).
+        icmp_raw: bool,
+        /// Unix time at `t`, seconds.
+        wall: f64,
+        /// The configured reflectors.
+        reflectors: Vec<String>,
+    },
+    /// A control step.
+    Decision {
+        /// Seconds.
+        t: f64,
+        /// Download.
+        down: DirRecord,
+        /// Upload.
+        up: DirRecord,
+    },
+    /// A reflector fell back from ICMP timestamps to echo.
+    FallbackToEcho {
+        /// Seconds.
+        t: f64,
+        /// Its address.
+        reflector: String,
+    },
+    /// A reflector was replaced by a spare.
+    Rotated {
+        /// Seconds.
+        t: f64,
+        /// Taken out.
+        out: String,
+        /// Put in.
+        #[serde(rename = "in")]
+        into: String,
+    },
+    /// A reflector's clock stepped; its baselines restarted.
+    ClockStep {
+        /// Seconds.
+        t: f64,
+        /// Its address.
+        reflector: String,
+        /// The step, ms.
+        shift_ms: f64,
+    },
+    /// Replies discarded (rate-limited report).
+    Discarded {
+        /// Seconds.
+        t: f64,
+        /// Why.
+        reason: Discard,
+        /// The last reflector (or source) concerned.
+        reflector: Option<String>,
+        /// Since the previous report of this reason.
+        count: u64,
+        /// Since start.
+        total: u64,
+    },
+    /// Applying a rate failed.
+    ActuatorError {
+        /// Seconds.
+        t: f64,
+        /// Direction.
+        dir: Dir,
+        /// Bytes per second.
+        rate: u64,
+        /// The actuator's message.
+        error: String,
+    },
+    /// Reading CAKE's statistics failed (first of a run).
+    CakeStatsError {
+        /// Seconds.
+        t: f64,
+        /// The actuator.
+        actuator: String,
+        /// Its message.
+        error: String,
+    },
+    /// Reading CAKE's statistics works again.
+    CakeStatsOk {
+        /// Seconds.
+        t: f64,
+    },
+    /// The safe rate set on exit.
+    SafeRate {
+        /// Seconds.
+        t: f64,
+        /// Direction.
+        dir: Dir,
+        /// Bytes per second.
+        rate: u64,
+        /// Whether it was applied.
+        ok: bool,
+        /// The actuator's message on failure.
+        error: Option<String>,
+    },
+    /// The privilege drop (or a warning that none happened).
+    Privileges {
+        /// Seconds (0 in logs written before it was added).
+        #[serde(default)]
+        t: f64,
+        /// The user switched to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+        /// Capabilities kept.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kept: Option<Vec<String>>,
+        /// Why none happened.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        warning: Option<String>,
+    },
+    /// SIGHUP: the configuration was reloaded.
+    Reloaded {
+        /// Seconds (0 in older logs).
+        #[serde(default)]
+        t: f64,
+    },
+    /// SIGHUP: the new configuration was rejected; the running one is kept.
+    ReloadFailed {
+        /// Seconds (0 in older logs).
+        #[serde(default)]
+        t: f64,
+        /// Why.
+        error: String,
+    },
+}
+
+/// Every `event` name a [`Record`] can have.
+pub const EVENTS: [&str; 13] = [
+    "start",
+    "decision",
+    "fallback-to-echo",
+    "rotated",
+    "clock-step",
+    "discarded",
+    "actuator-error",
+    "cake-stats-error",
+    "cake-stats-ok",
+    "safe-rate",
+    "privileges",
+    "reloaded",
+    "reload-failed",
+];
+
+impl Record {
+    /// The record of the agent's event `e` that happened at `t` seconds; `actuator` names the
+    /// actuator (for `cake-stats-error`).
+    pub fn of_event(t: f64, e: &Event, actuator: &str) -> Record {
+        let a = |x: &std::net::SocketAddr| x.to_string();
+        match e {
+            Event::Decision { down, up } => Record::Decision {
+                t,
+                down: DirRecord::of(down),
+                up: DirRecord::of(up),
+            },
+            Event::FallbackToEcho { reflector } => Record::FallbackToEcho {
+                t,
+                reflector: a(reflector),
+            },
+            Event::Rotated { out, into } => Record::Rotated {
+                t,
+                out: a(out),
+                into: a(into),
+            },
+            Event::ClockStep {
+                reflector,
+                shift_ms,
+            } => Record::ClockStep {
+                t,
+                reflector: a(reflector),
+                shift_ms: *shift_ms,
+            },
+            Event::Discarded {
+                reason,
+                reflector,
+                count,
+                total,
+            } => Record::Discarded {
+                t,
+                reason: *reason,
+                reflector: reflector.as_ref().map(a),
+                count: *count,
+                total: *total,
+            },
+            Event::ActuatorError { dir, rate, error } => Record::ActuatorError {
+                t,
+                dir: (*dir).into(),
+                rate: *rate,
+                error: error.clone(),
+            },
+            Event::CakeStatsError { error } => Record::CakeStatsError {
+                t,
+                actuator: actuator.to_string(),
+                error: error.clone(),
+            },
+            Event::CakeStatsOk => Record::CakeStatsOk { t },
+            Event::SafeRate { dir, rate, error } => Record::SafeRate {
+                t,
+                dir: (*dir).into(),
+                rate: *rate,
+                ok: error.is_none(),
+                error: error.clone(),
+            },
+        }
+    }
+
+    /// The line's time, seconds.
+    pub fn t(&self) -> f64 {
+        match self {
+            Record::Start { t, .. }
+            | Record::Decision { t, .. }
+            | Record::FallbackToEcho { t, .. }
+            | Record::Rotated { t, .. }
+            | Record::ClockStep { t, .. }
+            | Record::Discarded { t, .. }
+            | Record::ActuatorError { t, .. }
+            | Record::CakeStatsError { t, .. }
+            | Record::CakeStatsOk { t }
+            | Record::SafeRate { t, .. }
+            | Record::Privileges { t, .. }
+            | Record::Reloaded { t }
+            | Record::ReloadFailed { t, .. } => *t,
+        }
+    }
+
+    /// Whether the agent's events make this kind of line (the rest are the daemon's own).
+    pub fn from_agent(&self) -> bool {
+        !matches!(
+            self,
+            Record::Start { .. }
+                | Record::Privileges { .. }
+                | Record::Reloaded { .. }
+                | Record::ReloadFailed { .. }
+        )
+    }
+}
+
+/// A line of a decision log that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// Not a JSON object.
+    NotJson(String),
+    /// A known `event` whose fields do not match its record.
+    BadRecord {
+        /// The event name.
+        event: String,
+        /// What is wrong.
+        error: String,
+    },
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::NotJson(e) => write!(f, "not a JSON object: {e}"),
+            ParseError::BadRecord { event, error } => write!(f, "bad `{event}` line: {error}"),
+        }
+    }
+}
+impl std::error::Error for ParseError {}
+
+/// Reads one log line: `Ok(None)` for a blank line or an `event` this version does not know
+/// (written by a newer daemon), an error for anything that is not a log line.
+pub fn parse_line(line: &str) -> Result<Option<Record>, ParseError> {
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| ParseError::NotJson(e.to_string()))?;
+    let event = v
+        .get("event")
+        .and_then(|e| e.as_str())
+        .ok_or_else(|| ParseError::NotJson("no \"event\" field".to_string()))?
+        .to_string();
+    if !EVENTS.contains(&event.as_str()) {
+        return Ok(None);
+    }
+    serde_json::from_value(v)
+        .map(Some)
+        .map_err(|e| ParseError::BadRecord {
+            event,
+            error: e.to_string(),
+        })
+}
 
 /// A size-rotated JSON-lines writer (or stdout when the path is empty).
 #[derive(Debug)]
@@ -13,6 +369,7 @@ pub struct JsonLog {
     size: u64,
     max_bytes: u64,
     keep: u32,
+    line: Vec<u8>,
 }
 
 impl JsonLog {
@@ -24,6 +381,7 @@ impl JsonLog {
             size: 0,
             max_bytes,
             keep,
+            line: Vec::with_capacity(512),
         };
         l.reopen()?;
         Ok(l)
@@ -41,22 +399,28 @@ impl JsonLog {
         Ok(())
     }
 
-    /// Writes `v` as one line and flushes; rotates first if the line would pass `max_bytes`.
-    pub fn write(&mut self, v: &serde_json::Value) -> io::Result<()> {
-        let mut line = v.to_string();
-        line.push('\n');
+    /// Writes `r` as one line and flushes; rotates first if the line would pass `max_bytes`.
+    pub fn write(&mut self, r: &Record) -> io::Result<()> {
+        self.write_value(r)
+    }
+
+    /// Writes any serialisable value as one line (what [`JsonLog::write`] does for records).
+    pub fn write_value<T: Serialize>(&mut self, v: &T) -> io::Result<()> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, v)?;
+        self.line.push(b'\n');
         if self.path.is_none() {
             let mut o = io::stdout().lock();
-            o.write_all(line.as_bytes())?;
+            o.write_all(&self.line)?;
             return o.flush();
         }
-        if self.size > 0 && self.size + line.len() as u64 > self.max_bytes {
+        if self.size > 0 && self.size + self.line.len() as u64 > self.max_bytes {
             self.rotate()?;
         }
         if let Some(f) = self.file.as_mut() {
-            f.write_all(line.as_bytes())?;
+            f.write_all(&self.line)?;
             f.flush()?;
-            self.size += line.len() as u64;
+            self.size += self.line.len() as u64;
         }
         Ok(())
     }
@@ -94,17 +458,68 @@ mod tests {
         let p = dir.join("c.jsonl");
         let mut l = JsonLog::open(p.to_str().unwrap(), 100, 2).unwrap();
         for i in 0..20 {
-            l.write(&serde_json::json!({ "i": i, "pad": "xxxxxxxxxxxxxxxxxxxx" }))
-                .unwrap();
+            l.write(&Record::ReloadFailed {
+                t: f64::from(i),
+                error: "xxxxxxxxxxxxxxxxxxxx".into(),
+            })
+            .unwrap();
         }
         let main = std::fs::read_to_string(&p).unwrap();
         assert!(main.len() <= 100);
         assert!(main
             .lines()
-            .all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+            .all(|l| matches!(parse_line(l), Ok(Some(Record::ReloadFailed { .. })))));
         assert!(dir.join("c.jsonl.1").exists() && dir.join("c.jsonl.2").exists());
         assert!(!dir.join("c.jsonl.3").exists());
-        assert!(main.contains("\"i\":19"));
+        assert!(main.contains("\"t\":19.0"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Lines as the `json!`-based writer before [`Record`] wrote them still read.
+    #[test]
+    fn old_lines_read_and_unknown_events_are_skipped() {
+        let old = [
+            r#"{"actuator":"dry-run","algorithm":"purple","event":"start","icmp_raw":true,"reflectors":["1.1.1.1"],"t":0.0001,"wall":1700000000.5}"#,
+            r#"{"down":{"applied":true,"cake_backlog":null,"delay_ms":0.25,"rate":2500000,"reason":"start","throughput":0},"event":"decision","t":0.05,"up":{"applied":false,"cake_backlog":1200,"delay_ms":null,"rate":2500000,"reason":"hold","throughput":10}}"#,
+            r#"{"event":"rotated","in":"127.0.0.1:0","out":"127.0.0.1:1","t":0.2}"#,
+            r#"{"event":"privileges","warning":"running as root"}"#,
+            r#"{"event":"reloaded"}"#,
+            r#"{"dir":"up","error":null,"event":"safe-rate","ok":true,"rate":625000,"t":3.0}"#,
+        ];
+        let recs: Vec<Record> = old
+            .iter()
+            .map(|l| parse_line(l).unwrap().unwrap())
+            .collect();
+        match &recs[1] {
+            Record::Decision { t, down, up } => {
+                assert_eq!(*t, 0.05);
+                assert_eq!((down.rate, down.delay_ms), (2_500_000, Some(0.25)));
+                assert_eq!(up.cake_backlog, Some(1200));
+            }
+            r => panic!("{r:?}"),
+        }
+        assert_eq!(
+            recs[2],
+            Record::Rotated {
+                t: 0.2,
+                out: "127.0.0.1:1".into(),
+                into: "127.0.0.1:0".into()
+            }
+        );
+        assert_eq!(recs[4], Record::Reloaded { t: 0.0 });
+        // Written again, a record reads back equal.
+        for r in &recs {
+            let line = serde_json::to_string(r).unwrap();
+            assert_eq!(parse_line(&line).unwrap().as_ref(), Some(r));
+        }
+        assert_eq!(parse_line(r#"{"event":"from-the-future","t":1}"#), Ok(None));
+        assert!(matches!(
+            parse_line("nonsense"),
+            Err(ParseError::NotJson(_))
+        ));
+        assert!(matches!(
+            parse_line(r#"{"event":"decision","t":"soon"}"#),
+            Err(ParseError::BadRecord { .. })
+        ));
     }
 }

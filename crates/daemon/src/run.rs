@@ -1,21 +1,30 @@
-//! The daemon's event loop: waits (poll(2)) on the probe sockets and the metrics listener until
-//! the next timer (probe, counter reading, control step), feeds samples to the controller,
-//! applies its decisions through the actuator and logs them.
+//! The daemon's event loop: a thin shell around the sans-IO [`Agent`]. It waits (poll(2)) on
+//! the probe sockets and the metrics listener until the agent's next timeout, and at each
+//! wake-up moves bytes and time only: datagrams from the sockets poll reported readable into
+//! the agent, the counter and CAKE readings the agent asks for, the agent's probes out of the
+//! sockets, its rates into the actuator (and the results back), its events into the decision
+//! log. Nothing here decides anything; `--record` writes every input the agent gets, and
+//! [`crate::record::replay`] reproduces the log from them.
+//!
+//! Per wake-up without a log line it allocates nothing and formats nothing: one `poll`, one
+//! `recvfrom` per datagram (plus one that finds the readable socket empty), one `sendto` per
+//! probe, one `pread` per counter due; the metrics text is rendered only when a scraper
+//! connects.
 
-use crate::actuator::{self, Actuator, Limiter};
+use crate::actuator::{self, Actuator};
 use crate::clock::Clock;
-use crate::config::{Algorithm, DaemonConfig};
-use crate::counters::RateMeter;
-use crate::log::JsonLog;
+use crate::config::{Algorithm, DaemonConfig, Method};
+use crate::counters::CounterFile;
+use crate::log::{Dir, JsonLog, Record};
 use crate::metrics::{self, Snapshot};
-use crate::probe::{Event, Prober};
+use crate::probe::{Sockets, Which};
+use crate::record::{hex, CakeRec, Input, Recorder};
+use controller::agent::{Agent, ReflectorStats, SetRate};
 use controller::{
-    Aimd, AimdParams, CakeAutorate, CakeAutorateParams, Controller, Decision, Direction, Engine,
-    PerDir, Purple, Sample, SqmAutorate,
+    Aimd, AimdParams, CakeAutorate, CakeAutorateParams, Direction, Law, PerDir, Purple, SqmAutorate,
 };
 use qdisc::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags};
-use serde_json::{json, Value};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -28,65 +37,17 @@ pub enum Exit {
     Stop,
 }
 
-/// The controller for `cfg.algorithm`.
-pub fn make_controller(cfg: &DaemonConfig) -> io::Result<Box<dyn Controller + Send>> {
-    let c = cfg.controller_config();
-    let inval = |e: controller::ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e);
-    Ok(match cfg.algorithm {
-        Algorithm::Purple => Box::new(Engine::new(c, Purple::default()).map_err(inval)?),
-        Algorithm::PurpleAimd => {
-            Box::new(Engine::new(c, Aimd::new(AimdParams::default())).map_err(inval)?)
-        }
-        Algorithm::CakeAutorate => Box::new(
-            Engine::new(c, CakeAutorate::new(CakeAutorateParams::default())).map_err(inval)?,
-        ),
-        Algorithm::SqmAutorate => Box::new(Engine::new(c, SqmAutorate::default()).map_err(inval)?),
-    })
-}
-
-/// Queueing delay over the minimum seen, averaged between log lines (for the log's plots).
-#[derive(Debug, Default)]
-struct DelayStat {
-    min: Vec<[Option<i64>; 2]>,
-    sum: [i64; 2],
-    n: [u32; 2],
-}
-
-impl DelayStat {
-    fn add(&mut self, refl: u16, dir: usize, v: i64) {
-        let i = usize::from(refl);
-        if self.min.len() <= i {
-            self.min.resize(i + 1, [None; 2]);
-        }
-        let m = self.min[i][dir].map_or(v, |m| m.min(v));
-        self.min[i][dir] = Some(m);
-        self.sum[dir] += v - m;
-        self.n[dir] += 1;
-    }
-    fn on_sample(&mut self, s: &Sample) {
-        match *s {
-            Sample::Owd {
-                reflector,
-                dir,
-                owd_ns,
-                ..
-            } => self.add(reflector.0, (dir == Direction::Up).into(), owd_ns),
-            Sample::Rtt { reflector, rtt, .. } => {
-                let half = (rtt.as_nanos() / 2) as i64;
-                self.add(reflector.0, 0, half);
-                self.add(reflector.0, 1, half);
-            }
-            _ => {}
-        }
-    }
-    /// Mean delay over baseline per direction in ms since the last take.
-    fn take(&mut self) -> [Option<f64>; 2] {
-        let r = [0, 1]
-            .map(|d| (self.n[d] > 0).then(|| self.sum[d] as f64 / f64::from(self.n[d]) / 1e6));
-        self.sum = [0; 2];
-        self.n = [0; 2];
-        r
-    }
+/// The law for `cfg.algorithm`, with its default parameters.
+pub fn make_law(cfg: &DaemonConfig) -> io::Result<Box<dyn Law + Send>> {
+    let law: Box<dyn Law + Send> = match cfg.algorithm {
+        Algorithm::Purple => Box::new(Purple::default()),
+        Algorithm::PurpleAimd => Box::new(Aimd::new(AimdParams::default())),
+        Algorithm::CakeAutorate => Box::new(CakeAutorate::new(CakeAutorateParams::default())),
+        Algorithm::SqmAutorate => Box::new(SqmAutorate::default()),
+    };
+    law.validate()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    Ok(law)
 }
 
 /// The running daemon.
@@ -94,30 +55,14 @@ impl DelayStat {
 pub struct Daemon {
     cfg: DaemonConfig,
     clock: Clock,
-    ctl: Box<dyn Controller + Send>,
-    prober: Prober,
+    agent: Agent<Box<dyn Law + Send>>,
+    socks: Sockets,
     act: Box<dyn Actuator>,
-    limiter: Limiter,
-    meters: PerDir<RateMeter>,
+    counters: PerDir<CounterFile>,
     log: JsonLog,
     metrics: Option<metrics::Server>,
-    samples: Vec<Sample>,
-    next_counter: Instant,
-    /// When CAKE's statistics were last read (successfully or not).
-    cake_stats_last: Option<Instant>,
-    /// The shaper's own sent-bytes counter at the last read, per direction, where it reports
-    /// one: throughput then comes from it rather than from the interface counter.
-    shaper_sent: PerDir<Option<(Instant, u64)>>,
-    /// No statistics read before this (a second after a failed read).
-    cake_stats_retry: Instant,
-    /// The last CAKE backlog read per direction (bytes), for the log and metrics.
-    cake_backlog: PerDir<Option<u64>>,
-    /// Whether the current run of failed statistics reads has been logged (cleared by a success).
-    cake_stats_failing: bool,
-    last_log: Instant,
-    throughput: PerDir<u64>,
-    delay: DelayStat,
-    snap: Snapshot,
+    recorder: Option<Recorder>,
+    buf: Box<[u8; 2048]>,
     /// Control steps run.
     pub steps: u64,
     /// Samples fed to the controller.
@@ -126,63 +71,82 @@ pub struct Daemon {
 
 impl Daemon {
     /// Opens sockets, the actuator, the log and the metrics port per `cfg` (`dry_run`
-    /// overrides the actuator), and applies the start rates.
+    /// overrides the actuator), and builds the agent; the first [`Daemon::run`] wake-up probes,
+    /// reads and applies the start rates.
     pub fn new(cfg: DaemonConfig, dry_run: bool) -> io::Result<Self> {
-        Self::with_clock(cfg, dry_run, Clock::new())
+        Self::with_clock(cfg, dry_run, Clock::new(), None)
     }
 
-    fn with_clock(cfg: DaemonConfig, dry_run: bool, clock: Clock) -> io::Result<Self> {
+    /// [`Daemon::new`] recording every input of the agent to `record` (`--record FILE`).
+    pub fn recording(
+        cfg: DaemonConfig,
+        dry_run: bool,
+        record: &std::path::Path,
+    ) -> io::Result<Self> {
+        Self::with_clock(cfg, dry_run, Clock::new(), Some(Recorder::create(record)?))
+    }
+
+    fn with_clock(
+        cfg: DaemonConfig,
+        dry_run: bool,
+        clock: Clock,
+        mut recorder: Option<Recorder>,
+    ) -> io::Result<Self> {
         let now = clock.now();
-        let prober = Prober::new(&cfg.probe, &cfg.reflectors(), now)?;
+        let socks = Sockets::open(&cfg.probe, &cfg.reflectors())?;
         let act = actuator::from_config(&cfg, dry_run)?;
         let mut log = JsonLog::open(&cfg.log.path, cfg.log.max_bytes, cfg.log.keep)?;
         let metrics = match cfg.metrics.port {
             0 => None,
             p => Some(metrics::Server::bind(p)?),
         };
+        let ident = (std::process::id() as u16) ^ 0x5055;
+        let anchor = clock.anchor();
+        let acfg = cfg.agent_config(socks.icmp_raw(), ident, anchor);
+        let inval = |e: controller::ConfigError| io::Error::new(io::ErrorKind::InvalidInput, e);
+        let agent = Agent::new(acfg, make_law(&cfg)?, now).map_err(inval)?;
+        if let Some(r) = recorder.as_mut() {
+            r.write(&Input::Start {
+                t_ns: now.as_nanos(),
+                config: Box::new(cfg.clone()),
+                icmp_raw: socks.icmp_raw(),
+                ident,
+                anchor_at_ns: anchor.at.as_nanos(),
+                wall_us: anchor.wall_us,
+                actuator: act.name().to_string(),
+            })?;
+        }
+        log.write(&Record::Start {
+            t: now.as_secs_f64(),
+            algorithm: cfg.algorithm.name().to_string(),
+            actuator: act.name().to_string(),
+            icmp_raw: socks.icmp_raw(),
+            wall: clock.wall_us(now) as f64 / 1e6,
+            reflectors: cfg.probe.reflectors.clone(),
+        })?;
         let dirs = cfg.dirs();
-        let meters = PerDir::new(
-            RateMeter::new(dirs.down.counter_device(), dirs.down.counter),
-            RateMeter::new(dirs.up.counter_device(), dirs.up.counter),
-        );
-        log.write(&json!({
-            "t": now.as_secs_f64(), "event": "start", "algorithm": cfg.algorithm.name(),
-            "actuator": act.name(), "icmp_raw": prober.icmp_raw(),
-            "wall": clock.wall_us(now) as f64 / 1e6,
-            "reflectors": cfg.probe.reflectors,
-        }))?;
         Ok(Daemon {
-            ctl: make_controller(&cfg)?,
-            limiter: Limiter::new(
-                Duration::from_millis(cfg.actuator.min_interval_ms),
-                cfg.actuator.min_change_percent,
+            counters: PerDir::new(
+                CounterFile::new(dirs.down.counter_device(), dirs.down.counter),
+                CounterFile::new(dirs.up.counter_device(), dirs.up.counter),
             ),
             cfg,
             clock,
-            prober,
+            agent,
+            socks,
             act,
-            meters,
             log,
             metrics,
-            samples: Vec::with_capacity(64),
-            next_counter: now,
-            cake_stats_last: None,
-            shaper_sent: PerDir::default(),
-            cake_stats_retry: now,
-            cake_backlog: PerDir::default(),
-            cake_stats_failing: false,
-            last_log: now,
-            throughput: PerDir::default(),
-            delay: DelayStat::default(),
-            snap: Snapshot::default(),
+            recorder,
+            buf: Box::new([0u8; 2048]),
             steps: 0,
             samples_fed: 0,
         })
     }
 
     /// Replaces this daemon with one built from `cfg` (SIGHUP), keeping the metrics listener
-    /// when its port is unchanged. The controller restarts from `cfg`'s base rates. On error the
-    /// running daemon is left as it was.
+    /// when its port is unchanged and the recording. The agent restarts from `cfg`'s base
+    /// rates. On error the running daemon is left as it was.
     pub fn reload(&mut self, cfg: DaemonConfig, dry_run: bool) -> io::Result<()> {
         let port = cfg.metrics.port;
         let keep = if port == self.cfg.metrics.port {
@@ -194,8 +158,9 @@ impl Daemon {
         if keep.is_some() {
             c.metrics.port = 0;
         }
+        let rec = self.recorder.take();
         // The same clock: log times continue across the reload.
-        match Daemon::with_clock(c, dry_run, self.clock) {
+        match Daemon::with_clock(c, dry_run, self.clock, rec) {
             Ok(mut nd) => {
                 nd.cfg.metrics.port = port;
                 if keep.is_some() {
@@ -211,15 +176,25 @@ impl Daemon {
         }
     }
 
-    /// Writes one event line to the log (errors are reported on stderr, never fatal).
-    pub fn log_event(&mut self, v: Value) {
-        if let Err(e) = self.log.write(&v) {
+    /// Writes one line to the log (errors are reported on stderr, never fatal).
+    pub fn log_record(&mut self, r: &Record) {
+        if let Err(e) = self.log.write(r) {
             eprintln!("purple control: log: {e}");
         }
     }
 
-    fn t(&self, now: Instant) -> f64 {
-        now.as_secs_f64()
+    /// The daemon's time now, seconds (the log's `t`).
+    pub fn t(&self) -> f64 {
+        self.clock.now().as_secs_f64()
+    }
+
+    fn record(&mut self, i: impl FnOnce() -> Input) {
+        if let Some(r) = self.recorder.as_mut() {
+            if let Err(e) = r.write(&i()) {
+                eprintln!("purple control: record: {e}");
+                self.recorder = None;
+            }
+        }
     }
 
     /// Runs until a signal flag is set or `limit` passes (`None`: forever). `stop` and `reload`
@@ -231,8 +206,6 @@ impl Daemon {
         limit: Option<Duration>,
     ) -> io::Result<Exit> {
         let end = limit.map(|l| self.clock.now().saturating_add(l));
-        let first = self.ctl.poll(self.clock.now());
-        self.apply(self.clock.now(), &first, true);
         loop {
             if stop.swap(false, Ordering::Relaxed) {
                 return Ok(Exit::Stop);
@@ -244,265 +217,220 @@ impl Daemon {
             if end.is_some_and(|e| now >= e) {
                 return Ok(Exit::Stop);
             }
-            let wake = self
-                .prober
-                .next_wakeup()
-                .min(self.ctl.next_wakeup())
-                .min(if self.cfg.cake_stats_interval_ms != 0 {
-                    Instant::MAX
-                } else {
-                    self.next_counter
-                })
-                .min(end.unwrap_or(Instant::MAX));
+            let wake = self.agent.poll_timeout().min(end.unwrap_or(Instant::MAX));
             let wait_ms = wake
                 .saturating_duration_since(now)
                 .as_nanos()
                 .div_ceil(1_000_000);
-            self.wait(wait_ms.min(1000) as i32)?;
-            self.work();
+            let ready = self.wait(wait_ms.min(1000) as i32)?;
+            self.work(ready);
         }
     }
 
-    fn wait(&mut self, timeout_ms: i32) -> io::Result<()> {
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
-        for fd in self.prober.fds() {
-            fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+    /// Waits up to `timeout_ms` for a readable socket; returns which are readable (probe
+    /// sockets in [`Sockets::fds`] order, then the metrics listener).
+    fn wait(&mut self, timeout_ms: i32) -> io::Result<Ready> {
+        // At most 3 probe sockets and the listener: a fixed array, no allocation per wake-up.
+        let mut slots: [Option<(std::os::fd::BorrowedFd<'_>, Option<Which>)>; 4] = [None; 4];
+        let mut n = 0;
+        for (w, fd) in self.socks.fds() {
+            slots[n] = Some((fd, Some(w)));
+            n += 1;
         }
         if let Some(m) = &self.metrics {
-            fds.push(PollFd::new(m.listener(), PollFlags::IN));
+            slots[n] = Some((std::os::fd::AsFd::as_fd(m.listener()), None));
+            n += 1;
         }
-        match rustix::event::poll(&mut fds, timeout_ms) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// Does everything that is due now: reads replies, sends probes, reads counters, runs the
-    /// control step, applies and logs its decision, answers metrics requests.
-    pub fn work(&mut self) {
-        let now = self.clock.now();
-        self.samples.clear();
-        self.prober.receive(now, &self.clock, &mut self.samples);
-        self.prober.tick(now, &self.clock, &mut self.samples);
-        // With CAKE's statistics on, the law compares CAKE's backlog with what the link
-        // delivered under the rate of the interval just ended (as the simulator does): the
-        // counters are then read right before every control step, so the delivery window is
-        // exactly that interval.
-        let aligned = self.cfg.cake_stats_interval_ms != 0;
-        let counter_due = if aligned {
-            now >= self.ctl.next_wakeup()
-        } else {
-            now >= self.next_counter
+        let mut ready = Ready::default();
+        let Some((filler, _)) = slots[0] else {
+            // No socket at all (cannot happen: a configuration has a reflector): just sleep.
+            let _ = rustix::event::poll(&mut [], timeout_ms);
+            return Ok(ready);
         };
-        if counter_due {
-            self.next_counter =
-                now.saturating_add(Duration::from_millis(self.cfg.counter_interval_ms));
-            for dir in Direction::ALL {
-                if self.shaper_sent[dir].is_some() {
-                    continue; // measured from the shaper's own bytes (read_cake_stats)
-                }
-                match self.meters[dir].sample(now) {
-                    Ok(Some(bps)) => {
-                        self.throughput[dir] = bps;
-                        self.samples.push(Sample::Throughput { dir, bps });
-                    }
-                    Ok(None) => {}
-                    Err(_) => {} // a missing device shows as no throughput signal
-                }
+        let mut list = slots.map(|s| match s {
+            Some((fd, _)) => PollFd::from_borrowed_fd(fd, PollFlags::IN),
+            None => PollFd::from_borrowed_fd(filler, PollFlags::empty()),
+        });
+        match rustix::event::poll(&mut list[..n], timeout_ms) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => return Ok(ready),
+            Err(e) => return Err(e.into()),
+        }
+        for (k, fd) in list[..n].iter().enumerate() {
+            if fd.revents().is_empty() {
+                continue;
+            }
+            match slots[k].and_then(|s| s.1) {
+                Some(w) => ready.probes[k] = Some(w),
+                None => ready.metrics = true,
             }
         }
-        if now >= self.ctl.next_wakeup() && self.cake_stats_due(now) {
-            self.read_cake_stats(now);
-        }
-        for i in 0..self.samples.len() {
-            let s = self.samples[i];
-            self.ctl.on_sample(now, &s);
-            self.delay.on_sample(&s);
-        }
-        self.samples_fed += self.samples.len() as u64;
-        let events: Vec<Event> = self.prober.drain_events().collect();
-        for e in events {
-            let v = match e {
-                Event::FallbackToEcho { addr } => {
-                    json!({"t": self.t(now), "event": "fallback-to-echo", "reflector": addr.to_string()})
-                }
-                Event::Rotated { out, into } => json!({"t": self.t(now), "event": "rotated",
-                    "out": out.to_string(), "in": into.to_string()}),
-            };
-            self.log_event(v);
-        }
-        if now >= self.ctl.next_wakeup() {
-            let d = self.ctl.poll(now);
-            self.steps += 1;
-            self.apply(now, &d, false);
-        }
-        if let Some(m) = &self.metrics {
-            self.snap.rate = [
-                self.limiter.current(Direction::Down).unwrap_or(0),
-                self.limiter.current(Direction::Up).unwrap_or(0),
-            ];
-            self.snap.throughput = [self.throughput.down, self.throughput.up];
-            self.snap.cake_backlog = [self.cake_backlog.down, self.cake_backlog.up];
-            self.snap.reflectors.clear();
-            for (a, method, active, st) in self.prober.health() {
-                let label = match method {
-                    crate::config::Method::Udp => format!("udp:{a}"),
-                    crate::config::Method::Echo => format!("echo:{}", a.ip()),
-                    crate::config::Method::Timestamp => format!("timestamp:{}", a.ip()),
-                };
-                self.snap
-                    .reflectors
-                    .push((label, st.sent, st.answered, st.lost, active));
-            }
-            m.serve_pending(&metrics::render(&self.snap));
-        }
+        Ok(ready)
     }
 
-    /// Whether CAKE's statistics should be read before the control step due at `now`: reads
-    /// ride on control steps (no wake-up of their own, and the backlog is as fresh as can be
-    /// when the law uses it), at most one per `cake_stats_interval_ms` (with a quarter of it as
-    /// slack, so that a step a little early does not skip a read), never when it is 0, and not
-    /// within a second of a failed read.
-    fn cake_stats_due(&self, now: Instant) -> bool {
-        let every = self.cfg.cake_stats_interval_ms;
-        every != 0
-            && now >= self.cake_stats_retry
-            && self.cake_stats_last.is_none_or(|l| {
-                now.saturating_duration_since(l) >= Duration::from_micros(every.saturating_mul(750))
-            })
-    }
-
-    /// Reads CAKE's statistics through the actuator and queues one `Sample::CakeStats` per
-    /// direction that has them. The first failure of a run of failures is logged
-    /// (`cake-stats-error`) and reads are retried at most once a second until one succeeds
-    /// (logged as `cake-stats-ok`); meanwhile the controller goes on without CAKE's signals (they
-    /// go stale after its `stall_after`).
-    fn read_cake_stats(&mut self, now: Instant) {
-        self.cake_stats_last = Some(now);
-        match self.act.cake_stats() {
-            Ok(st) => {
-                if self.cake_stats_failing {
-                    self.cake_stats_failing = false;
-                    let v = json!({"t": self.t(now), "event": "cake-stats-ok"});
-                    self.log_event(v);
-                }
-                for dir in Direction::ALL {
-                    self.cake_backlog[dir] = st[dir].map(|c| c.backlog_bytes);
-                    let sent = st[dir].and_then(|c| c.sent_bytes);
-                    if let (Some(b), Some((t0, b0))) = (sent, self.shaper_sent[dir]) {
-                        let dt = now.saturating_duration_since(t0).as_secs_f64();
-                        if b >= b0 && dt > 0.0 {
-                            let bps = ((b - b0) as f64 / dt) as u64;
-                            self.throughput[dir] = bps;
-                            self.samples.push(Sample::Throughput { dir, bps });
-                        }
-                    }
-                    self.shaper_sent[dir] = sent.map(|b| (now, b));
-                    if let Some(c) = st[dir] {
-                        self.samples.push(Sample::CakeStats {
-                            dir,
-                            backlog_bytes: c.backlog_bytes,
-                            drops: c.drops,
-                            ecn_marks: c.ecn_marks,
-                        });
-                    }
-                }
-            }
-            Err(e) => {
-                self.cake_stats_retry = now.saturating_add(Duration::from_secs(1));
-                self.cake_backlog = PerDir::default();
-                self.shaper_sent = PerDir::default();
-                if !self.cake_stats_failing {
-                    self.cake_stats_failing = true;
-                    let v = json!({"t": self.t(now), "event": "cake-stats-error",
-                        "actuator": self.act.name(), "error": e.to_string()});
-                    self.log_event(v);
-                }
-            }
+    /// Does everything due now: moves the datagrams of the readable sockets into the agent,
+    /// makes the readings it asks for, lets it act, sends its probes, applies its rates, logs
+    /// its events, answers a metrics scraper.
+    fn work(&mut self, ready: Ready) {
+        let now = self.clock.now();
+        for w in ready.probes.into_iter().flatten() {
+            self.drain_socket(now, w);
         }
-    }
-
-    fn apply(&mut self, now: Instant, d: &Decision, force: bool) {
-        let mut applied = PerDir::both(false);
+        let reads = self.agent.reads_due(now);
         for dir in Direction::ALL {
-            let rate = d.rate[dir];
-            if self.limiter.should_apply(now, dir, rate, force) {
-                match self.act.set_rate(dir, rate) {
-                    Ok(()) => {
-                        self.limiter.applied(now, dir, rate);
-                        applied[dir] = true;
-                        self.snap.changes += 1;
-                    }
-                    Err(e) => {
-                        self.snap.actuator_errors += 1;
-                        let v = json!({"t": self.t(now), "event": "actuator-error",
-                            "dir": dir.name(), "rate": rate, "error": e.to_string()});
-                        self.log_event(v);
-                    }
-                }
+            if reads.counters[dir] {
+                let v = self.counters[dir].read().ok();
+                self.record(|| Input::Counter {
+                    t_ns: now.as_nanos(),
+                    dir: dir.into(),
+                    bytes: v,
+                });
+                self.agent.handle_counter(now, dir, v);
             }
         }
-        // Tell the controller the rate the shaper really runs at (the limiter may have skipped
-        // this decision, or the actuator failed): it compares delivery with that rate.
-        for dir in Direction::ALL {
-            if let Some(bps) = self.limiter.current(dir) {
-                self.ctl.on_sample(now, &Sample::RateInForce { dir, bps });
-            }
-        }
-        let due = self.cfg.log.every_step
-            || applied.down
-            || applied.up
-            || now.saturating_duration_since(self.last_log) >= Duration::from_secs(1);
-        if due {
-            self.last_log = now;
-            let delay = self.delay.take();
-            let dir_json = |dir: Direction, i: usize| {
-                json!({
-                    "rate": d.rate[dir],
-                    "applied": applied[dir],
-                    "reason": d.reason[dir].to_string(),
-                    "throughput": self.throughput[dir],
-                    "cake_backlog": self.cake_backlog[dir],
-                    "delay_ms": delay[i],
-                })
-            };
-            let v = json!({
-                "t": self.t(now),
-                "event": "decision",
-                "down": dir_json(Direction::Down, 0),
-                "up": dir_json(Direction::Up, 1),
+        if reads.cake_stats {
+            let read = self.act.cake_stats().map_err(|e| e.to_string());
+            self.record(|| match &read {
+                Ok(st) => Input::CakeStats {
+                    t_ns: now.as_nanos(),
+                    ok: Some([st.down.map(CakeRec::from), st.up.map(CakeRec::from)]),
+                    error: None,
+                },
+                Err(e) => Input::CakeStats {
+                    t_ns: now.as_nanos(),
+                    ok: None,
+                    error: Some(e.clone()),
+                },
             });
-            self.log_event(v);
+            self.agent.handle_cake_stats(now, read);
         }
+        self.record(|| Input::Timeout {
+            t_ns: now.as_nanos(),
+        });
+        self.agent.handle_timeout(now);
+        self.drain_agent(now);
+        if ready.metrics {
+            self.serve_metrics();
+        }
+    }
+
+    /// Reads every datagram waiting on socket `w` into the agent.
+    fn drain_socket(&mut self, now: Instant, w: Which) {
+        loop {
+            let (n, from) = match self.socks.recv(w, &mut self.buf[..]) {
+                Ok(Some(x)) => x,
+                Ok(None) => break,
+                // An ICMP error queued on a UDP socket (port unreachable): nothing to read.
+                Err(_) => break,
+            };
+            if self.recorder.is_some() {
+                let h = hex(&self.buf[..n]);
+                self.record(|| Input::Datagram {
+                    t_ns: now.as_nanos(),
+                    from,
+                    socket: w.kind(),
+                    hex: h,
+                });
+            }
+            self.agent
+                .handle_datagram(now, from, w.kind(), &self.buf[..n]);
+        }
+    }
+
+    /// Sends the agent's probes, applies its rates and logs its events.
+    fn drain_agent(&mut self, now: Instant) {
+        while let Some(t) = self.agent.poll_transmit() {
+            if self.socks.send(&t).is_err() {
+                // No route, link down: the probe is lost at once.
+                self.record(|| Input::SendFailed {
+                    t_ns: now.as_nanos(),
+                    token: t.token,
+                });
+                self.agent.handle_send_failed(now, t.token);
+            }
+        }
+        while let Some(s) = self.agent.poll_rate() {
+            self.apply(now, s);
+        }
+        while let Some((t, e)) = self.agent.poll_event() {
+            let r = Record::of_event(t.as_secs_f64(), &e, self.act.name());
+            self.log_record(&r);
+        }
+        let st = self.agent.stats();
+        self.steps = st.steps;
+        self.samples_fed = st.samples_fed;
+        if let Some(r) = self.recorder.as_mut() {
+            let _ = r.flush();
+        }
+    }
+
+    fn apply(&mut self, now: Instant, s: SetRate) {
+        let res = self.act.set_rate(s.dir, s.bps).map_err(|e| e.to_string());
+        self.record(|| Input::RateApplied {
+            t_ns: now.as_nanos(),
+            dir: Dir::from(s.dir),
+            bps: s.bps,
+            safe: s.safe,
+            error: res.as_ref().err().cloned(),
+        });
+        self.agent.handle_rate_applied(now, s, res);
+    }
+
+    fn serve_metrics(&mut self) {
+        let Some(m) = &self.metrics else {
+            return;
+        };
+        let st = self.agent.stats();
+        let snap = Snapshot {
+            rate: Direction::ALL.map(|d| self.agent.rate_in_force(d).unwrap_or(0)),
+            throughput: Direction::ALL.map(|d| self.agent.throughput(d)),
+            cake_backlog: Direction::ALL.map(|d| self.agent.cake_backlog(d)),
+            changes: st.rate_changes,
+            actuator_errors: st.actuator_errors,
+            reflectors: self
+                .agent
+                .reflectors()
+                .map(|r| {
+                    let s = r.stats;
+                    (r.spec.label(r.method), s.sent, s.answered, s.lost, r.active)
+                })
+                .collect(),
+        };
+        m.serve_pending(&metrics::render(&snap));
     }
 
     /// Sets both directions to the configured safe rate (on SIGTERM) and logs it.
     pub fn restore_safe(&mut self) {
         let now = self.clock.now();
-        let cc = self.cfg.controller_config();
-        for dir in Direction::ALL {
-            let r = cc.safe[dir];
-            let res = self.act.set_rate(dir, r);
-            let v = json!({"t": self.t(now), "event": "safe-rate", "dir": dir.name(), "rate": r,
-                "ok": res.is_ok(), "error": res.err().map(|e| e.to_string())});
-            self.log_event(v);
-        }
+        self.record(|| Input::Shutdown {
+            t_ns: now.as_nanos(),
+        });
+        self.agent.handle_shutdown(now);
+        self.drain_agent(now);
     }
 
-    /// The decision log's per-reflector health, for `--status`-style output and tests.
-    pub fn health(
-        &self,
-    ) -> Vec<(
-        std::net::SocketAddr,
-        crate::config::Method,
-        bool,
-        crate::probe::Stats,
-    )> {
-        self.prober.health().collect()
+    /// Per-reflector health: address, current method, whether active, counters.
+    pub fn health(&self) -> Vec<(std::net::SocketAddr, Method, bool, ReflectorStats)> {
+        self.agent
+            .reflectors()
+            .map(|r| (r.spec.addr, r.method, r.active, r.stats))
+            .collect()
+    }
+
+    /// The agent (its decisions, discards, reflectors).
+    pub fn agent(&self) -> &Agent<Box<dyn Law + Send>> {
+        &self.agent
     }
 
     /// The metrics listener's address, if enabled.
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.metrics.as_ref().and_then(|m| m.local_addr().ok())
     }
+}
+
+/// Which sockets poll found readable.
+#[derive(Clone, Copy, Debug, Default)]
+struct Ready {
+    probes: [Option<Which>; 4],
+    metrics: bool,
 }

@@ -2,8 +2,8 @@
 //! signalled ([`run`]), and serve as a UDP reflector ([`reflector`]). Shared by `purple control`
 //! / `purple reflector` and the small router binary `purple-control`, so both behave alike.
 
+use crate::log::Record;
 use crate::{Daemon, DaemonConfig, Exit};
-use serde_json::json;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -23,9 +23,11 @@ pub fn check(path: &Path) -> Result<String, String> {
     ))
 }
 
-/// `purple control --config FILE`: runs until SIGTERM/SIGINT (then sets the safe rates and
-/// exits); SIGHUP reloads the file (a bad file is logged and the running configuration kept).
-pub fn run(path: &Path, dry_run: bool) -> Result<String, String> {
+/// `purple control --config FILE [--record REC]`: runs until SIGTERM/SIGINT (then sets the safe
+/// rates and exits); SIGHUP reloads the file (a bad file is logged and the running
+/// configuration kept). With `record`, every input of the agent is written there
+/// (`daemon::record`).
+pub fn run(path: &Path, dry_run: bool, record: Option<&Path>) -> Result<String, String> {
     let mut cfg = DaemonConfig::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let stop = Arc::new(AtomicBool::new(false));
     let reload = Arc::new(AtomicBool::new(false));
@@ -34,16 +36,34 @@ pub fn run(path: &Path, dry_run: bool) -> Result<String, String> {
     }
     signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
         .map_err(|e| e.to_string())?;
-    let mut d = Daemon::new(cfg.clone(), dry_run).map_err(|e| format!("start: {e}"))?;
+    let mut d = match record {
+        Some(r) => Daemon::recording(cfg.clone(), dry_run, r),
+        None => Daemon::new(cfg.clone(), dry_run),
+    }
+    .map_err(|e| format!("start: {e}"))?;
     // Sockets are open: drop to the configured user, keeping CAP_NET_RAW and CAP_NET_ADMIN.
     // The process is still single-threaded here (privs::drop_to requires it).
     if !cfg.user.is_empty() {
         crate::privs::drop_to(&cfg.user).map_err(|e| format!("user {}: {e}", cfg.user))?;
-        d.log_event(json!({"event": "privileges", "user": cfg.user,
-            "kept": ["CAP_NET_RAW", "CAP_NET_ADMIN"]}));
+        let r = Record::Privileges {
+            t: d.t(),
+            user: Some(cfg.user.clone()),
+            kept: Some(vec!["CAP_NET_RAW".into(), "CAP_NET_ADMIN".into()]),
+            warning: None,
+        };
+        d.log_record(&r);
     } else if crate::privs::is_root() {
-        d.log_event(json!({"event": "privileges", "warning":
-            "running as root with all capabilities: set `user` to drop to CAP_NET_RAW + CAP_NET_ADMIN"}));
+        let r = Record::Privileges {
+            t: d.t(),
+            user: None,
+            kept: None,
+            warning: Some(
+                "running as root with all capabilities: set `user` to drop to CAP_NET_RAW + \
+                 CAP_NET_ADMIN"
+                    .into(),
+            ),
+        };
+        d.log_record(&r);
     }
     loop {
         match d.run(&stop, &reload, None).map_err(|e| e.to_string())? {
@@ -61,13 +81,18 @@ pub fn run(path: &Path, dry_run: bool) -> Result<String, String> {
                     match d.reload(new.clone(), dry_run) {
                         Ok(()) => {
                             cfg = new;
-                            d.log_event(json!({"event": "reloaded"}));
+                            d.log_record(&Record::Reloaded { t: d.t() });
                         }
-                        Err(e) => d.log_event(json!({"event": "reload-failed",
-                            "error": e.to_string()})),
+                        Err(e) => d.log_record(&Record::ReloadFailed {
+                            t: d.t(),
+                            error: e.to_string(),
+                        }),
                     }
                 }
-                Err(e) => d.log_event(json!({"event": "reload-failed", "error": e.to_string()})),
+                Err(e) => d.log_record(&Record::ReloadFailed {
+                    t: d.t(),
+                    error: e.to_string(),
+                }),
             },
         }
     }

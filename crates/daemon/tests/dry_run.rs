@@ -101,10 +101,13 @@ fn reflector_that_stops_answering_is_rotated_out_for_a_spare() {
     let _ = std::fs::remove_dir_all(&dir);
     let log = dir.join("c.jsonl");
     // Nothing listens on UDP port 1 of 127.0.0.1: no reply, ever. 127.0.0.1 (echo) is the spare.
+    // Alone, its losses cannot be told from a link outage (no other reflector answers), so the
+    // rule that rotates it is silence (`dead_after_ms`).
     let text = format!(
         "[download]\ninterface = \"lo\"\n[upload]\ninterface = \"lo\"\n[probe]\n\
          reflectors = [\"udp:127.0.0.1:1\", \"echo:127.0.0.1\"]\nactive = 1\n\
-         rate_hz = 50\nmin_interval_ms = 0\ntimeout_ms = 50\n[actuator]\nkind = \"dry-run\"\n\
+         rate_hz = 50\nmin_interval_ms = 0\ntimeout_ms = 50\ndead_after_ms = 300\n\
+         [actuator]\nkind = \"dry-run\"\n\
          [log]\npath = \"{}\"\n",
         log.display()
     );

@@ -14,9 +14,14 @@
 //! metrics, C5 PURPLE-AIMD, cake-autorate, sqm-autorate, CAKE `autorate-ingress`, the oracle
 //! (95% of the true capacity of the current 50 ms control interval, set at its start; no
 //! further lookahead) and `purple` (ours, delay and throughput only); on the cellular traces
-//! also `oracle+`, an oracle that sees the mean capacity of the next 200 ms.
+//! also `oracle+`, an oracle that sees the mean capacity of the next 200 ms. `purple demo` adds
+//! the oracle told the capacity one interval late ([`closed_loop::Contender::OracleLagged`]).
+//!
+//! [`matrix`] judges every contender on every scenario over many seeds.
 
 pub mod closed_loop;
+pub mod link;
+pub mod matrix;
 pub mod probe;
 pub mod scenario;
 
@@ -79,48 +84,95 @@ pub const SLIDES: [(&str, [f64; 6]); 5] = [
     ("C5", [4.10, 4.00, 0.98, 16.70, 1.88, 90.3]),
 ];
 
-/// Runs every contender on `scenario` (time-scaled), in parallel threads, in table order.
+/// Runs every contender of [`Contender::all`] on `scenario` (time-scaled), in parallel threads,
+/// in table order.
 pub fn run_all(scenario: &Scenario, opts: &RunOpts) -> Vec<LoopResult> {
-    let specs: Vec<LoopSpec> = Contender::all(scenario)
-        .into_iter()
-        .map(|c| {
+    run_contenders(scenario, &Contender::all(scenario), opts)
+}
+
+/// [`Contender::all`] and the one-interval-late oracle last: what `purple demo` shows.
+pub fn demo_contenders(scenario: &Scenario) -> Vec<Contender> {
+    let mut v = Contender::all(scenario);
+    v.push(Contender::OracleLagged);
+    v
+}
+
+/// Runs `contenders` on `scenario` (time-scaled) on every available core; results in the order
+/// of `contenders`, each depending only on its own run.
+pub fn run_contenders(
+    scenario: &Scenario,
+    contenders: &[Contender],
+    opts: &RunOpts,
+) -> Vec<LoopResult> {
+    let specs: Vec<LoopSpec> = contenders
+        .iter()
+        .map(|&c| {
             let mut s = LoopSpec::new(scenario.clone(), c, opts.seed);
             s.secs = scenario.secs * opts.time_scale.clamp(0.05, 10.0);
             s.warmup = (5.0 * opts.time_scale.clamp(0.05, 1.0)).min(s.secs / 4.0);
             s
         })
         .collect();
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(1, 4);
-    let mut out: Vec<Option<LoopResult>> = vec![None; specs.len()];
-    for (chunk_specs, chunk_out) in specs.chunks(threads).zip(out.chunks_mut(threads)) {
-        std::thread::scope(|sc| {
-            let hs: Vec<_> = chunk_specs
-                .iter()
-                .map(|s| sc.spawn(move || closed_loop::run(s)))
-                .collect();
-            for (h, o) in hs.into_iter().zip(chunk_out.iter_mut()) {
-                *o = h.join().ok();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    matrix::parallel(
+        specs.len(),
+        threads,
+        &|i| closed_loop::run(&specs[i]),
+        &|_, _| {},
+    )
+}
+
+/// The row labels of `contenders` (in [`Contender::all`] order): the slides' C1..C5 (the first
+/// static CAKE is C2, the second C3, even where a link's two static rates are equal), `oracle`,
+/// `ours`, `oracle+` (the lookahead oracle), `oracle-late` (one interval late), empty for the
+/// others.
+pub fn labels(contenders: &[Contender]) -> Vec<&'static str> {
+    let mut statics = 0;
+    contenders
+        .iter()
+        .map(|c| match c {
+            Contender::FqCodel => "C1",
+            Contender::CakeStatic(..) => {
+                statics += 1;
+                match statics {
+                    1 => "C2",
+                    2 => "C3",
+                    _ => "",
+                }
             }
-        });
+            Contender::PurpleRadio => "C4",
+            Contender::PurpleAimd => "C5",
+            Contender::Oracle => "oracle",
+            Contender::Purple => "ours",
+            Contender::OracleLookahead => "oracle+",
+            Contender::OracleLagged => "oracle-late",
+            _ => "",
+        })
+        .collect()
+}
+
+/// The two single-seed targets against the one-interval-late oracle (purple's download
+/// throughput at least 0.90 of the late oracle's, p99 at most its + 2 ms), when `contenders`
+/// (the order of `results`) has both `purple` and the late oracle; none otherwise.
+pub fn late_oracle_claims(results: &[LoopResult], contenders: &[Contender]) -> Vec<Claim> {
+    let find = |c: Contender| {
+        contenders
+            .iter()
+            .position(|&x| x == c)
+            .and_then(|i| results.get(i))
+    };
+    match (find(Contender::Purple), find(Contender::OracleLagged)) {
+        (Some(p), Some(o)) => vec![
+            matrix::throughput_claim("", p.throughput.down, o.throughput.down),
+            matrix::p99_claim("", p.latency.p99, o.latency.p99),
+        ],
+        _ => Vec::new(),
     }
-    out.into_iter().flatten().collect()
 }
 
-/// The slides' row label of contender number `i` in [`Contender::all`] order.
-pub fn label(i: usize) -> &'static str {
-    [
-        "C1", "C2", "C3", "C4", "C5", "", "", "", "oracle", "ours", "oracle+",
-    ]
-    .get(i)
-    .copied()
-    .unwrap_or("")
-}
-
-/// The comparison table of `results` (as from [`run_all`]); slide figures beside C1..C5 when
-/// `slides`.
-pub fn table(results: &[LoopResult], slides: bool) -> Table {
+/// The comparison table of `results` with their row `labels` (as from [`run_all`] and
+/// [`labels`]); slide figures beside C1..C5 when `slides`.
+pub fn table(results: &[LoopResult], labels: &[&str], slides: bool) -> Table {
     let mut h = vec![
         "id",
         "contender",
@@ -143,7 +195,7 @@ pub fn table(results: &[LoopResult], slides: bool) -> Table {
         let l = &r.latency;
         let f2 = |x: f64| format!("{x:.2}");
         let mut row = vec![
-            label(i).to_string(),
+            labels.get(i).copied().unwrap_or("").to_string(),
             r.name.clone(),
             f2(l.mean),
             f2(l.median),
@@ -318,7 +370,7 @@ pub fn scenario_report(name: &str, opts: &RunOpts) -> Report {
             sc.radio_buffer,
             sc.secs * opts.time_scale
         ),
-        table: table(&results, radio),
+        table: table(&results, &labels(&Contender::all(&sc)), radio),
         claims,
         runs: Vec::new(),
         notes: vec![

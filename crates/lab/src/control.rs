@@ -96,36 +96,33 @@ pub fn config_toml(
     )
 }
 
-/// Parses a decision log: `decision` lines become points on the run's clock, given the Unix
-/// time (s) of the run's epoch; the `start` line anchors the daemon's clock (its `wall` at its
-/// `t`). Lines that are not JSON are skipped. Returns the points and the `actuator-error` count.
+/// Parses a decision log through its typed records ([`daemon::log::Record`]): `decision` lines
+/// become points on the run's clock, given the Unix time (s) of the run's epoch; the `start`
+/// line anchors the daemon's clock (its `wall` at its `t`). Lines that are not log records are
+/// skipped. Returns the points and the `actuator-error` count.
 pub fn parse_log(text: &str, epoch_wall_s: f64) -> (Vec<ControlPoint>, usize) {
+    use daemon::log::{parse_line, Record};
     let mut offset = None;
     let mut points = Vec::new();
     let mut errors = 0;
-    let mbit = |v: &serde_json::Value| v.as_f64().map_or(f64::NAN, |b| b * 8.0 / 1e6);
+    let mbit = |b: u64| b as f64 * 8.0 / 1e6;
     for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+        let Ok(Some(r)) = parse_line(line) else {
             continue;
         };
-        let t = v["t"].as_f64();
-        match v["event"].as_str() {
-            Some("start") => {
-                if let (Some(t), Some(w)) = (t, v["wall"].as_f64()) {
-                    offset = Some(w - t - epoch_wall_s);
-                }
-            }
-            Some("actuator-error") => errors += 1,
-            Some("decision") => {
-                let (Some(t), Some(off)) = (t, offset) else {
+        match r {
+            Record::Start { t, wall, .. } => offset = Some(wall - t - epoch_wall_s),
+            Record::ActuatorError { .. } => errors += 1,
+            Record::Decision { t, down, up } => {
+                let Some(off) = offset else {
                     continue;
                 };
                 points.push(ControlPoint {
                     t: t + off,
-                    down_mbit: mbit(&v["down"]["rate"]),
-                    up_mbit: mbit(&v["up"]["rate"]),
-                    down_throughput_mbit: mbit(&v["down"]["throughput"]),
-                    down_delay_ms: v["down"]["delay_ms"].as_f64(),
+                    down_mbit: mbit(down.rate),
+                    up_mbit: mbit(up.rate),
+                    down_throughput_mbit: mbit(down.throughput),
+                    down_delay_ms: down.delay_ms,
                 });
             }
             _ => {}
@@ -237,17 +234,51 @@ mod tests {
 
     #[test]
     fn log_lines_become_points_on_the_runs_clock() {
-        let log = concat!(
-            "{\"t\":0.5,\"event\":\"start\",\"wall\":1000.5}\n",
-            "not json\n",
-            "{\"t\":2.0,\"event\":\"decision\",\"down\":{\"rate\":12500000,\"throughput\":10000000,",
-            "\"delay_ms\":3.5},\"up\":{\"rate\":5000000,\"throughput\":0,\"delay_ms\":null}}\n",
-            "{\"t\":2.1,\"event\":\"actuator-error\",\"dir\":\"down\"}\n",
-            "{\"t\":3.0,\"event\":\"decision\",\"down\":{\"rate\":10000000,\"throughput\":0},",
-            "\"up\":{\"rate\":5000000}}\n",
-        );
+        use daemon::log::{Dir, DirRecord, Record};
+        let dir = |rate: u64, throughput: u64, delay_ms: Option<f64>| DirRecord {
+            rate,
+            applied: true,
+            reason: "hold".into(),
+            throughput,
+            cake_backlog: None,
+            delay_ms,
+        };
+        let recs = [
+            Record::Start {
+                t: 0.5,
+                algorithm: "purple".into(),
+                actuator: "bridge".into(),
+                icmp_raw: false,
+                wall: 1000.5,
+                reflectors: vec![],
+            },
+            Record::Decision {
+                t: 2.0,
+                down: dir(12_500_000, 10_000_000, Some(3.5)),
+                up: dir(5_000_000, 0, None),
+            },
+            Record::ActuatorError {
+                t: 2.1,
+                dir: Dir::Down,
+                rate: 1,
+                error: "x".into(),
+            },
+            Record::Decision {
+                t: 3.0,
+                down: dir(10_000_000, 0, None),
+                up: dir(5_000_000, 0, None),
+            },
+        ];
+        let mut log = String::new();
+        for (i, r) in recs.iter().enumerate() {
+            log.push_str(&serde_json::to_string(r).expect("records serialise"));
+            log.push('\n');
+            if i == 0 {
+                log.push_str("not json\n");
+            }
+        }
         // The run's epoch is at Unix time 1001: the daemon's t = 2 is wall 1002 = run t 1.
-        let (p, errors) = parse_log(log, 1001.0);
+        let (p, errors) = parse_log(&log, 1001.0);
         assert_eq!(errors, 1);
         assert_eq!(p.len(), 2);
         assert!((p[0].t - 1.0).abs() < 1e-9, "{}", p[0].t);

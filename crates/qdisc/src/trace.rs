@@ -6,7 +6,8 @@ use crate::{Duration, Instant};
 /// Bytes one mahimahi delivery opportunity can carry.
 pub const MAHIMAHI_MTU: u32 = 1500;
 
-/// Why a trace could not be parsed.
+/// Why a trace could not be parsed. Its text names the line (`line 3: not a non-negative
+/// integer: "x"`); callers that read a file put the file's path in front.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TraceError {
     /// 1-based line number (0 when the problem is the whole file).
@@ -17,7 +18,11 @@ pub struct TraceError {
 
 impl std::fmt::Display for TraceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "trace line {}: {}", self.line, self.message)
+        if self.line == 0 {
+            write!(f, "{}", self.message)
+        } else {
+            write!(f, "line {}: {}", self.line, self.message)
+        }
     }
 }
 impl std::error::Error for TraceError {}
@@ -32,9 +37,11 @@ pub struct MahimahiTrace {
 
 impl MahimahiTrace {
     /// Parses the ASCII format: one non-negative integer per line (blank lines ignored),
-    /// non-decreasing, last value > 0.
+    /// non-decreasing, last value > 0. An error names the first offending line (or, for a file
+    /// without an opportunity after 0 ms, says so).
     pub fn parse(text: &str) -> Result<Self, TraceError> {
         let mut ms = Vec::new();
+        let mut last_line = 0;
         for (i, line) in text.lines().enumerate() {
             let t = line.trim();
             if t.is_empty() {
@@ -47,12 +54,26 @@ impl MahimahiTrace {
             if ms.last().is_some_and(|&l| v < l) {
                 return Err(TraceError {
                     line: i + 1,
-                    message: "offsets must not decrease".into(),
+                    message: format!(
+                        "offsets must not decrease ({v} after {})",
+                        ms.last().copied().unwrap_or(0)
+                    ),
                 });
             }
             ms.push(v);
+            last_line = i + 1;
         }
-        Self::from_offsets(ms)
+        match ms.last() {
+            None => Err(TraceError {
+                line: 0,
+                message: "no delivery opportunity (the file holds no offset)".into(),
+            }),
+            Some(0) => Err(TraceError {
+                line: last_line,
+                message: "the last offset sets the loop period and must be > 0 ms".into(),
+            }),
+            Some(_) => Self::from_offsets(ms),
+        }
     }
 
     /// A trace from millisecond offsets (non-decreasing, last > 0).
@@ -117,6 +138,31 @@ impl MahimahiTrace {
             0
         };
         laps * self.ms.len() as u64 + within - at_end
+    }
+
+    /// The same link observed from `offset` into its loop on: the trace rotated so that its
+    /// first delivery opportunity at or after `offset` (modulo the period) falls on a loop
+    /// boundary. The period and the opportunities per loop are unchanged, and so is the pattern
+    /// of the looping link (each opportunity moves by the same amount modulo the period).
+    pub fn starting_at(&self, offset: Duration) -> MahimahiTrace {
+        let p = self.period_ms;
+        let want = (offset.as_nanos() / 1_000_000) % p;
+        // Opportunities at `p` are at 0 ms of the next loop: read offsets modulo the period.
+        let mut m: Vec<u64> = self.ms.iter().map(|&x| x % p).collect();
+        m.sort_unstable();
+        // The new zero: the first opportunity at or after `want` (wrapping to the first one).
+        let zero = m.iter().copied().find(|&x| x >= want).unwrap_or(m[0]);
+        let mut out: Vec<u64> = m.iter().map(|&x| (x + p - zero) % p).collect();
+        out.sort_unstable();
+        // Opportunities at the new zero go to the end of the loop (mahimahi's last line is
+        // both the period and an opportunity at the start of the next loop).
+        let at_zero = out.iter().take_while(|&&x| x == 0).count();
+        out.drain(..at_zero);
+        out.extend(std::iter::repeat_n(p, at_zero));
+        MahimahiTrace {
+            ms: out,
+            period_ms: p,
+        }
     }
 
     /// Mean capacity in bytes per second over one loop.
@@ -223,6 +269,51 @@ impl RateSchedule {
                 p.rate + (n.rate - p.rate) * f
             }
             _ => p.rate,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_trace_names_its_line() {
+        let e = MahimahiTrace::parse("1\n2\n\nx3\n4\n").expect_err("not a number");
+        assert_eq!(e.line, 4);
+        assert_eq!(e.to_string(), "line 4: not a non-negative integer: \"x3\"");
+        let e = MahimahiTrace::parse("5\n7\n6\n").expect_err("decreasing");
+        assert_eq!(e.line, 3);
+        assert!(e.to_string().contains("6 after 7"), "{e}");
+        let e = MahimahiTrace::parse("0\n0\n\n").expect_err("period 0");
+        assert_eq!(e.line, 2);
+        let e = MahimahiTrace::parse("\n \n").expect_err("empty");
+        assert_eq!(e.line, 0);
+        assert!(!e.to_string().contains("line"), "{e}");
+    }
+
+    /// Opportunities in `[from, to)` ms of a looping trace.
+    fn count(t: &MahimahiTrace, from: u64, to: u64) -> u64 {
+        t.count_before(Instant::from_millis(to)) - t.count_before(Instant::from_millis(from))
+    }
+
+    #[test]
+    fn a_trace_started_at_an_offset_is_the_same_link_shifted() {
+        // Loop of 10 ms: two opportunities at 0 (steady state: 0 and the previous loop's 10),
+        // one at 3, one at 7.
+        let t = MahimahiTrace::parse("0\n3\n7\n10\n").expect("a valid trace");
+        let r = t.starting_at(Duration::from_millis(5));
+        assert_eq!(r.period(), t.period());
+        assert_eq!(r.len(), t.len());
+        // From the second loop on, every 1 ms window of `r` at k holds what `t` holds at k + 7.
+        for k in 10..40 {
+            assert_eq!(count(&r, k, k + 1), count(&t, k + 7, k + 8), "ms {k}");
+        }
+        // An offset beyond the period wraps; one past the last opportunity wraps to the first.
+        assert_eq!(t.starting_at(Duration::from_millis(25)), r);
+        let w = t.starting_at(Duration::from_millis(8));
+        for k in 10..40 {
+            assert_eq!(count(&w, k, k + 1), count(&t, k, k + 1), "ms {k}");
         }
     }
 }

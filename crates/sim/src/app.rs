@@ -96,6 +96,11 @@ pub trait Application: std::fmt::Debug {
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
+    /// The concrete application, mutable, for a driver that works with it between runs (drains
+    /// what it received) through [`crate::Sim::app_as_mut`]. The default hides it.
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
 }
 
 /// A UDP source sending fixed-size frames at fixed intervals until an optional stop time:

@@ -51,7 +51,9 @@ pub use metrics::{
     summarize, FlowBin, FlowEndpoints, FlowMetrics, LatencySummary, LinkBin, LinkMetrics,
     BIN_GROWTH_DIV, LATENCY_GROWTH_DIV,
 };
-pub use scenario::{parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError};
+pub use scenario::{
+    link_rate, parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError,
+};
 pub use sim::{tag_sent_at, AppId, Buffer, LinkConfig, LinkId, LinkRate, NodeId, Sim, SimMemory};
 pub use summary::{qdisc_json, FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 pub use tcp_app::{TcpReceiverApp, TcpSenderApp};

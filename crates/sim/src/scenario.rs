@@ -162,6 +162,32 @@ fn rate(s: &str) -> Result<u64, ScenarioError> {
     qdisc::tc_units::parse_rate(s).or_else(|e| err(format!("bad rate {s:?}: {e:?}")))
 }
 
+/// A link's capacity from the scenario format's keys: exactly one of `rate` (tc syntax,
+/// `10mbit`), `trace` (a mahimahi file) or `schedule` (a step/ramp file, [`RateSchedule`]);
+/// relative paths resolve against `dir`. Errors name the file and, for a malformed one, the
+/// line (`my.down: line 3: not a non-negative integer: "x"`).
+pub fn link_rate(
+    rate_key: Option<&str>,
+    trace: Option<&str>,
+    schedule: Option<&str>,
+    dir: &Path,
+) -> Result<LinkRate, ScenarioError> {
+    let read = |t: &str| {
+        let p = dir.join(t);
+        std::fs::read_to_string(&p).or_else(|e| err(format!("{}: {e}", p.display())))
+    };
+    match (rate_key, trace, schedule) {
+        (Some(r), None, None) => Ok(LinkRate::Fixed(rate(r)?)),
+        (None, Some(t), None) => Ok(LinkRate::Mahimahi(
+            MahimahiTrace::parse(&read(t)?).or_else(|e| err(format!("{t}: {e}")))?,
+        )),
+        (None, None, Some(t)) => Ok(LinkRate::Schedule(
+            RateSchedule::parse(&read(t)?).or_else(|e| err(format!("{t}: {e}")))?,
+        )),
+        _ => err("give exactly one of rate, trace, schedule"),
+    }
+}
+
 /// Builds a qdisc from its tc description (`cake <tc args>`, `fq_codel`, `codel ecn`,
 /// `pie ecn`, `pfifo [N]`, `bfifo N`, `sfq limit 1000 perturb 10`, `sfb`,
 /// `htb rate 20mbit burst 15k fq_codel`, ...): see [`AnyQdisc::from_tc`] for the full syntax.
@@ -259,28 +285,13 @@ impl Scenario {
                 &[(from, to, "fwd")]
             };
             for (k, &(a, b, d)) in dirs.iter().enumerate() {
-                let link_rate = match (&l.rate, &l.trace, &l.schedule) {
-                    (Some(r), None, None) => LinkRate::Fixed(rate(r)?),
-                    (None, Some(t), None) => {
-                        let text = std::fs::read_to_string(dir.join(t))
-                            .or_else(|e| err(format!("trace {t:?}: {e}")))?;
-                        LinkRate::Mahimahi(
-                            MahimahiTrace::parse(&text).or_else(|e| err(format!("{t}: {e}")))?,
-                        )
-                    }
-                    (None, None, Some(t)) => {
-                        let text = std::fs::read_to_string(dir.join(t))
-                            .or_else(|e| err(format!("schedule {t:?}: {e}")))?;
-                        LinkRate::Schedule(
-                            RateSchedule::parse(&text).or_else(|e| err(format!("{t}: {e}")))?,
-                        )
-                    }
-                    _ => {
-                        return err(format!(
-                            "link {i}: give exactly one of rate, trace, schedule"
-                        ))
-                    }
-                };
+                let link_rate = link_rate(
+                    l.rate.as_deref(),
+                    l.trace.as_deref(),
+                    l.schedule.as_deref(),
+                    dir,
+                )
+                .map_err(|e| ScenarioError(format!("link {i}: {e}")))?;
                 if !(0.0..=1.0).contains(&l.loss) {
                     return err(format!("link {i}: loss must be in [0, 1]"));
                 }

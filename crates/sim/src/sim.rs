@@ -568,6 +568,41 @@ impl Sim {
         self.apps.get(app)?.app.as_any()?.downcast_ref::<T>()
     }
 
+    /// Application `app` as its concrete type, mutable, if it exposes itself
+    /// ([`Application::as_any_mut`]).
+    pub fn app_as_mut<T: 'static>(&mut self, app: AppId) -> Option<&mut T> {
+        self.apps
+            .get_mut(app)?
+            .app
+            .as_any_mut()?
+            .downcast_mut::<T>()
+    }
+
+    /// Sends `pkt` (a full Ethernet frame) from application `app`'s host now, as if the
+    /// application had sent it: it counts in `app`'s flow and is routed by its destination.
+    /// For a driver outside the simulation (a sans-IO agent whose bytes travel as real frames).
+    /// Returns false (and drops the frame) for an unknown `app`.
+    pub fn inject(&mut self, app: AppId, mut pkt: Packet) -> bool {
+        let Some(slot) = self.apps.get(app) else {
+            return false;
+        };
+        let node = slot.node;
+        let flow_tag = if app < MAX_TRACKED_FLOWS {
+            (app as u64 + 1) << TAG_TIME_BITS
+        } else {
+            0
+        };
+        pkt.meta.tag = flow_tag | (self.now.as_nanos() & TAG_TIME_MASK);
+        let f = &mut self.flows[app];
+        if f.sent_packets == 0 {
+            f.endpoints = crate::metrics::FlowEndpoints::of(&pkt);
+        }
+        f.sent_packets += 1;
+        f.sent_bytes += u64::from(pkt.len());
+        self.forward(node, pkt);
+        true
+    }
+
     /// Fraction of capacity used up to now: busy time over elapsed time for fixed and scheduled
     /// links; bytes sent over bytes offered by the opportunities so far for trace links.
     pub fn link_utilisation(&self, link: LinkId) -> f64 {
@@ -1051,7 +1086,9 @@ fn owner_of(owner: &HashMap<IpAddr, NodeId, FastHash>, pkt: &Packet, off: usize)
 
 /// For an ICMP/ICMPv6 echo (IP header at `off`, no IPv6 extension headers): `(true, id)` for a
 /// request, which is turned into the reply in place (addresses swapped, type changed, checksum
-/// updated incrementally per RFC 1624); `(false, id)` for a reply; `None` otherwise.
+/// updated incrementally per RFC 1624); `(false, id)` for a reply, and for an ICMPv4 timestamp
+/// request or reply (types 13/14, which carry an identifier at the same place: delivered to the
+/// application bound to it, which answers like a host would); `None` otherwise.
 fn icmp_echo(d: &mut [u8], off: usize) -> Option<(bool, u16)> {
     let v = d.get(off)? >> 4;
     let (l4, req, rep, a, alen) = match v {
@@ -1062,7 +1099,7 @@ fn icmp_echo(d: &mut [u8], off: usize) -> Option<(bool, u16)> {
     let hdr = d.get(l4..l4 + 8)?;
     let id = u16::from_be_bytes([hdr[4], hdr[5]]);
     let ty = hdr[0];
-    if ty == rep {
+    if ty == rep || (v == 4 && (ty == 13 || ty == 14)) {
         return Some((false, id));
     }
     if ty != req {

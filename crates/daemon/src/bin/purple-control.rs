@@ -3,14 +3,15 @@
 //! and `purple reflector`:
 //!
 //! ```text
-//! purple-control [--config FILE] [--check] [--dry-run]
+//! purple-control [--config FILE] [--check] [--dry-run] [--record FILE]
 //! purple-control reflector [--bind ADDR] [--port N] [--max-pps N]
 //! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: purple-control [--config FILE] [--check] [--dry-run]\n       \
+const USAGE: &str =
+    "usage: purple-control [--config FILE] [--check] [--dry-run] [--record FILE]\n       \
 purple-control reflector [--bind ADDR] [--port N] [--max-pps N]\n\
 (defaults: --config /etc/purple/purple.toml; reflector --bind 0.0.0.0 --port 8862 --max-pps 1000)";
 
@@ -43,12 +44,14 @@ fn value<'a>(it: &mut impl Iterator<Item = &'a String>, name: &str) -> Result<&'
 fn control(args: &[String]) -> Result<String, String> {
     let mut config = PathBuf::from("/etc/purple/purple.toml");
     let (mut check, mut dry_run) = (false, false);
+    let mut record: Option<PathBuf> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--config" | "-c" => config = PathBuf::from(value(&mut it, a)?),
             "--check" => check = true,
             "--dry-run" => dry_run = true,
+            "--record" => record = Some(PathBuf::from(value(&mut it, a)?)),
             "--version" | "-V" => {
                 return Ok(format!("purple-control {}\n", env!("CARGO_PKG_VERSION")))
             }
@@ -56,7 +59,7 @@ fn control(args: &[String]) -> Result<String, String> {
             other => {
                 return Err(format!(
                     "unknown argument {other:?} (accepted: --config FILE, --check, --dry-run, \
-                     --version, --help, or the subcommand `reflector`)\n{USAGE}"
+                     --record FILE, --version, --help, or the subcommand `reflector`)\n{USAGE}"
                 ))
             }
         }
@@ -64,7 +67,7 @@ fn control(args: &[String]) -> Result<String, String> {
     if check {
         daemon::service::check(&config)
     } else {
-        daemon::service::run(&config, dry_run)
+        daemon::service::run(&config, dry_run, record.as_deref())
     }
 }
 

@@ -3,7 +3,7 @@
 //! the process may open one, else an unprivileged datagram ICMP socket (Linux's "ping" socket,
 //! allowed by `net.ipv4.ping_group_range`).
 
-use super::icmp::{self, ECHO_REPLY, ECHO_REQUEST};
+use controller::wire::icmp::{self, ECHO_REPLY, ECHO_REQUEST};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::{self, Read};
 use std::net::{Ipv4Addr, SocketAddr};

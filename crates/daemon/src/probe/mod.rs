@@ -1,113 +1,51 @@
-//! Probing reflectors: ICMP timestamp requests (one-way delays), ICMP echo (RTT fallback) and
-//! our UDP timestamp echo ([`udp`]), turned into [`controller::Sample`]s.
+//! The probe sockets: ICMP (raw for timestamps and echo, or an unprivileged datagram "ping"
+//! socket for echo only) and UDP (v4 and v6, for `purple reflector`s), non-blocking, bound to
+//! the controlled device (`SO_BINDTODEVICE`) and/or marked (`SO_MARK`) when configured, so probes
+//! leave through the link being controlled. What to send, when, and what a reply means is the
+//! agent's (`controller::agent`): this module only moves its bytes.
 //!
-//! The [`Prober`] spreads `rate_hz` probes per second round-robin over the `active`
-//! reflectors, never probing one more often than `min_interval` (etiquette). A probe without a
-//! reply after `timeout` becomes [`Sample::ProbeLost`]. Health tracking: a timestamp reflector
-//! that has never answered a timestamp request and misses three in a row falls back to echo (many
-//! anycast hosts and CGNAT paths drop type 13); a reflector that loses three probes within 60 s
-//! is rotated out for the next spare (cake-autorate's rule). Sockets are bound to the
-//! controlled device (`SO_BINDTODEVICE`) and/or marked (`SO_MARK`) when configured, so probes
-//! leave through the link being controlled.
-//!
-//! Steady state allocates nothing: outstanding probes live in a fixed table indexed by
-//! sequence number, and receive buffers are on the stack.
+//! [`echo`] is a blocking ICMP echo client for the lab and the tests; [`udp`] is the
+//! `purple reflector` server.
 
 pub mod echo;
-pub mod icmp;
 pub mod udp;
 
-use crate::clock::Clock;
 use crate::config::{Method, ProbeConfig, ReflectorSpec};
-use controller::{Direction, ReflectorId, Sample};
-use qdisc::{Duration, Instant};
+use controller::agent::{SocketKind, Transmit};
+use rustix::net::{RecvFlags, SocketAddrAny};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-use std::io::{self, Read};
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, BorrowedFd};
 
-/// Size of the outstanding-probe table (a power of two).
-const PENDING: usize = 1024;
-/// Losses within this window that get a reflector rotated out.
-const OFFENCE_WINDOW: Duration = Duration::from_secs(60);
-/// Losses that count as an offence.
-const OFFENCES: usize = 3;
-
-/// Something worth logging that the prober did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
-    /// A reflector did not answer ICMP timestamps and is now probed with echo.
-    FallbackToEcho {
-        /// The reflector.
-        addr: SocketAddr,
-    },
-    /// A reflector lost too many probes and was replaced by a spare.
-    Rotated {
-        /// Taken out.
-        out: SocketAddr,
-        /// Put in.
-        into: SocketAddr,
-    },
+/// Which of the probe sockets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// ICMP.
+    Icmp,
+    /// UDP over IPv4.
+    Udp4,
+    /// UDP over IPv6.
+    Udp6,
 }
 
-/// Per-reflector health counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Probes sent.
-    pub sent: u64,
-    /// Replies received.
-    pub answered: u64,
-    /// Probes lost.
-    pub lost: u64,
+impl Which {
+    /// The agent's socket kind.
+    pub fn kind(self) -> SocketKind {
+        match self {
+            Which::Icmp => SocketKind::Icmp,
+            Which::Udp4 | Which::Udp6 => SocketKind::Udp,
+        }
+    }
 }
 
+/// The probe sockets the configured reflectors need.
 #[derive(Debug)]
-struct Refl {
-    spec: ReflectorSpec,
-    id: ReflectorId,
-    method: Method,
-    last_sent: Option<Instant>,
-    losses: [Option<Instant>; OFFENCES],
-    consecutive_lost: u32,
-    ts_answered: bool,
-    stats: Stats,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct Pending {
-    live: bool,
-    seq: u32,
-    /// The reflector's id (stable across rotation).
-    refl: u16,
-    sent: Instant,
-}
-
-/// Sends probes and turns replies into samples. See the module documentation.
-#[derive(Debug)]
-pub struct Prober {
+pub struct Sockets {
     icmp: Option<Socket>,
     icmp_raw: bool,
     udp4: Option<UdpSocket>,
     udp6: Option<UdpSocket>,
-    ident: u16,
-    refl: Vec<Refl>,
-    active: usize,
-    cursor: usize,
-    interval: Duration,
-    min_interval: Duration,
-    timeout: Duration,
-    next_send: Instant,
-    next_expire: Instant,
-    seq: u32,
-    pending: Vec<Pending>,
-    events: Vec<Event>,
-}
-
-fn would_block(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-    )
 }
 
 fn prepare(s: &Socket, cfg: &ProbeConfig) -> io::Result<()> {
@@ -147,11 +85,18 @@ fn open_udp(v6: bool, cfg: &ProbeConfig) -> io::Result<UdpSocket> {
     Ok(s.into())
 }
 
-impl Prober {
+fn would_block(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}
+
+impl Sockets {
     /// Opens the sockets that `reflectors` need, configured per `cfg`. Fails if a needed socket
-    /// cannot be opened (for ICMP timestamps: without CAP_NET_RAW only echo works, and
-    /// timestamp reflectors are probed with echo instead).
-    pub fn new(cfg: &ProbeConfig, reflectors: &[ReflectorSpec], now: Instant) -> io::Result<Self> {
+    /// cannot be opened (without CAP_NET_RAW only echo works: the agent then probes timestamp
+    /// reflectors with echo).
+    pub fn open(cfg: &ProbeConfig, reflectors: &[ReflectorSpec]) -> io::Result<Self> {
         let needs_icmp = reflectors.iter().any(|r| r.method != Method::Udp);
         let (icmp, icmp_raw) = if needs_icmp {
             let (s, raw) = open_icmp(cfg)?;
@@ -159,58 +104,17 @@ impl Prober {
         } else {
             (None, false)
         };
-        let udp4 = if reflectors
-            .iter()
-            .any(|r| r.method == Method::Udp && r.addr.is_ipv4())
-        {
-            Some(open_udp(false, cfg)?)
-        } else {
-            None
+        let udp = |v6: bool| -> io::Result<Option<UdpSocket>> {
+            let needed = reflectors
+                .iter()
+                .any(|r| r.method == Method::Udp && r.addr.is_ipv6() == v6);
+            needed.then(|| open_udp(v6, cfg)).transpose()
         };
-        let udp6 = if reflectors
-            .iter()
-            .any(|r| r.method == Method::Udp && r.addr.is_ipv6())
-        {
-            Some(open_udp(true, cfg)?)
-        } else {
-            None
-        };
-        let refl = reflectors
-            .iter()
-            .enumerate()
-            .map(|(i, s)| Refl {
-                spec: *s,
-                id: ReflectorId(i as u16),
-                method: if s.method == Method::Timestamp && !icmp_raw {
-                    Method::Echo
-                } else {
-                    s.method
-                },
-                last_sent: None,
-                losses: [None; OFFENCES],
-                consecutive_lost: 0,
-                ts_answered: false,
-                stats: Stats::default(),
-            })
-            .collect::<Vec<_>>();
-        let interval = Duration::from_nanos((1e9 / cfg.rate_hz.max(0.001)) as u64);
-        Ok(Prober {
+        Ok(Sockets {
             icmp,
             icmp_raw,
-            udp4,
-            udp6,
-            ident: (std::process::id() as u16) ^ 0x5055,
-            active: cfg.active.min(refl.len()),
-            refl,
-            cursor: 0,
-            interval,
-            min_interval: Duration::from_millis(cfg.min_interval_ms),
-            timeout: Duration::from_millis(cfg.timeout_ms),
-            next_send: now,
-            next_expire: now,
-            seq: 0,
-            pending: vec![Pending::default(); PENDING],
-            events: Vec::with_capacity(8),
+            udp4: udp(false)?,
+            udp6: udp(true)?,
         })
     }
 
@@ -220,308 +124,66 @@ impl Prober {
     }
 
     /// The sockets to wait on for readability.
-    pub fn fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+    pub fn fds(&self) -> impl Iterator<Item = (Which, BorrowedFd<'_>)> {
         self.icmp
             .as_ref()
-            .map(|s| s.as_fd())
+            .map(|s| (Which::Icmp, s.as_fd()))
             .into_iter()
-            .chain(self.udp4.as_ref().map(|s| s.as_fd()))
-            .chain(self.udp6.as_ref().map(|s| s.as_fd()))
+            .chain(self.udp4.as_ref().map(|s| (Which::Udp4, s.as_fd())))
+            .chain(self.udp6.as_ref().map(|s| (Which::Udp6, s.as_fd())))
     }
 
-    /// When [`Prober::tick`] must run next.
-    pub fn next_wakeup(&self) -> Instant {
-        // Loss detection may run up to 50 ms late, so that it shares the send wake-ups.
-        self.next_send
-            .min(self.next_expire.saturating_add(Duration::from_millis(50)))
-    }
-
-    /// Takes the events since the last call.
-    pub fn drain_events(&mut self) -> std::vec::Drain<'_, Event> {
-        self.events.drain(..)
-    }
-
-    /// Per-reflector health: address, current method, whether active, counters.
-    pub fn health(&self) -> impl Iterator<Item = (SocketAddr, Method, bool, Stats)> + '_ {
-        self.refl
-            .iter()
-            .enumerate()
-            .map(move |(i, r)| (r.spec.addr, r.method, i < self.active, r.stats))
-    }
-
-    /// Sends the probes that are due and expires lost ones (pushing [`Sample::ProbeLost`] to
-    /// `out`). `clock` gives probe timestamps for `now`.
-    pub fn tick(&mut self, now: Instant, clock: &Clock, out: &mut Vec<Sample>) {
-        if now >= self.next_expire {
-            self.expire(now, out);
-        }
-        let mut budget = 4; // never burst more than a few probes after a stall
-        while now >= self.next_send && budget > 0 {
-            budget -= 1;
-            self.send_one(now, clock, out);
-            self.next_send = self.next_send.saturating_add(self.interval);
-        }
-        if now >= self.next_send {
-            self.next_send = now.saturating_add(self.interval);
-        }
-    }
-
-    fn send_one(&mut self, now: Instant, clock: &Clock, out: &mut Vec<Sample>) {
-        let n = self.active;
-        for k in 0..n {
-            let i = (self.cursor + k) % n;
-            let r = &self.refl[i];
-            if r.last_sent
-                .is_some_and(|t| now.saturating_duration_since(t) < self.min_interval)
-            {
-                continue;
+    /// Sends the agent's probe `t` (one `sendto`).
+    pub fn send(&self, t: &Transmit) -> io::Result<()> {
+        let none = || io::Error::new(io::ErrorKind::NotConnected, "no socket for this probe");
+        match t.socket {
+            SocketKind::Icmp => {
+                let s = self.icmp.as_ref().ok_or_else(none)?;
+                s.send_to(t.bytes(), &SockAddr::from(t.to)).map(|_| ())
             }
-            self.cursor = (i + 1) % n;
-            let seq = self.seq;
-            self.seq = self.seq.wrapping_add(1);
-            let ok = self.transmit(i, seq, now, clock);
-            let slot = &mut self.pending[seq as usize % PENDING];
-            if slot.live {
-                // Overwritten before its timeout: the table is full, count it lost.
-                let (id, sent) = (slot.refl, slot.sent);
-                slot.live = false;
-                if let Some(j) = self.index_of(id) {
-                    self.lost(j, now, sent, out);
-                }
-            }
-            if ok {
-                self.next_expire = self.next_expire.min(now.saturating_add(self.timeout));
-                self.pending[seq as usize % PENDING] = Pending {
-                    live: true,
-                    seq,
-                    refl: self.refl[i].id.0,
-                    sent: now,
-                };
-            }
-            let r = &mut self.refl[i];
-            r.last_sent = Some(now);
-            r.stats.sent += 1;
-            if !ok {
-                // No route, link down: lost at once (and counts toward rotation).
-                self.lost(i, now, now, out);
-            }
-            return;
-        }
-    }
-
-    fn transmit(&self, i: usize, seq: u32, now: Instant, clock: &Clock) -> bool {
-        let r = &self.refl[i];
-        let res = match r.method {
-            Method::Udp => {
-                let pkt = udp::request(seq, clock.wall_us(now));
-                let s = if r.spec.addr.is_ipv4() {
+            SocketKind::Udp => {
+                let s = if t.to.is_ipv4() {
                     &self.udp4
                 } else {
                     &self.udp6
                 };
-                s.as_ref().map(|s| s.send_to(&pkt, r.spec.addr).map(|_| ()))
+                let s = s.as_ref().ok_or_else(none)?;
+                s.send_to(t.bytes(), t.to).map(|_| ())
             }
-            m => {
-                let kind = if m == Method::Timestamp {
-                    icmp::TIMESTAMP_REQUEST
+        }
+    }
+
+    /// Reads one waiting datagram of socket `w` into `buf`: its length and source, or `None`
+    /// when nothing waits (one `recvfrom`).
+    pub fn recv(&self, w: Which, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
+        let r = match w {
+            Which::Icmp => {
+                let Some(s) = self.icmp.as_ref() else {
+                    return Ok(None);
+                };
+                match rustix::net::recvfrom(s, buf, RecvFlags::empty()) {
+                    Ok((n, Some(SocketAddrAny::V4(a)))) => Ok((n, SocketAddr::V4(a))),
+                    Ok((n, Some(SocketAddrAny::V6(a)))) => Ok((n, SocketAddr::V6(a))),
+                    Ok((n, _)) => Ok((n, SocketAddr::from(([0u8; 4], 0)))),
+                    Err(e) => Err(io::Error::from(e)),
+                }
+            }
+            Which::Udp4 | Which::Udp6 => {
+                let s = if w == Which::Udp4 {
+                    &self.udp4
                 } else {
-                    icmp::ECHO_REQUEST
+                    &self.udp6
                 };
-                let pkt = icmp::request(kind, self.ident, seq as u16, clock.ms_since_midnight(now));
-                self.icmp
-                    .as_ref()
-                    .map(|s| s.send_to(&pkt, &SockAddr::from(r.spec.addr)).map(|_| ()))
-            }
-        };
-        // A send error (no route, link down) is treated like a lost probe.
-        matches!(res, Some(Ok(())))
-    }
-
-    /// Retires timed-out probes and sets `next_expire` to the next deadline.
-    fn expire(&mut self, now: Instant, out: &mut Vec<Sample>) {
-        let mut next = Instant::MAX;
-        for k in 0..PENDING {
-            let p = self.pending[k];
-            if p.live && now.saturating_duration_since(p.sent) < self.timeout {
-                next = next.min(p.sent.saturating_add(self.timeout));
-            } else if p.live {
-                self.pending[k].live = false;
-                if let Some(i) = self.index_of(p.refl) {
-                    self.lost(i, now, p.sent, out);
-                }
-            }
-        }
-        self.next_expire = next;
-    }
-
-    fn lost(&mut self, i: usize, now: Instant, sent: Instant, out: &mut Vec<Sample>) {
-        let Some(r) = self.refl.get_mut(i) else {
-            return;
-        };
-        r.stats.lost += 1;
-        r.consecutive_lost += 1;
-        out.push(Sample::ProbeLost {
-            reflector: r.id,
-            sent,
-        });
-        if r.method == Method::Timestamp && !r.ts_answered && r.consecutive_lost >= 3 {
-            r.method = Method::Echo;
-            r.consecutive_lost = 0;
-            r.losses = [None; OFFENCES];
-            self.events
-                .push(Event::FallbackToEcho { addr: r.spec.addr });
-            return;
-        }
-        r.losses.rotate_left(1);
-        r.losses[OFFENCES - 1] = Some(now);
-        let offence = r
-            .losses
-            .iter()
-            .all(|t| t.is_some_and(|t| now.saturating_duration_since(t) <= OFFENCE_WINDOW));
-        if offence && i < self.active && self.refl.len() > self.active {
-            // Swap with the first spare; the offender goes to the back of the spares.
-            let spare = self.refl.remove(self.active);
-            let mut bad = std::mem::replace(&mut self.refl[i], spare);
-            self.events.push(Event::Rotated {
-                out: bad.spec.addr,
-                into: self.refl[i].spec.addr,
-            });
-            bad.losses = [None; OFFENCES];
-            bad.consecutive_lost = 0;
-            bad.method = if bad.spec.method == Method::Timestamp && self.icmp_raw {
-                Method::Timestamp
-            } else if bad.spec.method == Method::Udp {
-                Method::Udp
-            } else {
-                Method::Echo
-            };
-            bad.ts_answered = false;
-            self.refl.push(bad);
-        }
-    }
-
-    fn index_of(&self, id: u16) -> Option<usize> {
-        self.refl.iter().position(|r| r.id.0 == id)
-    }
-
-    /// Reads every waiting reply on the prober's sockets, pushing samples to `out`.
-    pub fn receive(&mut self, now: Instant, clock: &Clock, out: &mut Vec<Sample>) {
-        let mut buf = [0u8; 1500];
-        while let Some(s) = self.icmp.as_ref() {
-            let n = match (&*s).read(&mut buf) {
-                Ok(n) => n,
-                Err(e) if would_block(&e) => break,
-                Err(_) => break,
-            };
-            let src = if self.icmp_raw && n >= 20 {
-                Some(IpAddr::from([buf[12], buf[13], buf[14], buf[15]]))
-            } else {
-                None
-            };
-            if let Some(r) = icmp::parse_reply(&buf[..n]) {
-                if self.icmp_raw && r.id != self.ident {
-                    continue;
-                }
-                self.on_icmp(now, clock, src, &r, out);
-            }
-        }
-        for v6 in [false, true] {
-            loop {
-                let s = if v6 { &self.udp6 } else { &self.udp4 };
-                let Some(s) = s.as_ref() else { break };
-                let (n, from) = match s.recv_from(&mut buf) {
-                    Ok(x) => x,
-                    Err(e) if would_block(&e) => break,
-                    Err(_) => break,
+                let Some(s) = s.as_ref() else {
+                    return Ok(None);
                 };
-                if let Some(r) = udp::parse_reply(&buf[..n]) {
-                    self.on_udp(now, clock, from, &r, out);
-                }
+                s.recv_from(buf)
             }
-        }
-    }
-
-    /// Finds and retires the pending probe `seq` (full or low 16 bits) from `src`.
-    fn take(&mut self, seq: u32, bits16: bool, src: Option<IpAddr>) -> Option<(usize, Instant)> {
-        let idx = if bits16 {
-            // The newest live entry whose low 16 bits match.
-            (0..PENDING).find(|&k| {
-                let p = &self.pending[k];
-                p.live && p.seq as u16 == seq as u16
-            })?
-        } else {
-            seq as usize % PENDING
         };
-        let p = self.pending[idx];
-        if !p.live || (!bits16 && p.seq != seq) {
-            return None;
-        }
-        let i = self.index_of(p.refl)?;
-        let r = &self.refl[i];
-        if src.is_some_and(|ip| ip != r.spec.addr.ip()) {
-            return None;
-        }
-        self.pending[idx].live = false;
-        Some((i, p.sent))
-    }
-
-    fn on_icmp(
-        &mut self,
-        now: Instant,
-        clock: &Clock,
-        src: Option<IpAddr>,
-        r: &icmp::Reply,
-        out: &mut Vec<Sample>,
-    ) {
-        let Some((i, sent)) = self.take(u32::from(r.seq), true, src) else {
-            return;
-        };
-        let refl = &mut self.refl[i];
-        refl.stats.answered += 1;
-        refl.consecutive_lost = 0;
-        let id = refl.id;
-        if r.kind == icmp::TIMESTAMP_REPLY {
-            refl.ts_answered = true;
-            let (up, down) = icmp::owd_ms(r, clock.ms_since_midnight(now));
-            for (dir, ms) in [(Direction::Up, up), (Direction::Down, down)] {
-                out.push(Sample::Owd {
-                    reflector: id,
-                    dir,
-                    sent,
-                    owd_ns: ms * 1_000_000,
-                });
-            }
-        } else {
-            out.push(Sample::Rtt {
-                reflector: id,
-                sent,
-                rtt: now.saturating_duration_since(sent),
-            });
-        }
-    }
-
-    fn on_udp(
-        &mut self,
-        now: Instant,
-        clock: &Clock,
-        from: SocketAddr,
-        r: &udp::Reply,
-        out: &mut Vec<Sample>,
-    ) {
-        let Some((i, sent)) = self.take(r.seq, false, Some(from.ip())) else {
-            return;
-        };
-        let refl = &mut self.refl[i];
-        refl.stats.answered += 1;
-        refl.consecutive_lost = 0;
-        let (up, down) = r.owd_ns(clock.wall_us(now));
-        for (dir, owd_ns) in [(Direction::Up, up), (Direction::Down, down)] {
-            out.push(Sample::Owd {
-                reflector: refl.id,
-                dir,
-                sent,
-                owd_ns,
-            });
+        match r {
+            Ok(x) => Ok(Some(x)),
+            Err(e) if would_block(&e) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 }
@@ -531,34 +193,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn timestamp_reflector_never_answering_falls_back_to_echo_after_three_losses() {
-        let cfg = ProbeConfig::default();
-        let specs = [
-            ReflectorSpec::parse("timestamp:127.0.0.1", Method::Timestamp).unwrap(),
-            ReflectorSpec::parse("echo:127.0.0.1", Method::Timestamp).unwrap(),
-        ];
-        let mut p = Prober::new(&cfg, &specs, Instant::ZERO).unwrap();
-        if !p.icmp_raw() {
-            eprintln!("SKIPPED: no raw ICMP socket (needs CAP_NET_RAW)");
-            return;
-        }
-        let mut out = Vec::new();
-        for k in 1..=3 {
-            p.lost(0, Instant::from_secs(k), Instant::from_secs(k), &mut out);
-        }
-        assert_eq!(out.len(), 3, "each loss is a ProbeLost sample");
-        assert_eq!(p.refl[0].method, Method::Echo);
-        let ev: Vec<_> = p.drain_events().collect();
-        assert_eq!(
-            ev,
-            vec![Event::FallbackToEcho {
-                addr: specs[0].addr
-            }]
+    fn udp_socket_sends_the_agents_bytes_and_reads_the_reply_with_its_source() {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = server.local_addr().unwrap();
+        let spec = ReflectorSpec {
+            method: Method::Udp,
+            addr,
+        };
+        let s = Sockets::open(&ProbeConfig::default(), &[spec]).unwrap();
+        assert!(s.fds().all(|(w, _)| w == Which::Udp4));
+        let mut buf = [0u8; 64];
+        assert!(
+            s.recv(Which::Udp4, &mut buf).unwrap().is_none(),
+            "nothing yet"
         );
-        // Only 2 active slots and no spare: further losses do not rotate anything.
-        for k in 4..=6 {
-            p.lost(0, Instant::from_secs(k), Instant::from_secs(k), &mut out);
-        }
-        assert_eq!(p.drain_events().count(), 0);
+        let req = controller::wire::udp::request(0, 1);
+        let cfg = controller::agent::AgentConfig::new(
+            controller::Config::default(),
+            vec![spec],
+            controller::wire::WallAnchor {
+                at: qdisc::Instant::ZERO,
+                wall_us: 1,
+            },
+        );
+        let mut a =
+            controller::agent::Agent::new(cfg, controller::Aimd::default(), qdisc::Instant::ZERO)
+                .unwrap();
+        a.handle_timeout(qdisc::Instant::ZERO);
+        let t = a.poll_transmit().unwrap();
+        assert_eq!(t.bytes(), req.as_slice());
+        s.send(&t).unwrap();
+        let (n, from) = server.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], req.as_slice());
+        server.send_to(b"pong", from).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (n, src) = s.recv(Which::Udp4, &mut buf).unwrap().unwrap();
+        assert_eq!((&buf[..n], src), (&b"pong"[..], addr));
     }
 }

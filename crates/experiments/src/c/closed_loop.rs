@@ -1,7 +1,6 @@
 //! The closed loop of section C: a variable-capacity radio with a deep droptail buffer (the
 //! radio's queue, which nobody can change), CAKE directly in front of it in each direction, bulk
-//! TCP both ways, timestamp probes to three reflectors, and a controller (or a static setting,
-//! or the oracle) driving CAKE's rate.
+//! TCP both ways, and a controller (or a static setting, or the oracle) driving CAKE's rate.
 //!
 //! ```text
 //!  server0..2 ─┐ 1 Gbit/s      1 Gbit/s, 4 ms        radio, 1 ms               1 Gbit/s
@@ -15,24 +14,40 @@
 //! estimates the rate from arrivals and only makes sense after the bottleneck) the radio links
 //! have no qdisc and CAKE sits on the links leaving the radio (C -> client, W -> X).
 //!
-//! Every [`STEP`] the loop: updates the radio's capacity, runs the simulator, turns the probes'
-//! answers into [`Sample::Owd`] (each reflector's clock offset added, 1 ms resolution, faults
-//! applied) and [`Sample::ProbeLost`] (no answer within 1 s), feeds [`Sample::Throughput`]
-//! (bytes the radio delivered in the step), [`Sample::CakeStats`] and [`Sample::RadioQueue`]
-//! (the radio buffer's backlog, drops, mean sojourn in the step and a noisy capacity estimate),
-//! polls the controller and applies its rates with `set_rate`.
+//! **The controller is the daemon's agent.** A contender with a law runs it inside a
+//! [`controller::agent::Agent`], the same type `purple control` runs, configured as the daemon
+//! is by default (probe timeout 1 s, 100 ms etiquette, CAKE's statistics and the counters read
+//! right before every control step, actuator limits 0/0) with 30 probes/s over the three
+//! servers. This loop is its shell: it runs the simulator to the agent's next timeout (or the
+//! next [`STEP`] of the capacity schedule), hands it the reply frames that reached the client
+//! with their true arrival times (bytes in: ICMP timestamp replies stamped by each server's own
+//! clock, offset by [`CLOCK_OFFSET_MS`], 1 ms resolution, with the reflector faults applied by
+//! the host), the radio's delivered bytes as the interface counter and CAKE's statistics when
+//! the agent asks, the radio's queue metrics to PURPLE-regular (C4), injects the agent's probe
+//! bytes as frames from the client, and applies the rates it asks for to CAKE. Nothing else
+//! reaches the controller.
+//!
+//! Loaded latency is measured for every contender alike by separate UDP probes to the three
+//! servers (the experimenter's instrument, [`super::probe::Prober`]), every [`PROBE_INTERVAL`].
 
-use super::probe::{Prober, Reflector, REFLECTOR_PORT};
+use super::probe::{
+    agent_datagram, agent_frame, AgentHost, Prober, Reflector, ReflectorHost, RemoteClock,
+    REFLECTOR_PORT,
+};
 use super::scenario::Scenario;
 use cake::{AnyQdisc, CakeConfig};
+use controller::agent::{
+    Agent, AgentConfig, CakeCounters, Method, ProbeParams, RadioReading, ReflectorSpec,
+};
+use controller::wire::WallAnchor;
 use controller::{
-    mbit, Aimd, CakeAutorate, Config, Controller, Direction, Engine, PerDir, Purple, PurpleParams,
-    QueueMetrics, ReflectorId, Sample, SqmAutorate,
+    mbit, Aimd, CakeAutorate, Config, Controller, Direction, Law, PerDir, Purple, PurpleParams,
+    QueueMetrics, SqmAutorate,
 };
 use qdisc::{Duration, Instant, Qdisc, Rng};
 use serde::Serialize;
 use sim::{LinkConfig, LinkRate, Sim, TcpReceiverApp, TcpSenderApp};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use tcpmodel::{CcKind, Pacing, SenderConfig};
 
 /// The loop's control and measurement step.
@@ -44,29 +59,22 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Number of reflectors (one per server).
 pub const REFLECTORS: usize = 3;
 /// Clock offsets of the reflectors relative to the client, ms (the controller must cancel them).
-const CLOCK_OFFSET_MS: [i64; REFLECTORS] = [5_000, -3_217, 86_000];
+pub const CLOCK_OFFSET_MS: [i64; REFLECTORS] = [5_000, -3_217, 86_000];
+/// The agent's ICMP identifier (also the UDP source port of its probes).
+pub const IDENT: u16 = 0x5055;
+/// True time's wall clock at t = 0 (the agent's anchor): 2023-11-14 10:00 UTC.
+pub const WALL: WallAnchor = WallAnchor {
+    at: Instant::ZERO,
+    wall_us: 1_699_956_000_000_000,
+};
 const GBIT: u64 = 125_000_000;
 const WAN_DELAY: Duration = Duration::from_millis(4);
-const RADIO_DELAY: Duration = Duration::from_millis(1);
 const EDGE_DELAY: Duration = Duration::from_micros(100);
-
-/// A controller whose reflector pool the loop can maintain: dead or lying reflectors are
-/// replaced by fresh ones (new ids, new clock offsets), as a deployment would from its list of
-/// candidates (cake-autorate replaces after 3 offences in 60 s).
-pub trait Driven: Controller {
-    /// Removes the reflectors the pool wants replaced and returns their ids.
-    fn replace(&mut self, now: Instant) -> Vec<ReflectorId>;
-}
-
-impl<L: controller::Law> Driven for Engine<L> {
-    fn replace(&mut self, now: Instant) -> Vec<ReflectorId> {
-        let ids: Vec<ReflectorId> = self.pool().replacements(now).map(|(id, _)| id).collect();
-        for &id in &ids {
-            self.pool_mut().remove(id);
-        }
-        ids
-    }
-}
+/// Round-trip propagation of the path without the radio hop (the WAN link and two edge links
+/// each way); a scenario's radio delays ([`Scenario::delay_down`], [`Scenario::delay_up`]) add
+/// to it.
+pub const PATH_RTT: Duration =
+    Duration::from_nanos(2 * WAN_DELAY.as_nanos() + 4 * EDGE_DELAY.as_nanos());
 
 /// Who sets CAKE's rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -147,36 +155,32 @@ impl Contender {
         )
     }
 
-    fn controller(&self, cfg: Config, seed: u64, pp: PurpleParams) -> Option<Box<dyn Driven>> {
-        let r: Result<Box<dyn Driven>, _> = match self {
-            Contender::PurpleRadio => {
-                Engine::new(cfg, QueueMetrics::default()).map(|e| Box::new(e) as _)
-            }
-            Contender::PurpleAimd => Engine::new(cfg, Aimd::default()).map(|e| Box::new(e) as _),
-            Contender::CakeAutorate => {
-                Engine::new(cfg, CakeAutorate::default()).map(|e| Box::new(e) as _)
-            }
-            Contender::SqmAutorate => {
-                let p = controller::SqmAutorateParams {
-                    seed,
-                    ..Default::default()
-                };
-                Engine::new(cfg, SqmAutorate::new(p)).map(|e| Box::new(e) as _)
-            }
-            Contender::Purple => Engine::new(cfg, Purple::new(pp)).map(|e| Box::new(e) as _),
+    /// The law this contender runs in the agent, if it is a controller.
+    fn law(&self, seed: u64, pp: PurpleParams) -> Option<Box<dyn Law>> {
+        Some(match self {
+            Contender::PurpleRadio => Box::new(QueueMetrics::default()),
+            Contender::PurpleAimd => Box::new(Aimd::default()),
+            Contender::CakeAutorate => Box::new(CakeAutorate::default()),
+            Contender::SqmAutorate => Box::new(SqmAutorate::new(controller::SqmAutorateParams {
+                seed,
+                ..Default::default()
+            })),
+            Contender::Purple => Box::new(Purple::new(pp)),
             _ => return None,
-        };
-        r.ok()
+        })
     }
 }
 
-/// A reflector misbehaving, from `from` seconds of simulated time on.
+/// A reflector misbehaving, from `from` seconds of simulated time on (the host does it: the
+/// agent sees only the bytes it answers).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Fault {
     /// Reflector `0` stops answering.
     Dead(usize, f64),
     /// Reflector `0` reports a one-way delay (both directions) growing by `2` ms per second.
     Lying(usize, f64, f64),
+    /// Reflector `0`'s clock steps by `2` ms at `1` seconds.
+    ClockStep(usize, f64, f64),
 }
 
 /// One closed-loop run.
@@ -352,6 +356,20 @@ pub struct LoopResult {
     pub capacity: Pair,
     /// Every loaded-latency sample after the warm-up, ms (for the CDF).
     pub samples: Vec<f64>,
+    /// One-way queueing delay towards the client after the warm-up, ms: each answered probe's
+    /// true reflector-to-client delay (the simulator knows the reflect and receive times)
+    /// minus the idle one ([`LoopResult::base_owd_ms`]), floored at 0; one sample per probe
+    /// counted in [`LoopResult::samples`].
+    pub owd_down_samples: Vec<f64>,
+    /// One-way queueing delay from the client (client-to-reflector), ms, as
+    /// [`LoopResult::owd_down_samples`].
+    pub owd_up_samples: Vec<f64>,
+    /// Statistics of [`LoopResult::owd_down_samples`].
+    pub owd_down: LatencyStats,
+    /// Statistics of [`LoopResult::owd_up_samples`].
+    pub owd_up: LatencyStats,
+    /// Idle one-way delay of a probe per direction, ms (they add up to `base_rtt_ms`).
+    pub base_owd_ms: Pair,
     /// The time series, one point per [`STEP`].
     pub series: Vec<Point>,
     /// Idle round-trip time of a probe, ms.
@@ -369,15 +387,185 @@ impl LoopResult {
     }
 }
 
+/// A measurement prober and how many of its results were read.
 struct ProbeState {
     app: sim::AppId,
     seen: usize,
-    answered: Vec<bool>,
-    lost_checked: usize,
 }
 
 fn addr(net: u8, i: usize) -> IpAddr {
     Ipv4Addr::new(10, 0, net, (i + 1) as u8).into()
+}
+
+/// The agent's configuration in the loop: the daemon's defaults (probe timeout 1 s, 100 ms
+/// etiquette, CAKE's statistics and counters read right before each step, actuator limits 0/0,
+/// reply validation on) with the controller configuration `cfg` and `servers` as ICMP timestamp
+/// reflectors, all active, probed [`PROBE_INTERVAL`] apart each (30 probes/s for three).
+pub fn agent_config(cfg: Config, servers: &[IpAddr]) -> AgentConfig {
+    let refl = servers
+        .iter()
+        .map(|&a| ReflectorSpec {
+            method: Method::Timestamp,
+            addr: SocketAddr::new(a, 0),
+        })
+        .collect::<Vec<_>>();
+    let mut c = AgentConfig::new(cfg, refl, WALL);
+    c.ident = IDENT;
+    c.probe = ProbeParams {
+        rate_hz: servers.len() as f64 * 1e9 / PROBE_INTERVAL.as_nanos() as f64,
+        active: servers.len(),
+        timeout: PROBE_TIMEOUT,
+        ..ProbeParams::default()
+    };
+    c
+}
+
+/// Reflector `i`'s clock and faults per `faults`.
+fn remote_clock(i: usize, faults: &[Fault]) -> RemoteClock {
+    let at = |s: f64| Instant::from_nanos((s.max(0.0) * 1e9) as u64);
+    let mut c = RemoteClock {
+        wall: WALL,
+        offset_ns: CLOCK_OFFSET_MS[i % REFLECTORS] * 1_000_000,
+        step: None,
+        lie: None,
+        dead_from: None,
+    };
+    for f in faults {
+        match *f {
+            Fault::Dead(k, from) if k == i => {
+                c.dead_from = Some(c.dead_from.map_or(at(from), |d| d.min(at(from))));
+            }
+            Fault::Lying(k, from, per_s) if k == i => c.lie = Some((at(from), per_s)),
+            Fault::ClockStep(k, from, ms) if k == i => {
+                c.step = Some((at(from), (ms * 1e6) as i64));
+            }
+            _ => {}
+        }
+    }
+    c
+}
+
+/// The radio's queue metrics as a modem would report them (PURPLE-regular only): backlog,
+/// drops, mean sojourn since the previous report, and a capacity estimate that is often wrong.
+struct RadioFeed {
+    rng: Rng,
+    /// Relative noise of the capacity estimate (see [`LoopSpec::capacity_noise`]).
+    noise: f64,
+    /// The first time-series bin not yet reported, per direction.
+    bin: PerDir<usize>,
+}
+
+/// The agent and the simulator's parts it is wired to.
+struct Shell {
+    agent: Agent<Box<dyn Law>>,
+    /// The client's [`AgentHost`].
+    host: sim::AppId,
+    client: IpAddr,
+    links: PerDir<sim::LinkId>,
+    radio: Option<RadioFeed>,
+}
+
+impl Shell {
+    /// Hands the agent every frame that reached the client, at its arrival time.
+    fn arrivals(&mut self, sim: &mut Sim) {
+        let Some(h) = sim.app_as_mut::<AgentHost>(self.host) else {
+            return;
+        };
+        let a = &mut self.agent;
+        h.drain(|t, frame| {
+            if let Some((from, kind, bytes)) = agent_datagram(frame) {
+                a.handle_datagram(t, from, kind, bytes);
+            }
+        });
+    }
+
+    /// Right before a control step: the radio's queue metrics, for a law that reads them.
+    fn radio(&mut self, sim: &Sim, w: Instant, caps: PerDir<u64>) {
+        let Some(f) = self.radio.as_mut() else {
+            return;
+        };
+        for d in Direction::ALL {
+            let l = self.links[d];
+            let (drops, soj) = match sim.link(l) {
+                Some(m) => {
+                    let from = f.bin[d].min(m.bins.len());
+                    let (mut ss, mut np) = (0u64, 0u64);
+                    for b in &m.bins[from..] {
+                        ss += b.sojourn_sum_ns;
+                        np += b.tx_packets;
+                    }
+                    f.bin[d] = m.bins.len().saturating_sub(1);
+                    (m.buffer_drops, ss.checked_div(np).unwrap_or(0))
+                }
+                None => (0, 0),
+            };
+            let (pk, by) = sim.buffer_backlog(l).unwrap_or((0, 0));
+            let mut est = caps[d] as f64 * (1.0 + f.noise * (f.rng.next_f64() * 2.0 - 1.0));
+            if f.rng.next_f64() < f.noise {
+                est *= 0.6;
+            }
+            self.agent.handle_radio(
+                w,
+                RadioReading {
+                    dir: d,
+                    backlog_bytes: by,
+                    backlog_packets: pk as u32,
+                    drops,
+                    sojourn: Duration::from_nanos(soj),
+                    capacity_bps: Some(est as u64),
+                },
+            );
+        }
+    }
+
+    /// One wake-up of the agent at `w` (the capacity now is `caps`): the radio's metrics and the
+    /// readings it asks for before a step (the radio's delivered bytes as the interface
+    /// counter, CAKE's statistics), its timeout, its probes injected as frames from the client,
+    /// its rates applied to CAKE (`rate_now` in Mbit/s).
+    fn work(&mut self, sim: &mut Sim, w: Instant, caps: PerDir<u64>, rate_now: &mut Pair) {
+        if w >= self.agent.engine().next_wakeup() {
+            self.radio(sim, w, caps);
+        }
+        let a = &mut self.agent;
+        let r = a.reads_due(w);
+        for d in Direction::ALL {
+            if r.counters[d] {
+                a.handle_counter(w, d, sim.link(self.links[d]).map(|m| m.tx_bytes));
+            }
+        }
+        if r.cake_stats {
+            let cake = |l: sim::LinkId| {
+                sim.qdisc(l).map(|q| {
+                    let s = q.stats();
+                    CakeCounters {
+                        backlog_bytes: s.backlog.bytes,
+                        drops: s.dropped_total().packets,
+                        ecn_marks: s.ecn_marks,
+                        sent_bytes: None,
+                    }
+                })
+            };
+            let st = PerDir::new(cake(self.links.down), cake(self.links.up));
+            a.handle_cake_stats(w, Ok(st));
+        }
+        a.handle_timeout(w);
+        while let Some(t) = a.poll_transmit() {
+            sim.inject(self.host, agent_frame(self.client, IDENT, &t));
+        }
+        while let Some(s) = a.poll_rate() {
+            let res = match sim.qdisc_mut(self.links[s.dir]) {
+                Some(q) => q
+                    .set_rate(Some(s.bps))
+                    .map_err(|_| "the qdisc has no shaper".to_string()),
+                None => Err("no qdisc on the radio link".to_string()),
+            };
+            if res.is_ok() {
+                rate_now[s.dir] = s.bps as f64 * 8e-6;
+            }
+            a.handle_rate_applied(w, s, res);
+        }
+        while a.poll_event().is_some() {}
+    }
 }
 
 /// Runs one closed loop. Deterministic in `spec`.
@@ -443,8 +631,13 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         } else {
             &sc.up
         };
+        let delay = if d == Direction::Down {
+            sc.delay_down
+        } else {
+            sc.delay_up
+        };
         let mut l =
-            LinkConfig::with_rate(cap.link_rate(), RADIO_DELAY).buffer(Some(sc.radio_buffer), None);
+            LinkConfig::with_rate(cap.link_rate(), delay).buffer(Some(sc.radio_buffer), None);
         if let Some(q) = initial(d) {
             l = l.qdisc(q);
         }
@@ -487,6 +680,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
             6000 + k,
         );
     }
+    // The measurement probes (every contender alike).
     let mut probes: Vec<ProbeState> = servers
         .iter()
         .enumerate()
@@ -505,34 +699,59 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 start,
                 Box::new(Prober::new(client_addr, a, port, PROBE_INTERVAL)),
             );
-            ProbeState {
-                app,
-                seen: 0,
-                answered: Vec::new(),
-                lost_checked: 0,
-            }
+            ProbeState { app, seen: 0 }
         })
         .collect();
 
-    // Idle RTT of a 58-byte probe: propagation plus serialisation on every hop, both ways.
+    // Idle RTT of a 58-byte probe: propagation plus serialisation on every hop, both ways
+    // (per direction: the radio hop, the WAN link, two edge links, three of them at 1 Gbit/s).
     let ser = |bps: f64| 58.0 / bps * 1e3;
-    let base_rtt_ms = 2.0 * (WAN_DELAY.as_millis_f64() + RADIO_DELAY.as_millis_f64())
-        + 4.0 * EDGE_DELAY.as_millis_f64()
-        + 6.0 * ser(GBIT as f64)
-        + ser(sc.down.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0))
-        + ser(sc.up.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0));
+    let one_way = |radio: Duration, cap: &super::scenario::Capacity| {
+        radio.as_millis_f64()
+            + WAN_DELAY.as_millis_f64()
+            + 2.0 * EDGE_DELAY.as_millis_f64()
+            + 3.0 * ser(GBIT as f64)
+            + ser(cap.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0))
+    };
+    let base_owd_ms = Pair::new(
+        one_way(sc.delay_down, &sc.down),
+        one_way(sc.delay_up, &sc.up),
+    );
+    let base_rtt_ms = base_owd_ms.down + base_owd_ms.up;
 
-    let mut ctl = spec
+    // The controller: the daemon's agent, with reflector hosts answering its probes.
+    let server_addrs: Vec<IpAddr> = servers.iter().map(|s| s.1).collect();
+    let mut shell: Option<Shell> = spec
         .contender
-        .controller(cfg.clone(), seed, spec.purple_params());
-    // Only PURPLE-regular (C4) reads the radio's queue metrics; everyone else does without.
-    let radio_metrics = spec.contender == Contender::PurpleRadio;
-    let mut rng = Rng::new(seed ^ 0x5eed_cafe);
+        .law(seed, spec.purple_params())
+        .and_then(|law| {
+            Agent::new(agent_config(cfg.clone(), &server_addrs), law, Instant::ZERO).ok()
+        })
+        .map(|agent| {
+            for (i, &(n, a)) in servers.iter().enumerate() {
+                let host = ReflectorHost::new(a, remote_clock(i, &spec.faults));
+                sim.add_app(n, IDENT, Instant::ZERO, Box::new(host));
+            }
+            let host = sim.add_app(client, IDENT, Instant::ZERO, Box::<AgentHost>::default());
+            // Only PURPLE-regular (C4) reads the radio's queue metrics; everyone else does
+            // without.
+            let radio = (spec.contender == Contender::PurpleRadio).then(|| RadioFeed {
+                rng: Rng::new(seed ^ 0x5eed_cafe),
+                noise: spec.capacity_noise.clamp(0.0, 1.0),
+                bin: PerDir::new(0, 0),
+            });
+            Shell {
+                agent,
+                host,
+                client: client_addr,
+                links,
+                radio,
+            }
+        });
     let end = Instant::from_nanos((spec.secs.max(0.1) * 1e9) as u64);
     let warm = Instant::from_nanos((spec.warmup.max(0.0) * 1e9) as u64);
     let mut t = Instant::ZERO;
     let mut last_tx = PerDir::new(0u64, 0u64);
-    let mut last_bin = PerDir::new(0usize, 0usize);
     let mut cur_cap = PerDir::new(0u64, 0u64);
     let mut rate_now = Pair::new(f64::NAN, f64::NAN);
     for d in Direction::ALL {
@@ -548,11 +767,9 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
             _ => cfg.base[d] as f64 * 8e-6,
         };
     }
-    // The reflector currently probed through each server (replaced ones get fresh ids).
-    let mut ids: Vec<u16> = (0..REFLECTORS as u16).collect();
-    let mut next_id = REFLECTORS as u16;
     let mut series = Vec::new();
     let mut samples = Vec::new();
+    let mut owd_samples = PerDir::new(Vec::new(), Vec::new());
     let mut delivered = PerDir::new(0u64, 0u64);
     while t < end {
         let caps = PerDir::new(sc.down.rate_at(t), sc.up.rate_at(t));
@@ -582,165 +799,67 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 rate_now[d] = r as f64 * 8e-6;
             }
         }
-        t += STEP;
-        sim.run_until(t);
+        // The agent's wake-ups (probes, loss checks, steps) in the interval; the step at its
+        // end follows the measurements below.
+        let t_next = t + STEP;
+        let mut floor = Instant::ZERO;
+        loop {
+            let wake = shell.as_ref().map_or(t_next, |s| {
+                s.agent.poll_timeout().max(sim.now()).max(floor).min(t_next)
+            });
+            sim.run_until(wake);
+            let Some(s) = shell.as_mut() else {
+                break;
+            };
+            s.arrivals(&mut sim);
+            if wake >= t_next {
+                break;
+            }
+            s.work(&mut sim, wake, caps, &mut rate_now);
+            floor = wake + Duration::from_nanos(1);
+        }
+        t = t_next;
         let now_s = t.as_secs_f64();
-        // Probes.
+        // Measurement probes.
         let mut max_rtt = f64::NAN;
-        for (i, p) in probes.iter_mut().enumerate() {
+        for p in probes.iter_mut() {
             let Some(pr) = sim.app_as::<Prober>(p.app) else {
                 continue;
             };
-            p.answered.resize(pr.sent.len(), false);
             for r in &pr.results[p.seen..] {
                 let rtt = r.received.saturating_duration_since(r.sent).as_millis_f64();
-                let loaded = (rtt - base_rtt_ms).max(0.0);
                 if r.received >= warm {
-                    samples.push(loaded);
+                    samples.push((rtt - base_rtt_ms).max(0.0));
+                    let ms =
+                        |a: Instant, b: Instant| b.saturating_duration_since(a).as_millis_f64();
+                    owd_samples
+                        .up
+                        .push((ms(r.sent, r.reflected) - base_owd_ms.up).max(0.0));
+                    owd_samples
+                        .down
+                        .push((ms(r.reflected, r.received) - base_owd_ms.down).max(0.0));
                 }
                 max_rtt = if max_rtt.is_nan() {
                     rtt
                 } else {
                     max_rtt.max(rtt)
                 };
-                let sent_s = r.sent.as_secs_f64();
-                let dead = spec
-                    .faults
-                    .iter()
-                    .any(|f| matches!(*f, Fault::Dead(k, from) if k == i && sent_s >= from));
-                if dead {
-                    continue;
-                }
-                if let Some(a) = p.answered.get_mut(r.seq as usize) {
-                    *a = true;
-                }
-                let lie_ms: f64 = spec
-                    .faults
-                    .iter()
-                    .map(|f| match *f {
-                        Fault::Lying(k, from, per_s) if k == i && sent_s >= from => {
-                            (sent_s - from) * per_s
-                        }
-                        _ => 0.0,
-                    })
-                    .sum();
-                if let Some(c) = ctl.as_mut() {
-                    // The reflector's clock: true time + offset, truncated to 1 ms.
-                    let off = CLOCK_OFFSET_MS[usize::from(ids[i]) % REFLECTORS]
-                        + i64::from(ids[i]) * 1_001;
-                    let remote_ms = (r.reflected.as_nanos() / 1_000_000) as i64 + off;
-                    let sent_ns = r.sent.as_nanos() as i64;
-                    let recv_ns = r.received.as_nanos() as i64;
-                    let lie = (lie_ms * 1e6) as i64;
-                    let up_ns = remote_ms * 1_000_000 - sent_ns + lie;
-                    let down_ns = recv_ns - remote_ms * 1_000_000 + lie;
-                    let id = ReflectorId(ids[i]);
-                    for (dir, owd_ns) in [(Direction::Up, up_ns), (Direction::Down, down_ns)] {
-                        c.on_sample(
-                            r.received.min(t),
-                            &Sample::Owd {
-                                reflector: id,
-                                dir,
-                                sent: r.sent,
-                                owd_ns,
-                            },
-                        );
-                    }
-                }
             }
             p.seen = pr.results.len();
-            while p.lost_checked < pr.sent.len() && pr.sent[p.lost_checked] + PROBE_TIMEOUT <= t {
-                if !p.answered[p.lost_checked] {
-                    if let Some(c) = ctl.as_mut() {
-                        c.on_sample(
-                            t,
-                            &Sample::ProbeLost {
-                                reflector: ReflectorId(ids[i]),
-                                sent: pr.sent[p.lost_checked],
-                            },
-                        );
-                    }
-                }
-                p.lost_checked += 1;
-            }
         }
-        // Throughput, CAKE and radio statistics.
+        // Delivered bytes in the step, for the series and the result.
         let mut thr = Pair::default();
         for d in Direction::ALL {
-            let l = links[d];
-            let (tx, drops, soj) = match sim.link(l) {
-                Some(m) => {
-                    let from = last_bin[d].min(m.bins.len());
-                    let (mut ss, mut np) = (0u64, 0u64);
-                    for b in &m.bins[from..] {
-                        ss += b.sojourn_sum_ns;
-                        np += b.tx_packets;
-                    }
-                    last_bin[d] = m.bins.len().saturating_sub(1);
-                    (m.tx_bytes, m.buffer_drops, ss.checked_div(np).unwrap_or(0))
-                }
-                None => (0, 0, 0),
-            };
+            let tx = sim.link(links[d]).map_or(0, |m| m.tx_bytes);
             let bytes = tx - last_tx[d].min(tx);
             last_tx[d] = tx;
             if t > warm {
                 delivered[d] += bytes;
             }
-            let bps = (bytes as f64 / STEP.as_secs_f64()) as u64;
-            thr[d] = bps as f64 * 8e-6;
-            let Some(c) = ctl.as_mut() else {
-                continue;
-            };
-            c.on_sample(t, &Sample::Throughput { dir: d, bps });
-            if let Some(q) = sim.qdisc(l) {
-                let s = q.stats();
-                c.on_sample(
-                    t,
-                    &Sample::CakeStats {
-                        dir: d,
-                        backlog_bytes: s.backlog.bytes,
-                        drops: s.dropped_total().packets,
-                        ecn_marks: s.ecn_marks,
-                    },
-                );
-            }
-            if !radio_metrics {
-                continue;
-            }
-            let (pk, by) = sim.buffer_backlog(l).unwrap_or((0, 0));
-            let noise = spec.capacity_noise.clamp(0.0, 1.0);
-            let mut est = caps[d] as f64 * (1.0 + noise * (rng.next_f64() * 2.0 - 1.0));
-            if rng.next_f64() < noise {
-                est *= 0.6;
-            }
-            c.on_sample(
-                t,
-                &Sample::RadioQueue {
-                    dir: d,
-                    backlog_bytes: by,
-                    backlog_packets: pk as u32,
-                    drops,
-                    sojourn: Duration::from_nanos(soj),
-                    capacity_bps: Some(est as u64),
-                },
-            );
+            thr[d] = (bytes as f64 / STEP.as_secs_f64()) as u64 as f64 * 8e-6;
         }
-        if let Some(c) = ctl.as_mut() {
-            for gone in c.replace(t) {
-                if let Some(slot) = ids.iter().position(|&x| x == gone.0) {
-                    ids[slot] = next_id;
-                    next_id = next_id.wrapping_add(1);
-                }
-            }
-            let dec = c.poll(t);
-            for d in Direction::ALL {
-                if dec.changed[d] {
-                    if let Some(q) = sim.qdisc_mut(links[d]) {
-                        let _ = q.set_rate(Some(dec.rate[d]));
-                    }
-                }
-                rate_now[d] = dec.rate[d] as f64 * 8e-6;
-            }
+        if let Some(s) = shell.as_mut() {
+            s.work(&mut sim, t, caps, &mut rate_now);
         }
         if ingress {
             for (d, l) in [(Direction::Down, down_after), (Direction::Up, up_after)] {
@@ -770,6 +889,11 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         ),
         capacity: Pair::new(sc.down.mean(warm, end) * 8e-6, sc.up.mean(warm, end) * 8e-6),
         samples,
+        owd_down: LatencyStats::of(&owd_samples.down),
+        owd_up: LatencyStats::of(&owd_samples.up),
+        owd_down_samples: owd_samples.down,
+        owd_up_samples: owd_samples.up,
+        base_owd_ms,
         series,
         base_rtt_ms,
     }

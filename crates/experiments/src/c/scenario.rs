@@ -1,6 +1,9 @@
 //! The variable-link scenarios of section C: deterministic, seeded capacity processes per
-//! direction (the slides' radio, a step drop, a slow fade, fast fluctuation, an outage) and the
-//! recorded cellular traces in `scenarios/traces/` (compiled in).
+//! direction (the slides' radio, a step drop, a slow fade, fast fluctuation, an outage, a
+//! Starlink-like link) and the recorded cellular traces in `scenarios/traces/` (compiled in; on
+//! those, seed 1 plays the recording from its start and every other seed from a seeded offset
+//! into its loop, so seeds are different stretches of the same drive). [`Scenario::for_link`]
+//! builds a scenario from any capacity, e.g. a user's own traces.
 
 use qdisc::{Duration, Instant, Rng};
 use sim::{LinkRate, MahimahiTrace, MAHIMAHI_MTU};
@@ -50,6 +53,39 @@ impl Capacity {
         }
     }
 
+    /// The capacity of a simulator link rate over `secs` seconds: a fixed rate or a step/ramp
+    /// schedule becomes a [`Capacity::Series`] (a schedule sampled at the start of every
+    /// [`SLOT`]), a mahimahi trace stays a trace.
+    pub fn from_link_rate(rate: LinkRate, secs: f64) -> Capacity {
+        match rate {
+            LinkRate::Fixed(r) => Capacity::Series(vec![r.max(1)]),
+            LinkRate::Schedule(s) => Capacity::Series(
+                (0..slots(secs))
+                    .map(|i| {
+                        let t = Instant::from_nanos(i as u64 * SLOT.as_nanos());
+                        (s.rate_at(t).max(1.0)) as u64
+                    })
+                    .collect(),
+            ),
+            LinkRate::Mahimahi(t) => Capacity::Trace(t),
+        }
+    }
+
+    /// The mean capacity of every whole second in `[0, secs)`, Mbit/s.
+    pub fn rates_per_second(&self, secs: f64) -> Vec<f64> {
+        (0..secs.floor().max(1.0) as u64)
+            .map(|k| {
+                let from = Instant::from_secs(k);
+                match self {
+                    Capacity::Trace(_) => {
+                        self.rate_over(from, Duration::from_secs(1)) as f64 * 8e-6
+                    }
+                    Capacity::Series(_) => self.mean(from, Instant::from_secs(k + 1)) * 8e-6,
+                }
+            })
+            .collect()
+    }
+
     /// Whether the loop must update the link rate every slot (synthetic series).
     pub fn is_series(&self) -> bool {
         matches!(self, Capacity::Series(_))
@@ -76,9 +112,9 @@ impl Capacity {
 #[derive(Clone, Debug)]
 pub struct Scenario {
     /// Short name (`radio`, `step`, `fade`, `fast`, `outage`, `att-lte`, ...).
-    pub name: &'static str,
+    pub name: String,
     /// One line in words.
-    pub description: &'static str,
+    pub description: String,
     /// Simulated seconds at time scale 1.
     pub secs: f64,
     /// Download capacity (towards the client).
@@ -94,6 +130,69 @@ pub struct Scenario {
     /// The two static CAKE rates of the slides for this scenario (C2 "safe" and C3
     /// "optimistic"), Mbit/s `(down, up)` each.
     pub statics: [(f64, f64); 2],
+    /// One-way propagation delay of the radio hop towards the client ([`RADIO_DELAY`] unless
+    /// the link says otherwise; the rest of the path adds
+    /// [`closed_loop::PATH_RTT`](super::closed_loop::PATH_RTT) to the round trip).
+    pub delay_down: Duration,
+    /// One-way propagation delay of the radio hop from the client.
+    pub delay_up: Duration,
+}
+
+/// The radio hop's one-way propagation delay in the built-in scenarios other than `starlink`.
+pub const RADIO_DELAY: Duration = Duration::from_millis(1);
+
+/// Percentile `p` (0..=1) of `v` (nearest rank on the sorted values); NaN for an empty slice.
+fn percentile(v: &[f64], p: f64) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    s.sort_by(f64::total_cmp);
+    s[((s.len() - 1) as f64 * p).round() as usize]
+}
+
+impl Scenario {
+    /// A scenario on any link (a user's recorded traces, a fixed rate, a schedule), with the
+    /// controllers' range and the static rates derived from its capacity over `secs` as the
+    /// built-in traces' were chosen: per direction, C2 (safe) = the median and C3 (optimistic) =
+    /// the 90th percentile of the 1 s mean capacities, and the controllers' range from a tenth
+    /// of the mean capacity (at least 0.1 Mbit/s) to 1.2 x that 90th percentile.
+    #[allow(clippy::too_many_arguments)]
+    pub fn for_link(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        secs: f64,
+        down: Capacity,
+        up: Capacity,
+        radio_buffer: u32,
+        delay_down: Duration,
+        delay_up: Duration,
+    ) -> Scenario {
+        let derive = |c: &Capacity| {
+            let r = c.rates_per_second(secs);
+            let mean = r.iter().sum::<f64>() / r.len().max(1) as f64;
+            let (p50, p90) = (percentile(&r, 0.5), percentile(&r, 0.9));
+            let round = |x: f64| (x * 10.0).round() / 10.0;
+            let hi = (1.2 * p90).max(0.2);
+            let lo = (0.1 * mean).clamp(0.1, hi / 2.0);
+            ((mb(lo), mb(hi)), (round(p50).max(0.1), round(p90).max(0.1)))
+        };
+        let (range_down, sd) = derive(&down);
+        let (range_up, su) = derive(&up);
+        Scenario {
+            name: name.into(),
+            description: description.into(),
+            secs,
+            down,
+            up,
+            radio_buffer,
+            range_down,
+            range_up,
+            statics: [(sd.0, su.0), (sd.1, su.1)],
+            delay_down,
+            delay_up,
+        }
+    }
 }
 
 /// Bytes/s of `m` Mbit/s.
@@ -111,6 +210,8 @@ pub const NAMES: &[&str] = &[
     "att-lte",
     "verizon-lte",
     "tmobile-lte",
+    "tmobile-umts",
+    "starlink",
 ];
 
 /// Number of slots in `secs`.
@@ -151,12 +252,82 @@ fn series(secs: f64, f: impl Fn(f64) -> f64) -> Vec<u64> {
         .collect()
 }
 
-fn trace(text: &str) -> Capacity {
+/// A compiled-in trace started `offset_ms` into its loop (0: as recorded).
+fn trace(text: &str, offset_ms: u64) -> Capacity {
     match MahimahiTrace::parse(text) {
-        Ok(t) => Capacity::Trace(t),
+        Ok(t) if offset_ms == 0 => Capacity::Trace(t),
+        Ok(t) => Capacity::Trace(t.starting_at(Duration::from_millis(offset_ms))),
         // The compiled-in traces parse (tested); an unparsable one becomes a 1 Mbit/s link.
         Err(_) => Capacity::Series(vec![mb(1.0)]),
     }
+}
+
+/// Where seed `seed` starts playing a recorded trace pair whose longer loop is `period_ms`: 0
+/// for seed 1 (the recording as published, the tables of docs/section-c-results.md), a
+/// uniformly drawn millisecond of the loop for every other seed. Both directions start at the
+/// same offset (they were recorded together).
+fn trace_offset_ms(seed: u64, rng: &mut Rng, period_ms: u64) -> u64 {
+    if seed == 1 {
+        0
+    } else {
+        (rng.next_f64() * period_ms as f64) as u64 % period_ms.max(1)
+    }
+}
+
+/// The loop period of a compiled-in trace in ms (0 if it does not parse).
+fn period_ms(text: &str) -> u64 {
+    MahimahiTrace::parse(text).map_or(0, |t| t.period().as_nanos() / 1_000_000)
+}
+
+/// Seconds past the minute at which a Starlink dish is handed to a new satellite schedule
+/// (every 15 s; the `starlink` scenario starts at second 0 of a minute).
+pub const STARLINK_SWITCH_S: [f64; 4] = [12.0, 27.0, 42.0, 57.0];
+
+/// The `starlink` scenario's capacity: at 0 s and at every reconfiguration
+/// ([`STARLINK_SWITCH_S`], repeating every minute) the capacity is re-drawn uniformly in 50-250
+/// Mbit/s down and 5-25 up and then wanders within +-3% (AR(1), 0.5 s correlation); each
+/// reconfiguration starts with a near-outage of 0.5 Mbit/s both ways lasting 100-300 ms
+/// (2-6 slots, drawn). Returns the series and each switch's `(second, outage slots)`.
+pub fn starlink_series(secs: f64, rng: &mut Rng) -> (Vec<u64>, Vec<u64>, Vec<(f64, usize)>) {
+    let n = slots(secs);
+    let per_s = (1.0 / SLOT.as_secs_f64()).round() as usize;
+    // Switch slots within the run: second 12 + 15 k.
+    let mut switches = Vec::new();
+    let mut k = 0usize;
+    loop {
+        let sec = STARLINK_SWITCH_S[k % 4] + 60.0 * (k / 4) as f64;
+        let slot = (sec * per_s as f64).round() as usize;
+        if slot >= n {
+            break;
+        }
+        switches.push((sec, slot, 2 + (rng.next_f64() * 5.0) as usize));
+        k += 1;
+    }
+    let draw = |rng: &mut Rng| (50.0 + 200.0 * rng.next_f64(), 5.0 + 20.0 * rng.next_f64());
+    let mut level = draw(rng);
+    let (mut xd, mut xu) = (0.0f64, 0.0f64);
+    let (mut d, mut u) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut next = 0usize;
+    let mut outage_left = 0usize;
+    for i in 0..n {
+        if switches.get(next).is_some_and(|s| s.1 == i) {
+            level = draw(rng);
+            outage_left = switches[next].2;
+            next += 1;
+        }
+        xd = 0.9 * xd + 0.015 * (rng.next_f64() * 2.0 - 1.0);
+        xu = 0.9 * xu + 0.015 * (rng.next_f64() * 2.0 - 1.0);
+        if outage_left > 0 {
+            outage_left -= 1;
+            d.push(mb(0.5));
+            u.push(mb(0.5));
+        } else {
+            d.push(mb(level.0 * (1.0 + xd.clamp(-0.03, 0.03))));
+            u.push(mb(level.1 * (1.0 + xu.clamp(-0.03, 0.03))));
+        }
+    }
+    let sw = switches.iter().map(|s| (s.0, s.2)).collect();
+    (d, u, sw)
 }
 
 const ATT_DOWN: &str = include_str!("../../../../scenarios/traces/ATT-LTE-driving-2016.down");
@@ -165,66 +336,95 @@ const VZ_DOWN: &str = include_str!("../../../../scenarios/traces/Verizon-LTE-sho
 const VZ_UP: &str = include_str!("../../../../scenarios/traces/Verizon-LTE-short.up");
 const TM_DOWN: &str = include_str!("../../../../scenarios/traces/TMobile-LTE-short-60s.down");
 const TM_UP: &str = include_str!("../../../../scenarios/traces/TMobile-LTE-short-60s.up");
+const UMTS_DOWN: &str = include_str!("../../../../scenarios/traces/TMobile-UMTS-driving-300s.down");
+const UMTS_UP: &str = include_str!("../../../../scenarios/traces/TMobile-UMTS-driving-300s.up");
 
-/// The scenario called `name` (see [`NAMES`]), its random capacity process drawn from `seed`.
+/// The scenario called `name` (see [`NAMES`]), its random capacity process (or, on a recorded
+/// trace, its starting offset) drawn from `seed`.
 pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
     let mut rng = Rng::new(seed ^ 0xc0ff_ee00);
     let radio_ranges = ((mb(5.0), mb(150.0)), (mb(2.0), mb(50.0)));
     let statics_radio = [(100.0, 33.0), (150.0, 50.0)];
+    // The synthetic radio scenarios: 150-packet buffer, the radio's rate range and statics.
+    let radio = |name: &str, description: &str, secs: f64, down: Vec<u64>, up: Vec<u64>| Scenario {
+        name: name.into(),
+        description: description.into(),
+        secs,
+        down: Capacity::Series(down),
+        up: Capacity::Series(up),
+        radio_buffer: 150,
+        range_down: radio_ranges.0,
+        range_up: radio_ranges.1,
+        statics: statics_radio,
+        delay_down: RADIO_DELAY,
+        delay_up: RADIO_DELAY,
+    };
+    // A recorded trace pair, started at the seed's offset; 300-packet buffer, 60 s.
+    let mut recorded = |name: &str,
+                        description: &str,
+                        (down, up): (&str, &str),
+                        range_down: (f64, f64),
+                        range_up: (f64, f64),
+                        statics: [(f64, f64); 2]| {
+        let off = trace_offset_ms(seed, &mut rng, period_ms(down).max(period_ms(up)));
+        Scenario {
+            name: name.into(),
+            description: description.into(),
+            secs: 60.0,
+            down: trace(down, off),
+            up: trace(up, off),
+            radio_buffer: 300,
+            range_down: (mb(range_down.0), mb(range_down.1)),
+            range_up: (mb(range_up.0), mb(range_up.1)),
+            statics,
+            delay_down: RADIO_DELAY,
+            delay_up: RADIO_DELAY,
+        }
+    };
     let s = match name {
         "radio" => {
             let secs = 30.0;
-            Scenario {
-                name: "radio",
-                description: "the slides' point-to-point radio: ~110-130 Mbit/s down, ~40 up, \
-                              with drops below the average",
+            let down = radio_series(120.0, secs, &mut rng);
+            let up = radio_series(40.0, secs, &mut rng);
+            radio(
+                "radio",
+                "the slides' point-to-point radio: ~110-130 Mbit/s down, ~40 up, with drops \
+                 below the average",
                 secs,
-                down: Capacity::Series(radio_series(120.0, secs, &mut rng)),
-                up: Capacity::Series(radio_series(40.0, secs, &mut rng)),
-                radio_buffer: 150,
-                range_down: radio_ranges.0,
-                range_up: radio_ranges.1,
-                statics: statics_radio,
-            }
+                down,
+                up,
+            )
         }
-        "step" => Scenario {
-            name: "step",
-            description: "120/40 Mbit/s, a step drop to 40/15 at 15 s, back at 30 s",
-            secs: 45.0,
-            down: Capacity::Series(series(45.0, |t| {
+        "step" => radio(
+            "step",
+            "120/40 Mbit/s, a step drop to 40/15 at 15 s, back at 30 s",
+            45.0,
+            series(45.0, |t| {
                 if (15.0..30.0).contains(&t) {
                     40.0
                 } else {
                     120.0
                 }
-            })),
-            up: Capacity::Series(series(45.0, |t| {
+            }),
+            series(45.0, |t| {
                 if (15.0..30.0).contains(&t) {
                     15.0
                 } else {
                     40.0
                 }
-            })),
-            radio_buffer: 150,
-            range_down: radio_ranges.0,
-            range_up: radio_ranges.1,
-            statics: statics_radio,
-        },
-        "fade" => Scenario {
-            name: "fade",
-            description: "slow fade: 120 -> 30 -> 120 Mbit/s down (40 -> 10 up) over 30 s, twice",
-            secs: 60.0,
-            down: Capacity::Series(series(60.0, |t| {
+            }),
+        ),
+        "fade" => radio(
+            "fade",
+            "slow fade: 120 -> 30 -> 120 Mbit/s down (40 -> 10 up) over 30 s, twice",
+            60.0,
+            series(60.0, |t| {
                 75.0 + 45.0 * (t * std::f64::consts::TAU / 30.0).cos()
-            })),
-            up: Capacity::Series(series(60.0, |t| {
+            }),
+            series(60.0, |t| {
                 25.0 + 15.0 * (t * std::f64::consts::TAU / 30.0).cos()
-            })),
-            radio_buffer: 150,
-            range_down: radio_ranges.0,
-            range_up: radio_ranges.1,
-            statics: statics_radio,
-        },
+            }),
+        ),
         "fast" => {
             let secs = 40.0;
             let mut d = Vec::new();
@@ -238,77 +438,81 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                 d.push(mb(cd));
                 u.push(mb(cu));
             }
-            Scenario {
-                name: "fast",
-                description: "fast fluctuation: a new rate every 200 ms, uniform in 50-130 \
-                              Mbit/s down, 15-45 up",
+            radio(
+                "fast",
+                "fast fluctuation: a new rate every 200 ms, uniform in 50-130 Mbit/s down, 15-45 \
+                 up",
                 secs,
-                down: Capacity::Series(d),
-                up: Capacity::Series(u),
-                radio_buffer: 150,
-                range_down: radio_ranges.0,
-                range_up: radio_ranges.1,
-                statics: statics_radio,
+                d,
+                u,
+            )
+        }
+        "outage" => {
+            let out = |t: f64| (12.0..14.0).contains(&t) || (25.0..30.0).contains(&t);
+            radio(
+                "outage",
+                "120/40 Mbit/s with two outages (0.5 Mbit/s) of 2 s at 12 s and 5 s at 25 s",
+                45.0,
+                series(45.0, |t| if out(t) { 0.5 } else { 120.0 }),
+                series(45.0, |t| if out(t) { 0.5 } else { 40.0 }),
+            )
+        }
+        "att-lte" => recorded(
+            "att-lte",
+            "AT&T LTE while driving (mahimahi trace), mean 4.6 down / 1.9 up Mbit/s",
+            (ATT_DOWN, ATT_UP),
+            (0.5, 12.0),
+            (0.3, 5.0),
+            [(3.7, 1.6), (10.0, 3.8)],
+        ),
+        "verizon-lte" => recorded(
+            "verizon-lte",
+            "Verizon LTE (mahimahi trace), mean 5.0 down / 5.9 up Mbit/s",
+            (VZ_DOWN, VZ_UP),
+            (0.5, 12.0),
+            (0.5, 12.0),
+            [(4.3, 5.7), (9.8, 10.6)],
+        ),
+        "tmobile-lte" => recorded(
+            "tmobile-lte",
+            "T-Mobile LTE (first 60 s of the mahimahi trace), ~17 down / 13 up Mbit/s",
+            (TM_DOWN, TM_UP),
+            (1.0, 35.0),
+            (1.0, 30.0),
+            [(13.8, 11.7), (29.3, 25.4)],
+        ),
+        "tmobile-umts" => recorded(
+            "tmobile-umts",
+            "T-Mobile UMTS while driving (seconds 300-600 of the mahimahi trace), mean 2.1 down \
+             / 1.0 up Mbit/s, with outages",
+            (UMTS_DOWN, UMTS_UP),
+            (0.2, 6.0),
+            (0.1, 1.7),
+            [(1.6, 1.1), (5.0, 1.4)],
+        ),
+        "starlink" => {
+            let secs = 60.0;
+            let (down, up, _) = starlink_series(secs, &mut rng);
+            // Radio hop 8.3-15.8 ms each way: an idle RTT of 25-40 ms with the path's 8.4 ms.
+            let delay = Duration::from_micros(8_300 + (rng.next_f64() * 7_500.0) as u64);
+            Scenario {
+                name: "starlink".into(),
+                description: "Starlink-like: capacity re-drawn at every satellite \
+                              reconfiguration (seconds 12, 27, 42, 57 of the minute) in 50-250 \
+                              Mbit/s down, 5-25 up, with a 100-300 ms near-outage at each; idle \
+                              RTT 25-40 ms"
+                    .into(),
+                secs,
+                down: Capacity::Series(down),
+                up: Capacity::Series(up),
+                radio_buffer: 500,
+                range_down: (mb(10.0), mb(300.0)),
+                range_up: (mb(1.0), mb(30.0)),
+                statics: [(150.0, 15.0), (230.0, 23.0)],
+                delay_down: delay,
+                delay_up: delay,
             }
         }
-        "outage" => Scenario {
-            name: "outage",
-            description: "120/40 Mbit/s with two outages (0.5 Mbit/s) of 2 s at 12 s and 5 s at \
-                          25 s",
-            secs: 45.0,
-            down: Capacity::Series(series(45.0, |t| {
-                if (12.0..14.0).contains(&t) || (25.0..30.0).contains(&t) {
-                    0.5
-                } else {
-                    120.0
-                }
-            })),
-            up: Capacity::Series(series(45.0, |t| {
-                if (12.0..14.0).contains(&t) || (25.0..30.0).contains(&t) {
-                    0.5
-                } else {
-                    40.0
-                }
-            })),
-            radio_buffer: 150,
-            range_down: radio_ranges.0,
-            range_up: radio_ranges.1,
-            statics: statics_radio,
-        },
-        "att-lte" => Scenario {
-            name: "att-lte",
-            description: "AT&T LTE while driving (mahimahi trace), mean 4.6 down / 1.9 up Mbit/s",
-            secs: 60.0,
-            down: trace(ATT_DOWN),
-            up: trace(ATT_UP),
-            radio_buffer: 300,
-            range_down: (mb(0.5), mb(12.0)),
-            range_up: (mb(0.3), mb(5.0)),
-            statics: [(3.7, 1.6), (10.0, 3.8)],
-        },
-        "verizon-lte" => Scenario {
-            name: "verizon-lte",
-            description: "Verizon LTE (mahimahi trace), mean 5.0 down / 5.9 up Mbit/s",
-            secs: 60.0,
-            down: trace(VZ_DOWN),
-            up: trace(VZ_UP),
-            radio_buffer: 300,
-            range_down: (mb(0.5), mb(12.0)),
-            range_up: (mb(0.5), mb(12.0)),
-            statics: [(4.3, 5.7), (9.8, 10.6)],
-        },
-        "tmobile-lte" => Scenario {
-            name: "tmobile-lte",
-            description: "T-Mobile LTE (first 60 s of the mahimahi trace), ~17 down / 13 up \
-                          Mbit/s",
-            secs: 60.0,
-            down: trace(TM_DOWN),
-            up: trace(TM_UP),
-            radio_buffer: 300,
-            range_down: (mb(1.0), mb(35.0)),
-            range_up: (mb(1.0), mb(30.0)),
-            statics: [(13.8, 11.7), (29.3, 25.4)],
-        },
         _ => return None,
     };
     Some(s)
@@ -339,5 +543,122 @@ mod tests {
             .unwrap_or(0) as f64
             * 8e-6;
         assert!(low < 100.0, "{low}");
+    }
+
+    fn mbit_at(c: &Capacity, secs: f64) -> f64 {
+        c.rate_at(Instant::from_nanos((secs * 1e9).round() as u64)) as f64 * 8e-6
+    }
+
+    #[test]
+    fn starlink_redraws_its_capacity_at_each_reconfiguration_after_a_near_outage() {
+        let mut pairs = 0;
+        let mut redrawn = 0;
+        for seed in 1..=10 {
+            let s = scenario("starlink", seed).unwrap();
+            let idle_rtt = super::super::closed_loop::PATH_RTT + s.delay_down + s.delay_up;
+            assert!(
+                (24.0..=41.0).contains(&idle_rtt.as_millis_f64()),
+                "{idle_rtt:?}"
+            );
+            let mut rng = Rng::new(seed ^ 0xc0ff_ee00);
+            let (_, _, switches) = starlink_series(s.secs, &mut rng);
+            let at: Vec<f64> = switches.iter().map(|w| w.0).collect();
+            assert_eq!(at, STARLINK_SWITCH_S.to_vec(), "seed {seed}");
+            // Interval boundaries: 0, each switch, the end.
+            let mut bounds = vec![0.0];
+            bounds.extend(at.iter().copied());
+            bounds.push(s.secs);
+            let mut levels = Vec::new();
+            for (k, w) in bounds.windows(2).enumerate() {
+                let out = if k == 0 { 0 } else { switches[k - 1].1 };
+                assert!(k == 0 || (2..=6).contains(&out), "outage slots {out}");
+                let out_s = out as f64 * SLOT.as_secs_f64();
+                for dir in [&s.down, &s.up] {
+                    // The near-outage: 0.5 Mbit/s for 100-300 ms from the switch on.
+                    if k > 0 {
+                        assert!(mbit_at(dir, w[0]) <= 0.5 + 1e-9, "seed {seed} at {}", w[0]);
+                        assert!(mbit_at(dir, w[0] + out_s - 0.01) <= 0.5 + 1e-9);
+                        assert!(mbit_at(dir, w[0] - 0.01) > 4.0, "outage before {}", w[0]);
+                    }
+                }
+                // Then one level (within the +-3% wander) until the next switch.
+                let v: Vec<f64> = (0..)
+                    .map(|i| w[0] + out_s + 0.025 + i as f64 * SLOT.as_secs_f64())
+                    .take_while(|&t| t < w[1])
+                    .map(|t| mbit_at(&s.down, t))
+                    .collect();
+                let (lo, hi) = v
+                    .iter()
+                    .fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+                assert!(
+                    lo >= 48.0 && hi <= 258.0 && hi / lo <= 1.03 / 0.97 + 1e-6,
+                    "{lo} {hi}"
+                );
+                levels.push(v.iter().sum::<f64>() / v.len() as f64);
+            }
+            for l in levels.windows(2) {
+                pairs += 1;
+                if (l[1] / l[0] - 1.0).abs() > 0.07 {
+                    redrawn += 1;
+                }
+            }
+        }
+        // Uniform draws in 50-250 Mbit/s land within 7% of the previous one about 1 time in 8.
+        assert!(
+            redrawn * 10 >= pairs * 7,
+            "{redrawn} of {pairs} re-draws moved the level"
+        );
+    }
+
+    #[test]
+    fn a_recorded_trace_starts_where_the_seed_says() {
+        let Capacity::Trace(whole) = trace(VZ_DOWN, 0) else {
+            panic!("verizon parses")
+        };
+        let one = scenario("verizon-lte", 1).unwrap();
+        assert!(matches!(&one.down, Capacity::Trace(t) if *t == whole));
+        let (two, three) = (
+            scenario("verizon-lte", 2).unwrap(),
+            scenario("verizon-lte", 3).unwrap(),
+        );
+        let first_s = |s: &Scenario| s.down.rates_per_second(10.0);
+        assert_ne!(first_s(&two), first_s(&one));
+        assert_ne!(first_s(&two), first_s(&three));
+        // Same link, other stretch: the same opportunities per loop.
+        for s in [&two, &three] {
+            let Capacity::Trace(t) = &s.down else {
+                panic!("a trace")
+            };
+            assert_eq!((t.len(), t.period()), (whole.len(), whole.period()));
+        }
+        // Same seed, same stretch.
+        assert_eq!(first_s(&scenario("verizon-lte", 2).unwrap()), first_s(&two));
+    }
+
+    #[test]
+    fn a_link_derives_its_static_rates_and_range_from_its_capacity() {
+        let fixed = Capacity::from_link_rate(LinkRate::Fixed(mb(20.0)), 30.0);
+        let sched =
+            sim::RateSchedule::parse("0 step 10mbit\n10 ramp 10mbit\n20 step 30mbit\n").unwrap();
+        let ramp = Capacity::from_link_rate(LinkRate::Schedule(sched), 30.0);
+        assert!((mbit_at(&ramp, 15.0) - 20.0).abs() < 0.5);
+        assert!((mbit_at(&ramp, 25.0) - 30.0).abs() < 1e-6);
+        let s = Scenario::for_link(
+            "mine",
+            "a test link",
+            30.0,
+            ramp,
+            fixed,
+            100,
+            Duration::from_millis(10),
+            RADIO_DELAY,
+        );
+        // Up: 20 Mbit/s throughout.
+        assert_eq!((s.statics[0].1, s.statics[1].1), (20.0, 20.0));
+        assert_eq!(s.range_up, (mb(2.0), mb(24.0)));
+        // Down: 10 for 10 s, a ramp to 30 over 10 s, 30 for 10 s: median ~20, p90 30.
+        assert!((s.statics[0].0 - 20.0).abs() <= 1.0, "{:?}", s.statics);
+        assert_eq!(s.statics[1].0, 30.0);
+        assert_eq!(s.range_down.1, mb(36.0));
     }
 }

@@ -1,7 +1,8 @@
-//! ICMP echo (type 8/0) and timestamp (type 13/14) messages: building requests and parsing
-//! replies, pure functions over byte slices (no allocation, no panics on any input).
+//! ICMP echo (type 8/0) and timestamp (type 13/14) messages: building requests (and, for
+//! reflectors in simulations and tests, replies) and parsing replies, pure functions over byte
+//! slices (no allocation, no panics on any input).
 
-use crate::clock::MS_PER_DAY;
+use super::MS_PER_DAY;
 
 /// Echo request.
 pub const ECHO_REQUEST: u8 = 8;
@@ -30,18 +31,45 @@ pub fn checksum(data: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+fn seal(b: &mut [u8; LEN]) {
+    b[2..4].copy_from_slice(&[0, 0]);
+    let c = checksum(b);
+    b[2..4].copy_from_slice(&c.to_be_bytes());
+}
+
 /// A request of `kind` ([`ECHO_REQUEST`] or [`TIMESTAMP_REQUEST`]) with identifier `id`,
 /// sequence `seq` and originate timestamp `originate_ms` (ms since midnight UTC; for echo it is
-/// carried in the payload), checksummed.
+/// carried in the payload, which the reflector echoes), checksummed.
 pub fn request(kind: u8, id: u16, seq: u16, originate_ms: u32) -> [u8; LEN] {
     let mut b = [0u8; LEN];
     b[0] = kind;
     b[4..6].copy_from_slice(&id.to_be_bytes());
     b[6..8].copy_from_slice(&seq.to_be_bytes());
     b[8..12].copy_from_slice(&originate_ms.to_be_bytes());
-    let c = checksum(&b);
-    b[2..4].copy_from_slice(&c.to_be_bytes());
+    seal(&mut b);
     b
+}
+
+/// What a host answers to the request `req` (ICMP bytes, no IP header): for a timestamp request
+/// the timestamp reply carrying `receive_ms` and `transmit_ms` (its clock, ms since midnight);
+/// for an echo request the echo reply with the request's payload. `None` for anything else.
+pub fn reply_to(req: &[u8], receive_ms: u32, transmit_ms: u32) -> Option<[u8; LEN]> {
+    let b: [u8; LEN] = req.get(..LEN)?.try_into().ok()?;
+    if req.len() != LEN || checksum(&b) != 0 {
+        return None;
+    }
+    let mut r = b;
+    match b[0] {
+        TIMESTAMP_REQUEST => {
+            r[0] = TIMESTAMP_REPLY;
+            r[12..16].copy_from_slice(&receive_ms.to_be_bytes());
+            r[16..20].copy_from_slice(&transmit_ms.to_be_bytes());
+        }
+        ECHO_REQUEST => r[0] = ECHO_REPLY,
+        _ => return None,
+    }
+    seal(&mut r);
+    Some(r)
 }
 
 /// A parsed reply.
@@ -53,7 +81,7 @@ pub struct Reply {
     pub id: u16,
     /// Sequence number.
     pub seq: u16,
-    /// Originate timestamp (echoed back).
+    /// Originate timestamp (echoed back; for echo, the payload's first 4 bytes, 0 if absent).
     pub originate: u32,
     /// The reflector's receive timestamp (timestamp replies only).
     pub receive: u32,
@@ -119,6 +147,11 @@ pub fn diff_ms(later: u32, earlier: u32) -> i64 {
     }
 }
 
+/// A remote ms-since-midnight timestamp in ns, with the non-standard bit masked off.
+pub fn remote_ns(ms: u32) -> i64 {
+    i64::from(ms & 0x7FFF_FFFF) * 1_000_000
+}
+
 /// One-way delays in ms of a timestamp reply that arrived at `arrival_ms` (ms since midnight):
 /// `(up, down)` = (receive - originate, arrival - transmit), each wrap-corrected.
 pub fn owd_ms(r: &Reply, arrival_ms: u32) -> (i64, i64) {
@@ -133,14 +166,8 @@ mod tests {
     use super::*;
 
     fn reply_bytes(originate: u32, receive: u32, transmit: u32) -> [u8; LEN] {
-        let mut b = request(TIMESTAMP_REQUEST, 0x1234, 7, originate);
-        b[0] = TIMESTAMP_REPLY;
-        b[2..4].copy_from_slice(&[0, 0]);
-        b[12..16].copy_from_slice(&receive.to_be_bytes());
-        b[16..20].copy_from_slice(&transmit.to_be_bytes());
-        let c = checksum(&b);
-        b[2..4].copy_from_slice(&c.to_be_bytes());
-        b
+        let q = request(TIMESTAMP_REQUEST, 0x1234, 7, originate);
+        reply_to(&q, receive, transmit).unwrap()
     }
 
     #[test]
@@ -166,6 +193,18 @@ mod tests {
     }
 
     #[test]
+    fn echo_reply_carries_the_requests_payload() {
+        let q = request(ECHO_REQUEST, 9, 3, 77);
+        let r = parse_reply(&reply_to(&q, 0, 0).unwrap()).unwrap();
+        assert_eq!((r.kind, r.id, r.seq, r.originate), (ECHO_REPLY, 9, 3, 77));
+        assert_eq!(
+            reply_to(&reply_to(&q, 0, 0).unwrap(), 0, 0),
+            None,
+            "not a request"
+        );
+    }
+
+    #[test]
     fn corrupted_or_truncated_replies_are_rejected() {
         let mut b = reply_bytes(1, 2, 3);
         b[13] ^= 1;
@@ -186,5 +225,6 @@ mod tests {
         assert_eq!(owd_ms(&r, 20), (8, 16));
         // Non-standard flag bit masked off.
         assert_eq!(diff_ms(0x8000_0000 | 50, 40), 10);
+        assert_eq!(remote_ns(0x8000_0000 | 2), 2_000_000);
     }
 }
