@@ -1,22 +1,24 @@
-//! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT] [--rt-priority P]
-//! [--spin-us US] [--busy-poll-us US] [--batch-us US] [--no-rejoin] [--stats]`: dataplane speed in
-//! throwaway namespaces. Rows: direct veth (reference), the bridge unshaped, the bridge with CAKE
-//! at 1 Gbit/s (default split-gso, and no-split-gso) and 100 Mbit/s, kernel forwarding through
-//! HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e. the L2 frame bytes
-//! per second released on the shaped egress during the measurement window, super-packets counted
-//! as the segments they become (what CAKE in raw mode and HTB charge against their rate; read
-//! from the bridge's `tx_wire_bytes` over the control socket, or from HTB's `Sent` bytes in
-//! `tc -s qdisc`, which count GSO packets the same way), and its ratio to the configured rate; at
-//! idle, what the middle adds to direct veth's UDP round trip (p50/p99: two passes, plus the
-//! endpoints' wake-ups it causes) and to the one-way delay (p50/p99: one pass, from the sender's
-//! `send` to the kernel's arrival timestamp at the receiver); the bridge thread's CPU (cores) per
-//! Gbit/s of goodput. Two more rows run cake_mq at 1 Gbit/s in the multi-queue bridge
-//! (`dataplane::MqBridge`) with one queue and with `--queues N` (default: the CPUs this process
-//! may use, at least 2), each under 8 TCP flows (fanout spreads flows, not packets, over the
-//! queues): the aggregate wire rate against the setting, the cores per Gbit/s of all the
-//! forwarding threads together, and each queue's share of the wire bytes. With `--runs N` every
-//! row is measured N times and each column shows the median.
-
+//! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT] [--queues N]
+//! [--mq-bandwidth RATE] [--rt-priority P] [--spin-us US] [--busy-poll-us US] [--batch-us US]
+//! [--no-rejoin] [--stats]`: dataplane speed in throwaway namespaces. Rows: direct veth
+//! (reference), the bridge unshaped, the bridge with CAKE at 1 Gbit/s (default split-gso, and
+//! no-split-gso) and 100 Mbit/s, cake_mq in the multi-queue bridge with 1 and N queues, kernel
+//! forwarding through HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e.
+//! the L2 frame bytes per second released on the shaped egress during the measurement window,
+//! super-packets counted as the segments they become (what CAKE in raw mode and HTB charge
+//! against their rate; read from the bridge's `tx_wire_bytes` over the control socket, or from
+//! HTB's `Sent` bytes in `tc -s qdisc`, which count GSO packets the same way), and its ratio to
+//! the configured rate; at idle, what the middle adds to direct veth's UDP round trip (p50/p99:
+//! two passes, plus the endpoints' wake-ups it causes) and to the one-way delay (p50/p99: one
+//! pass, from the sender's `send` to the kernel's arrival timestamp at the receiver); the bridge
+//! threads' CPU (cores) per Gbit/s of goodput.
+//!
+//! The two cake_mq rows (`dataplane::MqBridge`, at `--mq-bandwidth`, default 1 Gbit/s) run one
+//! queue and `--queues N` (default: the CPUs this process may use, at least 2), each under 16
+//! TCP flows (fanout spreads flows, not packets, over the queues); they add each queue's wire
+//! rate and the shards each counted active, and their CPU is that of all forwarding threads and
+//! the coordinator together. With `--runs N` every row is measured N times and each column shows
+//! the median.
 use std::time::Duration;
 
 use dataplane::linkem_lab::{quantile, Lab, Shape};
@@ -49,11 +51,16 @@ pub struct Args {
     /// this process may use, at least 2).
     #[arg(long, value_parser = clap::value_parser!(u16).range(2..=64))]
     pub queues: Option<u16>,
+    /// The cake_mq rows' bandwidth, in tc's syntax (e.g. 200Mbit: below what one core
+    /// forwards, the rows show the sync alone).
+    #[arg(long, default_value = "1Gbit")]
+    pub mq_bandwidth: String,
 }
 
 /// TCP flows in the cake_mq rows: enough that fanout's flow hash leaves no queue without one
-/// (with 2 queues, all 8 on one queue has probability 1/128).
-const MQ_FLOWS: usize = 8;
+/// (with 2 queues, all 16 on one queue has probability 2^-15; with 8 flows it is 1/128, which
+/// happened in a trial run).
+const MQ_FLOWS: usize = 16;
 
 /// What a row runs in the middle.
 #[derive(Clone, Debug)]
@@ -61,9 +68,9 @@ enum Middle {
     /// Nothing (direct veth) or the kernel (routed HTB).
     None,
     /// One [`Bridge`] with this egress qdisc.
-    Bridge(&'static str),
+    Bridge(String),
     /// A [`MqBridge`] with this many queues and this egress qdisc.
-    Mq(usize, &'static str),
+    Mq(usize, String),
 }
 
 /// One row to measure.
@@ -139,7 +146,7 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
         ctl_group: None,
         seed: 1,
     };
-    let running = match spec.middle {
+    let running = match &spec.middle {
         Middle::None => None,
         Middle::Bridge(q) => {
             let cfg = bridge_cfg(q);
@@ -150,7 +157,7 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
             })?)
         }
         Middle::Mq(n, q) => {
-            let cfg = bridge_cfg(q);
+            let (cfg, n) = (bridge_cfg(q), *n);
             Some(lab.start(move || {
                 let mut br = MqBridge::new(cfg, n)?;
                 tuning.apply(&mut br)?;
@@ -297,49 +304,48 @@ pub fn run(a: &Args) -> Result<String, String> {
         configured_bps: rate,
         flows,
     };
-    let cake_mq = "cake_mq bandwidth 1Gbit besteffort";
+    let mq_bps = qdisc::tc_units::parse_shaper_rate(&a.mq_bandwidth)
+        .map_err(|e| format!("--mq-bandwidth {}: {e}", a.mq_bandwidth))? as f64
+        * 8.0;
+    let mq_rate = qdisc::tc_units::format_rate((mq_bps / 8.0) as u64);
+    let cake_mq = format!("cake_mq bandwidth {mq_rate} besteffort");
+    let bridge = |q: &str| Middle::Bridge(q.to_string());
     let rows = [
         spec("direct veth", Shape::Direct, Middle::None, None, 1),
-        spec(
-            "bridge unshaped",
-            Shape::Bridged,
-            Middle::Bridge("pfifo"),
-            None,
-            1,
-        ),
+        spec("bridge unshaped", Shape::Bridged, bridge("pfifo"), None, 1),
         spec(
             "bridge cake 1Gbit",
             Shape::Bridged,
-            Middle::Bridge("cake bandwidth 1Gbit besteffort"),
+            bridge("cake bandwidth 1Gbit besteffort"),
             Some(1e9),
             1,
         ),
         spec(
             "cake 1Gbit nosplit",
             Shape::Bridged,
-            Middle::Bridge("cake bandwidth 1Gbit besteffort no-split-gso"),
+            bridge("cake bandwidth 1Gbit besteffort no-split-gso"),
             Some(1e9),
             1,
         ),
         spec(
             "bridge cake 100Mbit",
             Shape::Bridged,
-            Middle::Bridge("cake bandwidth 100Mbit besteffort"),
+            bridge("cake bandwidth 100Mbit besteffort"),
             Some(1e8),
             1,
         ),
         spec(
-            "cake_mq 1Gbit 1 queue",
+            &format!("cake_mq {mq_rate} 1 queue"),
             Shape::Bridged,
-            Middle::Mq(1, cake_mq),
-            Some(1e9),
+            Middle::Mq(1, cake_mq.clone()),
+            Some(mq_bps),
             MQ_FLOWS,
         ),
         spec(
-            &format!("cake_mq 1Gbit {n} queues"),
+            &format!("cake_mq {mq_rate} {n} queues"),
             Shape::Bridged,
             Middle::Mq(n, cake_mq),
-            Some(1e9),
+            Some(mq_bps),
             MQ_FLOWS,
         ),
         spec(

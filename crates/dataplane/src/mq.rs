@@ -460,6 +460,9 @@ pub struct MqBridge {
     run_cpu_ns: u64,
 }
 
+/// A forwarding thread's bridge, handed back when its loop ends, and how it ended.
+type Finished = (Bridge<QueueStage>, Result<(), Error>);
+
 /// The number of queues to run when none is given: the CPUs this process may use.
 pub fn default_queues() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_QUEUES))
@@ -567,8 +570,7 @@ impl MqBridge {
         let cpu0 = sys::thread_cpu_ns();
         self.run_cpu_ns = 0;
         let mut stoppers = Vec::with_capacity(self.queues);
-        let mut handles: Vec<JoinHandle<(Bridge<QueueStage>, Result<(), Error>)>> =
-            Vec::with_capacity(self.queues);
+        let mut handles: Vec<JoinHandle<Finished>> = Vec::with_capacity(self.queues);
         let mut result = Ok(());
         for (i, mut br) in std::mem::take(&mut self.workers).into_iter().enumerate() {
             stoppers.push(br.stopper());
