@@ -707,7 +707,8 @@ impl MqBridge {
         let d = dir_index(dir);
         // A qdisc that can shape (cake, htb) would shape each of its instances at the rate; one
         // that cannot answers with its own error below.
-        if let (DirKind::PerQueue(kind @ ("cake" | "htb")), true) = (&self.kinds[d], self.queues > 1)
+        if let (DirKind::PerQueue(kind @ ("cake" | "htb")), true) =
+            (&self.kinds[d], self.queues > 1)
         {
             return format!(
                 "error: {} qdisc {kind} runs one instance per queue ({} queues): a rate would \
