@@ -69,6 +69,7 @@ pub use validate::{Discard, ValidationParams};
 use crate::config::{check, ConfigError};
 use crate::engine::{DelayInForce, Engine, Law};
 use crate::passive::PassiveReading;
+use crate::purple::Phase;
 use crate::reflectors::Health;
 use crate::wire::WallAnchor;
 use crate::{
@@ -368,6 +369,17 @@ pub enum Event {
         down: DelayInForce,
         /// Upload.
         up: DelayInForce,
+    },
+    /// The law changed phase in one direction (laws with phases: PURPLE).
+    Transition {
+        /// Direction.
+        dir: Direction,
+        /// From.
+        from: Phase,
+        /// To.
+        to: Phase,
+        /// The rule that moved it (as in the decision's reason).
+        trigger: Reason,
     },
     /// The safe rate was applied on shutdown (`error` if it failed).
     SafeRate {
@@ -968,6 +980,15 @@ impl<L: Law> Agent<L> {
         }
         let d = self.engine.poll(now);
         self.out.stats.steps += 1;
+        while let Some(t) = self.engine.take_transition() {
+            let e = Event::Transition {
+                dir: t.dir,
+                from: t.from,
+                to: t.to,
+                trigger: t.trigger,
+            };
+            self.push_event(t.at, e);
+        }
         self.review_source(now);
         let mut st = StepState {
             decision: d,
