@@ -65,10 +65,13 @@ pub enum DelaySource {
     /// Only the passive estimate from the users' TCP timestamps ([`crate::passive`]); no
     /// probe is sent.
     Passive,
-    /// Both: the larger of the two where both are fresh, else whichever is. Without a passive
-    /// feed this is exactly [`DelaySource::Probes`]; with one, the controller keeps its
-    /// delay signal when the reflectors stop answering (ICMP blocked), and sees the queues
-    /// the probes cannot (a radio that serves ICMP apart from data). The default.
+    /// Both: the passive estimate where it is fresh (it is the queue the users' own packets
+    /// meet; the probes' delays then reach neither the consensus nor the law), else the
+    /// probes. Without a passive feed this is exactly [`DelaySource::Probes`]; with one, the
+    /// controller keeps its delay signal when the reflectors stop answering (ICMP blocked),
+    /// sees the queues the probes cannot (a radio that serves ICMP apart from data), and
+    /// falls back to the probes when no TCP connection gives a sample (an idle link, QUIC
+    /// only). The default.
     #[default]
     Both,
 }

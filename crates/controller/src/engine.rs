@@ -147,7 +147,7 @@ pub enum DelayInForce {
     Probes,
     /// The passive estimate alone.
     Passive,
-    /// The larger of the probes' and the passive estimate.
+    /// Both are fresh: the passive estimate is used, the probes stand by.
     Both,
     /// No probe signal and no TCP sample, but the passive feed runs and the link is nearly
     /// idle (carries less than [`PASSIVE_QUIET_LOAD`] of the rate): taken as no queue.
@@ -254,6 +254,15 @@ impl<L: Law> Engine<L> {
         self.law.take_transition()
     }
 
+    /// Whether `dir` has a passive estimate younger than `reflectors.fresh_for` that the
+    /// delay source uses.
+    fn passive_fresh(&self, now: Instant, dir: Direction) -> bool {
+        self.cfg.delay_source.passive()
+            && self.inputs[dir]
+                .passive
+                .is_some_and(|x| now.saturating_duration_since(x.0) < self.cfg.reflectors.fresh_for)
+    }
+
     fn signals(&mut self, now: Instant, dir: Direction) -> DirSignals {
         let fresh = self.cfg.safety.stall_after;
         let ok = |t: Instant| now.saturating_duration_since(t) < fresh;
@@ -272,7 +281,7 @@ impl<L: Law> Engine<L> {
             .map(|x| x.1);
         let probe = cons.map(|c| c.delay);
         let (delay, why) = match (probe, passive) {
-            (Some(a), Some(b)) => (Some(a.max(b)), DelayInForce::Both),
+            (Some(_), Some(b)) => (Some(b), DelayInForce::Both),
             (Some(a), None) => (Some(a), DelayInForce::Probes),
             (None, Some(b)) => (Some(b), DelayInForce::Passive),
             (None, None) => {
@@ -324,6 +333,7 @@ impl<L: Law> Controller for Engine<L> {
             } => {
                 self.pool.on_owd(now, reflector, dir, sent, owd_ns);
                 pass = self.cfg.delay_source.probes()
+                    && !self.passive_fresh(now, dir)
                     && self.pool.health(reflector, now) == Some(Health::Good);
             }
             Sample::Rtt {
@@ -333,6 +343,7 @@ impl<L: Law> Controller for Engine<L> {
             } => {
                 self.pool.on_rtt(now, reflector, sent, rtt);
                 pass = self.cfg.delay_source.probes()
+                    && !Direction::ALL.iter().all(|&d| self.passive_fresh(now, d))
                     && self.pool.health(reflector, now) == Some(Health::Good);
             }
             Sample::ProbeLost { reflector, .. } => self.pool.on_lost(now, reflector),
@@ -615,7 +626,7 @@ mod tests {
     }
 
     #[test]
-    fn both_takes_the_larger_delay_and_either_alone_when_the_other_is_missing() {
+    fn both_prefers_a_fresh_passive_estimate_and_falls_back_to_the_probes() {
         let mut e = engine(DelaySource::Both);
         let busy = Config::default().base.down;
         let ms = Duration::from_millis;
@@ -625,6 +636,11 @@ mod tests {
         let t = t + ms(50);
         let (s, why) = step_with(&mut e, t, Some(0), Some(Some(12)), busy);
         assert_eq!((s.delay, why), (Some(ms(12)), DelayInForce::Both));
+        // The passive estimate is the users' own packets' queue: it is used even below the
+        // probes' (a probe path with a queue of its own, a lying reflector).
+        let t = t + ms(50);
+        let (s, why) = step_with(&mut e, t, Some(20), Some(Some(2)), busy);
+        assert_eq!((s.delay, why), (Some(ms(2)), DelayInForce::Both));
         // The reflectors fall silent (ICMP blocked): the passive estimate carries on.
         let t = t + ms(1100);
         let (s, why) = step_with(&mut e, t, None, Some(Some(7)), busy);

@@ -403,6 +403,8 @@ pub fn scenario_report(name: &str, opts: &RunOpts) -> Report {
 pub const PASSIVE_P99_EXCESS_MS: f64 = 10.0;
 /// ... at no less than this share of that throughput.
 pub const PASSIVE_THROUGHPUT_FRACTION: f64 = 0.9;
+/// The steady state: loaded-latency p95 at most this much above the reference's.
+pub const PASSIVE_P95_EXCESS_MS: f64 = 5.0;
 
 /// Runs every contender of [`Contender::all`] on the passive scenario `name`
 /// (`starlink-icmp-apart` or `starlink-no-probes`), and the reference: `purple` on the same
@@ -480,7 +482,14 @@ pub fn passive_report(name: &str, opts: &RunOpts) -> Report {
 /// [`passive_report`]'s claims on a scenario whose probes fare as `path`, from the runs of
 /// `purple` on the probes alone, with both signals and with the passive signal alone (`runs`),
 /// and the reference runs on `starlink-router`: `purple` on the probes alone and with both
-/// (`reference`).
+/// (`reference`). In order: the probes alone fail (lost: the safe rate; blind: their p95 at
+/// least 3x that with both, p95 because p99 on this link is the reconfigurations' outages,
+/// which every contender and the oracle suffer); for both and passive alone issue 14's bar
+/// (p99 within [`PASSIVE_P99_EXCESS_MS`] of the reference, throughput at least
+/// [`PASSIVE_THROUGHPUT_FRACTION`] of it); for both and passive alone the steady state (p95
+/// within [`PASSIVE_P95_EXCESS_MS`] of the reference's); and where the probes work, adding the
+/// passive signal costs nothing (p95 within [`PASSIVE_P95_EXCESS_MS`], throughput at least
+/// [`PASSIVE_THROUGHPUT_FRACTION`]).
 pub fn passive_claims(
     path: scenario::ProbePath,
     runs: [&LoopResult; 3],
@@ -488,8 +497,7 @@ pub fn passive_claims(
 ) -> Vec<Claim> {
     let [probes, both, alone] = runs;
     let [r, r_both] = reference;
-    let mut claims = Vec::new();
-    claims.push(if path == scenario::ProbePath::Dropped {
+    let mut claims = vec![if path == scenario::ProbePath::Dropped {
         Claim::new(
             "with every probe lost, purple on the probes alone falls to its safe rate",
             format!(
@@ -505,19 +513,20 @@ pub fn passive_claims(
         Claim::new(
             "the probes miss the download's queue: purple on them alone bloats",
             format!(
-                "p99 {:.1} ms on the probes, {:.1} ms with the passive signal",
-                probes.latency.p99, both.latency.p99
+                "p95 {:.1} ms on the probes, {:.1} ms with the passive signal",
+                probes.latency.p95, both.latency.p95
             ),
-            "p99 on the probes >= 3 x p99 with both",
-            probes.latency.p99 >= 3.0 * both.latency.p99,
+            "p95 on the probes >= 3 x p95 with both",
+            probes.latency.p95 >= 3.0 * both.latency.p95,
         )
-    });
+    }];
+    let thr = |x: &LoopResult| x.throughput.down / r.throughput.down.max(1e-9);
     for x in [both, alone] {
         claims.push(Claim::new(
             format!(
                 "issue 14: {} holds p99 within {PASSIVE_P99_EXCESS_MS} ms of purple with \
-                     answered reflectors (starlink-router), at >= {PASSIVE_THROUGHPUT_FRACTION} \
-                     of its throughput",
+                 answered reflectors (starlink-router), at >= {PASSIVE_THROUGHPUT_FRACTION} of \
+                 its throughput",
                 x.name
             ),
             format!(
@@ -526,29 +535,40 @@ pub fn passive_claims(
                 r.latency.p99,
                 x.throughput.down,
                 r.throughput.down,
-                x.throughput.down / r.throughput.down.max(1e-9)
+                thr(x)
             ),
             format!(
                 "p99 <= reference + {PASSIVE_P99_EXCESS_MS} ms and throughput >= \
-                     {PASSIVE_THROUGHPUT_FRACTION} x reference"
+                 {PASSIVE_THROUGHPUT_FRACTION} x reference"
             ),
             x.latency.p99 <= r.latency.p99 + PASSIVE_P99_EXCESS_MS
-                && x.throughput.down >= PASSIVE_THROUGHPUT_FRACTION * r.throughput.down,
+                && thr(x) >= PASSIVE_THROUGHPUT_FRACTION,
+        ));
+    }
+    for x in [both, alone] {
+        claims.push(Claim::new(
+            format!(
+                "{} holds the steady-state latency of purple with answered reflectors",
+                x.name
+            ),
+            format!("p95 {:.2} vs {:.2} ms", x.latency.p95, r.latency.p95),
+            format!("p95 <= reference + {PASSIVE_P95_EXCESS_MS} ms"),
+            x.latency.p95 <= r.latency.p95 + PASSIVE_P95_EXCESS_MS,
         ));
     }
     claims.push(Claim::new(
         "where the probes work (starlink-router), adding the passive signal costs nothing",
         format!(
-            "probes + passive p99 {:.1} ms, {:.1} Mbit/s; probes alone p99 {:.1} ms, {:.1} \
-                 Mbit/s",
-            r_both.latency.p99, r_both.throughput.down, r.latency.p99, r.throughput.down
+            "probes + passive p95 {:.2} ms, {:.1} Mbit/s; probes alone p95 {:.2} ms, {:.1} \
+             Mbit/s",
+            r_both.latency.p95, r_both.throughput.down, r.latency.p95, r.throughput.down
         ),
         format!(
-            "p99 <= probes' + {PASSIVE_P99_EXCESS_MS} ms and throughput >= \
-                 {PASSIVE_THROUGHPUT_FRACTION} x probes'"
+            "p95 <= probes' + {PASSIVE_P95_EXCESS_MS} ms and throughput >= \
+             {PASSIVE_THROUGHPUT_FRACTION} x probes'"
         ),
-        r_both.latency.p99 <= r.latency.p99 + PASSIVE_P99_EXCESS_MS
-            && r_both.throughput.down >= PASSIVE_THROUGHPUT_FRACTION * r.throughput.down,
+        r_both.latency.p95 <= r.latency.p95 + PASSIVE_P95_EXCESS_MS
+            && thr(r_both) >= PASSIVE_THROUGHPUT_FRACTION,
     ));
     claims
 }
