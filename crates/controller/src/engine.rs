@@ -268,8 +268,7 @@ impl<L: Law> Engine<L> {
         let ok = |t: Instant| now.saturating_duration_since(t) < fresh;
         let src = self.cfg.delay_source;
         let cons = self.pool.consensus(now, dir).filter(|_| src.probes());
-        let passive_fresh =
-            |t: Instant| now.saturating_duration_since(t) < self.cfg.reflectors.fresh_for;
+        let young = |t: Instant| now.saturating_duration_since(t) < self.cfg.reflectors.fresh_for;
         let inp = &mut self.inputs[dir];
         let cur = self.last.rate[dir];
         let in_force = inp.in_force.unwrap_or(cur);
@@ -277,15 +276,17 @@ impl<L: Law> Engine<L> {
         let load = throughput.map(|t| t as f64 / in_force.max(1) as f64);
         let passive = inp
             .passive
-            .filter(|x| src.passive() && passive_fresh(x.0))
+            .filter(|x| src.passive() && young(x.0))
             .map(|x| x.1);
         let probe = cons.map(|c| c.delay);
+        // `both`: a fresh passive estimate wins (the users' own packets' queue; the probes'
+        // samples are not passed to the law meanwhile, see `on_sample`).
         let (delay, why) = match (probe, passive) {
             (Some(_), Some(b)) => (Some(b), DelayInForce::Both),
             (Some(a), None) => (Some(a), DelayInForce::Probes),
             (None, Some(b)) => (Some(b), DelayInForce::Passive),
             (None, None) => {
-                let feed = src.passive() && inp.passive_read.is_some_and(passive_fresh);
+                let feed = src.passive() && inp.passive_read.is_some_and(young);
                 if feed && load.is_some_and(|l| l < PASSIVE_QUIET_LOAD) {
                     (Some(Duration::ZERO), DelayInForce::Quiet)
                 } else {

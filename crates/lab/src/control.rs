@@ -150,6 +150,7 @@ pub(crate) struct Running {
 /// Starts `purple reflector` on the server and `purple control` (binary `bin`) in the router
 /// namespace for `scn`, writing the configuration and the log into `dir`. The router
 /// namespace's `r1` must already carry [`ROUTER`] and the bridge must listen on `socket`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     scn: &Scenario,
     algorithm: &str,
