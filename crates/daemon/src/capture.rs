@@ -247,7 +247,7 @@ impl Capture {
     }
 
     /// Reads what waits on the sockets poll found readable (`ready`, in [`Capture::fds`]
-    /// order; at most [`BATCH`] frames each) into the estimator at `now`. Returns the frames
+    /// order; at most 256 frames each) into the estimator at `now`. Returns the frames
     /// read.
     pub fn drain(&mut self, now: Instant, ready: [bool; 2]) -> usize {
         let mut n = 0;
