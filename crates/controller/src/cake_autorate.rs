@@ -267,6 +267,10 @@ impl Law for CakeAutorate {
             "576 ..= 65535",
         )
     }
+    /// Its own windows of per-reflector delays, as cake-autorate: the probes only.
+    fn filters_probes(&self) -> bool {
+        true
+    }
     fn on_sample(&mut self, _now: Instant, s: &Sample) {
         match *s {
             Sample::Owd {

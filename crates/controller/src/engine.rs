@@ -1,7 +1,7 @@
 //! [`Engine`]: the signal front end (reflector pool, throughput, CAKE and radio statistics),
 //! one control [`Law`] and the [`crate::safety`] rules, together a [`Controller`].
 
-use crate::config::{Config, ConfigError};
+use crate::config::{check, Config, ConfigError};
 use crate::purple::{Phase, Transition};
 use crate::reflectors::{Health, Pool};
 use crate::safety::{Safety, SafetyParams};
@@ -84,6 +84,14 @@ pub trait Law: std::fmt::Debug {
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         let _ = (now, sample);
     }
+    /// Whether the law measures the delay with its own filters of the probes' samples
+    /// ([`Sample::Owd`], [`Sample::Rtt`] through [`Law::on_sample`]) instead of
+    /// [`DirSignals::delay`] (the ports of cake-autorate and sqm-autorate). Such a law reads the
+    /// probes only: it is passed every probe sample whatever [`Config::delay_source`], and
+    /// [`DelaySource::Passive`](crate::DelaySource::Passive) is refused for it. Default false.
+    fn filters_probes(&self) -> bool {
+        false
+    }
     /// The safety rules this law runs under, given the configured ones. A law that paces its
     /// own increases (waits after a cut, bounded probes) may loosen the generic
     /// rate-of-change limits, which would otherwise throttle it twice; bounds, the stall
@@ -122,6 +130,9 @@ impl<L: Law + ?Sized> Law for Box<L> {
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         (**self).on_sample(now, sample)
+    }
+    fn filters_probes(&self) -> bool {
+        (**self).filters_probes()
     }
     fn safety(&self, configured: SafetyParams) -> SafetyParams {
         (**self).safety(configured)
@@ -206,6 +217,13 @@ impl<L: Law> Engine<L> {
     pub fn new(cfg: Config, law: L) -> Result<Self, ConfigError> {
         cfg.validate()?;
         law.validate()?;
+        check(
+            !(law.filters_probes() && cfg.delay_source == crate::DelaySource::Passive),
+            "delay_source",
+            "passive",
+            "\"probes\" or \"both\" with algorithm cake-autorate or sqm-autorate (they read \
+             the probes only)",
+        )?;
         let pool = Pool::new(cfg.reflectors, cfg.baseline);
         Ok(Engine {
             last: Decision {
@@ -334,7 +352,7 @@ impl<L: Law> Controller for Engine<L> {
             } => {
                 self.pool.on_owd(now, reflector, dir, sent, owd_ns);
                 pass = self.cfg.delay_source.probes()
-                    && !self.passive_fresh(now, dir)
+                    && (self.law.filters_probes() || !self.passive_fresh(now, dir))
                     && self.pool.health(reflector, now) == Some(Health::Good);
             }
             Sample::Rtt {
@@ -344,7 +362,8 @@ impl<L: Law> Controller for Engine<L> {
             } => {
                 self.pool.on_rtt(now, reflector, sent, rtt);
                 pass = self.cfg.delay_source.probes()
-                    && !Direction::ALL.iter().all(|&d| self.passive_fresh(now, d))
+                    && (self.law.filters_probes()
+                        || !Direction::ALL.iter().all(|&d| self.passive_fresh(now, d)))
                     && self.pool.health(reflector, now) == Some(Health::Good);
             }
             Sample::ProbeLost { reflector, .. } => self.pool.on_lost(now, reflector),
@@ -689,5 +708,78 @@ mod tests {
         let mut e = engine(DelaySource::Passive);
         let (s, _) = step_with(&mut e, t, None, None, 0);
         assert_eq!(s.delay, None);
+    }
+
+    /// A law with its own probe filters that counts the probe samples it is given.
+    #[derive(Debug, Default)]
+    struct Counter {
+        own: bool,
+        probe_samples: usize,
+    }
+
+    impl Law for Counter {
+        fn name(&self) -> &'static str {
+            "counter"
+        }
+        fn interval(&self) -> Duration {
+            Duration::from_millis(50)
+        }
+        fn needs(&self) -> Needs {
+            Needs::Delay
+        }
+        fn validate(&self) -> Result<(), ConfigError> {
+            Ok(())
+        }
+        fn on_sample(&mut self, _: Instant, s: &Sample) {
+            if matches!(s, Sample::Owd { .. } | Sample::Rtt { .. }) {
+                self.probe_samples += 1;
+            }
+        }
+        fn filters_probes(&self) -> bool {
+            self.own
+        }
+        fn step(&mut self, _: Instant, _: Direction, sig: &DirSignals, _: &Config) -> Step {
+            Step {
+                rate: sig.current,
+                reason: Reason::Hold,
+            }
+        }
+    }
+
+    #[test]
+    fn laws_with_their_own_probe_filters_keep_the_probes_and_refuse_passive_alone() {
+        let cake_autorate = crate::CakeAutorate::default();
+        assert!(cake_autorate.filters_probes() && crate::SqmAutorate::default().filters_probes());
+        let cfg = Config {
+            delay_source: DelaySource::Passive,
+            ..Config::default()
+        };
+        let err = Engine::new(cfg, cake_autorate).unwrap_err();
+        assert_eq!(err.option, "delay_source");
+        assert!(err.accepted.contains("cake-autorate"), "{err}");
+        // With a fresh passive estimate under `both`, a law with its own filters still gets
+        // every probe sample; one reading the engine's delay does not (the passive estimate is
+        // in force).
+        for own in [true, false] {
+            let law = Counter {
+                own,
+                probe_samples: 0,
+            };
+            let mut e = Engine::new(Config::default(), law).expect("valid");
+            let t = Instant::from_secs(1);
+            for dir in Direction::ALL {
+                e.on_sample(t, &passive(dir, Some(5)));
+                e.on_sample(
+                    t,
+                    &Sample::Owd {
+                        reflector: ReflectorId(1),
+                        dir,
+                        sent: t - Duration::from_millis(5),
+                        owd_ns: 5_000_000,
+                    },
+                );
+            }
+            assert_eq!(e.law().probe_samples, if own { 2 } else { 0 }, "own {own}");
+        }
     }
 }

@@ -171,6 +171,10 @@ impl Law for SqmAutorate {
         )?;
         check_f(p.high_load, 0.0, 1.0, "sqm_autorate.high_load", "0 ..= 1")
     }
+    /// Its own windows of per-reflector delays, as sqm-autorate: the probes only.
+    fn filters_probes(&self) -> bool {
+        true
+    }
     fn on_sample(&mut self, now: Instant, s: &Sample) {
         match *s {
             Sample::Owd {

@@ -703,6 +703,19 @@ impl DaemonConfig {
                 controller::DelaySource::ACCEPTED,
             ));
         };
+        if src == controller::DelaySource::Passive
+            && matches!(
+                self.algorithm,
+                Algorithm::CakeAutorate | Algorithm::SqmAutorate
+            )
+        {
+            return Err(err(
+                "delay_source",
+                "\"passive\"",
+                "\"probes\" or \"both\" with algorithm cake-autorate or sqm-autorate (they \
+                 read the probes only)",
+            ));
+        }
         if let Some(i) = &self.passive.interface {
             if i.is_empty() || i.len() > 15 || i.contains('/') {
                 return Err(err(
@@ -991,6 +1004,10 @@ mod tests {
         assert_eq!(c.passive_device(), "eth1");
         let e = DaemonConfig::parse("[probe]\nreflectors = []\n").unwrap_err();
         assert_eq!(e.option, "probe.reflectors");
+        let e = DaemonConfig::parse("algorithm = \"cake-autorate\"\ndelay_source = \"passive\"\n")
+            .unwrap_err();
+        assert_eq!(e.option, "delay_source");
+        assert!(e.accepted.contains("cake-autorate"), "{e}");
     }
 
     #[test]
