@@ -305,7 +305,15 @@ impl<L: Law> Controller for Engine<L> {
                 ..self.last
             };
         }
-        self.next = now + self.law.interval();
+        // Steps keep to a grid (the previous deadline plus the interval) rather than drifting
+        // by each wake-up's lateness, so a shell's steps stay in phase with the probe schedule
+        // and share its wake-ups; after a stall longer than an interval the grid restarts here.
+        let grid = self.next + self.law.interval();
+        self.next = if grid > now {
+            grid
+        } else {
+            now + self.law.interval()
+        };
         self.pool.review(now);
         let mut d = Decision {
             changed: PerDir::both(false),

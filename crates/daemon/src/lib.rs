@@ -26,6 +26,7 @@ pub mod probe;
 pub mod record;
 pub mod run;
 pub mod service;
+pub mod sys;
 
 pub use config::DaemonConfig;
 pub use run::{Daemon, Exit};

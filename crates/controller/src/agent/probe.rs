@@ -482,6 +482,12 @@ impl Prober {
         anchor: &WallAnchor,
         out: &mut impl FnMut(&mut Self, Sent),
     ) {
+        if self.k == 0 {
+            // The schedule starts at the first send, the instant the shell first calls in: the
+            // same instant the engine's first control step runs, so probes and steps of equal
+            // periods fall on the same wake-ups.
+            self.origin = now;
+        }
         let mut budget = self.p.burst;
         while now >= self.next_send && budget > 0 {
             budget -= 1;
