@@ -19,6 +19,7 @@ mod plots;
 mod reflector;
 mod report;
 mod sim_cmd;
+mod tc_shim;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -375,14 +376,28 @@ enum BenchCommand {
         #[arg(long, requires = "versus_ns3")]
         ns3_build_dir: Option<std::path::PathBuf>,
     },
-    /// CPU cost of `purple control` (dry run, 20 probes/s to 127.0.0.1, two directions).
+    /// What `purple control` costs a router: CPU per hour, system calls and wake-ups per second
+    /// of its whole process tree (perf events), probing six kernel reflectors in a network
+    /// namespace and controlling two directions; with --cake-autorate DIR the same for
+    /// cake-autorate in the same setup, and the ratios (needs root).
     Control {
-        /// Wall-clock seconds to run.
+        /// Measured seconds per contender.
         #[arg(long, default_value_t = 30.0)]
         seconds: f64,
-        /// Probes per second.
+        /// Seconds each contender runs before the measurement (its start-up is left out).
+        #[arg(long, default_value_t = 5.0)]
+        warmup: f64,
+        /// Probes per second, in total over the six reflectors.
         #[arg(long, default_value_t = 20.0)]
         rate: f64,
+        /// A cake-autorate checkout you fetched (`git clone
+        /// https://github.com/lynxthecat/cake-autorate`): run it too, its `tc` calls recorded
+        /// by purple's tc shim. Installs bash and fping with apt-get if they are missing.
+        #[arg(long, value_name = "DIR")]
+        cake_autorate: Option<std::path::PathBuf>,
+        /// Keep the configurations and logs in DIR.
+        #[arg(long, value_name = "DIR")]
+        keep: Option<std::path::PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -431,6 +446,9 @@ fn finish(r: Result<String, String>) {
 }
 
 fn main() {
+    if tc_shim::invoked_as_tc() {
+        std::process::exit(tc_shim::main());
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Demo(DemoArgs {
@@ -616,9 +634,19 @@ fn main() {
         Command::Plot { log, out } => finish(plot_log::run(&log, &out)),
         Command::Bench(BenchCommand::Control {
             seconds,
+            warmup,
             rate,
+            cake_autorate,
+            keep,
             json,
-        }) => finish(control::bench(seconds, rate, json)),
+        }) => finish(control::bench(
+            seconds,
+            warmup,
+            rate,
+            cake_autorate.as_deref(),
+            keep,
+            json,
+        )),
         Command::Lab(LabCommand::List) => print!("{}", lab::list()),
         Command::Lab(LabCommand::Run {
             scenario,

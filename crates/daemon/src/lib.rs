@@ -14,7 +14,6 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod actuator;
-pub mod bench;
 pub mod clock;
 pub mod config;
 pub mod counters;

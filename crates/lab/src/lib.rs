@@ -28,7 +28,10 @@
 //! [`DelayStage::Passthrough`] (no delay: the host kernel has no netem, and until `purple
 //! linkem` is merged the base RTT is ~0.2 ms instead of the seeds' 90 ms).
 
+pub mod autorate;
+pub mod bench_control;
 pub mod control;
+pub mod cost;
 pub mod kernel;
 pub mod kernel_control;
 pub mod ns;
