@@ -4,28 +4,46 @@
 
 pub use daemon::service::{check, run};
 
+/// The options of `purple bench control`.
+#[derive(Debug)]
+pub struct BenchArgs {
+    /// Measured seconds per contender.
+    pub seconds: f64,
+    /// Warm-up seconds.
+    pub warmup: f64,
+    /// Probes per second.
+    pub rate_hz: f64,
+    /// A cake-autorate checkout.
+    pub cake_autorate: Option<std::path::PathBuf>,
+    /// Keep the files here.
+    pub keep: Option<std::path::PathBuf>,
+    /// Another purple binary to measure.
+    pub compare: Option<std::path::PathBuf>,
+}
+
 /// `purple bench control` (see `lab::bench_control`).
-pub fn bench(
-    seconds: f64,
-    warmup: f64,
-    rate_hz: f64,
-    cake_autorate: Option<&std::path::Path>,
-    keep: Option<std::path::PathBuf>,
-    json_out: bool,
-) -> Result<String, String> {
+pub fn bench(a: BenchArgs, json_out: bool) -> Result<String, String> {
     let purple_bin = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
-    let cake_autorate = cake_autorate
+    let cake_autorate = a
+        .cake_autorate
+        .as_deref()
         .map(lab::autorate::Checkout::open)
         .transpose()
         .map_err(|e| e.to_string())?;
+    if let Some(c) = &a.compare {
+        if !c.is_file() {
+            return Err(format!("--compare {}: no such binary", c.display()));
+        }
+    }
     lab::ns::install_signal_cleanup().map_err(|e| e.to_string())?;
     let o = lab::bench_control::BenchOpts {
-        seconds,
-        warmup,
-        rate_hz,
+        seconds: a.seconds,
+        warmup: a.warmup,
+        rate_hz: a.rate_hz,
         purple_bin,
         cake_autorate,
-        keep,
+        compare: a.compare,
+        keep: a.keep,
     };
     let r = lab::bench_control::run(&o).map_err(|e| e.to_string())?;
     if json_out {

@@ -257,6 +257,13 @@ enum LabCommand {
         /// run with an ICMP latency probe then fails, naming it). Repeatable.
         #[arg(long, value_name = "NAME", value_parser = ::lab::Fault::parse)]
         fault: Vec<::lab::Fault>,
+        /// radio, tmobile: also run the real cake-autorate from this checkout (one you fetched:
+        /// `git clone https://github.com/lynxthecat/cake-autorate`) on the router's bridge
+        /// through purple's tc shim, beside our port of its law (both probing the same six
+        /// ICMP echo reflectors), and compare them. Without --qdisc only those two run.
+        /// Installs bash and fping with apt-get if they are missing.
+        #[arg(long, value_name = "DIR")]
+        cake_autorate: Option<std::path::PathBuf>,
     },
     /// List the lab scenarios.
     List,
@@ -398,6 +405,10 @@ enum BenchCommand {
         /// Keep the configurations and logs in DIR.
         #[arg(long, value_name = "DIR")]
         keep: Option<std::path::PathBuf>,
+        /// Also measure the daemon of another `purple` binary (e.g. an older build), the same
+        /// way in the same run.
+        #[arg(long, value_name = "BIN")]
+        compare: Option<std::path::PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -638,13 +649,17 @@ fn main() {
             rate,
             cake_autorate,
             keep,
+            compare,
             json,
         }) => finish(control::bench(
-            seconds,
-            warmup,
-            rate,
-            cake_autorate.as_deref(),
-            keep,
+            control::BenchArgs {
+                seconds,
+                warmup,
+                rate_hz: rate,
+                cake_autorate,
+                keep,
+                compare,
+            },
             json,
         )),
         Command::Lab(LabCommand::List) => print!("{}", lab::list()),
@@ -660,8 +675,10 @@ fn main() {
             quiet,
             guest,
             fault,
+            cake_autorate,
         }) => {
             let o = lab::LabCmdOpts {
+                cake_autorate,
                 seconds,
                 json,
                 out,

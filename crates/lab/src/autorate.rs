@@ -549,6 +549,156 @@ impl Drop for Running {
     }
 }
 
+/// One law's figures in [`LawComparison`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LawRow {
+    /// The contender.
+    pub contender: String,
+    /// Download goodput, Mbit/s.
+    pub down_mbit: f64,
+    /// Upload goodput, Mbit/s.
+    pub up_mbit: f64,
+    /// Induced latency p99 of the ICMP probe, ms.
+    pub icmp_p99_ms: Option<f64>,
+    /// Induced latency p99 of the UDP probe, ms.
+    pub udp_p99_ms: Option<f64>,
+    /// Mean download rate it set over the window, Mbit/s.
+    pub mean_down_rate_mbit: f64,
+    /// The same over the link's mean capacity in the window.
+    pub rate_over_capacity: f64,
+    /// Download rate changes in the window.
+    pub down_changes: usize,
+}
+
+/// The real cake-autorate beside our port of its law, on the same lab scenario.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct LawComparison {
+    /// The window compared, seconds on the runs' clock.
+    pub window_s: (f64, f64),
+    /// Our port, then the real script.
+    pub rows: [LawRow; 2],
+    /// Mean of |script's download rate - port's| over the window's 100 ms bins, Mbit/s.
+    pub mean_abs_diff_mbit: f64,
+    /// Mean of (script's - port's), Mbit/s (positive: the script shapes higher).
+    pub mean_diff_mbit: f64,
+    /// Share of bins where the two rates are within 10% of the link's capacity of each other.
+    pub share_within_10pct: f64,
+}
+
+/// Compares `port` (our `cake-autorate` law in `purple control`) with `script` (the real
+/// script) over `[from_s, to_s)` of their runs: goodput, probes' p99, and the download rate
+/// each set, sampled at the middle of every 100 ms bin (the rate in force then: the last
+/// change before). Errors when a run has no rate trace or no capacity series, or the window
+/// holds no bin (a comparison with no samples is no comparison).
+pub fn compare_laws(
+    port: &crate::LabRun,
+    script: &crate::LabRun,
+    from_s: f64,
+    to_s: f64,
+) -> Result<LawComparison, String> {
+    fn trace(r: &crate::LabRun) -> Result<&crate::control::ControlTrace, String> {
+        r.control
+            .as_ref()
+            .filter(|c| !c.points.is_empty())
+            .ok_or_else(|| format!("{}: no rate trace", r.contender))
+    }
+    let (tp, ts) = (trace(port)?, trace(script)?);
+    let bin = port.summary.bin_s;
+    let caps = &port.capacity_down_mbit;
+    if caps.is_empty() || !(bin > 0.0) {
+        return Err("no capacity series (the comparison needs purple linkem)".into());
+    }
+    let bins: Vec<(f64, f64)> = caps
+        .iter()
+        .enumerate()
+        .map(|(k, &c)| ((k as f64 + 0.5) * bin, c))
+        .filter(|(t, _)| *t >= from_s && *t < to_s)
+        .collect();
+    if bins.is_empty() {
+        return Err(format!("no 100 ms bin in the window {from_s}..{to_s} s"));
+    }
+    let n = bins.len() as f64;
+    let at = |tr: &crate::control::ControlTrace, t: f64| tr.down_rate_at(t).unwrap_or(0.0);
+    let (mut abs, mut diff, mut within) = (0.0, 0.0, 0usize);
+    for &(t, cap) in &bins {
+        let d = at(ts, t) - at(tp, t);
+        abs += d.abs();
+        diff += d;
+        if d.abs() <= 0.1 * cap {
+            within += 1;
+        }
+    }
+    let cap_mean = bins.iter().map(|b| b.1).sum::<f64>() / n;
+    let row = |r: &crate::LabRun, tr: &crate::control::ControlTrace| {
+        let mean = bins.iter().map(|&(t, _)| at(tr, t)).sum::<f64>() / n;
+        let mut changes = 0;
+        let mut last = None;
+        for p in tr.points.iter().filter(|p| p.t >= from_s && p.t < to_s) {
+            if last.is_some_and(|l: f64| (l - p.down_mbit).abs() > 1e-9) {
+                changes += 1;
+            }
+            last = Some(p.down_mbit);
+        }
+        LawRow {
+            contender: r.contender.clone(),
+            down_mbit: r.down_mbit,
+            up_mbit: r.up_mbit,
+            icmp_p99_ms: r.induced("Ping (ms) ICMP").map(|i| i.p99),
+            udp_p99_ms: r.induced("Ping (ms) UDP BE").map(|i| i.p99),
+            mean_down_rate_mbit: mean,
+            rate_over_capacity: mean / cap_mean,
+            down_changes: changes,
+        }
+    };
+    Ok(LawComparison {
+        window_s: (from_s, to_s),
+        rows: [row(port, tp), row(script, ts)],
+        mean_abs_diff_mbit: abs / n,
+        mean_diff_mbit: diff / n,
+        share_within_10pct: within as f64 / n,
+    })
+}
+
+/// The comparison as text.
+pub fn comparison_text(c: &LawComparison) -> String {
+    let ms = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.1}"));
+    let mut s = format!(
+        "\ncake-autorate, the real script vs our port of its law (same probes: 6 ICMP echo \
+         reflectors, 20/s; window {:.1}-{:.1} s):\n{:<42} {:>9} {:>7} {:>9} {:>9} {:>10} {:>9} {:>8}\n",
+        c.window_s.0,
+        c.window_s.1,
+        "",
+        "down Mb/s",
+        "up Mb/s",
+        "ICMP p99",
+        "UDP p99",
+        "mean rate",
+        "rate/cap",
+        "changes"
+    );
+    for r in &c.rows {
+        s += &format!(
+            "{:<42} {:>9.1} {:>7.1} {:>9} {:>9} {:>10.1} {:>9.2} {:>8}\n",
+            r.contender,
+            r.down_mbit,
+            r.up_mbit,
+            ms(r.icmp_p99_ms),
+            ms(r.udp_p99_ms),
+            r.mean_down_rate_mbit,
+            r.rate_over_capacity,
+            r.down_changes
+        );
+    }
+    s += &format!(
+        "download rate traces: script - port = {:+.1} Mbit/s on average, |difference| {:.1} \
+         Mbit/s; within 10% of capacity of each other in {:.0}% of the 100 ms bins\n",
+        c.mean_diff_mbit,
+        c.mean_abs_diff_mbit,
+        100.0 * c.share_within_10pct
+    );
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

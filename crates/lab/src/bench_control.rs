@@ -52,6 +52,9 @@ pub struct BenchOpts {
     pub purple_bin: PathBuf,
     /// A cake-autorate checkout to measure beside it.
     pub cake_autorate: Option<Checkout>,
+    /// Another `purple` binary whose `purple control` is measured too, the same way (an older
+    /// build, for a before/after in one run).
+    pub compare: Option<PathBuf>,
     /// Where the configurations and logs go (kept); default: a directory under the
     /// temporary directory, removed after the run.
     pub keep: Option<PathBuf>,
@@ -158,6 +161,10 @@ pub struct BenchReport {
     pub warmup_s: f64,
     /// Our daemon.
     pub purple: Side,
+    /// The daemon of the `compare` binary, when given.
+    pub compare: Option<Side>,
+    /// That binary.
+    pub compare_bin: Option<PathBuf>,
     /// cake-autorate, when a checkout was given.
     pub cake_autorate: Option<Side>,
     /// cake-autorate over purple.
@@ -334,6 +341,54 @@ fn daemon_log_counts(log: &Path) -> (usize, usize, usize) {
     (n, with_delay, applied)
 }
 
+/// Runs `bin control` (our daemon) in the router namespace and measures its window; its
+/// configuration, log and output go to `work`.
+fn measure_daemon(
+    t: &Topo,
+    o: &BenchOpts,
+    work: &Path,
+    tp: u64,
+    bin: &Path,
+    name: &str,
+) -> Result<Side, BenchError> {
+    std::fs::create_dir_all(work)
+        .map_err(|e| BenchError::Setup(format!("{}: {e}", work.display())))?;
+    let conf = work.join("purple.toml");
+    let log = work.join("purple.jsonl");
+    let out = work.join("purple.out");
+    std::fs::write(&conf, daemon_config(o.rate_hz, &log))
+        .map_err(|e| BenchError::Setup(format!("{}: {e}", conf.display())))?;
+    let bin = bin.display().to_string();
+    let conf_s = conf.display().to_string();
+    let prog = Program {
+        what: name,
+        prog: &bin,
+        args: &["control", "--config", &conf_s],
+        env: &[],
+        output: Some(&out),
+    };
+    let (mut d, counters) =
+        cost::spawn_counted(&t.router, &prog, Duration::from_secs(2), Some(tp))?;
+    let counters = counters.ok_or_else(|| BenchError::Setup("no counters".into()))?;
+    let (c, pk, wall) = window(t, &counters, o, &mut || d.exited().is_none(), name)?;
+    d.stop();
+    let (lines, with_delay, applied) = daemon_log_counts(&log);
+    if pk.1 == 0 || with_delay == 0 {
+        return Err(BenchError::Run {
+            who: name.into(),
+            what: format!(
+                "the reflectors answered {} of {} probes and {with_delay} of {lines} decision \
+                 lines carry a delay sample: no cost of the real loop can be reported (its \
+                 output: {})",
+                pk.1,
+                pk.0,
+                out.display()
+            ),
+        });
+    }
+    Ok(side(name, c, pk, wall, applied, vec![conf, log, out]))
+}
+
 /// Runs the bench (see the module doc).
 pub fn run(o: &BenchOpts) -> Result<BenchReport, BenchError> {
     if !crate::ns::is_root() {
@@ -373,47 +428,18 @@ fn run_in(
     installed: Vec<String>,
 ) -> Result<BenchReport, BenchError> {
     let t = topo().map_err(BenchError::Setup)?;
-    // Our daemon.
-    let conf = work.join("purple.toml");
-    let log = work.join("purple.jsonl");
-    let out = work.join("purple.out");
-    std::fs::write(&conf, daemon_config(o.rate_hz, &log))
-        .map_err(|e| BenchError::Setup(format!("{}: {e}", conf.display())))?;
-    let bin = o.purple_bin.display().to_string();
-    let conf_s = conf.display().to_string();
-    let prog = Program {
-        what: "purple control",
-        prog: &bin,
-        args: &["control", "--config", &conf_s],
-        env: &[],
-        output: Some(&out),
+    let purple = measure_daemon(&t, o, work, tp, &o.purple_bin, "purple control")?;
+    let compare = match &o.compare {
+        Some(bin) => Some(measure_daemon(
+            &t,
+            o,
+            &work.join("compare"),
+            tp,
+            bin,
+            "--compare binary",
+        )?),
+        None => None,
     };
-    let (mut d, counters) =
-        cost::spawn_counted(&t.router, &prog, Duration::from_secs(2), Some(tp))?;
-    let counters = counters.ok_or_else(|| BenchError::Setup("no counters".into()))?;
-    let (c, pk, wall) = window(
-        &t,
-        &counters,
-        o,
-        &mut || d.exited().is_none(),
-        "purple control",
-    )?;
-    d.stop();
-    let (lines, with_delay, applied) = daemon_log_counts(&log);
-    if pk.1 == 0 || with_delay == 0 {
-        return Err(BenchError::Run {
-            who: "purple control".into(),
-            what: format!(
-                "the reflectors answered {} of {} probes and {with_delay} of {lines} decision \
-                 lines carry a delay sample: no cost of the real loop can be reported (its \
-                 output: {})",
-                pk.1,
-                pk.0,
-                out.display()
-            ),
-        });
-    }
-    let purple = side("purple control", c, pk, wall, applied, vec![conf, log, out]);
     // cake-autorate.
     let mut tc_calls = Vec::new();
     let cake = match &o.cake_autorate {
@@ -484,6 +510,8 @@ fn run_in(
         rate_hz: o.rate_hz,
         warmup_s: o.warmup,
         purple,
+        compare,
+        compare_bin: o.compare.clone(),
         cake_autorate: cake,
         ratio,
         tc_calls,
@@ -501,12 +529,15 @@ pub fn table(r: &BenchReport) -> String {
         r.rate_hz, r.purple.seconds, r.warmup_s
     );
     s += &format!(
-        "{:<16} {:>9} {:>8} {:>11} {:>10} {:>9} {:>10} {:>8}\n",
+        "{:<22} {:>9} {:>8} {:>11} {:>10} {:>9} {:>10} {:>8}\n",
         "", "CPU s/h", "% core", "syscalls/s", "wakeups/s", "probes/s", "replies/s", "changes"
     );
-    for k in std::iter::once(&r.purple).chain(r.cake_autorate.as_ref()) {
+    for k in std::iter::once(&r.purple)
+        .chain(r.compare.as_ref())
+        .chain(r.cake_autorate.as_ref())
+    {
         s += &format!(
-            "{:<16} {:>9.2} {:>8.3} {:>11.1} {:>10.1} {:>9.1} {:>10.1} {:>8}\n",
+            "{:<22} {:>9.2} {:>8.3} {:>11.1} {:>10.1} {:>9.1} {:>10.1} {:>8}\n",
             k.name,
             k.cpu_s_per_hour,
             k.percent_of_core,
@@ -519,9 +550,14 @@ pub fn table(r: &BenchReport) -> String {
     }
     if let Some(x) = &r.ratio {
         s += &format!(
-            "{:<16} {:>9} {:>7.1}x {:>10.1}x {:>9.1}x\n",
+            "{:<22} {:>9} {:>7.1}x {:>10.1}x {:>9.1}x\n",
             "cake-autorate / purple", "", x.cpu, x.syscalls, x.wakeups
         );
+    }
+    if let Some(c) = &r.compare {
+        if let Some(bin) = c.files.first().and_then(|_| r.compare_bin.as_ref()) {
+            s += &format!("--compare binary: {}\n", bin.display());
+        }
     }
     let met = |b: bool| if b { "met" } else { "NOT met" };
     s += &format!(

@@ -557,7 +557,7 @@ mod tests {
                     t,
                     down_mbit: r,
                     up_mbit: 1.0,
-                    down_throughput_mbit: 0.0,
+                    down_throughput_mbit: None,
                     down_delay_ms: None,
                 })
                 .collect(),

@@ -22,11 +22,16 @@
 //! UDP ping-pong per DSCP) run from the idle phase on, and induced latency is each loaded sample
 //! minus the probe's idle median. VoIP-like UDP measures exact one-way delay (one clock).
 //!
+//! Controllers: a contender's CAKE rates may be driven by `purple control` ([`control`]) or by
+//! the real cake-autorate through the tc shim ([`autorate`]), both in the router namespace.
+//!
 //! Stages: [`RouterStage::Purple`] (our bridge) or [`RouterStage::Kernel`] (Linux qdiscs by
 //! `tc`, used inside the reference kernel by [`kernel`]); [`DelayStage::Linkem`] (`purple
 //! linkem`, when built in), [`DelayStage::Netem`] (reference kernel) or
 //! [`DelayStage::Passthrough`] (no delay: the host kernel has no netem, and until `purple
 //! linkem` is merged the base RTT is ~0.2 ms instead of the seeds' 90 ms).
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod autorate;
 pub mod bench_control;
@@ -52,6 +57,17 @@ use traffic::{Ctx, Meter, Task};
 
 const CLIENT: &str = "10.78.0.1";
 const SERVER: &str = "10.78.0.2";
+/// Six more addresses of the server that the kernel answers ICMP echo on: the reflectors of
+/// the real cake-autorate (its default is six pingers) and, beside it, of our daemon
+/// ([`LabOpts::echo_reflectors`]).
+pub const ECHO_REFLECTORS: [&str; 6] = [
+    "10.78.0.20",
+    "10.78.0.21",
+    "10.78.0.22",
+    "10.78.0.23",
+    "10.78.0.24",
+    "10.78.0.25",
+];
 /// Sampling period of goodput and of the series (the brief's 100 ms).
 const BIN: Duration = Duration::from_millis(100);
 
@@ -121,6 +137,12 @@ pub struct LabOpts {
     pub control_dir: Option<PathBuf>,
     /// Faults injected into the testbed (none by default).
     pub faults: Vec<Fault>,
+    /// The cake-autorate checkout that [`scenario::CAKE_AUTORATE_SCRIPT`] runs.
+    pub cake_autorate: Option<autorate::Checkout>,
+    /// The daemon contenders probe the server's six [`ECHO_REFLECTORS`] with ICMP echo, as the
+    /// real cake-autorate does, instead of the `purple reflector` with UDP timestamps (so the
+    /// two see the same signal when compared).
+    pub echo_reflectors: bool,
 }
 
 /// A fault injected into the testbed, to check that what depends on it fails loudly.
@@ -161,6 +183,8 @@ impl LabOpts {
             purple_bin: None,
             control_dir: None,
             faults: Vec::new(),
+            cake_autorate: None,
+            echo_reflectors: false,
         }
     }
 }
@@ -451,7 +475,9 @@ fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result
     let rate = format!("{}kbit", rate_bit_s / 1000);
     let tc = |args: &[&str]| ns.exec("tc", args);
     match c.shape {
-        scenario::Shape::Cake(a) | scenario::Shape::Controlled { cake: a, .. } => {
+        scenario::Shape::Cake(a)
+        | scenario::Shape::Controlled { cake: a, .. }
+        | scenario::Shape::Script { cake: a } => {
             let mut v = vec![
                 "qdisc",
                 "add",
@@ -599,6 +625,19 @@ pub fn run_one(
         scenario::Shape::Controlled { algorithm, .. } => Some(algorithm),
         _ => None,
     };
+    let script = match (contender.shape, &opts.cake_autorate) {
+        (scenario::Shape::Script { cake }, Some(co)) => Some((cake, co)),
+        (scenario::Shape::Script { .. }, None) => {
+            return Err(format!(
+                "{} needs a cake-autorate checkout (--cake-autorate DIR)",
+                contender.name
+            ))
+        }
+        _ => None,
+    };
+    if script.is_some() && opts.router == RouterStage::Kernel {
+        return Err(format!("{}: runs with our bridge only", contender.name));
+    }
     let daemon_bin = match (&opts.purple_bin, &opts.delay) {
         (Some(b), _) | (None, DelayStage::Linkem(b)) => Some(b.clone()),
         _ => None,
@@ -617,15 +656,27 @@ pub fn run_one(
             ));
         }
     }
+    if script.is_some() && daemon_bin.is_none() {
+        return Err(format!(
+            "{} needs the `purple` binary (its tc shim)",
+            contender.name
+        ));
+    }
     let t = Topo::build()?;
     for f in &opts.faults {
         match f {
             Fault::NoIcmpEcho => t.server.sysctl("net.ipv4.icmp_echo_ignore_all", "1")?,
         }
     }
+    if opts.echo_reflectors {
+        for a in ECHO_REFLECTORS {
+            t.server
+                .ip(&["addr", "add", &format!("{a}/24"), "dev", "s0"])?;
+        }
+    }
     let (mut delay_proc, delay_stage, delay_started) = start_delay(scn, &t, &opts.delay)?;
-    let ctl_sock =
-        algorithm.map(|_| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
+    let ctl_sock = (algorithm.is_some() || script.is_some())
+        .then(|| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
     let bridge = match opts.router {
         RouterStage::Purple => Some(start_bridge(
             &t,
@@ -641,18 +692,41 @@ pub fn run_one(
             None
         }
     };
-    let daemon = match (algorithm, &daemon_bin, &ctl_sock) {
-        (Some(alg), Some(bin), Some(sock)) => {
-            let dir = opts.control_dir.clone().unwrap_or_else(|| {
-                std::env::temp_dir()
-                    .join("purple-lab")
-                    .join(format!("{}-{}", t.prefix, contender.short))
-            });
+    let control_dir = opts.control_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join("purple-lab")
+            .join(format!("{}-{}", t.prefix, contender.short))
+    });
+    let echo = opts.echo_reflectors.then_some(&ECHO_REFLECTORS[..]);
+    let daemon = match (algorithm, &daemon_bin, &ctl_sock, script) {
+        (Some(alg), Some(bin), Some(sock), _) => {
+            let dir = &control_dir;
             let addr = format!("{}/24", control::ROUTER);
             let started = t
                 .router
                 .ip(&["addr", "add", &addr, "dev", "r1"])
-                .and_then(|()| control::start(scn, alg, bin, &t.router, &t.server, sock, &dir));
+                .and_then(|()| control::start(scn, alg, bin, &t.router, &t.server, sock, dir, echo))
+                .map(Controller::Daemon);
+            match started {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    if let Some((stopper, h)) = bridge {
+                        stopper.stop();
+                        let _ = h.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        (None, Some(bin), Some(sock), Some((cake, co))) => {
+            let addr = format!("{}/24", control::ROUTER);
+            let started = t
+                .router
+                .ip(&["addr", "add", &addr, "dev", "r1"])
+                .and_then(|()| {
+                    start_script(scn, co, cake, bin, &t.router, sock, &control_dir)
+                        .map_err(|e| e.to_string())
+                });
             match started {
                 Ok(d) => Some(d),
                 Err(e) => {
@@ -670,7 +744,8 @@ pub fn run_one(
     let epoch_wall_s = unix_now_s();
     let r = drive(scn, test, opts, &t, &ctx, progress);
     ctx.stop.store(true, Ordering::Relaxed);
-    // The daemon goes before the bridge (on SIGTERM it sets the safe rate through it).
+    // The controller goes before the bridge (on SIGTERM the daemon sets the safe rate through
+    // it).
     let control = daemon.map(|d| d.finish(epoch_wall_s));
     let stats = match bridge {
         Some((stopper, h)) => {
@@ -689,7 +764,8 @@ pub fn run_one(
         Some(Ok(c)) => {
             if c.actuator_errors > 0 {
                 warnings.push(format!(
-                    "purple control: {} actuator errors (see {})",
+                    "{}: {} actuator errors (see {})",
+                    c.algorithm,
                     c.actuator_errors,
                     c.log.display()
                 ));
@@ -743,6 +819,94 @@ pub fn run_one(
         capacity_down_mbit,
         control,
     })
+}
+
+/// What drives a controlled contender's CAKE during a run.
+enum Controller {
+    /// `purple control`.
+    Daemon(control::Running),
+    /// The real cake-autorate through the tc shim.
+    Script(autorate::Running, autorate::Shim),
+}
+
+impl Controller {
+    /// Stops it and returns what it did on the run's clock (`epoch_wall_s`: Unix time of the
+    /// run's epoch).
+    fn finish(self, epoch_wall_s: f64) -> Result<control::ControlTrace, String> {
+        match self {
+            Controller::Daemon(d) => d.finish(epoch_wall_s),
+            Controller::Script(mut run, shim) => {
+                run.stop();
+                let calls = shim.calls();
+                Ok(control::ControlTrace {
+                    algorithm: "cake-autorate (the real script)".into(),
+                    config: run.config.clone(),
+                    log: shim.log().to_path_buf(),
+                    points: script_points(&calls, epoch_wall_s),
+                    actuator_errors: calls.iter().filter(|c| c.error.is_some()).count(),
+                })
+            }
+        }
+    }
+}
+
+/// The rate trace of the shim's calls (`r0` = download, `r1` = upload, as the lab's bridge
+/// shapes them), one point per call, on the run's clock. Before a direction's first call its
+/// rate is unknown and the point carries the other's first (both are set at start).
+fn script_points(calls: &[autorate::ShimCall], epoch_wall_s: f64) -> Vec<control::ControlPoint> {
+    let mbit = |b: u64| b as f64 / 1e6;
+    let first = |dev: &str| calls.iter().find(|c| c.dev == dev).map(|c| mbit(c.bit_s));
+    let (mut down, mut up) = (first("r0").unwrap_or(0.0), first("r1").unwrap_or(0.0));
+    let mut points = Vec::with_capacity(calls.len());
+    for c in calls.iter().filter(|c| c.error.is_none()) {
+        match c.dev.as_str() {
+            "r0" => down = mbit(c.bit_s),
+            "r1" => up = mbit(c.bit_s),
+            _ => continue,
+        }
+        points.push(control::ControlPoint {
+            t: c.t - epoch_wall_s,
+            down_mbit: down,
+            up_mbit: up,
+            down_throughput_mbit: None,
+            down_delay_ms: None,
+        });
+    }
+    points
+}
+
+/// Starts the real cake-autorate from `co` in the router namespace: both directions of the
+/// router's bridge (its control socket `sock`: download = ingress on `r0`, upload = egress on
+/// `r1`) through the tc shim (`purple_bin` as `tc`), the daemon contenders' rate ranges, the
+/// server's six [`ECHO_REFLECTORS`] pinged every 0.3 s each (its defaults: 20 pings a second).
+fn start_script(
+    scn: &Scenario,
+    co: &autorate::Checkout,
+    cake: &str,
+    purple_bin: &Path,
+    router: &Netns,
+    sock: &Path,
+    dir: &Path,
+) -> Result<Controller, autorate::AutorateError> {
+    let (down, up) = scn.control_range();
+    let shim = autorate::Shim::create(
+        &dir.join("shim"),
+        &dir.join("tc-calls.log"),
+        purple_bin,
+        Some((sock, &[("r0", "ingress"), ("r1", "egress")])),
+        cake,
+    )?;
+    let cfg = autorate::ScriptConfig {
+        dl_if: "r0".into(),
+        ul_if: "r1".into(),
+        down: autorate::RatesKbps::from_mbit(down),
+        up: autorate::RatesKbps::from_mbit(up),
+        reflectors: ECHO_REFLECTORS.iter().map(|s| s.to_string()).collect(),
+        ping_interval_s: 0.3,
+        log_dir: dir.to_path_buf(),
+    };
+    let run = autorate::start(co, router, &cfg, &shim, dir, None)?;
+    Ok(Controller::Script(run, shim))
 }
 
 /// Seconds since the Unix epoch now (the decision log's `wall` is on this clock).

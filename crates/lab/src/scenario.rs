@@ -22,6 +22,13 @@ pub enum Shape {
         /// CAKE's arguments after the bandwidth.
         cake: &'static str,
     },
+    /// CAKE (`cake bandwidth START ARGS`) whose rate the real cake-autorate script (a checkout
+    /// the user gave, [`crate::LabOpts::cake_autorate`]) drives through the tc shim, with the
+    /// same range as [`Shape::Controlled`].
+    Script {
+        /// CAKE's arguments after the bandwidth.
+        cake: &'static str,
+    },
 }
 
 /// A qdisc contender.
@@ -40,7 +47,7 @@ impl Contender {
     pub fn tc(&self, rate_bit_s: u64) -> String {
         let kbit = rate_bit_s / 1000;
         match self.shape {
-            Shape::Cake(a) | Shape::Controlled { cake: a, .. } => {
+            Shape::Cake(a) | Shape::Controlled { cake: a, .. } | Shape::Script { cake: a } => {
                 format!("cake bandwidth {kbit}kbit {a}")
             }
             Shape::Htb(c) => format!("htb rate {kbit}kbit burst 15k {c}"),
@@ -515,6 +522,14 @@ pub const CAKE_AUTORATE: Contender = Contender {
         algorithm: "cake-autorate",
         cake: "besteffort",
     },
+};
+
+/// CAKE driven by the real cake-autorate script through the tc shim (only with a checkout:
+/// `purple lab run radio --cake-autorate DIR`), beside [`CAKE_AUTORATE`], our port of its law.
+pub const CAKE_AUTORATE_SCRIPT: Contender = Contender {
+    name: "CAKE + cake-autorate (the real script)",
+    short: "cake-autorate.sh",
+    shape: Shape::Script { cake: "besteffort" },
 };
 
 /// Every built-in scenario.
