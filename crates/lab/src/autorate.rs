@@ -632,7 +632,7 @@ pub fn compare_laws(
     let row = |r: &crate::LabRun, tr: &crate::control::ControlTrace| {
         let mean = bins.iter().map(|&(t, _)| at(tr, t)).sum::<f64>() / n;
         let mut changes = 0;
-        let mut last = None;
+        let mut last = tr.down_rate_at(from_s);
         for p in tr.points.iter().filter(|p| p.t >= from_s && p.t < to_s) {
             if last.is_some_and(|l: f64| (l - p.down_mbit).abs() > 1e-9) {
                 changes += 1;

@@ -1231,6 +1231,112 @@ mod tests {
     }
 
     #[test]
+    fn the_scripts_tc_calls_become_a_rate_trace_on_the_runs_clock() {
+        let call = |t: f64, dev: &str, bit_s: u64, error: Option<&str>| autorate::ShimCall {
+            t,
+            dev: dev.into(),
+            bit_s,
+            error: error.map(String::from),
+        };
+        let calls = [
+            call(1000.5, "r0", 100_000_000, None),
+            call(1000.5, "r1", 45_000_000, None),
+            call(1002.0, "r0", 90_000_000, None),
+            call(1002.5, "r0", 1, Some("refused")),
+            call(1003.0, "eth9", 5, None),
+            call(1004.0, "r1", 40_000_000, None),
+        ];
+        let p = script_points(&calls, 1000.0);
+        let got: Vec<(f64, f64, f64)> = p.iter().map(|p| (p.t, p.down_mbit, p.up_mbit)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0.5, 100.0, 45.0),
+                (0.5, 100.0, 45.0),
+                (2.0, 90.0, 45.0),
+                (4.0, 90.0, 40.0)
+            ]
+        );
+        assert!(p.iter().all(|p| p.down_throughput_mbit.is_none()));
+    }
+
+    /// A lab run with only what the comparison reads: goodput, a probe's p99, the capacity
+    /// series and a download rate trace `(t, Mbit/s)`.
+    fn run_with(name: &str, down: f64, p99: f64, caps: Vec<f64>, rates: &[(f64, f64)]) -> LabRun {
+        LabRun {
+            contender: name.into(),
+            test: "rrul_voip".into(),
+            summary: RunSummary {
+                name: name.into(),
+                duration_s: 10.0,
+                bin_s: 0.1,
+                flows: Vec::new(),
+                links: Vec::new(),
+                qdiscs: Vec::new(),
+                flent: None,
+            },
+            induced: vec![(
+                "Ping (ms) ICMP".into(),
+                Induced {
+                    p99,
+                    ..Induced::default()
+                },
+            )],
+            up_mbit: 30.0,
+            down_mbit: down,
+            delay_stage: String::new(),
+            warnings: Vec::new(),
+            namespaces: Vec::new(),
+            capacity_down_mbit: caps,
+            control: Some(control::ControlTrace {
+                algorithm: name.into(),
+                config: PathBuf::new(),
+                log: PathBuf::new(),
+                points: rates
+                    .iter()
+                    .map(|&(t, r)| control::ControlPoint {
+                        t,
+                        down_mbit: r,
+                        up_mbit: 40.0,
+                        down_throughput_mbit: None,
+                        down_delay_ms: None,
+                    })
+                    .collect(),
+                actuator_errors: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn two_laws_rate_traces_are_compared_bin_by_bin_over_the_window() {
+        // 4 s of 100 Mbit/s capacity; the port holds 100, the script 100 then 80 from 2 s.
+        let caps = vec![100.0; 40];
+        let port = run_with("port", 95.0, 10.0, caps.clone(), &[(0.0, 100.0)]);
+        let script = run_with(
+            "script",
+            90.0,
+            30.0,
+            caps,
+            &[(0.0, 100.0), (2.0, 80.0), (3.0, 80.0)],
+        );
+        let c = autorate::compare_laws(&port, &script, 1.0, 3.0).expect("comparable");
+        // Bins 1.05 .. 2.95: 10 at 0 difference, 10 at -20.
+        assert!((c.mean_diff_mbit + 10.0).abs() < 1e-9, "{c:?}");
+        assert!((c.mean_abs_diff_mbit - 10.0).abs() < 1e-9, "{c:?}");
+        assert!((c.share_within_10pct - 0.5).abs() < 1e-9, "{c:?}");
+        assert!((c.rows[1].mean_down_rate_mbit - 90.0).abs() < 1e-9);
+        assert!((c.rows[1].rate_over_capacity - 0.9).abs() < 1e-9);
+        assert_eq!((c.rows[0].down_changes, c.rows[1].down_changes), (0, 1));
+        assert_eq!(c.rows[1].icmp_p99_ms, Some(30.0));
+        assert_eq!(c.rows[1].udp_p99_ms, None);
+        // No bin in the window, or no trace: an error, not a comparison of nothing.
+        assert!(autorate::compare_laws(&port, &script, 5.0, 6.0).is_err());
+        let mut bare = script.clone();
+        bare.control = None;
+        assert!(autorate::compare_laws(&port, &bare, 1.0, 3.0).is_err());
+    }
+
+    #[test]
     fn latency_summary_of_known_samples() {
         let l = latency_ms(&[4.0, 1.0, 3.0, 2.0]).expect("four samples");
         assert_eq!((l.min, l.p50, l.max), (1.0, 2.0, 4.0));
