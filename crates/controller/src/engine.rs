@@ -310,7 +310,7 @@ impl<L: Law> Controller for Engine<L> {
         // share its wake-ups; after a stall the steps missed are skipped, not made up.
         let iv = self.law.interval().as_nanos().max(1);
         let behind = now.saturating_duration_since(self.next).as_nanos();
-        self.next = self.next + Duration::from_nanos((behind / iv + 1).saturating_mul(iv));
+        self.next += Duration::from_nanos((behind / iv + 1).saturating_mul(iv));
         self.pool.review(now);
         let mut d = Decision {
             changed: PerDir::both(false),

@@ -51,7 +51,7 @@ pub fn enable_rx_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// One datagram read by [`RecvBatch::recv`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Received {
-    /// Bytes stored in its slot ([`RecvBatch::bytes`]), at most [`SLOT`].
+    /// Bytes stored in its slot ([`RecvBatch::get`] gives them), at most [`SLOT`].
     pub len: usize,
     /// Whether the datagram was longer than [`SLOT`] (the rest is lost).
     pub truncated: bool,

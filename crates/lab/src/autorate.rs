@@ -605,7 +605,7 @@ pub fn compare_laws(
     let (tp, ts) = (trace(port)?, trace(script)?);
     let bin = port.summary.bin_s;
     let caps = &port.capacity_down_mbit;
-    if caps.is_empty() || !(bin > 0.0) {
+    if caps.is_empty() || bin.is_nan() || bin <= 0.0 {
         return Err("no capacity series (the comparison needs purple linkem)".into());
     }
     let bins: Vec<(f64, f64)> = caps

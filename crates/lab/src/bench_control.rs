@@ -9,11 +9,12 @@
 //! total rate (20 a second by default: cake-autorate's 6 pingers every 0.3 s; our daemon's
 //! `rate_hz`), controlling two directions (download measured on `lan`'s tx counter, upload on
 //! `wan`'s), at the same rate ranges (cake-autorate's defaults: 5/20/80 and 5/20/35 Mbit/s).
-//! The link is idle. Every veth has threaded NAPI ([`threaded_napi`]), so the kernel's work
-//! for the reflectors' answers is not charged to the prober. Our daemon runs with its shipped defaults and a dry-run actuator; cake-
-//! autorate with its defaults (`fping`, logging on), its sleep function off (so it keeps
-//! probing an idle link, as our daemon does), and its `tc` calls recorded by the shim
-//! ([`crate::autorate::Shim`]) instead of changing a qdisc.
+//! The link is idle. Every veth has threaded NAPI (GRO on, TSO off, `threaded`), so the
+//! kernel's work for the reflectors' answers is not charged to the prober. Our daemon runs with
+//! its shipped defaults and a dry-run actuator; cake-autorate with its defaults (`fping`,
+//! logging on), its sleep function off (so it keeps probing an idle link, as our daemon does),
+//! and its `tc` calls recorded by the shim ([`crate::autorate::Shim`]) instead of changing a
+//! qdisc.
 //!
 //! Measured for each over the window, for its whole process tree ([`crate::cost`]): CPU time,
 //! system calls and context switches (wake-ups) per second; and on the reflector side the
@@ -554,10 +555,8 @@ pub fn table(r: &BenchReport) -> String {
             "cake-autorate / purple", "", x.cpu, x.syscalls, x.wakeups
         );
     }
-    if let Some(c) = &r.compare {
-        if let Some(bin) = c.files.first().and_then(|_| r.compare_bin.as_ref()) {
-            s += &format!("--compare binary: {}\n", bin.display());
-        }
+    if let (Some(_), Some(bin)) = (&r.compare, &r.compare_bin) {
+        s += &format!("--compare binary: {}\n", bin.display());
     }
     let met = |b: bool| if b { "met" } else { "NOT met" };
     s += &format!(

@@ -793,7 +793,6 @@ mod tests {
         // A stall far past the burst: a burst goes out, the rest is skipped, the grid is kept.
         pr.send_due(ms(1_000), &anchor, &mut count);
         assert_eq!(pr.next_send, ms(1_007));
-        drop(count);
         assert_eq!(n, 2 + p.burst as usize);
     }
 }
