@@ -1,6 +1,6 @@
-//! Arbitrary configurations and operation sequences on CAKE and every baseline (through
-//! `AnyQdisc`), with the accounting invariants of `crates/cake/tests/invariants.rs` checked after
-//! every operation (the harness is the same file).
+//! Arbitrary configurations and operation sequences on CAKE and every baseline, DualPI2 included
+//! (through `AnyQdisc`), with the accounting invariants of `crates/cake/tests/invariants.rs`
+//! checked after every operation (the harness is the same file).
 #![no_main]
 
 #[path = "../../crates/cake/tests/common/ops.rs"]
@@ -11,6 +11,7 @@ use cake::{AckFilterMode, AnyQdisc, AtmMode, Cake, CakeConfig, DiffservMode, Flo
 use libfuzzer_sys::fuzz_target;
 use ops::{FrameKind, Harness, Op, PktSpec};
 use qdisc::codel::{Codel, CodelConfig};
+use qdisc::dualpi2::{DualPi2, DualPi2Config, EcnClassifier, StepThreshold};
 use qdisc::fifo::{Fifo, FifoConfig};
 use qdisc::fq_codel::{FqCodel, FqCodelConfig};
 use qdisc::htb::{Htb, HtbConfig};
@@ -62,7 +63,7 @@ fn cake_config(u: &mut Unstructured) -> Result<CakeConfig> {
 }
 
 fn baseline(u: &mut Unstructured) -> Result<AnyQdisc> {
-    Ok(match u.int_in_range(0..=7)? {
+    Ok(match u.int_in_range(0..=8)? {
         0 => Fifo::new(FifoConfig::packets(u.int_in_range(1..=64)?)).into(),
         1 => Fifo::new(FifoConfig::bytes(u.int_in_range(0..=60_000)?)).into(),
         2 => Codel::new(CodelConfig {
@@ -126,6 +127,35 @@ fn baseline(u: &mut Unstructured) -> Result<AnyQdisc> {
             )
             .into()
         }
+        7 => DualPi2::new(
+            DualPi2Config {
+                limit: u.int_in_range(0..=64)?,
+                memory_limit: opt(u, |u| u.int_in_range(0..=60_000))?,
+                target: Duration::from_millis(u.int_in_range(0..=30)?),
+                tupdate: Duration::from_micros(u.int_in_range(0..=20_000)?),
+                alpha: u.int_in_range(0..=100_000)? as f64 / 1000.0,
+                beta: u.int_in_range(0..=1_000_000)? as f64 / 1000.0,
+                step: if u.arbitrary()? {
+                    StepThreshold::Time(Duration::from_micros(u.int_in_range(0..=5_000)?))
+                } else {
+                    StepThreshold::Packets(u.int_in_range(0..=16)?)
+                },
+                min_qlen_step: u.int_in_range(0..=8)?,
+                coupling_factor: u.arbitrary()?,
+                drop_overload: u.arbitrary()?,
+                drop_early: u.arbitrary()?,
+                classic_protection: u.arbitrary()?,
+                classifier: if u.arbitrary()? {
+                    EcnClassifier::AnyEct
+                } else {
+                    EcnClassifier::L4sEct
+                },
+                split_gso: u.arbitrary()?,
+                mtu: u.int_in_range(0..=9000)?,
+            },
+            u.arbitrary()?,
+        )
+        .into(),
         _ => Pie::new(
             PieConfig {
                 limit: u.int_in_range(1..=64)?,

@@ -1,7 +1,8 @@
 //! `cargo xtask test [--no-install] [-- CARGO-TEST-ARGS]`: the README's test command.
 //!
 //! 1. Installs what the test suite needs and a fresh Debian machine lacks (only as root, and only
-//!    what is missing): iproute2; the QEMU reference kernel with Linux's own sch_cake (through
+//!    what is missing): iproute2; mosquitto and mosquitto-clients (the MQTT export's broker);
+//!    the QEMU reference kernel with Linux's own sch_cake (through
 //!    `shared/tools/refkernel/build-initramfs.sh`, which apt-installs qemu-system-x86, busybox,
 //!    iproute2, iperf3 and a few more, and downloads Debian's 6.1 kernel package without
 //!    installing it); and, as any user, Flent 2.3 from PyPI into `target/flent-venv`.
@@ -104,6 +105,18 @@ fn install(allowed: bool) -> Option<PathBuf> {
     if allowed && root {
         if !on_path("ip") {
             apt_install(&["iproute2"]);
+        }
+        // The MQTT export's test runs Debian's broker and its clients.
+        if ![
+            "mosquitto",
+            "mosquitto_sub",
+            "mosquitto_pub",
+            "mosquitto_passwd",
+        ]
+        .iter()
+        .all(|p| on_path(p))
+        {
+            apt_install(&["mosquitto", "mosquitto-clients"]);
         }
         match refkernel_dir() {
             Some(d) => {

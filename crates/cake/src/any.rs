@@ -3,6 +3,7 @@
 
 use crate::{Cake, CakeConfig};
 use qdisc::codel::{Codel, CodelConfig};
+use qdisc::dualpi2::{DualPi2, DualPi2Config, EcnClassifier, StepThreshold};
 use qdisc::fifo::{Fifo, FifoConfig};
 use qdisc::fq_codel::{FqCodel, FqCodelConfig};
 use qdisc::htb::{Htb, HtbConfig};
@@ -34,6 +35,8 @@ pub enum AnyQdisc {
     Sfq(Sfq),
     /// SFB (its 2 x 128 bins are 1 KiB inline).
     Sfb(Sfb),
+    /// DualPI2 (RFC 9332 DualQ Coupled AQM).
+    DualPi2(DualPi2),
     /// An HTB shaper in front of another qdisc (boxed: the type is recursive).
     Htb(Box<Htb<AnyQdisc>>),
 }
@@ -87,6 +90,14 @@ impl AnyQdisc {
     pub fn sfb_default(seed: u64) -> Self {
         Self::sfb(SfbConfig::default(), seed)
     }
+    /// DualPI2 with `cfg`; `seed` seeds its marking and dropping decisions.
+    pub fn dualpi2(cfg: DualPi2Config, seed: u64) -> Self {
+        AnyQdisc::DualPi2(DualPi2::new(cfg, seed))
+    }
+    /// DualPI2 with Linux `sch_dualpi2`'s defaults (see [`DualPi2Config`]).
+    pub fn dualpi2_default(seed: u64) -> Self {
+        Self::dualpi2(DualPi2Config::default(), seed)
+    }
     /// An HTB shaper of `cfg` in front of `child`.
     pub fn htb(cfg: HtbConfig, child: AnyQdisc) -> Self {
         AnyQdisc::Htb(Box::new(Htb::new(cfg, child)))
@@ -95,6 +106,15 @@ impl AnyQdisc {
     pub fn as_cake(&self) -> Option<&Cake> {
         match self {
             AnyQdisc::Cake(c) => Some(c),
+            _ => None,
+        }
+    }
+    /// The wrapped DualPI2 instance, if this is DualPI2 (for its own statistics), looking
+    /// through an HTB shaper in front of it.
+    pub fn as_dualpi2(&self) -> Option<&DualPi2> {
+        match self {
+            AnyQdisc::DualPi2(q) => Some(q),
+            AnyQdisc::Htb(h) => h.child().as_dualpi2(),
             _ => None,
         }
     }
@@ -135,6 +155,11 @@ impl From<Sfb> for AnyQdisc {
         AnyQdisc::Sfb(q)
     }
 }
+impl From<DualPi2> for AnyQdisc {
+    fn from(q: DualPi2) -> Self {
+        AnyQdisc::DualPi2(q)
+    }
+}
 impl From<Htb<AnyQdisc>> for AnyQdisc {
     fn from(q: Htb<AnyQdisc>) -> Self {
         AnyQdisc::Htb(Box::new(q))
@@ -152,6 +177,7 @@ macro_rules! dispatch {
             AnyQdisc::Pie($q) => $body,
             AnyQdisc::Sfq($q) => $body,
             AnyQdisc::Sfb($q) => $body,
+            AnyQdisc::DualPi2($q) => $body,
             AnyQdisc::Htb($q) => $body,
         }
     };
@@ -202,7 +228,7 @@ fn spec_err<T>(m: impl Into<String>) -> Result<T, QdiscSpecError> {
 const CHILD_SEED: u64 = 0x5DEE_CE66_D1CE_4E5B;
 
 /// The qdisc names [`AnyQdisc::from_tc`] accepts.
-pub const QDISC_KINDS: &str = "cake, fq_codel, codel, pie, sfq, sfb, pfifo, bfifo, htb";
+pub const QDISC_KINDS: &str = "cake, fq_codel, codel, pie, sfq, sfb, dualpi2, pfifo, bfifo, htb";
 
 /// Reads the options of one qdisc: `(keyword, value)` pairs and bare flags.
 struct Opts<'a> {
@@ -297,6 +323,11 @@ impl AnyQdisc {
     ///   [headdrop]` (`redflowlimit` and the RED options are not supported);
     /// * `sfb [limit N] [target N] [max N] [increment F] [decrement F] [penalty_rate PPS]
     ///   [penalty_burst N] [rehash MS] [db MS]`;
+    /// * `dualpi2 [limit N] [memlimit BYTES] [target TIME] [tupdate TIME] [alpha F] [beta F]
+    ///   [step_thresh TIME|Np] [min_qlen_step N] [coupling_factor N] [drop_on_overload|overflow]
+    ///   [drop_enqueue|drop_dequeue] [l4s_ect|any_ect] [classic_protection PERCENT]
+    ///   [max_rtt TIME] [typical_rtt TIME] [split_gso|no_split_gso]` (tc-dualpi2(8); `max_rtt`
+    ///   / `typical_rtt` derive target, tupdate, alpha and beta as tc does, overriding them);
     /// * `htb rate RATE [burst SIZE] [ceil RATE] [cburst SIZE] [CHILD...]`: an HTB class shaping
     ///   the qdisc `CHILD...` (any of these descriptions; default `pfifo 1000`). `burst` and
     ///   `cburst` default to tc's `rate / HZ + 1600` bytes each (1600 at common rates).
@@ -323,6 +354,7 @@ impl AnyQdisc {
             "pfifo" | "bfifo" => parse_fifo(kind, args),
             "sfq" => parse_sfq(args, seed),
             "sfb" => parse_sfb(args, seed),
+            "dualpi2" => parse_dualpi2(args, seed),
             "htb" => parse_htb(args, seed),
             other => spec_err(format!("unknown qdisc {other:?} (accepted: {QDISC_KINDS})")),
         }
@@ -556,4 +588,159 @@ fn parse_htb(args: &[&str], seed: u64) -> Result<AnyQdisc, QdiscSpecError> {
             .or_else(|e| spec_err(format!("htb child: {e}")))?
     };
     Ok(AnyQdisc::htb(cfg, child))
+}
+
+/// A step threshold in packets as tc-dualpi2 writes it: a count with a `p`, `pkt`, `pkts`,
+/// `packet` or `packets` suffix.
+fn packets_suffix(v: &str) -> Option<u32> {
+    let digits = v.find(|c: char| !c.is_ascii_digit())?;
+    let (n, unit) = v.split_at(digits);
+    if n.is_empty() || !["p", "pkt", "pkts", "packet", "packets"].contains(&unit) {
+        return None;
+    }
+    n.parse().ok()
+}
+
+/// The kernel's alpha/beta resolution (1/256 Hz) and range ((2^23 - 1) Hz).
+const ALPHA_BETA_MIN: f64 = 1.0 / 256.0;
+const ALPHA_BETA_MAX: f64 = 8_388_607.0;
+
+fn parse_dualpi2(args: &[&str], seed: u64) -> Result<AnyQdisc, QdiscSpecError> {
+    const ACCEPTED: &str = "limit, memlimit, target, tupdate, alpha, beta, step_thresh, \
+        min_qlen_step, coupling_factor, drop_on_overload, overflow, drop_enqueue, drop_dequeue, \
+        l4s_ect, any_ect, classic_protection, max_rtt, typical_rtt, split_gso, no_split_gso";
+    let mut c = DualPi2Config::default();
+    let mut o = Opts::new("dualpi2", args);
+    let (mut max_rtt, mut typical_rtt) = (None, None);
+    while let Some(w) = o.next_word() {
+        match w {
+            "limit" => {
+                c.limit = o.int(w, "a packet count")?;
+                if c.limit == 0 {
+                    return spec_err("dualpi2: limit 0: at least 1 packet");
+                }
+            }
+            "memlimit" => {
+                let m = o.size(w)?;
+                if m == 0 {
+                    return spec_err("dualpi2: memlimit 0: at least 1 byte");
+                }
+                c.memory_limit = Some(u64::from(m));
+            }
+            "target" => c.target = o.time(w)?,
+            "tupdate" => {
+                c.tupdate = o.time(w)?;
+                if c.tupdate == qdisc::Duration::ZERO {
+                    return spec_err("dualpi2: tupdate 0: at least 1us");
+                }
+            }
+            "alpha" | "beta" => {
+                let f = o.float(w)?;
+                if !(ALPHA_BETA_MIN..=ALPHA_BETA_MAX).contains(&f) {
+                    return spec_err(format!(
+                        "dualpi2: {w} {f}: expected {ALPHA_BETA_MIN} to {ALPHA_BETA_MAX} Hz \
+                         (the kernel's resolution is 1/256 Hz)"
+                    ));
+                }
+                if w == "alpha" {
+                    c.alpha = f;
+                } else {
+                    c.beta = f;
+                }
+            }
+            "step_thresh" => {
+                let v = o.value(w)?;
+                c.step = match qdisc::tc_units::parse_time(v) {
+                    Ok(us) => StepThreshold::Time(qdisc::Duration::from_micros(u64::from(us))),
+                    Err(_) => match packets_suffix(v) {
+                        Some(n) => StepThreshold::Packets(n),
+                        None => {
+                            return spec_err(format!(
+                                "dualpi2: step_thresh {v:?}: expected a time (1ms) or a packet \
+                                 count (5p, 5pkts, 5packets)"
+                            ))
+                        }
+                    },
+                };
+            }
+            "min_qlen_step" => c.min_qlen_step = o.int(w, "a packet count")?,
+            "coupling_factor" => {
+                let k: u8 = o.int(w, "an integer from 1 to 255")?;
+                if k == 0 {
+                    return spec_err("dualpi2: coupling_factor 0: expected 1 to 255");
+                }
+                c.coupling_factor = k;
+            }
+            "drop_on_overload" => c.drop_overload = true,
+            "overflow" => c.drop_overload = false,
+            "drop_enqueue" => c.drop_early = true,
+            "drop_dequeue" => c.drop_early = false,
+            "l4s_ect" => c.classifier = EcnClassifier::L4sEct,
+            "any_ect" => c.classifier = EcnClassifier::AnyEct,
+            "classic_protection" => {
+                let v = o.value(w)?;
+                let pct = v
+                    .strip_suffix('%')
+                    .unwrap_or(v)
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| (0.0..=100.0).contains(p));
+                match pct {
+                    Some(p) => c.classic_protection = p.round() as u8,
+                    None => {
+                        return spec_err(format!(
+                            "dualpi2: classic_protection {v:?}: expected a percentage from 0 \
+                             to 100"
+                        ))
+                    }
+                }
+            }
+            "max_rtt" => max_rtt = Some(o.time(w)?),
+            "typical_rtt" => typical_rtt = Some(o.time(w)?),
+            "split_gso" => c.split_gso = true,
+            "no_split_gso" => c.split_gso = false,
+            _ => return o.unknown(w, ACCEPTED),
+        }
+    }
+    let nonzero = |d: Option<qdisc::Duration>| d.filter(|d| *d > qdisc::Duration::ZERO);
+    if let Some((max, typ)) = dualpi2_rtts(nonzero(max_rtt), nonzero(typical_rtt))? {
+        // RFC 9332 appendix A.1's stable gains, as tc-dualpi2 derives them.
+        let us = |d: qdisc::Duration| d.as_micros().max(1);
+        let tupdate = us(typ).min(us(max) / 3).max(1);
+        let max_s = us(max) as f64 / 1e6;
+        c.target = typ;
+        c.tupdate = qdisc::Duration::from_micros(tupdate);
+        c.alpha = 0.1 * (tupdate as f64 / 1e6) / (max_s * max_s);
+        c.beta = 0.3 / max_s;
+        if c.beta > ALPHA_BETA_MAX || c.alpha < ALPHA_BETA_MIN || c.beta < ALPHA_BETA_MIN {
+            return spec_err(format!(
+                "dualpi2: max_rtt {max:?} gives alpha {:.6} and beta {:.6}, outside {} to {} Hz",
+                c.alpha, c.beta, ALPHA_BETA_MIN, ALPHA_BETA_MAX
+            ));
+        }
+    }
+    Ok(DualPi2::new(c, seed).into())
+}
+
+/// `max_rtt` and `typical_rtt` with the missing one derived as tc does (`max = 6 * typical`);
+/// `None` when neither was given.
+fn dualpi2_rtts(
+    max: Option<qdisc::Duration>,
+    typ: Option<qdisc::Duration>,
+) -> Result<Option<(qdisc::Duration, qdisc::Duration)>, QdiscSpecError> {
+    const TYP_TO_MAX: u64 = 6;
+    Ok(match (max, typ) {
+        (None, None) => None,
+        (Some(m), None) => Some((
+            m,
+            qdisc::Duration::from_micros((m.as_micros() / TYP_TO_MAX).max(1)),
+        )),
+        (None, Some(t)) => Some((t.saturating_mul(TYP_TO_MAX), t)),
+        (Some(m), Some(t)) if t > m => {
+            return spec_err(format!(
+                "dualpi2: typical_rtt {t:?} must not exceed max_rtt {m:?}"
+            ))
+        }
+        (Some(m), Some(t)) => Some((m, t)),
+    })
 }

@@ -17,6 +17,7 @@
 use crate::any::AnyQdisc;
 use crate::CakeConfig;
 use qdisc::codel::{Codel, CodelConfig};
+use qdisc::dualpi2::{DualPi2, DualPi2Config};
 use qdisc::fifo::{Fifo, FifoConfig};
 use qdisc::fq_codel::{FqCodel, FqCodelConfig};
 use qdisc::packet::FrameSpec;
@@ -51,17 +52,20 @@ pub enum BenchQdisc {
     FqCodel,
     /// PIE.
     Pie,
+    /// DualPI2 (the benchmark's Not-ECT UDP frames all take its classic queue).
+    DualPi2,
 }
 
 impl BenchQdisc {
     /// Every qdisc, CAKE first.
-    pub const ALL: [BenchQdisc; 6] = [
+    pub const ALL: [BenchQdisc; 7] = [
         BenchQdisc::Cake,
         BenchQdisc::Pfifo,
         BenchQdisc::Bfifo,
         BenchQdisc::Codel,
         BenchQdisc::FqCodel,
         BenchQdisc::Pie,
+        BenchQdisc::DualPi2,
     ];
 
     /// The qdisc's tc name.
@@ -73,6 +77,7 @@ impl BenchQdisc {
             BenchQdisc::Codel => "codel",
             BenchQdisc::FqCodel => "fq_codel",
             BenchQdisc::Pie => "pie",
+            BenchQdisc::DualPi2 => "dualpi2",
         }
     }
 
@@ -104,6 +109,14 @@ impl BenchQdisc {
                 PieConfig {
                     limit: limit.max(1000),
                     ..PieConfig::default()
+                },
+                seed,
+            )
+            .into(),
+            BenchQdisc::DualPi2 => DualPi2::new(
+                DualPi2Config {
+                    limit: limit.max(10_000),
+                    ..DualPi2Config::default()
                 },
                 seed,
             )

@@ -195,6 +195,31 @@ impl Cake {
         }
     }
 
+    /// Shapes at `rate_bps` (bytes/s, 0 = unlimited) from now on, changing nothing else: the
+    /// global rate and each tin's threshold become those derived for `rate_bps`, while COBALT's
+    /// targets and intervals, the quanta and the memory limit stay those of the rate set last
+    /// ([`rate`](Self::rate)). A cake_mq shard runs at its share of the configured rate this way
+    /// ([`crate::mq`]), as Linux's cake_mq changes only the rate at each sync. Costs one
+    /// derivation when the rate differs from the one in force, nothing otherwise; queued packets
+    /// and flow state are kept, and packets already scheduled keep their release times.
+    pub(crate) fn set_shaper_rate(&mut self, rate_bps: u64) {
+        if self.params.rate.bytes_per_sec == rate_bps {
+            return;
+        }
+        let d = DerivedParams::with_rate(&self.cfg, rate_bps);
+        self.params.rate = d.rate;
+        for (i, (tin, p)) in self.tins.iter_mut().zip(d.tins.iter()).enumerate() {
+            tin.params.rate = p.rate;
+            self.params.tins[i].rate = p.rate;
+        }
+    }
+
+    /// The rate the shaper runs at now, bytes/s (0 = unlimited): [`rate`](Self::rate), except
+    /// in a cake_mq shard, which runs at its share of it ([`crate::mq`]).
+    pub fn shaper_rate(&self) -> u64 {
+        self.params.rate.bytes_per_sec
+    }
+
     #[inline]
     fn global_rate(&self) -> &RateFixed {
         &self.params.rate

@@ -35,6 +35,7 @@ pub mod any;
 pub mod bench;
 pub mod cobalt;
 pub mod config;
+pub mod mq;
 pub mod overhead;
 pub mod params;
 pub mod stats;
@@ -54,3 +55,4 @@ mod tin;
 
 pub use diffserv::{tin_names, tin_order};
 pub use engine::Cake;
+pub use mq::{CakeMq, Shard};

@@ -9,6 +9,7 @@ use cake::{AckFilterMode, AnyQdisc, AtmMode, Cake, CakeConfig, DiffservMode, Flo
 use common::ops::{FrameKind, Harness, Op, PktSpec};
 use proptest::prelude::*;
 use qdisc::codel::{Codel, CodelConfig};
+use qdisc::dualpi2::{DualPi2, DualPi2Config, EcnClassifier, StepThreshold};
 use qdisc::fifo::{Fifo, FifoConfig};
 use qdisc::fq_codel::{FqCodel, FqCodelConfig};
 use qdisc::pie::{Pie, PieConfig};
@@ -201,6 +202,50 @@ fn baseline() -> impl Strategy<Value = AnyQdisc> {
             )
             .into()
         ),
+        (
+            (1u32..50, prop::option::of(0u64..60_000), 0u64..20, 0u8..5),
+            (
+                any::<bool>(),
+                any::<bool>(),
+                0u8..=100,
+                any::<bool>(),
+                any::<bool>()
+            ),
+            prop_oneof![
+                (0u64..3_000).prop_map(|us| StepThreshold::Time(Duration::from_micros(us))),
+                (0u32..8).prop_map(StepThreshold::Packets),
+            ],
+        )
+            .prop_map(
+                |(
+                    (limit, memory_limit, ms, coupling_factor),
+                    (drop_overload, drop_early, classic_protection, any_ect, split_gso),
+                    step,
+                )| DualPi2::new(
+                    DualPi2Config {
+                        limit,
+                        memory_limit,
+                        target: Duration::from_millis(ms),
+                        // Gains large enough that short sequences reach overload too.
+                        alpha: 50.0,
+                        beta: 500.0,
+                        coupling_factor,
+                        drop_overload,
+                        drop_early,
+                        classic_protection,
+                        classifier: if any_ect {
+                            EcnClassifier::AnyEct
+                        } else {
+                            EcnClassifier::L4sEct
+                        },
+                        split_gso,
+                        step,
+                        ..DualPi2Config::default()
+                    },
+                    11
+                )
+                .into()
+            ),
     ]
 }
 

@@ -440,7 +440,7 @@ mod tests {
         let names: Vec<&str> = both.iter().map(|r| r.qdisc).collect();
         assert_eq!(
             names,
-            ["cake", "pfifo", "bfifo", "codel", "fq_codel", "pie"]
+            ["cake", "pfifo", "bfifo", "codel", "fq_codel", "pie", "dualpi2"]
         );
         let pfifo = &both[1];
         assert_eq!(pfifo.vs_pfifo, 1.0);

@@ -1,10 +1,10 @@
-//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--name N] [--ctl PATH] [--ctl-group G] [--rt-priority P]
-//! [--spin-us US] [--busy-poll-us US] [--batch-us US] [--no-rejoin]`: run the userspace dataplane until
-//! SIGINT/SIGTERM.
+//! `purple bridge IF_A IF_B [--egress Q] [--ingress Q] [--queues N] [--name N] [--ctl PATH]
+//! [--ctl-group G] [--rt-priority P] [--spin-us US] [--busy-poll-us US] [--batch-us US]
+//! [--no-rejoin]`: run the userspace dataplane until SIGINT/SIGTERM.
 
 use std::path::PathBuf;
 
-use dataplane::{Bridge, BridgeConfig};
+use dataplane::{Bridge, BridgeConfig, LoopOptions, MqBridge};
 
 /// The command line.
 #[derive(clap::Args, Debug)]
@@ -13,12 +13,20 @@ pub struct BridgeArgs {
     pub if_a: String,
     /// WAN-side interface.
     pub if_b: String,
-    /// Qdisc for IF_A -> IF_B in tc syntax, e.g. "cake bandwidth 20Mbit nat".
+    /// Qdisc for IF_A -> IF_B in tc syntax, e.g. "cake bandwidth 20Mbit nat", or with
+    /// --queues, "cake_mq bandwidth 1Gbit nat" (one rate shared by the queues).
     #[arg(long, default_value = "pfifo")]
     pub egress: String,
     /// Qdisc for IF_B -> IF_A in tc syntax, e.g. "cake bandwidth 100Mbit ingress".
     #[arg(long, default_value = "pfifo")]
     pub ingress: String,
+    /// Forwarding threads (1-64), each with its own sockets; each interface's frames are spread
+    /// over them by flow hash (PACKET_FANOUT). A "cake_mq ARGS" direction runs one CAKE shard
+    /// per queue sharing the configured rate (docs/cake-mq.md); any other qdisc runs one
+    /// instance per queue, and a shaper (cake with a bandwidth, htb) is refused above one
+    /// queue. Default 1 (one thread); "cake_mq" with the default runs one shard.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub queues: u16,
     /// Bridge name (control socket /run/purple/NAME.sock).
     #[arg(long, default_value = "purple")]
     pub name: String,
@@ -66,12 +74,10 @@ pub struct LoopTuning {
 }
 
 impl LoopTuning {
-    /// Applies the options to `bridge`, and `SCHED_FIFO` to the calling thread (the one that
-    /// will run it).
-    pub fn apply<Q: dataplane::Stage>(
-        &self,
-        bridge: &mut Bridge<Q>,
-    ) -> Result<(), dataplane::Error> {
+    /// Applies the options to `bridge` (a [`Bridge`] or a [`MqBridge`]); `--rt-priority` puts
+    /// a [`Bridge`]'s calling thread (the one that will run it) under `SCHED_FIFO` at once, and
+    /// each of a [`MqBridge`]'s forwarding threads when it starts.
+    pub fn apply(&self, bridge: &mut impl LoopOptions) -> Result<(), dataplane::Error> {
         let ns = |us: f64| (us.max(0.0) * 1e3) as u64;
         if let Some(us) = self.spin_us {
             bridge.set_spin_ns(ns(us));
@@ -84,13 +90,15 @@ impl LoopTuning {
         }
         bridge.set_rejoin(!self.no_rejoin);
         if let Some(p) = self.rt_priority {
-            dataplane::sys::set_realtime(p).map_err(|err| dataplane::Error::Io {
-                what: format!("SCHED_FIFO priority {p}"),
-                err,
-            })?;
+            bridge.set_rt_priority(p)?;
         }
         Ok(())
     }
+}
+
+/// Whether a direction's qdisc `spec` is a cake_mq group.
+fn is_cake_mq(spec: &str) -> bool {
+    spec.split_whitespace().next() == Some("cake_mq")
 }
 
 /// A seed from the system's random source: CAKE's flow-hash key derives from it, and a key
@@ -127,10 +135,19 @@ pub fn run(a: BridgeArgs) -> Result<(), String> {
         ctl_group,
         seed: os_seed()?,
     };
-    let mut bridge = Bridge::new(cfg).map_err(|e| e.to_string())?;
-    bridge.stop_on_signals().map_err(|e| e.to_string())?;
-    a.tuning.apply(&mut bridge).map_err(|e| e.to_string())?;
-    bridge.run().map_err(|e| e.to_string())?;
-    eprint!("{}", bridge.stats_text());
+    let queues = usize::from(a.queues);
+    if queues > 1 || is_cake_mq(&cfg.egress) || is_cake_mq(&cfg.ingress) {
+        let mut bridge = MqBridge::new(cfg, queues).map_err(|e| e.to_string())?;
+        bridge.stop_on_signals().map_err(|e| e.to_string())?;
+        a.tuning.apply(&mut bridge).map_err(|e| e.to_string())?;
+        bridge.run().map_err(|e| e.to_string())?;
+        eprint!("{}", bridge.stats_text());
+    } else {
+        let mut bridge = Bridge::new(cfg).map_err(|e| e.to_string())?;
+        bridge.stop_on_signals().map_err(|e| e.to_string())?;
+        a.tuning.apply(&mut bridge).map_err(|e| e.to_string())?;
+        bridge.run().map_err(|e| e.to_string())?;
+        eprint!("{}", bridge.stats_text());
+    }
     Ok(())
 }

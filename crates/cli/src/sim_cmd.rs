@@ -271,6 +271,9 @@ fn text(src: &Source, built: &sim::Built, o: &Outcome) -> String {
             out +=
                 &cake::tc::stats_text(cfg, &c.cake_stats(), cake::tc::QdiscHeader::for_config(cfg));
         }
+        if let Some(d) = built.sim.qdisc(*id).and_then(|q| q.as_dualpi2()) {
+            out += &format!("\n{name}: dualpi2\n{}", d.xstats(built.sim.now()));
+        }
     }
     out
 }

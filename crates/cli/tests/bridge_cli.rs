@@ -640,6 +640,114 @@ fn memory_limit_bounds_the_bridges_resident_memory_and_it_is_returned_after_a_fl
     }
 }
 
+/// `purple bridge --queues 2` with a cake_mq egress: two forwarding threads, one control socket
+/// answering for both (a `cake_mq` root over two `cake` children; an `mq` root over two fq_codel
+/// children), set-bandwidth reaching both shards, a clean exit on SIGTERM.
+fn queues_run_one_cake_mq_group_behind_one_control_socket() {
+    let mut t = topo().expect("the test topology (prerequisites were checked)");
+    let sock = std::env::temp_dir()
+        .join(format!("{}mq.sock", t.p))
+        .display()
+        .to_string();
+    let pid = start_bridge(
+        &mut t,
+        &sock,
+        &[
+            "--queues",
+            "2",
+            "--egress",
+            "cake_mq bandwidth 50Mbit",
+            "--ingress",
+            "fq_codel",
+        ],
+    );
+    let cns = std::path::PathBuf::from(format!("/var/run/netns/{}c", t.p));
+    let answered = thread::spawn(move || {
+        dataplane::sys::enter_netns(&cns).expect("setns");
+        daemon::probe::echo::reachable(
+            std::net::Ipv4Addr::new(10, 79, 0, 2),
+            3,
+            Duration::from_secs(1),
+        )
+        .expect("ICMP socket")
+    })
+    .join()
+    .unwrap();
+    assert!(
+        answered,
+        "ICMP echo through `purple bridge --queues 2` got no reply"
+    );
+    let o = ctl(&sock, &["set-bandwidth", "egress", "30Mbit"]);
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "egress bandwidth 30Mbit\n"
+    );
+    let o = ctl(&sock, &["set-bandwidth", "ingress", "30Mbit"]);
+    assert!(
+        !o.status.success(),
+        "fq_codel has no shaper, yet set-bandwidth succeeded"
+    );
+    let text = String::from_utf8_lossy(&ctl(&sock, &["stats"]).stdout).to_string();
+    for want in [
+        "qdisc cake_mq 8001: dev b1 root refcnt 3 bandwidth 30Mbit",
+        "qdisc cake 0: dev b1 parent 8001:1 bandwidth 30Mbit",
+        "qdisc cake 0: dev b1 parent 8001:2 bandwidth 30Mbit",
+        "qdisc mq 0: dev b0 root refcnt 3",
+        "qdisc fq_codel 0: dev b0 parent :2",
+    ] {
+        assert!(text.contains(want), "no {want:?} in\n{text}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_slice(&ctl(&sock, &["stats", "--json"]).stdout).unwrap();
+    assert_eq!(v[0]["kind"], "cake_mq");
+    assert_eq!(v[0]["queues"].as_array().map(Vec::len), Some(2), "{v}");
+    assert!(v[0]["purple"]["rx_packets"].as_u64().unwrap() >= 2, "{v}");
+    let p = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
+    rustix::process::kill_process(p, rustix::process::Signal::Term).unwrap();
+    let mut child = t.bridge.take().unwrap();
+    let mut exited = None;
+    for _ in 0..100 {
+        if let Some(st) = child.try_wait().unwrap() {
+            exited = Some(st);
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    let st = exited.expect("bridge did not exit within 2 s of SIGTERM");
+    assert!(st.success(), "{st:?}");
+    assert!(
+        !std::path::Path::new(&sock).exists(),
+        "control socket left behind"
+    );
+}
+
+/// A shaper run once per queue would multiply the rate: refused before any socket is opened,
+/// naming cake_mq; so is a queue count outside 1-64.
+fn a_shaper_on_several_queues_is_refused_naming_cake_mq() {
+    let o = Command::new(PURPLE)
+        .args(["bridge", "nosuch0", "nosuch1", "--queues", "2", "--egress"])
+        .arg("cake bandwidth 1Gbit nat")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("use cake_mq") && err.contains("\"cake_mq bandwidth 1Gbit nat\""),
+        "{err}"
+    );
+    for n in ["0", "65"] {
+        let o = Command::new(PURPLE)
+            .args(["bridge", "nosuch0", "nosuch1", "--queues", n])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("--queues"),
+            "{n}: {err}"
+        );
+    }
+}
+
 testkit::harness! {
     [Netns] => {
         bridge_process_answers_ctl_and_exits_cleanly_on_sigterm,
@@ -648,5 +756,9 @@ testkit::harness! {
         rates_outside_the_range_are_refused_and_the_rate_in_force_prints_consistently,
         the_tc_shim_applies_cake_autorates_calls_to_the_bridge,
         memory_limit_bounds_the_bridges_resident_memory_and_it_is_returned_after_a_flood,
+        queues_run_one_cake_mq_group_behind_one_control_socket,
+    },
+    [] => {
+        a_shaper_on_several_queues_is_refused_naming_cake_mq,
     },
 }

@@ -2,6 +2,7 @@
 //! one control [`Law`] and the [`crate::safety`] rules, together a [`Controller`].
 
 use crate::config::{Config, ConfigError};
+use crate::purple::{Phase, Transition};
 use crate::reflectors::{Health, Pool};
 use crate::safety::{Safety, SafetyParams};
 use crate::{Controller, Decision, Direction, Duration, Instant, PerDir, Reason, Sample, Signal};
@@ -92,6 +93,16 @@ pub trait Law: std::fmt::Debug {
     }
     /// One control step for `dir`.
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, cfg: &Config) -> Step;
+    /// The phase `dir` is in, for a law that has phases (PURPLE); `None` for the others.
+    fn phase(&self, dir: Direction) -> Option<Phase> {
+        let _ = dir;
+        None
+    }
+    /// The oldest phase change not yet taken, for a law that has phases (PURPLE). The
+    /// [`Engine`] takes them after every step ([`Engine::take_transition`]).
+    fn take_transition(&mut self) -> Option<Transition> {
+        None
+    }
 }
 
 /// A boxed law is a law (the daemon and the simulator choose theirs at run time). Every method
@@ -117,6 +128,12 @@ impl<L: Law + ?Sized> Law for Box<L> {
     }
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, cfg: &Config) -> Step {
         (**self).step(now, dir, sig, cfg)
+    }
+    fn phase(&self, dir: Direction) -> Option<Phase> {
+        (**self).phase(dir)
+    }
+    fn take_transition(&mut self) -> Option<Transition> {
+        (**self).take_transition()
     }
 }
 
@@ -186,6 +203,11 @@ impl<L: Law> Engine<L> {
     /// The last decision.
     pub fn decision(&self) -> &Decision {
         &self.last
+    }
+    /// The law's oldest phase change not yet taken ([`Law::take_transition`]); call after
+    /// every [`Controller::poll`] until `None` to see them all.
+    pub fn take_transition(&mut self) -> Option<Transition> {
+        self.law.take_transition()
     }
 
     fn signals(&mut self, now: Instant, dir: Direction) -> DirSignals {

@@ -304,6 +304,12 @@ pub enum Reason {
     },
     /// PURPLE: nothing delivered on a loaded link while a queue stands: an outage.
     Outage,
+    /// PURPLE: a queue above the target stands while the link delivers exactly our rate: the
+    /// capacity is at least our rate (no reading); lowered by what drains the excess.
+    Standing {
+        /// The queueing delay seen.
+        queue: Duration,
+    },
     /// PURPLE: between readings, following the capacity's trend (a fade) from the last reading.
     Trend {
         /// The capacity the trend predicts now, bytes per second.
@@ -358,6 +364,10 @@ impl fmt::Display for Reason {
                 *delivered_bps as f64 * 8e-6
             ),
             Reason::Outage => f.write_str("outage: nothing delivered while a queue stands"),
+            Reason::Standing { queue } => write!(
+                f,
+                "standing queue: {queue:?} while the link keeps up with our rate"
+            ),
             Reason::Trend { capacity_bps } => write!(
                 f,
                 "trend: the capacity's trend predicts {:.2} Mbit/s",

@@ -10,9 +10,10 @@
 //!
 //! | regime | what is seen | what it says about `C` |
 //! |---|---|---|
-//! | **capacity-limited** | a queue stands in the bottleneck (`q` above its floor: 1 ms, one frame's serialisation and the link's learnt delay noise) while the link carried load; or, right after a probe, the link delivered less than the probed rate while the demand was there | the bottleneck was busy: `C = d`, a *reading* |
+//! | **capacity-limited** | a queue stands in the bottleneck (`q` above its floor: 1 ms, one frame's serialisation and the link's learnt delay noise) and is not draining, while the link carried load and delivered other than exactly our rate; or, right after a probe, the link delivered less than the probed rate while CAKE still held a deep backlog (2 ms of our rate) | the bottleneck was busy: `C = d`, a *reading* |
+//! | **standing queue** | a queue above the floor while the link delivered exactly our rate | `C >= R`, no reading; a queue above the target is drained from `R` |
 //! | **rate-limited** | the link kept up with `R` (delivered `R` less one frame and 0.3%) with CAKE backlogged | `C >= R`: only a lower bound |
-//! | **demand-limited** | less than `R` delivered, no queue, no probe to answer | nothing (the senders want less, or bulk TCP backed off after a mark: CAKE's backlog is sampled once per interval and does not tell which) |
+//! | **demand-limited** | less than `R` delivered, no queue (or a queue falling by more than the floor: the senders backing off from it), no answer to a probe | nothing (the senders want less, TCP has not yet answered a rate increase, which takes a round trip or more, or bulk TCP backed off after a mark) |
 //!
 //! A reading is exact but late: it describes the interval that just ended, as a perfect
 //! capacity measurement one interval late would (the section-C "late oracle"). Above the
@@ -24,14 +25,17 @@
 //!   small targets, as the late oracle keeps) plus what drains the queue above the target within
 //!   `drain_time`;
 //! - **follows the capacity's trend** between readings ([`Reason::Trend`]): the running mean of
-//!   the log change per interval between successive readings (clipped at 2%) moves the cruise
-//!   rate, so a fade neither runs into a queue nor leaves capacity unused;
+//!   the log change per interval between successive readings (clipped at 2%, and weighted by
+//!   their distance up to 1 s: two readings one interval apart are noise, not a trend) moves
+//!   the cruise rate, so a fade neither runs into a queue nor leaves capacity unused;
+//! - **drains a standing queue** ([`Reason::Standing`]) from our rate, without a reading;
 //! - **probes for more** ([`Reason::Probe`]): once the link has been rate-limited for
 //!   `probe_wait` intervals after a reading (fewer on volatile links), `R` rises by `g0 = target /
 //!   (2 T)` per interval up to the last reading, lands just `g0` above it, and beyond it each
-//!   probe the link absorbs doubles the next (up to `2 target / T` on a calm link, the
-//!   volatility on a volatile one, or `probe_max` while far below the highest reading of the last
-//!   10 s: a dip or an outage ended). Far below a recent reading the rate goes straight back to
+//!   probe the link absorbs doubles the next (up to `target / T` on a calm link, so one
+//!   interval's overshoot adds at most the target; the volatility on a volatile one; or
+//!   `probe_max` after a deep dip: far below the highest reading of the last 10 s with the last
+//!   reading below half of it, when an outage or a hand-over's near-outage ended). Far below a recent reading the rate goes straight back to
 //!   the cruise level under it. A probe's answer (the delivery falling short of it) is a reading;
 //! - **holds when the demand is the limit**: a download ending is not a capacity drop;
 //! - **cuts on a sudden shortfall** ([`Reason::Shortfall`]): right after a saturated interval, a
@@ -57,7 +61,7 @@
 //!
 //! [`PurpleParams::target`] is the queueing delay the law aims for. It sets the drain term, the
 //! probe step `g0 = target / (2 T)` (a probe may add about half the target of queue in one
-//! interval), the calm-link probe cap `2 target / T` and the cruise margin
+//! interval), the calm-link probe cap `target / T` and the cruise margin
 //! (`margin x (1 - target / 50 ms)`), so sweeping it trades latency for throughput
 //! (`purple demo --matrix` draws the curve).
 //!
@@ -93,6 +97,12 @@ const TREND_CLIP: f64 = 0.02;
 const TREND_GAIN: f64 = 0.5;
 /// Trend: smaller trends (per interval) and changes are ignored.
 const TREND_MIN: f64 = 0.001;
+/// Trend: two readings this many intervals apart (1 s) or more count fully; closer ones in
+/// proportion.
+const TREND_SPAN: u32 = 20;
+/// A probe's answer needs CAKE to hold at least this much of our rate at the end of the
+/// interval (and `busy_bytes`): a few packets are no evidence that CAKE was the limit.
+const DEEP: Duration = Duration::from_millis(2);
 
 /// Loaded intervals' deliveries kept for the capacity estimate on a volatile link.
 const READINGS: usize = 8;
@@ -302,6 +312,8 @@ enum Regime {
     Outage,
     /// No delivery known: only the delay speaks.
     DelayOnly,
+    /// A queue above the target stands while the link keeps up with our rate (no more).
+    Standing,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -338,6 +350,8 @@ struct DirState {
     noise: f64,
     /// A sudden-shortfall cut awaiting confirmation: when, and the rate before it.
     suspect: Option<(Instant, u64)>,
+    /// The delay seen in the previous interval, s.
+    last_q: f64,
 }
 
 impl Default for DirState {
@@ -357,6 +371,7 @@ impl Default for DirState {
             last_busy: None,
             noise: 0.0,
             suspect: None,
+            last_q: 0.0,
         }
     }
 }
@@ -460,11 +475,11 @@ fn first_gain(p: &PurpleParams, vol: f64) -> f64 {
 }
 
 /// The largest probe gain at volatility `vol`: a probe that overshoots by `g` adds `g T` of
-/// queue in one interval, so on a calm link the gain stays within twice the target's worth
-/// (`2 target / T`); on a volatile link it may reach the volatility (capacity swings that large
+/// queue in one interval, so on a calm link the gain stays within the target's worth
+/// (`target / T`: one interval's overshoot adds at most the target); on a volatile link it may reach the volatility (capacity swings that large
 /// are common there, and a cautious search leaves them unused); never above `probe_max`.
 fn gain_cap(p: &PurpleParams, vol: f64) -> f64 {
-    let from_target = 2.0 * p.target.as_secs_f64() / p.interval.as_secs_f64();
+    let from_target = p.target.as_secs_f64() / p.interval.as_secs_f64();
     from_target.max(vol).min(p.probe_max)
 }
 
@@ -511,6 +526,12 @@ impl Law for Purple {
                 .clamp(0.001, 100.0),
             ..configured
         }
+    }
+    fn phase(&self, dir: Direction) -> Option<Phase> {
+        Some(self.st[dir].phase)
+    }
+    fn take_transition(&mut self) -> Option<Transition> {
+        (!self.transitions.is_empty()).then(|| self.transitions.remove(0))
     }
     fn on_sample(&mut self, now: Instant, sample: &Sample) {
         let Sample::Owd {
@@ -583,19 +604,41 @@ impl Law for Purple {
             .is_some_and(|b| now.saturating_duration_since(b) <= p.busy_memory);
         let floor = p.queue_floor.as_secs_f64() + serial + st.noise;
         let queue = q > floor;
-        // A probe is an experiment: right after one, a shortfall while the demand was there
-        // (CAKE backlogged, or the interval before kept up with our rate: above the capacity
-        // bulk TCP is clocked by the bottleneck and CAKE runs empty) is its answer: the
-        // capacity is below the probed rate. Otherwise a shortfall with CAKE
-        // backlogged is no reading: the backlog is sampled once per interval and bulk TCP's
-        // own dips (a flow backing off after a mark) leave CAKE partly empty within it.
+        // A probe is an experiment: right after one, a shortfall while CAKE still held a
+        // deep backlog (it was sending at our rate, so the link took less than it was given)
+        // is its answer: the capacity is below the probed rate. A shortfall with CAKE empty is
+        // no reading: bulk TCP answers a rate increase only a round trip or more later (on a
+        // 35 ms path it has barely begun within one 50 ms interval), and the backlog is sampled
+        // once per interval while TCP's own dips (a flow backing off after a mark) leave CAKE
+        // partly empty within it.
         let probing = st.asked.is_some_and(|a| r >= 0.999 * a);
+        // CAKE held more than `DEEP` of our rate's worth at the end of the interval (or dropped):
+        // it was the one limiting the senders then, not the senders themselves.
+        let deep = sig
+            .cake_backlog
+            .is_some_and(|b| b as f64 >= (p.busy_bytes as f64).max(r * DEEP.as_secs_f64()))
+            || sig.cake_new_drops > 0;
+        // A queue that fell by more than the floor since the last interval while the link
+        // delivered less than our rate is draining: the bottleneck had spare capacity, and its
+        // delivery is the senders' (backing off from the queue), not the capacity.
+        let falling =
+            q < st.last_q - p.queue_floor.as_secs_f64() && !keeps_up && d.is_some_and(|d| d < r);
+        st.last_q = q;
         let regime = match d {
             None => Regime::DelayOnly,
             Some(d) if d <= 0.0 && queue && busy => Regime::Outage,
-            Some(d)
-                if busy && (queue || (probing && (backlogged || st.saturated) && !keeps_up)) =>
-            {
+            // The link kept up with our rate (and no more) under a queue: a queue that stands
+            // at our rate says nothing new about the capacity (it is at least our rate and the
+            // queue is neither growing nor draining fast); only its size above the target
+            // matters.
+            Some(d) if busy && queue && keeps_up && d <= r * (1.0 + eps) => {
+                if q > target {
+                    Regime::Standing
+                } else {
+                    Regime::RateLimited
+                }
+            }
+            Some(d) if busy && ((queue && !falling) || (probing && deep && !keeps_up)) => {
                 Regime::CapacityLimited(d)
             }
             Some(_) if keeps_up && (backlogged || sig.cake_backlog.is_none()) => {
@@ -666,7 +709,10 @@ impl Law for Purple {
                     // rate follows it between readings instead of waiting for probes.
                     let per =
                         (l / f64::from(st.since_reading.max(1))).clamp(-TREND_CLIP, TREND_CLIP);
-                    st.trend += TREND_GAIN * (per - st.trend);
+                    // Weighted by the span between the two readings: two readings one interval
+                    // apart are the same moment seen twice (their ratio is noise, not a trend).
+                    let w = (f64::from(st.since_reading) / f64::from(TREND_SPAN)).min(1.0);
+                    st.trend += TREND_GAIN * w * (per - st.trend);
                 }
                 st.capacity = Some(c);
                 if st
@@ -808,9 +854,14 @@ impl Law for Purple {
                             st.probes = st.probes.saturating_add(1);
                         }
                         // Far below a recent high (a dip or an outage ended), the capacity is
-                        // likely to return there: probes may grow to `probe_max`; otherwise
-                        // the calm-link cap keeps one overshoot near twice the target.
-                        let far = st.high.is_some_and(|(_, h)| base < h * (1.0 - 2.0 * m));
+                        // likely to return there: probes may grow to `probe_max`. Only after a
+                        // deep dip (the last reading below half that high: an outage, a
+                        // hand-over's near-outage); a fade's readings follow the capacity down
+                        // and the rise back is gradual. Otherwise the calm-link cap keeps one
+                        // overshoot within the target.
+                        let far = st.high.is_some_and(|(_, h)| {
+                            base < h * (1.0 - 2.0 * m) && st.capacity.is_none_or(|c| c < 0.5 * h)
+                        });
                         let cap = if far { p.probe_max } else { gain_cap(&p, vol) };
                         let g = (g0 * f64::from(1u32 << st.probes.min(16))).min(cap);
                         base * (1.0 + g)
@@ -828,6 +879,19 @@ impl Law for Purple {
                 self.set_phase(now, dir, phase, reason);
                 Step {
                     rate: asked as u64,
+                    reason,
+                }
+            }
+            Regime::Standing => {
+                // Below our rate by what drains the queue above the target within
+                // `drain_time` (at most half of it in one step); no capacity reading is taken.
+                let drain = ((q - target) / p.drain_time.as_secs_f64()).clamp(0.0, 0.5);
+                let reason = Reason::Standing {
+                    queue: Duration::from_secs_f64(q),
+                };
+                self.set_phase(now, dir, Phase::Drain, reason);
+                Step {
+                    rate: (r * (1.0 - drain)) as u64,
                     reason,
                 }
             }
@@ -945,11 +1009,88 @@ mod tests {
             &cfg,
         );
         assert!(matches!(s.reason, Reason::Probe { .. }), "{s:?}");
-        // The probe is in force and the link delivers less: the capacity is below it, even
-        // with CAKE empty (bulk TCP clocked by the bottleneck) and no queue visible yet.
-        let s = law.step(at(50), Direction::Down, &sig(s.rate, 0, 5_000_000, 0), &cfg);
+        let probed = s.rate;
+        // The probe is in force and the link delivers less with CAKE empty and no queue: bulk
+        // TCP has not answered the increase yet (it takes a round trip or more). No reading:
+        // the probed rate is held.
+        let mut other = law.clone();
+        let s = other.step(at(50), Direction::Down, &sig(probed, 0, 5_000_000, 0), &cfg);
+        assert_eq!((s.rate, s.reason), (probed, Reason::Hold), "{s:?}");
+        assert_eq!(other.capacity(Direction::Down), None);
+        // With CAKE still holding a deep backlog (it sent our rate and the link took less) the
+        // shortfall is the probe's answer: the capacity is below it.
+        let s = law.step(
+            at(50),
+            Direction::Down,
+            &sig(probed, 0, 5_000_000, 50_000),
+            &cfg,
+        );
         assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
         assert_eq!(law.capacity(Direction::Down), Some(5_000_000));
+        // A few packets in CAKE are no such evidence.
+        let s = other.step(
+            at(100),
+            Direction::Down,
+            &sig(probed, 0, 5_000_000, 3_100),
+            &cfg,
+        );
+        assert_ne!(
+            s.reason,
+            Reason::Capacity {
+                capacity_bps: 5_000_000,
+                queue: Duration::ZERO
+            }
+        );
+        assert_eq!(other.capacity(Direction::Down), None);
+    }
+
+    #[test]
+    fn a_queue_standing_at_our_rate_is_drained_from_it_without_a_reading() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        // 6 ms of queue while the link delivers exactly our rate: the capacity is at least
+        // our rate; only the 4 ms above the target are drained, from our rate.
+        let s = law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 6, 10_000_000, 80_000),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Standing { .. }), "{s:?}");
+        assert_eq!(s.rate, 9_600_000, "4 ms / 100 ms below our rate");
+        assert_eq!(law.capacity(Direction::Down), None);
+        assert_eq!(law.phase(Direction::Down), Phase::Drain);
+    }
+
+    #[test]
+    fn a_draining_queue_with_less_delivered_is_the_senders_not_the_capacity() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        law.step(
+            at(0),
+            Direction::Down,
+            &sig(10_000_000, 8, 10_000_000, 80_000),
+            &cfg,
+        );
+        // The queue fell from 8 to 5 ms while the link delivered 70% of our rate with CAKE
+        // empty: the bottleneck had room to drain it; the senders backed off.
+        let s = law.step(
+            at(50),
+            Direction::Down,
+            &sig(10_000_000, 5, 7_000_000, 0),
+            &cfg,
+        );
+        assert_eq!(law.capacity(Direction::Down), None, "{s:?}");
+        assert!(s.rate >= 10_000_000 * 96 / 100, "{s:?}");
+        // The same delivery under a queue that is not falling is a reading.
+        let s = law.step(
+            at(100),
+            Direction::Down,
+            &sig(10_000_000, 5, 7_000_000, 0),
+            &cfg,
+        );
+        assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
+        assert_eq!(law.capacity(Direction::Down), Some(7_000_000));
     }
 
     #[test]
@@ -1002,7 +1143,7 @@ mod tests {
             rate = s.rate;
         }
         assert_eq!(gains.len(), 5, "startup probes every interval");
-        // Doubling up to the calm-link cap, twice the target's worth per interval.
+        // Doubling up to the calm-link cap, the target's worth per interval.
         let cap = gain_cap(&law.p, 0.0);
         for w in gains.windows(2) {
             let want = (2.0 * w[0]).min(cap);

@@ -315,6 +315,209 @@ pub struct MetricsConfig {
     pub port: u16,
 }
 
+/// What the MQTT export publishes (`mqtt.records`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MqttRecord {
+    /// Decision lines of the log, to `PREFIX/decision`.
+    Decision,
+    /// Phase transitions (PURPLE), to `PREFIX/transition`.
+    Transition,
+    /// A retained summary every `summary_interval_s`, to `PREFIX/summary`.
+    Summary,
+    /// Every other log line (start, rotations, discards, errors, safe rate), to `PREFIX/event`.
+    Event,
+}
+
+impl MqttRecord {
+    /// The name as written in the file.
+    pub fn name(self) -> &'static str {
+        match self {
+            MqttRecord::Decision => "decision",
+            MqttRecord::Transition => "transition",
+            MqttRecord::Summary => "summary",
+            MqttRecord::Event => "event",
+        }
+    }
+}
+
+/// The default MQTT port.
+pub const MQTT_PORT: u16 = 1883;
+
+/// MQTT export of the decision stream (see `daemon::mqtt`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MqttConfig {
+    /// The broker, `"HOST[:PORT]"` (port 1883 by default; an IPv6 address in brackets);
+    /// `""` (default) = off.
+    pub broker: String,
+    /// Topics are `PREFIX/decision`, `PREFIX/transition`, `PREFIX/event`, `PREFIX/summary`,
+    /// `PREFIX/status`. Default `"purple"`.
+    pub topic_prefix: String,
+    /// The client identifier; `""` (default) = `"purple-"` and the host name, cut to 23
+    /// characters (the length every broker must accept).
+    pub client_id: String,
+    /// 0 (default: at most once) or 1 (at least once, acknowledged by the broker).
+    pub qos: u8,
+    /// User name; `""` (default) = none.
+    pub username: String,
+    /// Password (only with `username`); `""` = none. Never written to `--record` files.
+    #[serde(skip_serializing)]
+    pub password: String,
+    /// Keep alive, seconds: a ping when idle, and a broker silent this long is given up.
+    /// Default 30 (5 ..= 3600).
+    pub keepalive_s: u16,
+    /// What is published. Default `["decision", "transition", "summary"]`; `"event"` adds
+    /// every other log line.
+    pub records: Vec<MqttRecord>,
+    /// The retained summary's period, seconds. Default 10 (1 ..= 3600).
+    pub summary_interval_s: u64,
+    /// Messages waiting for the publisher thread at most; more are dropped (and counted).
+    /// Default 256 (16 ..= 65536).
+    pub queue: usize,
+}
+
+impl Default for MqttConfig {
+    fn default() -> Self {
+        MqttConfig {
+            broker: String::new(),
+            topic_prefix: "purple".to_string(),
+            client_id: String::new(),
+            qos: 0,
+            username: String::new(),
+            password: String::new(),
+            keepalive_s: 30,
+            records: vec![
+                MqttRecord::Decision,
+                MqttRecord::Transition,
+                MqttRecord::Summary,
+            ],
+            summary_interval_s: 10,
+            queue: 256,
+        }
+    }
+}
+
+impl MqttConfig {
+    /// Whether the export is on (`broker` is set).
+    pub fn enabled(&self) -> bool {
+        !self.broker.is_empty()
+    }
+
+    /// Whether `r` is published.
+    pub fn wants(&self, r: MqttRecord) -> bool {
+        self.enabled() && self.records.contains(&r)
+    }
+
+    /// The broker's host and port, if `broker` is set and well formed.
+    pub fn endpoint(&self) -> Option<(String, u16)> {
+        let b = self.broker.as_str();
+        let (host, port) = if let Some(rest) = b.strip_prefix('[') {
+            let (h, after) = rest.split_once(']')?;
+            h.parse::<std::net::Ipv6Addr>().ok()?;
+            match after {
+                "" => (h, None),
+                p => (h, Some(p.strip_prefix(':')?)),
+            }
+        } else {
+            match b.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (b, None),
+            }
+        };
+        let ok_host = !host.is_empty()
+            && host.len() <= 253
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'));
+        if !ok_host {
+            return None;
+        }
+        let port = match port {
+            None => MQTT_PORT,
+            Some(p) => p.parse::<u16>().ok().filter(|p| *p != 0)?,
+        };
+        Some((host.to_string(), port))
+    }
+
+    /// `client_id`, or the default made from the host name.
+    pub fn client_id_or_default(&self) -> String {
+        if !self.client_id.is_empty() {
+            return self.client_id.clone();
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let mut id = String::from("purple-");
+        id.extend(host.trim().chars().filter(char::is_ascii_alphanumeric));
+        id.truncate(23);
+        id
+    }
+
+    fn validate(&self) -> Result<(), CheckError> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        if self.endpoint().is_none() {
+            return Err(err(
+                "mqtt.broker",
+                format!("{:?}", self.broker),
+                "\"\" (off) or \"HOST[:PORT]\" (a name or IPv4 address, or [IPv6]; port 1 ..= \
+                 65535, default 1883)",
+            ));
+        }
+        let p = &self.topic_prefix;
+        if p.is_empty() || p.len() > 200 || p.ends_with('/') || !crate::mqtt::wire::valid_topic(p) {
+            return Err(err(
+                "mqtt.topic_prefix",
+                format!("{p:?}"),
+                "1 ..= 200 bytes without +, #, NUL or a trailing /",
+            ));
+        }
+        let id = &self.client_id;
+        if id.len() > 64
+            || !id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        {
+            return Err(err(
+                "mqtt.client_id",
+                format!("{id:?}"),
+                "\"\" (purple-HOSTNAME) or up to 64 of A-Z a-z 0-9 - _ . (brokers must accept 23 \
+                 letters and digits; most accept more)",
+            ));
+        }
+        if self.qos > 1 {
+            return Err(err("mqtt.qos", self.qos, "0 or 1"));
+        }
+        if self.username.len() > 1024 {
+            return Err(err("mqtt.username", "(too long)", "at most 1024 bytes"));
+        }
+        if !self.password.is_empty() && self.username.is_empty() {
+            return Err(err(
+                "mqtt.password",
+                "(set)",
+                "a password only with mqtt.username (MQTT 3.1.1 sends none without a user name)",
+            ));
+        }
+        if self.password.len() > 1024 {
+            return Err(err("mqtt.password", "(too long)", "at most 1024 bytes"));
+        }
+        if !(5..=3600).contains(&self.keepalive_s) {
+            return Err(err("mqtt.keepalive_s", self.keepalive_s, "5 ..= 3600"));
+        }
+        if !(1..=3600).contains(&self.summary_interval_s) {
+            return Err(err(
+                "mqtt.summary_interval_s",
+                self.summary_interval_s,
+                "1 ..= 3600",
+            ));
+        }
+        if !(16..=65_536).contains(&self.queue) {
+            return Err(err("mqtt.queue", self.queue, "16 ..= 65536"));
+        }
+        Ok(())
+    }
+}
+
 /// The whole file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -346,6 +549,8 @@ pub struct DaemonConfig {
     pub log: LogConfig,
     /// Metrics endpoint.
     pub metrics: MetricsConfig,
+    /// MQTT export.
+    pub mqtt: MqttConfig,
 }
 
 impl Default for DaemonConfig {
@@ -361,6 +566,7 @@ impl Default for DaemonConfig {
             actuator: ActuatorConfig::default(),
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
+            mqtt: MqttConfig::default(),
         }
     }
 }
@@ -532,6 +738,7 @@ impl DaemonConfig {
         if self.log.keep > 100 {
             return Err(err("log.keep", self.log.keep, "0 ..= 100"));
         }
+        self.mqtt.validate()?;
         self.controller_config()
             .validate()
             .map_err(|e| err(e.option, e.value, e.accepted))?;
@@ -697,6 +904,92 @@ mod tests {
             Method::Timestamp
         );
         assert!(ReflectorSpec::parse("::1", m).is_none());
+    }
+
+    #[test]
+    fn mqtt_section_parses_and_bad_values_name_the_option() {
+        let c = DaemonConfig::parse("").unwrap();
+        assert!(!c.mqtt.enabled());
+        assert!(!c.mqtt.wants(MqttRecord::Decision), "off by default");
+        let c = DaemonConfig::parse(
+            "[mqtt]\nbroker = \"broker.lan\"\nqos = 1\nrecords = [\"decision\", \"event\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.mqtt.endpoint(), Some(("broker.lan".into(), 1883)));
+        assert!(c.mqtt.wants(MqttRecord::Event) && !c.mqtt.wants(MqttRecord::Summary));
+        let ep = |b: &str| {
+            MqttConfig {
+                broker: b.into(),
+                ..MqttConfig::default()
+            }
+            .endpoint()
+        };
+        assert_eq!(ep("10.0.0.1:8883"), Some(("10.0.0.1".into(), 8883)));
+        assert_eq!(ep("[fd00::1]:1884"), Some(("fd00::1".into(), 1884)));
+        assert_eq!(ep("[fd00::1]"), Some(("fd00::1".into(), 1883)));
+        for bad in [
+            "host:0",
+            "host:x",
+            ":1883",
+            "fd00::1",
+            "[nonsense]:1",
+            "a b",
+            "[::1]x",
+        ] {
+            assert_eq!(ep(bad), None, "{bad}");
+        }
+        let opt = |text: &str| DaemonConfig::parse(&format!("[mqtt]\nbroker = \"b\"\n{text}\n"));
+        for (text, option, accepted) in [
+            ("qos = 2", "mqtt.qos", "0 or 1"),
+            ("keepalive_s = 1", "mqtt.keepalive_s", "5 ..= 3600"),
+            ("queue = 1", "mqtt.queue", "16 ..= 65536"),
+            (
+                "summary_interval_s = 0",
+                "mqtt.summary_interval_s",
+                "1 ..= 3600",
+            ),
+        ] {
+            let e = opt(text).unwrap_err();
+            assert_eq!((e.option.as_str(), e.accepted.as_str()), (option, accepted));
+        }
+        for (text, option) in [
+            ("topic_prefix = \"a/#\"", "mqtt.topic_prefix"),
+            ("topic_prefix = \"a/\"", "mqtt.topic_prefix"),
+            ("client_id = \"has space\"", "mqtt.client_id"),
+            ("password = \"p\"", "mqtt.password"),
+        ] {
+            assert_eq!(opt(text).unwrap_err().option, option, "{text}");
+        }
+        let e = DaemonConfig::parse("[mqtt]\nbroker = \"b:99999\"\n").unwrap_err();
+        assert_eq!(e.option, "mqtt.broker");
+        assert!(e.accepted.contains("HOST[:PORT]"), "{e}");
+        let e = opt("records = [\"decisions\"]").unwrap_err();
+        assert!(
+            e.value.contains("transition"),
+            "lists the accepted kinds: {e}"
+        );
+        // Off, nothing else is checked (a half-written section does not stop the daemon).
+        assert!(DaemonConfig::parse("[mqtt]\nqos = 1\n").is_ok());
+    }
+
+    #[test]
+    fn the_mqtt_password_never_reaches_a_recording() {
+        let c = DaemonConfig::parse(
+            "[mqtt]\nbroker = \"b\"\nusername = \"u\"\npassword = \"s3cret\"\n",
+        )
+        .unwrap();
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(!json.contains("s3cret"), "{json}");
+        assert!(json.contains("\"username\":\"u\""));
+        let back: DaemonConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.mqtt.password, "");
+    }
+
+    #[test]
+    fn the_default_client_id_is_short_enough_for_every_broker() {
+        let id = MqttConfig::default().client_id_or_default();
+        assert!(id.starts_with("purple-") && id.len() <= 23, "{id}");
+        assert!(id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! `purple reflector`), interface byte counters ([`counters`]), the actuator ([`actuator`]:
 //! Linux CAKE over rtnetlink ([`netlink`]), `purple bridge` over its control socket, or a dry
 //! run, with CAKE's statistics read back), the decision log ([`log`]: the typed [`log::Record`]
-//! shared with the lab and `purple plot`), Prometheus metrics ([`metrics`]), and
+//! shared with the lab and `purple plot`), Prometheus metrics ([`metrics`]), the MQTT export
+//! of the same records ([`mqtt`], on a thread of its own that never holds up the loop), and
 //! `--record`/[`record::replay`]. [`run`] holds the event loop; [`config`] the documented TOML
 //! configuration; [`privs`] the privilege drop.
 
@@ -19,6 +20,7 @@ pub mod config;
 pub mod counters;
 pub mod log;
 pub mod metrics;
+pub mod mqtt;
 pub mod netlink;
 pub mod privs;
 pub mod probe;

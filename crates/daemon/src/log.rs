@@ -6,7 +6,7 @@
 //! Backward compatible with the `json!`-written logs before it: the same `event` names and
 //! fields (keys are now in declaration order instead of sorted); `privileges`, `reloaded` and
 //! `reload-failed` gained the `t` every other line has (read as 0 from older logs); new kinds
-//! are `discarded` and `clock-step`.
+//! are `discarded`, `clock-step` and `transition` (a reader older than a kind skips it).
 
 use controller::agent::{DirStep, Discard, Event};
 use controller::Direction;
@@ -159,6 +159,19 @@ pub enum Record {
         /// Seconds.
         t: f64,
     },
+    /// The law changed phase in one direction (PURPLE only; the other laws have no phases).
+    Transition {
+        /// Seconds.
+        t: f64,
+        /// Direction.
+        dir: Dir,
+        /// From (`startup`, `cruise`, `probe`, `drain`, `idle`, `outage`, `suspect`).
+        from: String,
+        /// To.
+        to: String,
+        /// The rule that moved it (as a decision's `reason`).
+        trigger: String,
+    },
     /// The safe rate set on exit.
     SafeRate {
         /// Seconds.
@@ -204,7 +217,7 @@ pub enum Record {
 }
 
 /// Every `event` name a [`Record`] can have.
-pub const EVENTS: [&str; 13] = [
+pub const EVENTS: [&str; 14] = [
     "start",
     "decision",
     "fallback-to-echo",
@@ -214,6 +227,7 @@ pub const EVENTS: [&str; 13] = [
     "actuator-error",
     "cake-stats-error",
     "cake-stats-ok",
+    "transition",
     "safe-rate",
     "privileges",
     "reloaded",
@@ -272,6 +286,18 @@ impl Record {
                 error: error.clone(),
             },
             Event::CakeStatsOk => Record::CakeStatsOk { t },
+            Event::Transition {
+                dir,
+                from,
+                to,
+                trigger,
+            } => Record::Transition {
+                t,
+                dir: (*dir).into(),
+                from: from.name().to_string(),
+                to: to.name().to_string(),
+                trigger: trigger.to_string(),
+            },
             Event::SafeRate { dir, rate, error } => Record::SafeRate {
                 t,
                 dir: (*dir).into(),
@@ -294,6 +320,7 @@ impl Record {
             | Record::ActuatorError { t, .. }
             | Record::CakeStatsError { t, .. }
             | Record::CakeStatsOk { t }
+            | Record::Transition { t, .. }
             | Record::SafeRate { t, .. }
             | Record::Privileges { t, .. }
             | Record::Reloaded { t }

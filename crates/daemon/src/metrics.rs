@@ -22,6 +22,8 @@ pub struct Snapshot {
     pub changes: u64,
     /// Actuator errors.
     pub actuator_errors: u64,
+    /// The MQTT publisher's counters, when `[mqtt]` is on.
+    pub mqtt: Option<crate::mqtt::MqttStats>,
     /// Per reflector: address, sent, answered, lost, active.
     pub reflectors: Vec<(String, u64, u64, u64, bool)>,
 }
@@ -65,6 +67,9 @@ pub fn render(s: &Snapshot) -> String {
     let _ = writeln!(o, "purple_rate_changes_total {}", s.changes);
     let _ = writeln!(o, "# TYPE purple_actuator_errors_total counter");
     let _ = writeln!(o, "purple_actuator_errors_total {}", s.actuator_errors);
+    if let Some(m) = &s.mqtt {
+        render_mqtt(&mut o, m);
+    }
     let _ = writeln!(o, "# TYPE purple_probes_sent_total counter");
     for (a, sent, _, _, _) in &s.reflectors {
         let _ = writeln!(o, "purple_probes_sent_total{{reflector=\"{a}\"}} {sent}");
@@ -86,6 +91,37 @@ pub fn render(s: &Snapshot) -> String {
         );
     }
     o
+}
+
+fn render_mqtt(o: &mut String, m: &crate::mqtt::MqttStats) {
+    let _ = writeln!(
+        o,
+        "# HELP purple_mqtt_published_total MQTT messages published (QoS 1: acknowledged)."
+    );
+    let _ = writeln!(o, "# TYPE purple_mqtt_published_total counter");
+    let _ = writeln!(o, "purple_mqtt_published_total {}", m.published);
+    let _ = writeln!(
+        o,
+        "# HELP purple_mqtt_dropped_total MQTT messages dropped, by cause."
+    );
+    let _ = writeln!(o, "# TYPE purple_mqtt_dropped_total counter");
+    for (reason, n) in [
+        ("queue-full", m.dropped_queue_full),
+        ("disconnected", m.dropped_disconnected),
+        ("unacknowledged", m.dropped_unacknowledged),
+    ] {
+        let _ = writeln!(o, "purple_mqtt_dropped_total{{reason=\"{reason}\"}} {n}");
+    }
+    let _ = writeln!(o, "# TYPE purple_mqtt_connected gauge");
+    let _ = writeln!(o, "purple_mqtt_connected {}", u8::from(m.connected));
+    let _ = writeln!(o, "# TYPE purple_mqtt_connections_total counter");
+    let _ = writeln!(o, "purple_mqtt_connections_total {}", m.connections);
+    let _ = writeln!(o, "# TYPE purple_mqtt_connect_failures_total counter");
+    let _ = writeln!(
+        o,
+        "purple_mqtt_connect_failures_total {}",
+        m.connect_failures
+    );
 }
 
 /// Connections accepted but not yet answered, at most; more are closed unanswered.
@@ -180,6 +216,35 @@ mod tests {
         });
         assert!(r.contains("purple_cake_backlog_bytes{direction=\"down\"} 30000"));
         assert!(!r.contains("purple_cake_backlog_bytes{direction=\"up\"}"));
+    }
+
+    #[test]
+    fn mqtt_counters_are_exported_by_cause_only_when_mqtt_is_on() {
+        assert!(!render(&Snapshot::default()).contains("purple_mqtt"));
+        let r = render(&Snapshot {
+            mqtt: Some(crate::mqtt::MqttStats {
+                offered: 10,
+                published: 6,
+                dropped_queue_full: 1,
+                dropped_disconnected: 2,
+                dropped_unacknowledged: 1,
+                connected: true,
+                connections: 3,
+                connect_failures: 4,
+            }),
+            ..Snapshot::default()
+        });
+        for line in [
+            "purple_mqtt_published_total 6",
+            "purple_mqtt_dropped_total{reason=\"queue-full\"} 1",
+            "purple_mqtt_dropped_total{reason=\"disconnected\"} 2",
+            "purple_mqtt_dropped_total{reason=\"unacknowledged\"} 1",
+            "purple_mqtt_connected 1",
+            "purple_mqtt_connections_total 3",
+            "purple_mqtt_connect_failures_total 4",
+        ] {
+            assert!(r.lines().any(|l| l == line), "{line} missing:\n{r}");
+        }
     }
 
     /// A local user's silent connections used to hold the daemon's loop 200 ms each (the

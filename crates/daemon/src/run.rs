@@ -18,10 +18,11 @@
 
 use crate::actuator::{self, Actuator};
 use crate::clock::{self, Clock};
-use crate::config::{Algorithm, DaemonConfig, Method};
+use crate::config::{Algorithm, DaemonConfig, Method, MqttRecord};
 use crate::counters::CounterFile;
 use crate::log::{Dir, JsonLog, Record};
 use crate::metrics::{self, Snapshot};
+use crate::mqtt::{self, Publisher, Topic};
 use crate::probe::{Sockets, Which};
 use crate::record::{hex, CakeRec, Input, Recorder};
 use crate::sys::{RecvBatch, BATCH};
@@ -67,6 +68,11 @@ pub struct Daemon {
     counters: PerDir<CounterFile>,
     log: JsonLog,
     metrics: Option<metrics::Server>,
+    mqtt: Option<Publisher>,
+    /// When the next retained MQTT summary is due.
+    next_summary: Instant,
+    /// The `start` line, published again when an MQTT publisher is attached.
+    start: Record,
     recorder: Option<Recorder>,
     /// One receive batch per probe socket (allocated once).
     batches: Vec<(Which, RecvBatch)>,
@@ -81,7 +87,9 @@ impl Daemon {
     /// overrides the actuator), and builds the agent; the first [`Daemon::run`] wake-up probes,
     /// reads and applies the start rates.
     pub fn new(cfg: DaemonConfig, dry_run: bool) -> io::Result<Self> {
-        Self::with_clock(cfg, dry_run, Clock::new(), None)
+        let mut d = Self::with_clock(cfg, dry_run, Clock::new(), None)?;
+        d.attach_mqtt(None);
+        Ok(d)
     }
 
     /// [`Daemon::new`] recording every input of the agent to `record` (`--record FILE`).
@@ -90,7 +98,9 @@ impl Daemon {
         dry_run: bool,
         record: &std::path::Path,
     ) -> io::Result<Self> {
-        Self::with_clock(cfg, dry_run, Clock::new(), Some(Recorder::create(record)?))
+        let mut d = Self::with_clock(cfg, dry_run, Clock::new(), Some(Recorder::create(record)?))?;
+        d.attach_mqtt(None);
+        Ok(d)
     }
 
     fn with_clock(
@@ -123,14 +133,15 @@ impl Daemon {
                 actuator: act.name().to_string(),
             })?;
         }
-        log.write(&Record::Start {
+        let start = Record::Start {
             t: now.as_secs_f64(),
             algorithm: cfg.algorithm.name().to_string(),
             actuator: act.name().to_string(),
             icmp_raw: socks.icmp_raw(),
             wall: clock.wall_us(now) as f64 / 1e6,
             reflectors: cfg.probe.reflectors.clone(),
-        })?;
+        };
+        log.write(&start)?;
         let dirs = cfg.dirs();
         let batches = socks.fds().map(|(w, _)| (w, RecvBatch::new())).collect();
         Ok(Daemon {
@@ -145,6 +156,9 @@ impl Daemon {
             act,
             log,
             metrics,
+            mqtt: None,
+            next_summary: now,
+            start,
             recorder,
             batches,
             steps: 0,
@@ -153,8 +167,9 @@ impl Daemon {
     }
 
     /// Replaces this daemon with one built from `cfg` (SIGHUP), keeping the metrics listener
-    /// when its port is unchanged and the recording. The agent restarts from `cfg`'s base
-    /// rates. On error the running daemon is left as it was.
+    /// when its port is unchanged, the MQTT session when `[mqtt]` is unchanged, and the
+    /// recording. The agent restarts from `cfg`'s base rates. On error the running daemon is
+    /// left as it was.
     pub fn reload(&mut self, cfg: DaemonConfig, dry_run: bool) -> io::Result<()> {
         let port = cfg.metrics.port;
         let keep = if port == self.cfg.metrics.port {
@@ -174,6 +189,16 @@ impl Daemon {
                 if keep.is_some() {
                     nd.metrics = keep;
                 }
+                // The MQTT session goes on when `[mqtt]` is unchanged; otherwise the new one
+                // connects once the old one has said `offline`.
+                match self.mqtt.take() {
+                    Some(m) if nd.cfg.mqtt == self.cfg.mqtt => {
+                        nd.mqtt = Some(m);
+                        nd.next_summary = self.next_summary;
+                        nd.publish(&nd.start.clone());
+                    }
+                    old => nd.attach_mqtt(old.and_then(Publisher::hand_over)),
+                }
                 *self = nd;
                 Ok(())
             }
@@ -184,10 +209,84 @@ impl Daemon {
         }
     }
 
-    /// Writes one line to the log (errors are reported on stderr, never fatal).
+    /// Writes one line to the log (errors are reported on stderr, never fatal), and publishes
+    /// it over MQTT when `[mqtt]` asks for its kind.
     pub fn log_record(&mut self, r: &Record) {
         if let Err(e) = self.log.write(r) {
             eprintln!("purple control: log: {e}");
+        }
+        self.publish(r);
+    }
+
+    /// Makes the MQTT publisher `[mqtt]` asks for (none when it is off), replacing the session
+    /// `after` once that has finished, and queues the `start` line. Its thread starts with the
+    /// first [`Daemon::run`], after the privilege drop.
+    fn attach_mqtt(&mut self, after: Option<mqtt::Finished>) {
+        self.mqtt =
+            mqtt::Params::from_config(&self.cfg.mqtt).map(|p| Publisher::new(p, self.clock, after));
+        self.publish(&self.start.clone());
+    }
+
+    /// Hands `r` to the MQTT publisher if its kind is published: the same JSON as its log line.
+    /// Never blocks (see [`crate::mqtt`]).
+    fn publish(&mut self, r: &Record) {
+        let Some(m) = &self.mqtt else {
+            return;
+        };
+        let (kind, topic) = match r {
+            Record::Decision { .. } => (MqttRecord::Decision, Topic::Decision),
+            Record::Transition { .. } => (MqttRecord::Transition, Topic::Transition),
+            _ => (MqttRecord::Event, Topic::Event),
+        };
+        if !self.cfg.mqtt.wants(kind) {
+            return;
+        }
+        match serde_json::to_vec(r) {
+            Ok(v) => {
+                m.publish(topic, v);
+            }
+            Err(e) => eprintln!("purple control: mqtt: {e}"),
+        }
+    }
+
+    /// Publishes the retained summary when it is due.
+    fn publish_summary(&mut self, now: Instant) {
+        let Some(m) = &self.mqtt else {
+            return;
+        };
+        if now < self.next_summary || !self.cfg.mqtt.wants(MqttRecord::Summary) {
+            return;
+        }
+        self.next_summary =
+            now.saturating_add(Duration::from_secs(self.cfg.mqtt.summary_interval_s));
+        let a = &self.agent;
+        let law = a.engine().law();
+        let dir = |d: Direction| mqtt::DirSummary {
+            rate: a.rate_in_force(d),
+            throughput: a.throughput(d),
+            cake_backlog: a.cake_backlog(d),
+            phase: law.phase(d).map(|p| p.name().to_string()),
+        };
+        let st = a.stats();
+        let ms = m.stats();
+        let s = mqtt::Summary {
+            t: now.as_secs_f64(),
+            wall: self.clock.wall_us(now) as f64 / 1e6,
+            algorithm: self.cfg.algorithm.name().to_string(),
+            down: dir(Direction::Down),
+            up: dir(Direction::Up),
+            steps: st.steps,
+            rate_changes: st.rate_changes,
+            actuator_errors: st.actuator_errors,
+            reflectors_active: a.reflectors().filter(|r| r.active).count(),
+            mqtt_published: ms.published,
+            mqtt_dropped: ms.dropped(),
+        };
+        match serde_json::to_vec(&s) {
+            Ok(v) => {
+                m.publish(Topic::Summary, v);
+            }
+            Err(e) => eprintln!("purple control: mqtt: {e}"),
         }
     }
 
@@ -209,6 +308,12 @@ impl Daemon {
         limit: Option<Duration>,
     ) -> io::Result<Exit> {
         let end = limit.map(|l| self.clock.now().saturating_add(l));
+        if let Some(m) = &mut self.mqtt {
+            if let Err(e) = m.start() {
+                eprintln!("purple control: mqtt: cannot start the publisher thread: {e}");
+                self.mqtt = None;
+            }
+        }
         loop {
             if stop.swap(false, Ordering::Relaxed) {
                 return Ok(Exit::Stop);
@@ -287,6 +392,7 @@ impl Daemon {
         });
         self.agent.handle_timeout(now);
         self.drain_agent(now);
+        self.publish_summary(now);
         if metrics_ready {
             self.serve_metrics();
         }
@@ -401,6 +507,7 @@ impl Daemon {
             cake_backlog: Direction::ALL.map(|d| self.agent.cake_backlog(d)),
             changes: st.rate_changes,
             actuator_errors: st.actuator_errors,
+            mqtt: self.mqtt.as_ref().map(Publisher::stats),
             reflectors: self
                 .agent
                 .reflectors()
@@ -413,7 +520,9 @@ impl Daemon {
         m.serve_pending(&metrics::render(&snap));
     }
 
-    /// Sets both directions to the configured safe rate (on SIGTERM) and logs it.
+    /// Sets both directions to the configured safe rate (on SIGTERM) and logs it, then closes
+    /// the MQTT session: what is queued is published, a last summary, then `offline`; this
+    /// waits at most [`MQTT_CLOSE`] for it.
     pub fn restore_safe(&mut self) {
         let now = self.clock.now();
         self.record(|| Input::Shutdown {
@@ -421,6 +530,21 @@ impl Daemon {
         });
         self.agent.handle_shutdown(now);
         self.drain_agent(now);
+        // The retained summary ends with the state the daemon left.
+        self.next_summary = now;
+        self.publish_summary(now);
+        if let Some(m) = &mut self.mqtt {
+            if !m.close(MQTT_CLOSE) {
+                eprintln!(
+                    "purple control: mqtt: the broker did not take the last messages in time"
+                );
+            }
+        }
+    }
+
+    /// The MQTT publisher's counters, if `[mqtt]` is on.
+    pub fn mqtt_stats(&self) -> Option<mqtt::MqttStats> {
+        self.mqtt.as_ref().map(Publisher::stats)
     }
 
     /// Per-reflector health: address, current method, whether active, counters.
@@ -446,6 +570,9 @@ impl Daemon {
 const MAX_ROUNDS: usize = 8;
 /// Most probe sockets (ICMP, UDP over IPv4 and over IPv6).
 const MAX_SOCKETS: usize = 3;
+
+/// How long [`Daemon::restore_safe`] waits for the MQTT session to finish.
+pub const MQTT_CLOSE: Duration = Duration::from_secs(1);
 
 /// Writes input `i` to the recording, if one is kept; a failed write is reported and ends the
 /// recording (the daemon goes on).

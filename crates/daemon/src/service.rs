@@ -12,8 +12,22 @@ use std::sync::Arc;
 pub fn check(path: &Path) -> Result<String, String> {
     let c = DaemonConfig::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let d = c.dirs();
+    let m = &c.mqtt;
+    let mqtt = match m.endpoint() {
+        Some((host, port)) => format!(
+            "  mqtt to {host}:{port} as {}, QoS {}: {}\n",
+            m.client_id_or_default(),
+            m.qos,
+            m.records
+                .iter()
+                .map(|r| format!("{}/{}", m.topic_prefix, r.name()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => String::new(),
+    };
     Ok(format!(
-        "{}: OK\n  algorithm {}\n  download {} {}..{} Mbit/s (base {}, safe {})\n  upload   {} {}..{} Mbit/s (base {}, safe {})\n  {} reflectors, {} active, {} probes/s; actuator {:?}\n",
+        "{}: OK\n  algorithm {}\n  download {} {}..{} Mbit/s (base {}, safe {})\n  upload   {} {}..{} Mbit/s (base {}, safe {})\n  {} reflectors, {} active, {} probes/s; actuator {:?}\n{mqtt}",
         path.display(),
         c.algorithm.name(),
         d.down.iface(), d.down.min_mbit, d.down.max(), d.down.base_mbit, d.down.safe(),

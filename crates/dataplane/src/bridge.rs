@@ -2,6 +2,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 
 use cake::tc::{stats_json, stats_text, QdiscHeader};
@@ -32,6 +33,7 @@ const TOK_TIMER: u64 = 2;
 const TOK_CTL: u64 = 3;
 const TOK_STOP: u64 = 4;
 const TOK_SIG: u64 = 5;
+const TOK_JOBS: u64 = 6;
 
 /// What a bridge runs in each direction: a queue driven like a qdisc (frames in with
 /// `enqueue`, out with `dequeue` at the release times it asks for) that also renders its own
@@ -196,6 +198,68 @@ pub struct DirStats {
     pub shaper_late_max_ns: u64,
 }
 
+impl DirStats {
+    /// Adds `o`'s counters to these (the largest lateness is the larger of the two): the
+    /// counters of a multi-queue direction are the sums of its queues'.
+    pub fn add(&mut self, o: &DirStats) {
+        self.rx_packets += o.rx_packets;
+        self.rx_bytes += o.rx_bytes;
+        self.offered += o.offered;
+        self.bypassed += o.bypassed;
+        self.truncated += o.truncated;
+        self.tx_packets += o.tx_packets;
+        self.rejoined += o.rejoined;
+        self.tx_bytes += o.tx_bytes;
+        self.tx_wire_bytes += o.tx_wire_bytes;
+        self.tx_errors += o.tx_errors;
+        self.pending += o.pending;
+        self.kernel_drops += o.kernel_drops;
+        self.shaper_wakeups += o.shaper_wakeups;
+        self.shaper_late_ns += o.shaper_late_ns;
+        self.shaper_late_max_ns = self.shaper_late_max_ns.max(o.shaper_late_max_ns);
+    }
+
+    /// The dataplane line of `stats` text: ` purple NAME: rx ...` (NAME is the direction's).
+    pub(crate) fn text_line(&self, name: &str) -> String {
+        let s = self;
+        format!(
+ " purple {}: rx {} pkt {} bytes, tx {} pkt {} bytes ({} rejoined), bypassed {} truncated {} tx_errors {} kernel_drops {} pending {}, shaper wakeups {} late avg {}ns max {}ns\n",
+            name,
+            s.rx_packets,
+            s.rx_bytes,
+            s.tx_packets,
+            s.tx_bytes,
+            s.rejoined,
+            s.bypassed,
+            s.truncated,
+            s.tx_errors,
+            s.kernel_drops,
+            s.pending,
+            s.shaper_wakeups,
+            s.shaper_late_ns.checked_div(s.shaper_wakeups).unwrap_or(0),
+            s.shaper_late_max_ns
+        )
+    }
+
+    /// The `purple` object of `stats --json` for direction `name`.
+    pub(crate) fn json(&self, name: &str, last_tx_error: Option<&str>) -> Value {
+        let s = self;
+        json!({
+            "direction": name,
+            "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
+            "offered": s.offered, "bypassed": s.bypassed, "truncated": s.truncated,
+            "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
+            "tx_wire_bytes": s.tx_wire_bytes, "rejoined": s.rejoined,
+            "tx_errors": s.tx_errors, "pending": s.pending,
+            "kernel_drops": s.kernel_drops,
+            "shaper_wakeups": s.shaper_wakeups,
+            "shaper_late_ns": s.shaper_late_ns,
+            "shaper_late_max_ns": s.shaper_late_max_ns,
+            "last_tx_error": last_tx_error,
+        })
+    }
+}
+
 /// A snapshot of both directions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BridgeStats {
@@ -214,10 +278,62 @@ pub struct BridgeStats {
 pub struct Stopper(Arc<EventFd>);
 
 impl Stopper {
+    /// A stopper signalling `fd`.
+    pub(crate) fn new(fd: Arc<EventFd>) -> Stopper {
+        Stopper(fd)
+    }
+
     /// Asks the bridge to stop; [`Bridge::run`] returns soon after.
     pub fn stop(&self) {
         self.0.signal();
     }
+}
+
+/// Work another thread hands to a bridge's forwarding loop, run between two of its passes
+/// (the multi-queue bridge's coordinator reads statistics and changes rates this way).
+pub(crate) type Job<Q> = Box<dyn FnOnce(&mut Bridge<Q>) + Send>;
+
+/// Hands [`Job`]s to one bridge's loop ([`Bridge::job_sender`]).
+pub(crate) struct JobSender<Q: Stage> {
+    tx: Sender<Job<Q>>,
+    wake: Arc<EventFd>,
+}
+
+impl<Q: Stage> JobSender<Q> {
+    /// Queues `job` and wakes the loop; false when the bridge is gone.
+    pub(crate) fn send(&self, job: Job<Q>) -> bool {
+        let ok = self.tx.send(job).is_ok();
+        self.wake.signal();
+        ok
+    }
+}
+
+impl<Q: Stage> std::fmt::Debug for JobSender<Q> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobSender")
+    }
+}
+
+/// The loop's end of a [`JobSender`].
+struct JobInbox<Q: Stage> {
+    rx: Receiver<Job<Q>>,
+    wake: Arc<EventFd>,
+}
+
+impl<Q: Stage> std::fmt::Debug for JobInbox<Q> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("JobInbox")
+    }
+}
+
+/// How a bridge's packet sockets share their interfaces with other bridges' (the queues of a
+/// multi-queue bridge): not at all, as the first member of a new fanout group per interface,
+/// or joining the groups with these ids (interface A's, interface B's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fanout {
+    None,
+    New,
+    Join([u16; 2]),
 }
 
 #[derive(Debug)]
@@ -297,6 +413,10 @@ pub struct Bridge<Q: Stage = AnyQdisc> {
     /// Rebuild super-packets from segments leaving together (default on).
     rejoin: bool,
     rejoiner: Rejoiner,
+    /// Jobs from another thread ([`Bridge::job_sender`]).
+    jobs: Option<JobInbox<Q>>,
+    /// CPU time this bridge's thread spent in the last [`run`](Bridge::run), ns.
+    run_cpu_ns: u64,
 }
 
 fn now_ns() -> u64 {
@@ -316,6 +436,14 @@ impl Bridge {
     /// socket. Nothing is forwarded until [`run`](Self::run).
     pub fn new(cfg: BridgeConfig) -> Result<Bridge, Error> {
         let q = |spec: &str, seed: u64| {
+            if spec.split_whitespace().next() == Some("cake_mq") {
+                return Err(Error::Qdisc(format!(
+                    "bridge {}: qdisc {spec:?}: cake_mq runs one CAKE per queue, each in its own \
+                     forwarding thread: use the multi-queue bridge (dataplane::MqBridge, \
+                     `purple bridge --queues N`)",
+                    cfg.name
+                )));
+            }
             AnyQdisc::from_tc(spec, seed)
                 .map_err(|e| Error::Qdisc(format!("bridge {}: qdisc {spec:?}: {e}", cfg.name)))
         };
@@ -339,6 +467,18 @@ impl<Q: Stage> Bridge<Q> {
     /// `egress` (A to B) and `ingress` (B to A); `cfg.egress` and `cfg.ingress` are not used.
     /// Nothing is forwarded until [`run`](Self::run).
     pub fn with_stages(cfg: BridgeConfig, egress: Q, ingress: Q) -> Result<Bridge<Q>, Error> {
+        Self::open(cfg, egress, ingress, Fanout::None).map(|(b, _)| b)
+    }
+
+    /// [`with_stages`](Self::with_stages), the packet sockets sharing their interfaces as
+    /// `fanout` says; returns the bridge and the ids of its fanout groups (interface A's,
+    /// interface B's; zeros without fanout).
+    pub(crate) fn open(
+        cfg: BridgeConfig,
+        egress: Q,
+        ingress: Q,
+        fanout: Fanout,
+    ) -> Result<(Bridge<Q>, [u16; 2]), Error> {
         if cfg.if_a == cfg.if_b {
             return Err(Error::Io {
                 what: format!("bridge {}", cfg.name),
@@ -352,6 +492,18 @@ impl<Q: Stage> Bridge<Q> {
             .map_err(io_err(format!("open {}", cfg.if_a)))?;
         let b = PacketSocket::open(&cfg.if_b, SOCK_BUF)
             .map_err(io_err(format!("open {}", cfg.if_b)))?;
+        let mut groups = [0u16; 2];
+        for (i, (sock, ifname)) in [(&a, &cfg.if_a), (&b, &cfg.if_b)].into_iter().enumerate() {
+            let what = || format!("PACKET_FANOUT on {ifname}");
+            match fanout {
+                Fanout::None => {}
+                Fanout::New => groups[i] = sock.fanout_new().map_err(io_err(what()))?,
+                Fanout::Join(ids) => {
+                    sock.fanout_join(ids[i]).map_err(io_err(what()))?;
+                    groups[i] = ids[i];
+                }
+            }
+        }
         let epoll = Epoll::new().map_err(io_err("epoll"))?;
         let timer = TimerFd::new().map_err(io_err("timerfd"))?;
         let stop = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
@@ -387,7 +539,7 @@ impl<Q: Stage> Bridge<Q> {
             stats: DirStats::default(),
             last_tx_error: None,
         };
-        Ok(Bridge {
+        let bridge = Bridge {
             socks: [a, b],
             dirs: [
                 dir(Direction::Egress, egress, 1),
@@ -415,8 +567,47 @@ impl<Q: Stage> Bridge<Q> {
             busy_until: 0,
             rejoin: true,
             rejoiner: Rejoiner::default(),
+            jobs: None,
+            run_cpu_ns: 0,
             cfg,
-        })
+        };
+        Ok((bridge, groups))
+    }
+
+    /// A sender through which another thread hands jobs to this bridge's loop, which runs them
+    /// between two passes while [`run`](Self::run) runs (the jobs wait otherwise). One per
+    /// bridge: a second call replaces the first sender's channel.
+    pub(crate) fn job_sender(&mut self) -> Result<JobSender<Q>, Error> {
+        let wake = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
+        if let Some(old) = self.jobs.take() {
+            let _ = self.epoll.delete(old.wake.raw_fd());
+        }
+        self.epoll
+            .add(wake.raw_fd(), sys::READABLE, TOK_JOBS)
+            .map_err(io_err("epoll_ctl"))?;
+        let (tx, rx) = mpsc::channel();
+        self.jobs = Some(JobInbox {
+            rx,
+            wake: Arc::clone(&wake),
+        });
+        Ok(JobSender { tx, wake })
+    }
+
+    /// Runs the jobs waiting in the inbox.
+    fn run_jobs(&mut self) {
+        let Some(inbox) = self.jobs.take() else {
+            return;
+        };
+        inbox.wake.clear();
+        while let Ok(job) = inbox.rx.try_recv() {
+            job(self);
+        }
+        self.jobs = Some(inbox);
+    }
+
+    /// CPU time (ns) the thread that ran the last [`run`](Self::run) spent in it.
+    pub fn run_cpu_ns(&self) -> u64 {
+        self.run_cpu_ns
     }
 
     /// How close (ns) to the shaper's next release time the loop stops sleeping and spins
@@ -496,7 +687,9 @@ impl<Q: Stage> Bridge<Q> {
                 .add(s.wake_fd(), sys::READABLE, TOK_CTL)
                 .map_err(io_err("epoll_ctl"))?;
         }
+        let cpu0 = sys::thread_cpu_ns();
         let r = self.forward(server.as_ref());
+        self.run_cpu_ns = sys::thread_cpu_ns().saturating_sub(cpu0);
         if let Some(s) = &server {
             let _ = self.epoll.delete(s.wake_fd());
         }
@@ -534,6 +727,7 @@ impl<Q: Stage> Bridge<Q> {
                             self.serve_ctl(c);
                         }
                     }
+                    TOK_JOBS => self.run_jobs(),
                     _ => {}
                 }
             }
@@ -800,7 +994,9 @@ impl<Q: Stage> Bridge<Q> {
         Ok(())
     }
 
-    fn refresh_kernel_drops(&mut self) {
+    /// Adds the frames the kernel dropped on the input sockets since the last call to the
+    /// counters.
+    pub(crate) fn refresh_kernel_drops(&mut self) {
         for s in 0..2 {
             if let Ok(n) = self.socks[s].take_kernel_drops() {
                 self.dirs[s].stats.kernel_drops += n;
@@ -834,7 +1030,7 @@ impl<Q: Stage> Bridge<Q> {
     }
 
     /// Applies a `set-bandwidth`/`set-rate` command; returns the answer line.
-    fn set_rate(&mut self, dir: Direction, rate: Option<u64>, word: &str) -> String {
+    pub(crate) fn set_rate(&mut self, dir: Direction, rate: Option<u64>, word: &str) -> String {
         let d = &mut self.dirs[dir_index(dir)];
         match d.qdisc.set_rate(rate) {
             Ok(()) => {
@@ -860,6 +1056,16 @@ impl<Q: Stage> Bridge<Q> {
         &self.dirs[dir_index(dir)].qdisc
     }
 
+    /// The interface `dir`'s frames leave on.
+    pub(crate) fn out_dev(&self, dir: Direction) -> &str {
+        self.dev(&self.dirs[dir_index(dir)])
+    }
+
+    /// The text of `dir`'s last send error, if any.
+    pub(crate) fn last_tx_error(&self, dir: Direction) -> Option<&str> {
+        self.dirs[dir_index(dir)].last_tx_error.as_deref()
+    }
+
     /// Each direction's statistics (`tc -s qdisc show`-style text for qdiscs), each followed by a
     /// dataplane line.
     pub fn stats_text(&self) -> String {
@@ -867,24 +1073,7 @@ impl<Q: Stage> Bridge<Q> {
         let mut out = String::new();
         for d in &self.dirs {
             out.push_str(&d.qdisc.stage_text(self.dev(d), now));
-            let s = &d.snapshot();
-            out.push_str(&format!(
- " purple {}: rx {} pkt {} bytes, tx {} pkt {} bytes ({} rejoined), bypassed {} truncated {} tx_errors {} kernel_drops {} pending {}, shaper wakeups {} late avg {}ns max {}ns\n",
-                d.qdisc.dir_name(d.dir),
-                s.rx_packets,
-                s.rx_bytes,
-                s.tx_packets,
-                s.tx_bytes,
-                s.rejoined,
-                s.bypassed,
-                s.truncated,
-                s.tx_errors,
-                s.kernel_drops,
-                s.pending,
-                s.shaper_wakeups,
-                s.shaper_late_ns.checked_div(s.shaper_wakeups).unwrap_or(0),
-                s.shaper_late_max_ns
-            ));
+            out.push_str(&d.snapshot().text_line(d.qdisc.dir_name(d.dir)));
         }
         out
     }
@@ -897,24 +1086,12 @@ impl<Q: Stage> Bridge<Q> {
         let mut arr = Vec::new();
         for d in &self.dirs {
             let mut obj = d.qdisc.stage_json(self.dev(d), now);
-            let s = &d.snapshot();
             if let Value::Object(m) = &mut obj {
                 m.insert("dev".into(), json!(self.dev(d)));
                 m.insert(
                     "purple".into(),
-                    json!({
-                        "direction": d.qdisc.dir_name(d.dir),
-                        "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
-                        "offered": s.offered, "bypassed": s.bypassed, "truncated": s.truncated,
-                        "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
-                        "tx_wire_bytes": s.tx_wire_bytes, "rejoined": s.rejoined,
-                        "tx_errors": s.tx_errors, "pending": s.pending,
-                        "kernel_drops": s.kernel_drops,
-                        "shaper_wakeups": s.shaper_wakeups,
-                        "shaper_late_ns": s.shaper_late_ns,
-                        "shaper_late_max_ns": s.shaper_late_max_ns,
-                        "last_tx_error": d.last_tx_error,
-                    }),
+                    d.snapshot()
+                        .json(d.qdisc.dir_name(d.dir), d.last_tx_error.as_deref()),
                 );
             }
             arr.push(obj);
@@ -929,5 +1106,72 @@ fn dir_index(dir: Direction) -> usize {
     match dir {
         Direction::Egress => 0,
         Direction::Ingress => 1,
+    }
+}
+
+/// A dataplane that forwards frames until stopped: [`Bridge`] (one forwarding thread) or
+/// [`MqBridge`](crate::MqBridge) (one per queue).
+pub trait Forwarder {
+    /// A handle to stop [`run`](Self::run) from another thread.
+    fn stopper(&self) -> Stopper;
+    /// Forwards until stopped (see [`Bridge::run`]).
+    fn run(&mut self) -> Result<(), Error>;
+    /// Statistics as `stats --json` answers them.
+    fn stats_json(&self) -> String;
+    /// CPU time (ns) the forwarding threads spent in the last [`run`](Self::run), together.
+    fn run_cpu_ns(&self) -> u64;
+}
+
+impl<Q: Stage> Forwarder for Bridge<Q> {
+    fn stopper(&self) -> Stopper {
+        Bridge::stopper(self)
+    }
+    fn run(&mut self) -> Result<(), Error> {
+        Bridge::run(self)
+    }
+    fn stats_json(&self) -> String {
+        Bridge::stats_json(self)
+    }
+    fn run_cpu_ns(&self) -> u64 {
+        Bridge::run_cpu_ns(self)
+    }
+}
+
+/// The forwarding loop's timing and batching options, for [`Bridge`] and
+/// [`MqBridge`](crate::MqBridge) alike (each method is documented on [`Bridge`]'s of the same
+/// name).
+pub trait LoopOptions {
+    /// [`Bridge::set_spin_ns`].
+    fn set_spin_ns(&mut self, ns: u64);
+    /// [`Bridge::set_batch_ns`].
+    fn set_batch_ns(&mut self, ns: u64);
+    /// [`Bridge::set_busy_poll_ns`].
+    fn set_busy_poll_ns(&mut self, ns: u64);
+    /// [`Bridge::set_rejoin`].
+    fn set_rejoin(&mut self, on: bool);
+    /// Runs the forwarding under `SCHED_FIFO` at `priority` ([`sys::set_realtime`]): for a
+    /// [`Bridge`] the calling thread, at once (call it from the thread that will run it); for a
+    /// multi-queue bridge each forwarding thread, when it starts.
+    fn set_rt_priority(&mut self, priority: i32) -> Result<(), Error>;
+}
+
+impl<Q: Stage> LoopOptions for Bridge<Q> {
+    fn set_spin_ns(&mut self, ns: u64) {
+        Bridge::set_spin_ns(self, ns);
+    }
+    fn set_batch_ns(&mut self, ns: u64) {
+        Bridge::set_batch_ns(self, ns);
+    }
+    fn set_busy_poll_ns(&mut self, ns: u64) {
+        Bridge::set_busy_poll_ns(self, ns);
+    }
+    fn set_rejoin(&mut self, on: bool) {
+        Bridge::set_rejoin(self, on);
+    }
+    fn set_rt_priority(&mut self, priority: i32) -> Result<(), Error> {
+        sys::set_realtime(priority).map_err(|err| Error::Io {
+            what: format!("SCHED_FIFO priority {priority}"),
+            err,
+        })
     }
 }

@@ -28,6 +28,11 @@
 //!   (optionally) a signalfd for SIGINT/SIGTERM, and the eventfd through which the control
 //!   socket's own thread hands over complete commands ([`ctl_server`]): no client's socket is
 //!   ever read on the forwarding path.
+//! - More than one core for one link ([`mq`], `purple bridge --queues N`): N such loops, each
+//!   with its own pair of packet sockets, the sockets of each interface in one `PACKET_FANOUT`
+//!   group that hands each received frame to one loop by flow hash. With `cake_mq ARGS` the
+//!   loops run the shards of one cake_mq group ([`cake::mq`]), which share the configured rate
+//!   by a lockless sync every 200 µs (docs/cake-mq.md).
 //! - No allocation per packet in steady state, and memory bounded by the qdisc's limit: frames
 //!   are received into 64 KiB slots and copied into pooled buffers of the smallest size class
 //!   that holds them (128 B to 32 KiB); longer ones swap the slot for a pooled one. A queued
@@ -62,12 +67,15 @@ pub mod ctl;
 pub mod ctl_server;
 pub mod linkem;
 pub mod linkem_lab;
+pub mod mq;
 mod pool;
 pub mod rejoin;
 pub mod sys;
 pub mod vnet;
 
 pub use bridge::{
-    Bridge, BridgeConfig, BridgeStats, DirStats, Error, Stage, Stopper, DEFAULT_SPIN_NS,
+    Bridge, BridgeConfig, BridgeStats, DirStats, Error, Forwarder, LoopOptions, Stage, Stopper,
+    DEFAULT_SPIN_NS,
 };
 pub use ctl::Direction;
+pub use mq::MqBridge;

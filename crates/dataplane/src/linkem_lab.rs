@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use crate::{Bridge, Error, Stage, Stopper};
+use crate::{Error, Forwarder, Stopper};
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -163,21 +163,24 @@ impl Lab {
 
     /// A TCP bulk transfer client → server for `d` (after `warmup`); returns goodput in bit/s.
     pub fn tcp_goodput(&self, port: u16, warmup: Duration, d: Duration) -> Result<f64, String> {
-        self.tcp_goodput_sampled(port, warmup, d, &mut || None)
+        self.tcp_goodput_sampled(port, 1, warmup, d, &mut || None)
             .map(|(g, _)| g)
     }
 
-    /// [`tcp_goodput`](Self::tcp_goodput), also calling `sample` right at the start and the end
-    /// of the measurement window; it reads a byte counter (e.g. what a shaper released) and
-    /// returns it with the monotonic time in ns it was read at. Returns the goodput and, when
-    /// both samples were taken, the counter's rate in bit/s between the two reads.
+    /// [`tcp_goodput`](Self::tcp_goodput) with `flows` parallel connections (at least one; their
+    /// goodputs summed), also calling `sample` right at the start and the end of the
+    /// measurement window; it reads a byte counter (e.g. what a shaper released) and returns it
+    /// with the monotonic time in ns it was read at. Returns the goodput and, when both samples
+    /// were taken, the counter's rate in bit/s between the two reads.
     pub fn tcp_goodput_sampled(
         &self,
         port: u16,
+        flows: usize,
         warmup: Duration,
         d: Duration,
         sample: &mut dyn FnMut() -> Option<(u64, u64)>,
     ) -> Result<(f64, Option<f64>), String> {
+        let flows = flows.max(1);
         let received = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
@@ -185,34 +188,58 @@ impl Lab {
         let server = self.spawn('s', move || {
             let l = TcpListener::bind(("0.0.0.0", port)).map_err(|e| e.to_string())?;
             let _ = ready_tx.send(());
-            let (mut c, _) = l.accept().map_err(|e| e.to_string())?;
-            let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
-            let mut buf = vec![0u8; 1 << 16];
-            while !st.load(Ordering::Relaxed) {
-                match c.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        rcv.fetch_add(n as u64, Ordering::Relaxed);
+            // Polled, so that a client that never connects cannot hold the server forever.
+            l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            let mut readers = Vec::with_capacity(flows);
+            while readers.len() < flows && !st.load(Ordering::Relaxed) {
+                let mut c = match l.accept() {
+                    Ok((c, _)) => c,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        thread::sleep(Duration::from_millis(2));
+                        continue;
                     }
-                    Err(_) => continue,
-                }
+                    Err(e) => return Err(e.to_string()),
+                };
+                let _ = c.set_nonblocking(false);
+                let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
+                let (rcv, st) = (rcv.clone(), st.clone());
+                readers.push(thread::spawn(move || {
+                    let mut buf = vec![0u8; 1 << 16];
+                    while !st.load(Ordering::Relaxed) {
+                        match c.read(&mut buf) {
+                            Ok(0) => break,
+                            Ok(n) => {
+                                rcv.fetch_add(n as u64, Ordering::Relaxed);
+                            }
+                            Err(_) => continue,
+                        }
+                    }
+                }));
+            }
+            for r in readers {
+                let _ = r.join();
             }
             Ok::<(), String>(())
         });
         ready_rx
             .recv_timeout(Duration::from_secs(5))
             .map_err(|_| "server did not start".to_string())?;
-        let (addr, st) = (SocketAddr::from((self.server, port)), stop.clone());
-        let client = self.spawn('c', move || {
-            let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-                .map_err(|e| format!("connect: {e}"))?;
-            let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
-            let buf = vec![0x5au8; 1 << 16];
-            while !st.load(Ordering::Relaxed) {
-                let _ = s.write(&buf);
-            }
-            Ok::<(), String>(())
-        });
+        let addr = SocketAddr::from((self.server, port));
+        let clients: Vec<_> = (0..flows)
+            .map(|_| {
+                let st = stop.clone();
+                self.spawn('c', move || {
+                    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
+                        .map_err(|e| format!("connect: {e}"))?;
+                    let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+                    let buf = vec![0x5au8; 1 << 16];
+                    while !st.load(Ordering::Relaxed) {
+                        let _ = s.write(&buf);
+                    }
+                    Ok::<(), String>(())
+                })
+            })
+            .collect();
         thread::sleep(warmup);
         let s0 = sample();
         let b0 = received.load(Ordering::Relaxed);
@@ -228,9 +255,15 @@ impl Lab {
             _ => None,
         };
         stop.store(true, Ordering::Relaxed);
-        let c = client.join().map_err(|_| "client panicked")?;
+        let mut first_err = Ok(());
+        for c in clients {
+            let r = c.join().map_err(|_| "client panicked".to_string());
+            if let (Ok(()), Err(e)) = (&first_err, r.and_then(|r| r).and_then(|r| r)) {
+                first_err = Err(e);
+            }
+        }
         let _ = server.join();
-        c??;
+        first_err?;
         Ok(((b1 - b0) as f64 * 8.0 / dt, sampled))
     }
 
@@ -342,42 +375,59 @@ impl Lab {
     }
 }
 
-/// A stopped bridge's final `stats --json` text and its thread's CPU nanoseconds, or why it failed.
+/// A stopped bridge's final `stats --json` text and its forwarding threads' CPU nanoseconds, or
+/// why it failed.
 type StatsAndCpu = Result<(String, u64), String>;
 
-/// A bridge (or link emulator) running in a thread of the middle namespace.
+/// A bridge (or link emulator) running in a thread of the middle namespace; stopped when
+/// dropped (a test that fails midway leaves no forwarding thread behind).
 #[derive(Debug)]
 pub struct Running {
     stopper: Stopper,
-    handle: JoinHandle<Result<StatsAndCpu, String>>,
+    handle: Option<JoinHandle<Result<StatsAndCpu, String>>>,
 }
 
 impl Running {
-    /// Stops it; returns its final `stats --json` text and the CPU nanoseconds its thread used.
-    pub fn stop(self) -> Result<(String, u64), String> {
+    /// Stops it; returns its final `stats --json` text and the CPU nanoseconds its forwarding
+    /// threads used ([`Forwarder::run_cpu_ns`]).
+    pub fn stop(mut self) -> Result<(String, u64), String> {
         self.stopper.stop();
-        self.handle.join().map_err(|_| "bridge thread panicked")??
+        match self.handle.take() {
+            Some(h) => h.join().map_err(|_| "bridge thread panicked")??,
+            None => Err("bridge already stopped".into()),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.stopper.stop();
+            let _ = h.join();
+        }
     }
 }
 
 impl Lab {
-    /// Builds a bridge with `make` inside the middle namespace (its interfaces are b0 and b1)
-    /// and runs it until [`Running::stop`].
-    pub fn start<Q: Stage>(
+    /// Builds a dataplane with `make` inside the middle namespace (its interfaces are b0 and
+    /// b1: a [`Bridge`](crate::Bridge), a [`MqBridge`](crate::MqBridge), the link emulator) and
+    /// runs it until [`Running::stop`].
+    pub fn start<F: Forwarder>(
         &self,
-        make: impl FnOnce() -> Result<Bridge<Q>, Error> + Send + 'static,
+        make: impl FnOnce() -> Result<F, Error> + Send + 'static,
     ) -> Result<Running, String> {
         let (tx, rx) = mpsc::channel();
         let handle = self.spawn('b', move || {
             let mut br = make().map_err(|e| e.to_string())?;
             let _ = tx.send(br.stopper());
-            let c0 = crate::sys::thread_cpu_ns();
             br.run().map_err(|e| e.to_string())?;
-            let cpu = crate::sys::thread_cpu_ns() - c0;
-            Ok::<(String, u64), String>((br.stats_json(), cpu))
+            Ok::<(String, u64), String>((br.stats_json(), br.run_cpu_ns()))
         });
         match rx.recv_timeout(Duration::from_secs(5)) {
-            Ok(stopper) => Ok(Running { stopper, handle }),
+            Ok(stopper) => Ok(Running {
+                stopper,
+                handle: Some(handle),
+            }),
             Err(_) => Err(match handle.join() {
                 Ok(Ok(Err(e))) | Ok(Err(e)) => e,
                 _ => "bridge did not start".into(),

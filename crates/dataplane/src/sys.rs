@@ -130,6 +130,51 @@ impl PacketSocket {
         self.fd.as_raw_fd()
     }
 
+    /// Starts a fanout group with this socket as its first member: from now on the frames its
+    /// interface receives are spread over the group's sockets by flow hash
+    /// (`PACKET_FANOUT_HASH`; the kernel's symmetric hash, so both directions of a flow, seen
+    /// on two interfaces by groups joined in the same order, go to the same member index), each
+    /// frame to one member. The kernel picks an unused group id (`PACKET_FANOUT_FLAG_UNIQUEID`)
+    /// and it is returned for the other sockets' [`fanout_join`](Self::fanout_join). IP
+    /// fragments are not reassembled: a datagram's fragments after the first carry no ports and
+    /// may go to another member.
+    pub fn fanout_new(&self) -> io::Result<u16> {
+        let raw = self.fd.as_raw_fd();
+        let mode = libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_UNIQUEID;
+        setsockopt_int(
+            raw,
+            libc::SOL_PACKET,
+            libc::PACKET_FANOUT,
+            (mode << 16) as libc::c_int,
+        )?;
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `v` and `len` live for the call; `len` is `v`'s exact size.
+        cvt(unsafe {
+            libc::getsockopt(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_FANOUT,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        })?;
+        // The value is `id | type << 16 | flags << 24`.
+        Ok((v & 0xffff) as u16)
+    }
+
+    /// Joins the fanout group `id` that [`fanout_new`](Self::fanout_new) started on a socket of
+    /// the same interface; members receive frames in the order they joined.
+    pub fn fanout_join(&self, id: u16) -> io::Result<()> {
+        let arg = (libc::PACKET_FANOUT_HASH << 16) | libc::c_uint::from(id);
+        setsockopt_int(
+            self.fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            libc::PACKET_FANOUT,
+            arg as libc::c_int,
+        )
+    }
+
     /// Receives up to `bufs.len()` (at most [`MAX_BATCH`]) frames without blocking. Frame `i`'s
     /// virtio-net header goes to `hdrs[i]` and its bytes to `bufs[i]` (resized to the frame
     /// length, which never exceeds the buffer's capacity; `truncated[i]` says the frame was

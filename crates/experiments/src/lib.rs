@@ -1,4 +1,5 @@
-//! The published CAKE experiments of `evaluation.md` (sections A, B and C) as simulator runs.
+//! The published CAKE experiments of `evaluation.md` (sections A, B and C) and the L4S
+//! comparison (section D) as simulator runs.
 //!
 //! Each [`Experiment`] builds its testbed ([`testbed`]), runs every contender the seed compared,
 //! and returns a [`Report`]: a table of our figures, the seed's figures beside them, and
@@ -12,6 +13,7 @@
 mod a;
 mod b;
 pub mod c;
+pub mod d;
 pub mod testbed;
 
 use serde::Serialize;
@@ -175,7 +177,7 @@ impl Report {
 #[derive(Clone, Copy, Debug)]
 pub struct Experiment {
     /// Id as in evaluation.md ("A1".."A6", "B1".."B4"; section C by scenario: "C-radio",
-    /// "C-step", ..., see [`c`]).
+    /// "C-step", ..., see [`c`]; "D1" for L4S, see [`d`]).
     pub id: &'static str,
     /// One-line title.
     pub title: &'static str,
@@ -183,11 +185,12 @@ pub struct Experiment {
     pub run: fn(&RunOpts) -> Report,
 }
 
-/// Every built-in experiment, A before B before C, in id order.
+/// Every built-in experiment, A before B before C before D, in id order.
 pub fn all() -> Vec<Experiment> {
     let mut v = a::experiments();
     v.extend(b::experiments());
     v.extend(c::experiments());
+    v.extend(d::experiments());
     v
 }
 

@@ -1,12 +1,13 @@
 //! The sans-IO core of purple: time values, packet views, the [`Qdisc`] trait, and the baseline
-//! queue managers CAKE is compared against (FIFO, CoDel, FQ-CoDel, PIE, SFQ, SFB, and an HTB
-//! shaper to put in front of them).
+//! queue managers CAKE is compared against (FIFO, CoDel, FQ-CoDel, PIE, SFQ, SFB, DualPI2, and an
+//! HTB shaper to put in front of them).
 //!
 //! Nothing in this crate reads a clock, touches a socket or draws entropy: time and random seeds
 //! come from the caller.
 #![deny(unsafe_code)]
 
 pub mod codel;
+pub mod dualpi2;
 pub mod fifo;
 pub mod fq_codel;
 pub mod htb;

@@ -1,10 +1,12 @@
-//! Behaviour tests of the baseline qdiscs: FIFO, CoDel, FQ-CoDel, PIE.
+//! Behaviour tests of the baseline qdiscs: FIFO, CoDel, FQ-CoDel, PIE; and the accounting property
+//! test of every one of them and of DualPI2 (whose behaviour tests are in `dualpi2.rs`).
 
 mod common;
 
-use common::{frame, jain, packet, run, FlowSpec, Kind, ECT0};
+use common::{frame, jain, packet, run, FlowSpec, Kind};
 use proptest::prelude::*;
 use qdisc::codel::{Codel, CodelConfig};
+use qdisc::dualpi2::{DualPi2, DualPi2Config, EcnClassifier, StepThreshold};
 use qdisc::fifo::{Fifo, FifoConfig};
 use qdisc::fq_codel::{FqCodel, FqCodelConfig};
 use qdisc::pie::{Pie, PieConfig};
@@ -42,14 +44,19 @@ fn pad_packet(len: u32) -> Packet {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Enqueue { flow: u8, size: u16, ect: bool },
+    /// `ecn`: the ECN field (0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE).
+    Enqueue {
+        flow: u8,
+        size: u16,
+        ecn: u8,
+    },
     Dequeue,
     Advance(u32),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0u8..6, 60u16..1515, any::<bool>()).prop_map(|(flow, size, ect)| Op::Enqueue { flow, size, ect }),
+        4 => (0u8..6, 60u16..1515, 0u8..4).prop_map(|(flow, size, ecn)| Op::Enqueue { flow, size, ecn }),
         3 => Just(Op::Dequeue),
         2 => (0u32..30_000_000).prop_map(Op::Advance),
     ]
@@ -62,12 +69,8 @@ fn check_accounting(q: &mut dyn Qdisc, ops: &[Op]) -> Result<(), TestCaseError> 
     let (mut out_pkts, mut out_bytes, mut dropped) = (0u64, 0u64, [0u64; 4]);
     for op in ops {
         match *op {
-            Op::Enqueue { flow, size, ect } => {
-                let data = frame(
-                    u16::from(flow),
-                    usize::from(size),
-                    if ect { ECT0 } else { 0 },
-                );
+            Op::Enqueue { flow, size, ecn } => {
+                let data = frame(u16::from(flow), usize::from(size), ecn);
                 q.enqueue(now, Packet::new(data), &mut drops);
             }
             Op::Dequeue => {
@@ -139,6 +142,48 @@ proptest! {
     ) {
         let cfg = PieConfig { limit: 30, ecn, max_burst: Duration::from_millis(10), ..PieConfig::default() };
         check_accounting(&mut Pie::new(cfg, seed), &ops)?;
+    }
+
+    #[test]
+    fn dualpi2_accounting_balances_after_random_ops(
+        ops in prop::collection::vec(op(), 1..400),
+        seed: u64,
+        limit in 1u32..40,
+        memory_limit in prop::option::of(1u64..40_000),
+        target_ms in 0u64..20,
+        tupdate_us in 1u64..20_000,
+        step in prop_oneof![
+            (0u64..3_000).prop_map(|us| StepThreshold::Time(Duration::from_micros(us))),
+            (0u32..10).prop_map(StepThreshold::Packets),
+        ],
+        min_qlen_step in 0u32..4,
+        coupling_factor in 0u8..6,
+        drop_overload: bool,
+        drop_early: bool,
+        classic_protection in 0u8..=100,
+        any_ect: bool,
+    ) {
+        let cfg = DualPi2Config {
+            limit,
+            memory_limit,
+            target: Duration::from_millis(target_ms),
+            tupdate: Duration::from_micros(tupdate_us),
+            // Large gains so that short runs reach every probability regime, overload included.
+            alpha: 40.0,
+            beta: 400.0,
+            step,
+            min_qlen_step,
+            coupling_factor,
+            drop_overload,
+            drop_early,
+            classic_protection,
+            classifier: if any_ect { EcnClassifier::AnyEct } else { EcnClassifier::L4sEct },
+            ..DualPi2Config::default()
+        };
+        let mut q = DualPi2::new(cfg, seed);
+        check_accounting(&mut q, &ops)?;
+        let (l, c) = (q.l4s_backlog(), q.classic_backlog());
+        prop_assert_eq!((l.packets, c.packets, l.bytes, c.bytes), (0, 0, 0, 0));
     }
 }
 

@@ -125,11 +125,11 @@ pub struct AppSpec {
     pub start_s: f64,
     /// Stop time in seconds.
     pub stop_s: Option<f64>,
-    /// TCP congestion control: `cubic` (default), `newreno` or `ledbat`.
+    /// TCP congestion control: `cubic` (default), `newreno`, `ledbat` or `prague` (scalable, L4S).
     pub cc: Option<String>,
-    /// TCP: negotiate ECN (send ECT(0), react to CE).
-    #[serde(default)]
-    pub ecn: bool,
+    /// TCP: negotiate ECN. Classic senders send ECT(0) and react to ECN-Echo (RFC 3168); `prague`
+    /// sends ECT(1) with accurate ECN feedback. Default: on for `prague`, off otherwise.
+    pub ecn: Option<bool>,
     /// TCP: bytes to send (default unlimited).
     pub bytes: Option<u64>,
     /// DSCP of the flow's packets (TCP; UDP sources keep their own defaults).
@@ -373,13 +373,15 @@ impl Scenario {
                         "cubic" => tcpmodel::cc::CcKind::Cubic,
                         "newreno" | "reno" => tcpmodel::cc::CcKind::NewReno,
                         "ledbat" => tcpmodel::cc::CcKind::Ledbat,
+                        "prague" => tcpmodel::cc::CcKind::Prague,
                         other => {
                             return err(format!(
-                                "app tcp: unknown cc {other:?} (accepted: cubic, newreno, ledbat)"
+                                "app tcp: unknown cc {other:?} (accepted: cubic, newreno, ledbat, \
+                                 prague)"
                             ))
                         }
                     };
-                    cfg.ecn = a.ecn;
+                    cfg.ecn = a.ecn.unwrap_or(cfg.cc.is_l4s());
                     cfg.bytes_to_send = a.bytes;
                     if let Some(d) = a.dscp {
                         cfg.dscp = d;

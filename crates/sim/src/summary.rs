@@ -16,8 +16,11 @@ use serde_json::{json, Value};
 /// CAKE prints exactly what [`cake::tc::stats_json`] prints (options, tins and all). Other
 /// qdiscs print the generic counters under tc's key names: `kind`, `bytes` and `packets`
 /// (dequeued), `drops` (all reasons), `overlimits`, `requeues` (always 0), `backlog` (bytes),
-/// `qlen` (packets), and `ecn_mark` (CE marks instead of drops).
-pub fn qdisc_json(q: &AnyQdisc, link: &str) -> Value {
+/// `qlen` (packets), and `ecn_mark` (CE marks instead of drops). DualPI2 (also behind HTB) adds
+/// its xstats under tc-dualpi2's JSON names (`prob`, `delay-c`, `delay-l` in µs, `pkts-in-c`,
+/// `pkts-in-l`, `maxq`, `step-mark`, `credit`, `memory-used`, `max-memory-used`,
+/// `memory-limit`), with the head delays measured at `now`.
+pub fn qdisc_json(q: &AnyQdisc, link: &str, now: Instant) -> Value {
     let mut v = match q.as_cake() {
         Some(c) => {
             let cfg = c.config();
@@ -34,6 +37,24 @@ pub fn qdisc_json(q: &AnyQdisc, link: &str) -> Value {
     };
     if let Value::Object(m) = &mut v {
         m.insert("link".into(), json!(link));
+        if let Some(d) = q.as_dualpi2() {
+            let x = d.xstats(now);
+            for (k, val) in [
+                ("prob", json!(x.prob)),
+                ("delay-c", json!(x.delay_c.as_micros())),
+                ("delay-l", json!(x.delay_l.as_micros())),
+                ("pkts-in-c", json!(x.packets_in_c)),
+                ("pkts-in-l", json!(x.packets_in_l)),
+                ("maxq", json!(x.maxq)),
+                ("step-mark", json!(x.step_marks)),
+                ("credit", json!(x.credit)),
+                ("memory-used", json!(x.memory_used)),
+                ("max-memory-used", json!(x.max_memory_used)),
+                ("memory-limit", json!(x.memory_limit)),
+            ] {
+                m.insert(k.into(), val);
+            }
+        }
     }
     v
 }
@@ -253,7 +274,7 @@ impl RunSummary {
                 .collect(),
             qdiscs: links
                 .iter()
-                .filter_map(|(id, n)| Some(qdisc_json(sim.qdisc(*id)?, n)))
+                .filter_map(|(id, n)| Some(qdisc_json(sim.qdisc(*id)?, n, to)))
                 .collect(),
             flent: None,
         }

@@ -236,3 +236,46 @@ fn a_scenario_is_labelled_as_the_nearest_flent_test_seen_from_its_pinging_node()
     assert_eq!(b.flent.test, sim::FlentTest::Ping);
     assert!(b.flent.series.is_empty());
 }
+
+#[test]
+fn a_dualpi2_scenario_with_prague_and_cubic_keeps_the_l4s_flow_in_the_shallow_queue() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/l4s-dualpi2.toml"),
+    )
+    .unwrap();
+    let sc = Scenario::parse(&text).unwrap();
+    let prague = sc.apps.iter().find(|a| a.name.as_deref() == Some("prague"));
+    assert_eq!(prague.and_then(|a| a.cc.as_deref()), Some("prague"));
+    let mut b = sc.build(Path::new(".")).unwrap();
+    b.sim.run_until(b.end);
+    let flow = |name: &str| {
+        let id = b.apps.iter().find(|(n, _)| n == name).unwrap().1;
+        b.sim.flow(id).unwrap()
+    };
+    // One-way delay: 10.1 ms of propagation plus queueing.
+    let (cubic, prague) = (flow("cubic").latency(), flow("prague").latency());
+    println!("cubic {cubic:?}\nprague {prague:?}");
+    assert!(prague.p50.as_millis_f64() < 12.5, "{prague:?}");
+    assert!(cubic.p50.as_millis_f64() > 18.0, "{cubic:?}");
+    let q = b.sim.qdisc(b.links[2].1).unwrap();
+    assert_eq!(qdisc::Qdisc::kind(q), "dualpi2");
+    let x = q.as_dualpi2().unwrap().xstats(b.sim.now());
+    assert!(x.packets_in_l > 1000 && x.packets_in_c > 1000, "{x:?}");
+    assert!(x.step_marks > 0);
+    // The tc JSON of the run carries DualPI2's xstats.
+    let v = sim::qdisc_json(q, "bottleneck", b.sim.now());
+    assert_eq!(v["kind"], "dualpi2");
+    assert!(v["pkts-in-l"].as_u64().unwrap() > 1000, "{v}");
+    assert!(v["prob"].as_f64().is_some());
+}
+
+#[test]
+fn an_unknown_congestion_control_names_the_accepted_ones() {
+    let bad = CAKE_DUMBBELL.replace("kind = \"greedy\"", "kind = \"tcp\"\ncc = \"bbr\"");
+    let e = Scenario::parse(&bad)
+        .unwrap()
+        .build(Path::new("."))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bbr") && e.contains("prague"), "{e}");
+}

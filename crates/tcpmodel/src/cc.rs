@@ -1,9 +1,12 @@
-//! Congestion control: a small trait and three algorithms (NewReno, CUBIC, LEDBAT), dispatched
-//! through the [`Cc`] enum so the per-ACK path has no vtable and no heap.
+//! Congestion control: a small trait and four algorithms (NewReno, CUBIC, LEDBAT and the scalable
+//! Prague), dispatched through the [`Cc`] enum so the per-ACK path has no vtable and no heap.
 //!
 //! All windows are in bytes. The sender calls [`CongestionControl::on_ack`] for newly delivered
-//! bytes outside a reduction window, [`CongestionControl::on_congestion`] at most once per window
-//! of data (loss or ECN-Echo), and [`CongestionControl::on_rto`] on a retransmission timeout.
+//! bytes outside a reduction window, [`CongestionControl::on_congestion`] (loss) or
+//! [`CongestionControl::on_ce`] (ECN) at most once per window of data, and
+//! [`CongestionControl::on_rto`] on a retransmission timeout. Under accurate ECN it also reports
+//! every ACK's CE count ([`CongestionControl::on_ecn_feedback`]) and the end of every round trip
+//! ([`CongestionControl::on_round`]).
 
 use qdisc::{Duration, Instant};
 
@@ -34,6 +37,28 @@ pub trait CongestionControl {
     /// first timeout of a loss episode; only that one lowers ssthresh (as Linux does), so that
     /// backed-off timeouts during an outage do not shrink it to two segments.
     fn on_rto(&mut self, now: Instant, first: bool);
+    /// An ECN congestion signal (ECN-Echo, or a CE counter that grew), at most once per window
+    /// of data. The default treats it as a loss, as RFC 3168 asks of classic senders.
+    fn on_ce(&mut self, now: Instant, rtt: &RttInfo, pipe: u64) {
+        self.on_congestion(now, rtt, pipe);
+    }
+    /// Accurate-ECN feedback of one ACK, before the ACK is otherwise acted on: `delivered`
+    /// segments newly delivered (cumulatively or SACKed), `ce` CE marks newly counted by the
+    /// receiver. Only senders that negotiated accurate ECN call it. Default: ignored.
+    fn on_ecn_feedback(&mut self, delivered: u64, ce: u64) {
+        let _ = (delivered, ce);
+    }
+    /// A round trip ended: an ACK covered everything sent before the previous round ended.
+    /// Default: ignored.
+    fn on_round(&mut self, now: Instant) {
+        let _ = now;
+    }
+    /// True for a scalable congestion control: it sizes each ECN reduction by the extent of
+    /// marking, so its window keeps growing (as in the fluid model of DCTCP) while a CE-triggered
+    /// reduction is outstanding. Classic controllers freeze the window until it ends.
+    fn is_scalable(&self) -> bool {
+        false
+    }
 }
 
 /// Which algorithm a sender uses.
@@ -47,6 +72,36 @@ pub enum CcKind {
     Cubic,
     /// LEDBAT (RFC 6817, target 100 ms, gain 1), a less-than-best-effort background sender.
     Ledbat,
+    /// Prague, the scalable (L4S) congestion control of RFC 9331's requirements, DCTCP-style:
+    /// see [`Prague`]. With ECN its segments carry ECT(1) and its receiver returns accurate ECN
+    /// feedback; without ECN it is a classic Reno-like sender.
+    Prague,
+}
+
+impl CcKind {
+    /// Every algorithm, in a fixed order.
+    pub const ALL: [CcKind; 4] = [
+        CcKind::NewReno,
+        CcKind::Cubic,
+        CcKind::Ledbat,
+        CcKind::Prague,
+    ];
+
+    /// The lowercase name scenarios use (`newreno`, `cubic`, `ledbat`, `prague`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CcKind::NewReno => "newreno",
+            CcKind::Cubic => "cubic",
+            CcKind::Ledbat => "ledbat",
+            CcKind::Prague => "prague",
+        }
+    }
+
+    /// True for an L4S sender: with ECN it marks its packets ECT(1), the L4S identifier, and
+    /// needs accurate ECN feedback (a count of CE marks, not RFC 3168's one-bit echo).
+    pub fn is_l4s(self) -> bool {
+        self == CcKind::Prague
+    }
 }
 
 /// Enum dispatch over the built-in controllers.
@@ -58,6 +113,8 @@ pub enum Cc {
     Cubic(Cubic),
     /// See [`Ledbat`].
     Ledbat(Ledbat),
+    /// See [`Prague`].
+    Prague(Prague),
 }
 
 impl Cc {
@@ -67,6 +124,7 @@ impl Cc {
             CcKind::NewReno => Cc::NewReno(NewReno::new(mss, iw)),
             CcKind::Cubic => Cc::Cubic(Cubic::new(mss, iw)),
             CcKind::Ledbat => Cc::Ledbat(Ledbat::new(mss, iw)),
+            CcKind::Prague => Cc::Prague(Prague::new(mss, iw)),
         }
     }
 }
@@ -77,6 +135,7 @@ macro_rules! dispatch {
             Cc::NewReno($c) => $e,
             Cc::Cubic($c) => $e,
             Cc::Ledbat($c) => $e,
+            Cc::Prague($c) => $e,
         }
     };
 }
@@ -96,6 +155,18 @@ impl CongestionControl for Cc {
     }
     fn on_rto(&mut self, now: Instant, first: bool) {
         dispatch!(self, c => c.on_rto(now, first))
+    }
+    fn on_ce(&mut self, now: Instant, rtt: &RttInfo, pipe: u64) {
+        dispatch!(self, c => c.on_ce(now, rtt, pipe))
+    }
+    fn on_ecn_feedback(&mut self, delivered: u64, ce: u64) {
+        dispatch!(self, c => c.on_ecn_feedback(delivered, ce))
+    }
+    fn on_round(&mut self, now: Instant) {
+        dispatch!(self, c => c.on_round(now))
+    }
+    fn is_scalable(&self) -> bool {
+        dispatch!(self, c => c.is_scalable())
     }
 }
 
@@ -350,9 +421,207 @@ impl CongestionControl for Ledbat {
     }
 }
 
+/// Gain of Prague's (and DCTCP's) marking-fraction EWMA: 1/16.
+pub const PRAGUE_G: f64 = 1.0 / 16.0;
+/// Prague's smallest window in segments.
+const PRAGUE_MIN_CWND: f64 = 2.0;
+/// Prague's RTT-independence target: flows with a shorter smoothed RTT grow as if their RTT
+/// were this long (the reference implementation's `prague_rtt_target`).
+pub const PRAGUE_RTT_TARGET: Duration = Duration::from_millis(25);
+/// Round trips after slow start before Prague becomes RTT-independent (the reference
+/// implementation's `prague_rtt_transition`).
+pub const PRAGUE_RTT_TRANSITION: u32 = 500;
+
+/// Prague, modelled as the DCTCP-like core that RFC 9331's scalable senders share:
+///
+/// * **Feedback.** Accurate ECN: the sender learns how many of its segments were CE-marked (not
+///   RFC 3168's sticky one-bit echo), through [`CongestionControl::on_ecn_feedback`].
+/// * **alpha.** At the end of every round trip, `alpha += g * (F - alpha)` with `g` = 1/16 and
+///   `F` the fraction of the round's delivered segments that were CE-marked. `alpha` starts at
+///   1, so the first mark halves the window like a classic slow-start exit.
+/// * **Response.** On the first CE mark of a window (at most once per round trip) the window
+///   shrinks to `cwnd * (1 - alpha / 2)`, at least 2 segments, and ssthresh follows it; the
+///   window keeps growing meanwhile ([`CongestionControl::is_scalable`]).
+/// * **Growth.** Slow start (up to 2 segments per ACK) below ssthresh, then one segment per
+///   round trip (Reno's additive increase), counting only the acknowledged segments that were
+///   not CE-marked (the reference implementation's "unsaturated" increase).
+/// * **RTT independence** (the reference's default `RTT_CONTROL_RATE`): after
+///   [`PRAGUE_RTT_TRANSITION`] round trips out of slow start, a flow whose smoothed RTT is
+///   below [`PRAGUE_RTT_TARGET`] scales its additive increase by `(srtt / target)^2`, growing
+///   by one segment per 25 ms of rate as a 25 ms flow would.
+/// * **Classic fallback.** A loss halves the window (at least 2 segments); an RTO collapses it
+///   to one segment, as Reno.
+///
+/// Not modelled: the reference's limit of one alpha update and one CE reduction per target RTT
+/// in RTT-independent mode (here both happen once per round trip), its fractional window
+/// below 2 segments, its classic-ECN-AQM detection, and its own pacing and burst sizing (the
+/// sender's ordinary pacing applies if configured).
+#[derive(Clone, Debug)]
+pub struct Prague {
+    mss: u64,
+    /// Window in segments.
+    cwnd: f64,
+    /// Slow-start threshold in segments (infinite before the first reduction).
+    ssthresh: f64,
+    alpha: f64,
+    /// Segments delivered and CE marks counted in the current round.
+    round_delivered: u64,
+    round_ce: u64,
+    /// CE marks reported with the ACK being processed (not counted for growth).
+    ack_ce: u64,
+    /// Round trips completed out of slow start.
+    ca_rounds: u32,
+}
+
+impl Prague {
+    /// Initial window `iw` bytes (clamped to at least one MSS).
+    pub fn new(mss: u64, iw: u64) -> Self {
+        let mss = mss.max(1);
+        Prague {
+            mss,
+            cwnd: (iw.max(mss) as f64) / mss as f64,
+            ssthresh: f64::INFINITY,
+            alpha: 1.0,
+            round_delivered: 0,
+            round_ce: 0,
+            ack_ce: 0,
+            ca_rounds: 0,
+        }
+    }
+
+    /// The factor on the additive increase for smoothed RTT `srtt` (1 until RTT independence
+    /// starts, and for flows at or above the target RTT).
+    pub fn rtt_scaling(&self, srtt: Option<Duration>) -> f64 {
+        match srtt {
+            Some(r) if self.ca_rounds >= PRAGUE_RTT_TRANSITION && r < PRAGUE_RTT_TARGET => {
+                (r.as_secs_f64() / PRAGUE_RTT_TARGET.as_secs_f64()).powi(2)
+            }
+            _ => 1.0,
+        }
+    }
+
+    /// The current estimate of the marked fraction, in [0, 1].
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+}
+
+impl CongestionControl for Prague {
+    fn window(&self) -> u64 {
+        (self.cwnd * self.mss as f64) as u64
+    }
+    fn ssthresh(&self) -> u64 {
+        if self.ssthresh.is_finite() {
+            (self.ssthresh * self.mss as f64) as u64
+        } else {
+            u64::MAX
+        }
+    }
+    fn on_ack(&mut self, _now: Instant, acked: u64, rtt: &RttInfo, _pipe: u64) {
+        let ce = std::mem::take(&mut self.ack_ce) as f64;
+        let segs = (acked as f64 / self.mss as f64 - ce).max(0.0);
+        if self.cwnd < self.ssthresh {
+            self.cwnd += segs.min(2.0);
+        } else {
+            self.cwnd += segs / self.cwnd * self.rtt_scaling(rtt.srtt);
+        }
+    }
+    fn on_congestion(&mut self, _now: Instant, _rtt: &RttInfo, _pipe: u64) {
+        self.ack_ce = 0;
+        self.cwnd = (self.cwnd / 2.0).max(PRAGUE_MIN_CWND);
+        self.ssthresh = self.cwnd;
+    }
+    fn on_rto(&mut self, _now: Instant, first: bool) {
+        if first {
+            self.ssthresh = (self.cwnd / 2.0).max(PRAGUE_MIN_CWND);
+        }
+        self.cwnd = 1.0;
+    }
+    fn on_ce(&mut self, _now: Instant, _rtt: &RttInfo, _pipe: u64) {
+        self.ack_ce = 0;
+        self.cwnd = (self.cwnd * (1.0 - self.alpha / 2.0)).max(PRAGUE_MIN_CWND);
+        self.ssthresh = self.cwnd;
+    }
+    fn on_ecn_feedback(&mut self, delivered: u64, ce: u64) {
+        self.round_delivered += delivered;
+        self.round_ce += ce;
+        self.ack_ce = ce;
+    }
+    fn on_round(&mut self, _now: Instant) {
+        if self.cwnd >= self.ssthresh {
+            self.ca_rounds = self.ca_rounds.saturating_add(1);
+        }
+        if self.round_delivered > 0 {
+            let f = (self.round_ce as f64 / self.round_delivered as f64).min(1.0);
+            self.alpha += PRAGUE_G * (f - self.alpha);
+        }
+        self.round_delivered = 0;
+        self.round_ce = 0;
+    }
+    fn is_scalable(&self) -> bool {
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prague_grows_on_unmarked_segments_only_and_scales_growth_to_a_25ms_rtt() {
+        let now = Instant::ZERO;
+        let mut p = Prague::new(1000, 10_000);
+        p.on_congestion(now, &RttInfo::default(), 0);
+        assert_eq!(p.window(), 5_000);
+        let rtt = RttInfo {
+            srtt: Some(Duration::from_millis(10)),
+            ..RttInfo::default()
+        };
+        // Five segments acknowledged, two of them CE-marked: + 3/5 of a segment.
+        p.on_ecn_feedback(5, 2);
+        p.on_ack(now, 5_000, &rtt, 0);
+        assert_eq!(p.window(), 5_600);
+        // RTT independence starts after PRAGUE_RTT_TRANSITION rounds out of slow start.
+        assert_eq!(p.rtt_scaling(rtt.srtt), 1.0);
+        for _ in 0..PRAGUE_RTT_TRANSITION {
+            p.on_round(now);
+        }
+        assert!((p.rtt_scaling(rtt.srtt) - 0.16).abs() < 1e-12, "(10/25)^2");
+        assert_eq!(p.rtt_scaling(Some(Duration::from_millis(30))), 1.0);
+        let w = p.window();
+        p.on_ack(now, 5_600, &rtt, 0);
+        assert_eq!(p.window() - w, 160, "one segment per window, times 0.16");
+    }
+
+    #[test]
+    fn prague_alpha_follows_the_marked_fraction_and_sizes_the_reduction() {
+        let rtt = RttInfo::default();
+        let mut p = Prague::new(1000, 100_000);
+        // The first mark halves (alpha starts at 1).
+        p.on_ce(Instant::ZERO, &rtt, 0);
+        assert_eq!(p.window(), 50_000);
+        // Rounds with 10% of segments marked: alpha converges on 0.1.
+        for _ in 0..200 {
+            p.on_ecn_feedback(50, 5);
+            p.on_round(Instant::ZERO);
+        }
+        assert!((p.alpha() - 0.1).abs() < 1e-3, "alpha {}", p.alpha());
+        p.on_ce(Instant::ZERO, &rtt, 0);
+        let near = |w: u64, want: u64| w.abs_diff(want) <= 10;
+        assert!(
+            near(p.window(), 47_500),
+            "a 10% marked fraction costs 5% of the window: {}",
+            p.window()
+        );
+        // One unmarked round decays alpha by 1/16.
+        p.on_ecn_feedback(50, 0);
+        p.on_round(Instant::ZERO);
+        assert!((p.alpha() - 0.1 * 15.0 / 16.0).abs() < 1e-3);
+        // A loss halves, as Reno.
+        p.on_congestion(Instant::ZERO, &rtt, 0);
+        assert!(near(p.window(), 23_750), "{}", p.window());
+        assert!(p.is_scalable() && !Cubic::new(1000, 1000).is_scalable());
+    }
 
     #[test]
     fn newreno_halves_and_cubic_keeps_seventy_percent() {

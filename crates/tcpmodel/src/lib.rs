@@ -6,9 +6,13 @@
 //! (TSval in microseconds), SACK-based loss recovery (RFC 6675 scoreboard: IsLost with DupThresh 3,
 //! retransmit holes lowest first, one window reduction per window of data), duplicate-ACK fast
 //! retransmit when the peer does not SACK, RFC 6298 RTO (min 200 ms, exponential backoff), classic
-//! ECN (ECT(0) on new data, ECE -> one reduction per window, CWR), optional pacing, and the
-//! congestion controllers in [`cc`]. Not modelled: flow control (the receive window is
-//! unlimited), PRR, TLP/RACK, HyStart, window scaling on the wire.
+//! ECN (ECT(0) on new data, ECE -> one reduction per window, CWR), accurate ECN for L4S senders
+//! (ECT(1) on every segment; the receiver counts CE-marked segments and returns the count modulo
+//! 8 in the ACE field, AE|CWR|ECE, of every ACK, acknowledging at once when the CE state of
+//! arriving data changes), optional pacing, and the congestion controllers in [`cc`] (NewReno,
+//! CUBIC, LEDBAT, Prague). Not modelled: flow control (the receive window is unlimited), PRR,
+//! TLP/RACK, HyStart, window scaling on the wire, the AccECN TCP option (byte counters) and the
+//! handshake that negotiates ECN (both ends are configured alike).
 //!
 //! A simulator drives each flow as follows: deliver every data frame that reaches the receiver to
 //! [`TcpReceiver::on_segment`] and every ACK that reaches the sender to [`TcpSender::on_ack`];
@@ -26,7 +30,7 @@ pub use cc::{CcKind, CongestionControl, RttInfo};
 pub use receiver::{ReceiverStats, TcpReceiver, DELAYED_ACK};
 pub use sender::{Pacing, SenderConfig, SenderStats, TcpSender};
 
-use qdisc::packet::{FrameSpec, L4Spec};
+use qdisc::packet::{tcp_flags, FrameSpec, L4Spec};
 use qdisc::Instant;
 
 /// Rewrites the TCP fields of a template in place (its option buffer is reused, so the only
@@ -53,6 +57,32 @@ fn put_timestamps(opts: &mut Vec<u8>, tsval: u32, tsecr: u32) {
     opts.extend_from_slice(&[1, 1, 8, 10]);
     opts.extend_from_slice(&tsval.to_be_bytes());
     opts.extend_from_slice(&tsecr.to_be_bytes());
+}
+
+/// The initial value of the AccECN CE packet counter (so that the ACE field of an AccECN ACK is
+/// never the all-zero pattern of a peer without ECN).
+const ACE_INIT: u8 = 5;
+
+/// The ACE field of a TCP header (AE, CWR, ECE as a 3-bit number).
+fn ace_of(flags: u16) -> u8 {
+    u8::from(flags & tcp_flags::AE != 0) << 2
+        | u8::from(flags & tcp_flags::CWR != 0) << 1
+        | u8::from(flags & tcp_flags::ECE != 0)
+}
+
+/// TCP flags carrying `ace` in the ACE field.
+fn ace_flags(ace: u8) -> u16 {
+    let mut f = 0;
+    if ace & 4 != 0 {
+        f |= tcp_flags::AE;
+    }
+    if ace & 2 != 0 {
+        f |= tcp_flags::CWR;
+    }
+    if ace & 1 != 0 {
+        f |= tcp_flags::ECE;
+    }
+    f
 }
 
 /// The timestamp clock: microseconds, truncated to 32 bits (wraps every ~71 minutes; RTTs are

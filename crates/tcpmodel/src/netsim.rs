@@ -23,6 +23,8 @@ struct LinkCfg {
     reverse_delay: Duration,
     loss: f64,
     ce_threshold: Option<usize>,
+    /// Step marking at dequeue: CE on ECN-capable packets whose sojourn exceeds this.
+    ce_step: Option<Duration>,
     blackout: Option<(Instant, Instant)>,
 }
 
@@ -36,6 +38,7 @@ impl LinkCfg {
             reverse_delay: half,
             loss: 0.0,
             ce_threshold: None,
+            ce_step: None,
             blackout: None,
         }
     }
@@ -83,7 +86,10 @@ struct Net {
     link: LinkCfg,
     rng: Rng,
     flows: Vec<Flow>,
-    queue: VecDeque<Packet>,
+    /// Packets with their enqueue time.
+    queue: VecDeque<(Instant, Packet)>,
+    /// Every dequeued packet's (dequeue time, sojourn).
+    sojourns: Vec<(Instant, Duration)>,
     busy: bool,
     events: BinaryHeap<Scheduled>,
     seq: u64,
@@ -103,6 +109,7 @@ impl Net {
             rng: Rng::new(seed),
             flows: Vec::new(),
             queue: VecDeque::new(),
+            sojourns: Vec::new(),
             busy: false,
             events: BinaryHeap::new(),
             seq: 0,
@@ -181,7 +188,7 @@ impl Net {
                 }
             }
         }
-        self.queue.push_back(p);
+        self.queue.push_back((now, p));
         self.max_queue = self.max_queue.max(self.queue.len());
         if !self.busy {
             self.start_tx();
@@ -189,9 +196,17 @@ impl Net {
     }
 
     fn start_tx(&mut self) {
-        let Some(p) = self.queue.pop_front() else {
+        let Some((at, mut p)) = self.queue.pop_front() else {
             return;
         };
+        let sojourn = self.now - at;
+        self.sojourns.push((self.now, sojourn));
+        if self.link.ce_step.is_some_and(|t| sojourn > t) {
+            let h = p.headers();
+            if mark_ce(&mut p.data, &h) {
+                self.marks += 1;
+            }
+        }
         self.busy = true;
         let tx = Duration::from_nanos(u64::from(p.len()) * 8 * 1_000_000_000 / self.link.rate_bps);
         let id = p.meta.tag as usize;
@@ -269,6 +284,20 @@ impl Net {
             }
             self.pump();
         }
+    }
+
+    /// Mean and 99th percentile of the sojourn (ms) of packets dequeued from `from` on.
+    fn sojourn_ms(&self, from: Instant) -> (f64, f64) {
+        let mut v: Vec<f64> = self
+            .sojourns
+            .iter()
+            .filter(|(t, _)| *t >= from)
+            .map(|(_, d)| d.as_millis_f64())
+            .collect();
+        assert!(!v.is_empty(), "no packet left the queue after {from:?}");
+        v.sort_by(f64::total_cmp);
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        (mean, v[(v.len() * 99 / 100).min(v.len() - 1)])
     }
 
     /// Goodput of flow `id` (payload bits/s) over `[from, to]`, running the network to `to`.
@@ -794,4 +823,198 @@ fn sender_survives_arbitrary_acks_with_consistent_scoreboard() {
     }
     println!("fuzz: {:?}, cwnd {}", s.stats(), s.cwnd());
     assert!(s.stats().acks > 1000);
+}
+
+/// 40 Mbit/s, 20 ms base RTT, a deep buffer, CE marks above 1 ms of sojourn (an L4S step AQM):
+/// one flow of `cc` with ECN. Returns (utilisation over 5..30 s, sojourn mean and p99 in ms
+/// over the same span, the net).
+fn step_marked_run(cc: CcKind) -> (f64, f64, f64, Net) {
+    let rate = 40_000_000;
+    let mut link = LinkCfg::new(rate, Duration::from_millis(20), 1000);
+    link.ce_step = Some(Duration::from_millis(1));
+    let mut net = Net::new(link, 11);
+    let f = net.add_flow(cc, true, Instant::ZERO);
+    let g = net.goodput_between(f, secs(5), secs(30)) / max_goodput(rate);
+    let (mean, p99) = net.sojourn_ms(secs(5));
+    (g, mean, p99, net)
+}
+
+#[test]
+fn prague_keeps_a_one_ms_queue_at_full_utilisation_under_step_marking() {
+    let (util, mean, p99, net) = step_marked_run(CcKind::Prague);
+    let st = *net.sender(0).stats();
+    println!(
+        "prague: utilisation {util:.3}, sojourn mean {mean:.2} ms p99 {p99:.2} ms, marks {}, {st:?}",
+        net.marks
+    );
+    assert!(util >= 0.95, "utilisation {util:.3}");
+    assert!(
+        mean <= 1.5 && p99 <= 3.0,
+        "sojourn mean {mean:.2} p99 {p99:.2} ms"
+    );
+    assert_eq!((net.drops, st.retransmits, st.loss_reductions), (0, 0, 0));
+    assert!(st.ecn_reductions >= 100, "{st:?}");
+    assert!(st.ce_marks >= st.ecn_reductions, "{st:?}");
+}
+
+#[test]
+fn classic_ecn_flows_keep_rfc_3168_feedback_and_cannot_fill_the_link_behind_a_1ms_step() {
+    let (prague, ..) = step_marked_run(CcKind::Prague);
+    for cc in [CcKind::Cubic, CcKind::NewReno] {
+        let (util, mean, _, net) = step_marked_run(cc);
+        let st = *net.sender(0).stats();
+        println!("{cc:?}: utilisation {util:.3}, sojourn mean {mean:.2} ms, {st:?}");
+        // Classic ECN: every mark is one sticky echo, one reduction per window of 30% / 50%;
+        // no CE count is kept.
+        assert_eq!(st.ce_marks, 0);
+        assert_eq!(net.flows[0].rcv.ce_counter(), 5, "no AccECN counting");
+        assert!(st.ecn_reductions > 10 && st.retransmits == 0, "{st:?}");
+        assert!(
+            util < prague - 0.05,
+            "{cc:?} {util:.3} vs prague {prague:.3}: a classic response to a 1 ms step \
+             leaves the link idle"
+        );
+    }
+}
+
+#[test]
+fn accurate_ecn_feedback_counts_every_ce_mark_exactly() {
+    let rate = 40_000_000;
+    let mut link = LinkCfg::new(rate, Duration::from_millis(20), 1000);
+    link.ce_step = Some(Duration::from_millis(1));
+    let mut net = Net::new(link, 5);
+    let f = net.add_flow_with(CcKind::Prague, true, Instant::ZERO, |c| {
+        c.bytes_to_send = Some(10_000_000);
+    });
+    net.run_until(secs(10));
+    let s = net.sender(f);
+    assert!(s.is_finished());
+    let received = net.flows[f].rcv.stats().ce_marked;
+    println!(
+        "CE marks: {} on the wire, {received} received, {} reported",
+        net.marks,
+        s.stats().ce_marks
+    );
+    assert!(received > 50);
+    assert_eq!(received, net.marks, "no loss: every mark arrives");
+    assert_eq!(s.stats().ce_marks, received, "the sender learns every one");
+    assert_eq!(net.flows[f].rcv.ce_counter(), 5 + received);
+}
+
+fn prague_config() -> SenderConfig {
+    let mut cfg = v6_config();
+    cfg.cc = CcKind::Prague;
+    cfg
+}
+
+#[test]
+fn prague_sends_ect1_and_its_receiver_returns_the_ce_count_in_the_ace_field() {
+    use crate::{ace_flags, ace_of};
+    use qdisc::packet::tcp_flags::{ACK, AE, CWR, ECE};
+    let cfg = prague_config();
+    assert!(cfg.accurate_ecn());
+    let t = Instant::from_millis(1);
+    let mut s = TcpSender::new(cfg.clone(), Instant::ZERO);
+    let segs: Vec<Packet> = std::iter::from_fn(|| s.poll_transmit(t)).collect();
+    assert_eq!(segs.len(), 10);
+    assert!(
+        segs.iter()
+            .all(|p| p.headers().ip.map(|i| i.ecn) == Some(1)),
+        "ECT(1)"
+    );
+    let ce = |p: &Packet| {
+        let mut p = p.clone();
+        let h = p.headers();
+        assert!(qdisc::packet::mark_ce(&mut p.data, &h));
+        p
+    };
+    let mut r = TcpReceiver::for_sender(&cfg);
+    r.on_segment(t, &segs[0]);
+    assert!(r.poll_transmit(t).is_none(), "delayed ACK");
+    // A change to CE is acknowledged at once: counter 5 + 1 = 6 = AE|CWR.
+    r.on_segment(t, &ce(&segs[1]));
+    let a1 = r.poll_transmit(t).expect("change-triggered ACK");
+    let f1 = a1.headers().tcp.expect("tcp").flags;
+    assert_eq!(f1 & (AE | CWR | ECE | ACK), ACK | AE | CWR);
+    // Another CE (no change): delayed; then a change back: ACK at once with counter 7.
+    r.on_segment(t, &ce(&segs[2]));
+    assert!(r.poll_transmit(t).is_none());
+    r.on_segment(t, &segs[3]);
+    let a2 = r.poll_transmit(t).expect("change-triggered ACK");
+    assert_eq!(ace_of(a2.headers().tcp.expect("tcp").flags), 7);
+    assert_eq!((r.ce_counter(), r.stats().ce_marked), (7, 2));
+    // The sender counts one CE per ACK; the first reduces the window by alpha / 2 (alpha = 1
+    // at first), the second falls in the same window; growth continues meanwhile.
+    let now = Instant::from_millis(2);
+    s.on_ack(now, &a1);
+    assert_eq!((s.stats().ce_marks, s.stats().ecn_reductions), (1, 1));
+    let w = s.cwnd();
+    assert_eq!(w, 5 * 1448, "the initial window halved (alpha starts at 1)");
+    s.on_ack(now, &a2);
+    assert_eq!((s.stats().ce_marks, s.stats().ecn_reductions), (2, 1));
+    assert!(
+        s.cwnd() > w,
+        "a scalable sender keeps growing while the reduction is pending"
+    );
+    // No CWR on new data (AccECN does not use it) and ECT(1) on retransmissions too.
+    for p in &segs[4..] {
+        r.on_segment(now, p);
+        while let Some(a) = r.poll_transmit(now) {
+            s.on_ack(now, &a);
+        }
+    }
+    let next = s.poll_transmit(now).expect("window open");
+    assert_eq!(next.headers().tcp.expect("tcp").flags & CWR, 0);
+    let rto = s.poll_timeout().expect("RTO armed");
+    s.on_timeout(rto);
+    let retx = s.poll_transmit(rto).expect("retransmission");
+    assert!(s.stats().retransmits >= 1);
+    assert_eq!(retx.headers().ip.map(|i| i.ecn), Some(1));
+    // ace_flags is ace_of's inverse.
+    for v in 0..8 {
+        assert_eq!(ace_of(ace_flags(v)), v);
+    }
+}
+
+#[test]
+fn accurate_ecn_assumes_the_most_wraps_when_eight_or_more_segments_are_acked_at_once() {
+    use qdisc::packet::{tcp_flags, FrameSpec};
+    let mut cfg = prague_config();
+    cfg.initial_window = 16;
+    let mut s = TcpSender::new(cfg.clone(), Instant::ZERO);
+    let t = Instant::from_millis(1);
+    let sent = std::iter::from_fn(|| s.poll_transmit(t)).count();
+    assert_eq!(sent, 16);
+    // One ACK for 12 segments whose ACE moved from 5 to 0: 3 (mod 8), read as 11.
+    let ack = FrameSpec::tcp(cfg.dst, cfg.src, cfg.dst_port, cfg.src_port)
+        .with_tcp_flags(tcp_flags::ACK | crate::ace_flags(0))
+        .with_seq_ack(0, cfg.isn.wrapping_add(12 * 1448))
+        .packet();
+    s.on_ack(Instant::from_millis(2), &ack);
+    assert_eq!(s.bytes_acked(), 12 * 1448);
+    assert_eq!(s.stats().ce_marks, 11);
+    // Fewer than eight segments: taken as is (ACE 0 -> 2 over 2 segments: 2 marks).
+    let ack = FrameSpec::tcp(cfg.dst, cfg.src, cfg.dst_port, cfg.src_port)
+        .with_tcp_flags(tcp_flags::ACK | crate::ace_flags(2))
+        .with_seq_ack(0, cfg.isn.wrapping_add(14 * 1448))
+        .packet();
+    s.on_ack(Instant::from_millis(3), &ack);
+    assert_eq!(s.stats().ce_marks, 13);
+}
+
+#[test]
+fn prague_without_ecn_is_a_classic_loss_based_sender() {
+    let rate = 20_000_000;
+    let rtt = Duration::from_millis(40);
+    let mut net = Net::new(LinkCfg::new(rate, rtt, LinkCfg::bdp_packets(rate, rtt)), 2);
+    let f = net.add_flow(CcKind::Prague, false, Instant::ZERO);
+    assert!(!net.flows[f].cfg.accurate_ecn());
+    let g = net.goodput_between(f, secs(5), secs(30)) / max_goodput(rate);
+    let st = *net.sender(f).stats();
+    println!("prague without ECN: utilisation {g:.3}, {st:?}");
+    assert!(g >= 0.9, "utilisation {g:.3}");
+    assert!(
+        st.loss_reductions > 3 && st.ecn_reductions == 0 && st.ce_marks == 0,
+        "{st:?}"
+    );
 }

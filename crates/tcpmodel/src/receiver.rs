@@ -4,7 +4,7 @@ use qdisc::packet::{tcp_flags, FrameSpec, TcpOption, TcpOptions};
 use qdisc::{Duration, Instant, Packet};
 
 use crate::sender::SenderConfig;
-use crate::{put_timestamps, set_tcp, ts_now, unwrap_seq};
+use crate::{ace_flags, put_timestamps, set_tcp, ts_now, unwrap_seq, ACE_INIT};
 
 /// Delayed-ACK timer (Linux's minimum, 40 ms).
 pub const DELAYED_ACK: Duration = Duration::from_millis(40);
@@ -41,6 +41,12 @@ pub struct ReceiverStats {
 /// first CE mark. ACKs carry timestamps (RFC 7323 TS.Recent rules), up to three SACK blocks
 /// (the block holding the latest arrival first, RFC 2018), and ECE from a CE mark until a segment
 /// with CWR arrives (RFC 3168).
+///
+/// With accurate ECN ([`SenderConfig::accurate_ecn`]) the receiver instead counts every
+/// CE-marked data segment (starting from 5, as AccECN does) and puts the count modulo 8 in the
+/// ACE field (AE, CWR, ECE) of every ACK; it acknowledges at once whenever the CE state of
+/// arriving data changes (AccECN's change-triggered ACKs), so with at most two segments per ACK
+/// the 3-bit counter cannot wrap between ACKs.
 #[derive(Debug)]
 pub struct TcpReceiver {
     spec: FrameSpec,
@@ -57,6 +63,12 @@ pub struct TcpReceiver {
     ts_recent: u32,
     last_ack_sent: u64,
     ece: bool,
+    /// Accurate ECN in use.
+    accecn: bool,
+    /// AccECN's CE packet counter (`ACE_INIT` plus the CE-marked segments received).
+    cep: u64,
+    /// Whether the previous data segment was CE-marked (for change-triggered ACKs).
+    last_ce: bool,
     unacked_segs: u32,
     ack_now: bool,
     delack: Option<Instant>,
@@ -84,6 +96,9 @@ impl TcpReceiver {
             ts_recent: 0,
             last_ack_sent: 0,
             ece: false,
+            accecn: cfg.accurate_ecn(),
+            cep: u64::from(ACE_INIT),
+            last_ce: false,
             unacked_segs: 0,
             ack_now: false,
             delack: None,
@@ -94,6 +109,10 @@ impl TcpReceiver {
     /// In-order bytes delivered to the application so far (goodput numerator).
     pub fn delivered(&self) -> u64 {
         self.rcv_nxt
+    }
+    /// The accurate-ECN CE packet counter (starting at 5); unchanged without accurate ECN.
+    pub fn ce_counter(&self) -> u64 {
+        self.cep
     }
     /// Counters.
     pub fn stats(&self) -> &ReceiverStats {
@@ -118,15 +137,26 @@ impl TcpReceiver {
         let start = unwrap_seq(self.isn, self.rcv_nxt, tcp.seq);
         let end = start + len;
 
-        if tcp.flags & tcp_flags::CWR != 0 {
-            self.ece = false;
-        }
-        if ip.ecn == 3 {
+        let ce = ip.ecn == 3;
+        if ce {
             self.stats.ce_marked += 1;
-            if !self.ece {
+        }
+        if self.accecn {
+            self.cep += u64::from(ce);
+            if ce != self.last_ce {
                 self.ack_now = true;
             }
-            self.ece = true;
+            self.last_ce = ce;
+        } else {
+            if tcp.flags & tcp_flags::CWR != 0 {
+                self.ece = false;
+            }
+            if ce {
+                if !self.ece {
+                    self.ack_now = true;
+                }
+                self.ece = true;
+            }
         }
         if start <= self.last_ack_sent {
             for opt in TcpOptions::new(&pkt.data, &tcp) {
@@ -246,7 +276,9 @@ impl TcpReceiver {
             }
         }
         let mut flags = tcp_flags::ACK;
-        if self.ece {
+        if self.accecn {
+            flags |= ace_flags((self.cep & 7) as u8);
+        } else if self.ece {
             flags |= tcp_flags::ECE;
         }
         let ack = self.isn.wrapping_add(self.rcv_nxt as u32);

@@ -7,7 +7,7 @@ use qdisc::packet::{tcp_flags, FrameSpec, TcpOption, TcpOptions};
 use qdisc::{Duration, Instant, Packet};
 
 use crate::cc::{Cc, CcKind, CongestionControl, RttInfo};
-use crate::{put_timestamps, set_tcp, ts_now, unwrap_seq};
+use crate::{ace_of, put_timestamps, set_tcp, ts_now, unwrap_seq, ACE_INIT};
 
 /// Configuration of one bulk TCP flow (sender side; the receiver derives its own from it).
 #[derive(Clone, Debug, PartialEq)]
@@ -28,7 +28,10 @@ pub struct SenderConfig {
     pub cc: CcKind,
     /// Initial window in segments (RFC 6928: 10).
     pub initial_window: u32,
-    /// Negotiated ECN (RFC 3168): data segments carry ECT(0) and ECN-Echo reduces the window.
+    /// Negotiated ECN. Classic senders use RFC 3168: new data carries ECT(0), ECN-Echo reduces
+    /// the window once per window of data, CWR answers it. An L4S sender ([`CcKind::is_l4s`],
+    /// Prague) uses accurate ECN instead ([`Self::accurate_ecn`]): every data segment,
+    /// retransmissions too, carries ECT(1), and the receiver returns a count of CE marks.
     pub ecn: bool,
     /// DSCP of every packet of the flow (data and ACKs).
     pub dscp: u8,
@@ -65,6 +68,12 @@ impl Default for Pacing {
 }
 
 impl SenderConfig {
+    /// True when the flow uses accurate ECN (AccECN) and the L4S identifier ECT(1): ECN
+    /// negotiated by an L4S congestion control. Sender and receiver both follow this.
+    pub fn accurate_ecn(&self) -> bool {
+        self.ecn && self.cc.is_l4s()
+    }
+
     /// An unlimited NewReno flow without ECN or pacing, MSS 1448, IW 10, ISN 0, tag 0.
     pub fn new(src: IpAddr, dst: IpAddr, src_port: u16, dst_port: u16) -> Self {
         SenderConfig {
@@ -98,8 +107,10 @@ pub struct SenderStats {
     pub bytes_acked: u64,
     /// Window reductions caused by loss (SACK / duplicate ACKs).
     pub loss_reductions: u64,
-    /// Window reductions caused by ECN-Echo.
+    /// Window reductions caused by ECN (ECN-Echo, or a growing accurate-ECN CE counter).
     pub ecn_reductions: u64,
+    /// CE-marked segments reported by accurate-ECN feedback (0 for classic ECN senders).
+    pub ce_marks: u64,
     /// Retransmission timeouts.
     pub rtos: u64,
     /// ACKs processed.
@@ -162,6 +173,14 @@ pub struct TcpSender {
     /// The current reduction window was opened by an RTO: the window slow-starts through it
     /// (as in Linux's Loss state) instead of staying frozen as in fast recovery.
     recover_after_rto: bool,
+    /// The current reduction window was opened by ECN: a scalable controller keeps growing.
+    recover_after_ce: bool,
+    /// Accurate ECN in use ([`SenderConfig::accurate_ecn`]).
+    accecn: bool,
+    /// The last ACE value (the receiver's CE counter modulo 8) seen; AccECN starts it at 5.
+    ace: u8,
+    /// The current round trip ends when `snd_una` reaches this.
+    round_end: u64,
     /// Lowest sequence that may hold a lost, not yet retransmitted segment.
     retx_hint: u64,
     dupacks: u64,
@@ -196,6 +215,11 @@ impl TcpSender {
             pipe: 0,
             recover: 0,
             recover_after_rto: false,
+            recover_after_ce: false,
+            accecn: cfg.accurate_ecn(),
+            ace: ACE_INIT,
+            // The first round trip is the initial window.
+            round_end: mss * u64::from(cfg.initial_window.max(1)),
             retx_hint: u64::MAX,
             dupacks: 0,
             peer_sacks: false,
@@ -410,21 +434,39 @@ impl TcpSender {
             }
         }
 
+        // ECN feedback: accurate ECN's CE counter, or RFC 3168's echo.
+        let ece = if self.accecn {
+            let ce = self.accecn_feedback(tcp.flags, delivered);
+            self.cc.on_ecn_feedback(delivered.div_ceil(self.mss), ce);
+            ce > 0
+        } else {
+            self.cfg.ecn && tcp.flags & tcp_flags::ECE != 0
+        };
+        if advanced && self.snd_una >= self.round_end {
+            self.cc.on_round(now);
+            self.round_end = self.snd_nxt;
+        }
+
         let rtt = self.rtt_info(sample);
-        let ece = self.cfg.ecn && tcp.flags & tcp_flags::ECE != 0;
         if (lost_now || ece) && !self.in_recovery() {
-            self.cc.on_congestion(now, &rtt, pipe_before);
-            self.recover = self.snd_nxt;
-            self.recover_after_rto = false;
             if lost_now {
+                self.cc.on_congestion(now, &rtt, pipe_before);
                 self.stats.loss_reductions += 1;
             } else {
+                self.cc.on_ce(now, &rtt, pipe_before);
                 self.stats.ecn_reductions += 1;
             }
-            if self.cfg.ecn {
+            self.recover = self.snd_nxt;
+            self.recover_after_rto = false;
+            self.recover_after_ce = !lost_now;
+            if self.cfg.ecn && !self.accecn {
                 self.send_cwr = true;
             }
-        } else if delivered > 0 && (!self.in_recovery() || self.recover_after_rto) {
+        } else if delivered > 0
+            && (!self.in_recovery()
+                || self.recover_after_rto
+                || (self.recover_after_ce && self.cc.is_scalable()))
+        {
             self.cc.on_ack(now, delivered, &rtt, pipe_before);
         }
 
@@ -435,6 +477,22 @@ impl TcpSender {
                 Some(now + self.rto())
             };
         }
+    }
+
+    /// Reads the ACE field of an accurate-ECN ACK that newly delivered `delivered` bytes and
+    /// returns the number of new CE marks it reports. The 3-bit counter is ambiguous once eight
+    /// or more segments are delivered by one ACK; then the sender assumes as many wraps as the
+    /// delivered segments allow (the conservative reading AccECN recommends without its option).
+    fn accecn_feedback(&mut self, flags: u16, delivered: u64) -> u64 {
+        let ace = ace_of(flags);
+        let mut ce = u64::from(ace.wrapping_sub(self.ace) & 7);
+        self.ace = ace;
+        let pkts = delivered.div_ceil(self.mss);
+        if pkts >= 8 && ce < pkts {
+            ce = pkts - ((pkts - ce) & 7);
+        }
+        self.stats.ce_marks += ce;
+        ce
     }
 
     /// RFC 6675 IsLost: a segment is lost when more than (DupThresh - 1) * MSS bytes above it are
@@ -494,6 +552,7 @@ impl TcpSender {
         self.retx_hint = self.snd_una;
         self.recover = self.snd_nxt;
         self.recover_after_rto = true;
+        self.recover_after_ce = false;
         self.dupacks = 0;
         self.backoff = self.backoff.saturating_add(1);
         self.rto_deadline = Some(now + self.rto());
@@ -612,8 +671,15 @@ impl TcpSender {
             flags |= tcp_flags::CWR;
             self.send_cwr = false;
         }
-        // RFC 3168 6.1.5: retransmissions are not ECN-capable.
-        let ecn = if self.cfg.ecn && !retx { 2 } else { 0 };
+        // RFC 3168 6.1.5: classic retransmissions are not ECN-capable; accurate ECN keeps the
+        // L4S identifier ECT(1) on every segment.
+        let ecn = if self.accecn {
+            1
+        } else if self.cfg.ecn && !retx {
+            2
+        } else {
+            0
+        };
         let seq = self.cfg.isn.wrapping_add(start as u32);
         set_tcp(&mut self.spec, seq, 0, flags, |o| {
             put_timestamps(o, ts_now(now), 0)

@@ -1,5 +1,5 @@
 //! The harness of every purple test that needs something a machine may lack: root, network
-//! namespaces, the QEMU reference kernel, Flent.
+//! namespaces, the QEMU reference kernel, Flent, the mosquitto MQTT broker.
 //!
 //! A test whose prerequisite is missing is **skipped, never passed**: it is listed as `ignored`
 //! in the test output with a `SKIPPED <binary>::<test>: <reason>` line on stderr, and appended to
@@ -42,6 +42,9 @@ pub enum Need {
     RefKernel,
     /// Flent 2.x (see [`flent`]).
     Flent,
+    /// The mosquitto MQTT broker and its clients (`mosquitto`, `mosquitto_sub`,
+    /// `mosquitto_pub`, `mosquitto_passwd`; Debian's `mosquitto` and `mosquitto-clients`).
+    Mosquitto,
 }
 
 /// One test: its name (as printed and filtered), what it needs, and its body (panics on
@@ -184,6 +187,26 @@ pub fn unmet(needs: &[Need]) -> Option<String> {
         Need::Netns => root().or_else(|| cached(&NETNS, netns)),
         Need::RefKernel => root().or_else(|| cached(&REFKERNEL, refkernel)),
         Need::Flent => cached(&FLENT, || flent().err()),
+        Need::Mosquitto => mosquitto(),
+    })
+}
+
+fn mosquitto() -> Option<String> {
+    let missing: Vec<&str> = [
+        "mosquitto",
+        "mosquitto_sub",
+        "mosquitto_pub",
+        "mosquitto_passwd",
+    ]
+    .into_iter()
+    .filter(|p| on_path(p).is_none())
+    .collect();
+    (!missing.is_empty()).then(|| {
+        format!(
+            "{} not installed (Debian's mosquitto and mosquitto-clients; `cargo xtask test` \
+             installs them as root)",
+            missing.join(", ")
+        )
     })
 }
 

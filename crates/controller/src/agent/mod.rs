@@ -62,6 +62,7 @@ pub use validate::{Discard, ValidationParams};
 
 use crate::config::{check, ConfigError};
 use crate::engine::{Engine, Law};
+use crate::purple::Phase;
 use crate::reflectors::Health;
 use crate::wire::WallAnchor;
 use crate::{
@@ -342,6 +343,17 @@ pub enum Event {
     },
     /// Reading CAKE's statistics works again.
     CakeStatsOk,
+    /// The law changed phase in one direction (laws with phases: PURPLE).
+    Transition {
+        /// Direction.
+        dir: Direction,
+        /// From.
+        from: Phase,
+        /// To.
+        to: Phase,
+        /// The rule that moved it (as in the decision's reason).
+        trigger: Reason,
+    },
     /// The safe rate was applied on shutdown (`error` if it failed).
     SafeRate {
         /// Direction.
@@ -866,6 +878,15 @@ impl<L: Law> Agent<L> {
         }
         let d = self.engine.poll(now);
         self.out.stats.steps += 1;
+        while let Some(t) = self.engine.take_transition() {
+            let e = Event::Transition {
+                dir: t.dir,
+                from: t.from,
+                to: t.to,
+                trigger: t.trigger,
+            };
+            self.push_event(t.at, e);
+        }
         let mut st = StepState {
             decision: d,
             pending: PerDir::both(false),

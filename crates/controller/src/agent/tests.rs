@@ -418,6 +418,58 @@ fn pair_on_a_fluid_link_tracks_a_capacity_drop_and_its_return() {
     }
 }
 
+/// PURPLE's phase changes reach the shell as events, in order, each before the decision of
+/// its step, chained (each starts where the previous one of its direction ended) and agreeing
+/// with the law's phase; a law without phases makes none.
+#[test]
+fn purples_phase_changes_are_events_chained_per_direction() {
+    let mut p = Pair::new(three_honest(), purple(), |c| c.log.every_step = true);
+    p.link.cap = cap_drop;
+    p.run_until(Instant::from_secs(30));
+    let tr: Vec<(Instant, Direction, Phase, Phase)> = p
+        .events
+        .iter()
+        .filter_map(|(t, e)| match e {
+            Event::Transition { dir, from, to, .. } => Some((*t, *dir, *from, *to)),
+            _ => None,
+        })
+        .collect();
+    let per_s = tr.len() as f64 / 30.0;
+    eprintln!("{} transitions in 30 s ({per_s:.1}/s)", tr.len());
+    assert!(!tr.is_empty());
+    for dir in Direction::ALL {
+        let mine: Vec<_> = tr.iter().filter(|x| x.1 == dir).collect();
+        assert_eq!(mine[0].2, Phase::Startup, "{dir:?} starts in startup");
+        for w in mine.windows(2) {
+            assert_eq!(w[0].3, w[1].2, "{dir:?}: {w:?}");
+            assert!(w[0].0 <= w[1].0);
+        }
+        assert_eq!(
+            Some(mine.last().unwrap().3),
+            p.agent.engine().law().phase(dir),
+            "{dir:?}"
+        );
+    }
+    // Each transition comes right before a decision of the same instant (its step).
+    for (i, (t, e)) in p.events.iter().enumerate() {
+        if matches!(e, Event::Transition { .. }) {
+            let next = p.events[i + 1..]
+                .iter()
+                .find(|(_, e)| !matches!(e, Event::Transition { .. }));
+            assert!(
+                matches!(next, Some((t2, Event::Decision { .. })) if t2 == t),
+                "{next:?}"
+            );
+        }
+    }
+    let mut p = Pair::new(three_honest(), Box::new(Aimd::default()), |_| {});
+    p.run_until(Instant::from_secs(5));
+    assert!(!p
+        .events
+        .iter()
+        .any(|(_, e)| matches!(e, Event::Transition { .. })));
+}
+
 #[test]
 fn udp_reflector_echoing_a_wrong_send_time_is_discarded_and_rotated_out() {
     // Active: the liar; spare: an honest reflector.
