@@ -2,6 +2,11 @@
 //! kernel TCP (CUBIC per socket, ECN on) and UDP through purple's bridge, with results in the
 //! simulator's [`sim::RunSummary`] form so `purple lab run` and `purple sim` report alike.
 //!
+//! **What this crate owns**: namespace testbeds, traffic tools, and the QEMU reference-kernel
+//! runs ([`kernel`], [`kernel_control`]). **What it must not do**: leave a namespace or process
+//! behind on any exit path; send traffic outside its namespaces; hold algorithms (the qdiscs,
+//! the link model and the controller are the other crates').
+//!
 //! Topology (one set of namespaces per run, named `plab-<pid>-<n>-<role>`):
 //!
 //! ```text
