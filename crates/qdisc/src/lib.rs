@@ -5,7 +5,7 @@
 //! **What this crate owns**: the types every other crate shares ([`Instant`], [`Duration`],
 //! [`Rng`], [`Packet`] and its parser, the [`Qdisc`] trait with [`Dequeue`] and the drop
 //! causes, tc's unit syntax, capacity traces), the baseline qdiscs, and small shared
-//! mechanisms (see docs/architecture.md).
+//! mechanisms: order statistics ([`quantile`]) and rate conversions ([`rate`]).
 //!
 //! **What it must not do**: read a clock, touch a socket or file, or draw entropy (time and
 //! seeds come from the caller); depend on any other purple crate (it is the bottom of the graph).
@@ -19,6 +19,8 @@ pub mod htb;
 pub mod packet;
 pub mod pie;
 pub mod qdisc;
+pub mod quantile;
+pub mod rate;
 pub mod rng;
 pub mod sfb;
 pub mod sfq;
