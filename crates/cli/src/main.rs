@@ -1,4 +1,9 @@
 //! `purple`: the command-line front end.
+//!
+//! **What this crate owns**: argument parsing (one `Command` variant and one module per
+//! subcommand) and rendering: tables, plots, HTML, Flent files. **What it must not do**: hold a
+//! mechanism a library needs (measurement analysis and orchestration that still live here are
+//! listed in docs/architecture.md, "What remains of issue 13").
 
 mod bench;
 mod bench_dataplane;

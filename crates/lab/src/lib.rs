@@ -2,6 +2,11 @@
 //! kernel TCP (CUBIC per socket, ECN on) and UDP through purple's bridge, with results in the
 //! simulator's [`sim::RunSummary`] form so `purple lab run` and `purple sim` report alike.
 //!
+//! **What this crate owns**: namespace testbeds, traffic tools, and the QEMU reference-kernel
+//! runs ([`kernel`], [`kernel_control`]). **What it must not do**: leave a namespace or process
+//! behind on any exit path; send traffic outside its namespaces; hold algorithms (the qdiscs,
+//! the link model and the controller are the other crates').
+//!
 //! Topology (one set of namespaces per run, named `plab-<pid>-<n>-<role>`):
 //!
 //! ```text
@@ -51,6 +56,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use ns::{Netns, Proc};
+use qdisc::quantile::nearest_rank;
 use scenario::{Capacity, Contender, FlowKind, Scenario, Test};
 use sim::{FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 use traffic::{Ctx, Meter, Task};
@@ -584,14 +590,6 @@ fn start_bridge(
     }
 }
 
-fn quantile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let n = sorted.len();
-    sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1]
-}
-
 /// The latency figures of `samples_ms`; `None` without samples (never zeros).
 fn latency_ms(samples_ms: &[f64]) -> Option<LatencyMs> {
     let mut s = samples_ms.to_vec();
@@ -601,9 +599,9 @@ fn latency_ms(samples_ms: &[f64]) -> Option<LatencyMs> {
     }
     Some(LatencyMs {
         mean: s.iter().sum::<f64>() / s.len() as f64,
-        p50: quantile(&s, 0.5),
-        p95: quantile(&s, 0.95),
-        p99: quantile(&s, 0.99),
+        p50: nearest_rank(&s, 0.5)?,
+        p95: nearest_rank(&s, 0.95)?,
+        p99: nearest_rank(&s, 0.99)?,
         max: s[s.len() - 1],
         min: s[0],
     })
@@ -1123,7 +1121,8 @@ fn drive(
                 .map(|(_, l)| *l as f64 / 1e6)
                 .collect();
             idle.sort_by(f64::total_cmp);
-            let base = quantile(&idle, 0.5);
+            // `idle` holds `idle_n` > 0 samples (checked above).
+            let base = nearest_rank(&idle, 0.5).unwrap_or(0.0);
             let ind: Vec<f64> = loaded.iter().map(|l| (l - base).max(0.0)).collect();
             // `ind` has one entry per loaded sample, and there is at least one (checked above).
             let Some(s) = latency_ms(&ind) else {
