@@ -2,6 +2,7 @@
 //!
 //! 1. Installs what the test suite needs and a fresh Debian machine lacks (only as root, and only
 //!    what is missing): iproute2; mosquitto and mosquitto-clients (the MQTT export's broker);
+//!    fping and ethtool (`purple bench control`'s test);
 //!    the QEMU reference kernel with Linux's own sch_cake (through
 //!    `shared/tools/refkernel/build-initramfs.sh`, which apt-installs qemu-system-x86, busybox,
 //!    iproute2, iperf3 and a few more, and downloads Debian's 6.1 kernel package without
@@ -117,6 +118,12 @@ fn install(allowed: bool) -> Option<PathBuf> {
         .all(|p| on_path(p))
         {
             apt_install(&["mosquitto", "mosquitto-clients"]);
+        }
+        // `purple bench control`'s test: fping (the stand-in for cake-autorate pings with it)
+        // and ethtool (threaded NAPI on the bench's veths). The reference kernel's tools
+        // install both too, when they are there.
+        if !["fping", "ethtool"].iter().all(|p| on_path(p)) {
+            apt_install(&["fping", "ethtool"]);
         }
         match refkernel_dir() {
             Some(d) => {

@@ -1,6 +1,14 @@
 //! CAKE (Common Applications Kept Enhanced), the Linux `sch_cake` queue manager, as a sans-IO
 //! library: time and randomness come from the caller, so runs are deterministic.
 //!
+//! **What this crate owns**: CAKE ([`Cake`], [`CakeConfig`], tc syntax in and out, `tc -s`
+//! text and JSON in [`tc`]), cake_mq's shards ([`mq`]), and [`AnyQdisc`], the one enum that
+//! dispatches to CAKE or any baseline (add a qdisc's variant and tc parser there).
+//!
+//! **What it must not do**: read a clock, touch a socket or file, or draw entropy; allocate per
+//! packet in steady state (`tests/no_alloc.rs` checks). docs/architecture.md maps sch_cake.c's
+//! functions to ours.
+//!
 //! ```
 //! use cake::{Cake, CakeConfig};
 //! use qdisc::packet::FrameSpec;

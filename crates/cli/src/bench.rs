@@ -2,6 +2,7 @@
 //! `purple bench sim`: the simulator workloads of `sim::bench`.
 
 use cake::bench::{BenchQdisc, EngineBench, FLOW_COUNTS};
+use qdisc::quantile;
 use sim::bench::{SimBench, SimWorkload};
 use std::time::{Duration, Instant};
 
@@ -68,10 +69,10 @@ fn time_slice(b: &mut EngineBench, slice: Duration) -> f64 {
     elapsed.as_nanos() as f64 / steps as f64
 }
 
-/// The median of `v` (sorted in place; `v` is not empty).
+/// The upper median of `v` (sorted in place); NaN when `v` is empty.
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    quantile::rounded_rank(v, 0.5).unwrap_or(f64::NAN)
 }
 
 /// Runs every (qdisc, flows) case for about `seconds` of wall-clock time each; `qdisc` and

@@ -21,8 +21,9 @@
 //! the median.
 use std::time::Duration;
 
-use dataplane::linkem_lab::{quantile, Lab, Shape};
+use dataplane::linkem_lab::{Lab, Shape};
 use dataplane::{Bridge, BridgeConfig, MqBridge};
+use qdisc::quantile::{median, rounded_rank};
 
 /// The command line.
 #[derive(clap::Args, Debug)]
@@ -169,7 +170,7 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
     let one_way = lab.udp_one_way(7102, 500, Duration::from_millis(2))?;
     // A probe with no samples is an error naming it, never a latency of 0.
     let us = |v: &[u64], q: f64, probe: &str| {
-        quantile(v, q)
+        rounded_rank(v, q)
             .map(|ns| ns as f64 / 1e3)
             .ok_or_else(|| format!("{name}: the {probe} probe got no replies (500 sent)"))
     };
@@ -255,23 +256,10 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
     })
 }
 
-/// The median of `v` (NaN-free values), `None` when empty.
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 /// Per-column medians over runs of the same row.
 fn median_row(runs: &[Row]) -> Row {
-    let col = |f: &dyn Fn(&Row) -> Option<f64>| median(runs.iter().filter_map(f).collect());
+    let col =
+        |f: &dyn Fn(&Row) -> Option<f64>| median(&runs.iter().filter_map(f).collect::<Vec<f64>>());
     let queues = runs[0].queue_wire_bps.len();
     Row {
         name: runs[0].name.clone(),

@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use cake::{Cake, CakeConfig};
 use qdisc::packet::FrameSpec;
-use qdisc::{Dequeue, DropReason, Duration, Instant, Packet, Qdisc};
+use qdisc::{quantile, Dequeue, DropReason, Duration, Instant, Packet, Qdisc};
 
 /// The CAKE arguments the demo uses when none are given.
 pub const DEFAULT_ARGS: &[&str] = &["bandwidth", "20Mbit", "diffserv3", "triple-isolate"];
@@ -115,12 +115,9 @@ fn untag(tag: u64) -> (usize, Instant) {
     ((tag & 0xFF) as usize, Instant::from_nanos(tag >> 8))
 }
 
+/// Percentile `p` of `sorted` (µs) in ms, by rounded index; 0 when there is no sample.
 fn percentile(sorted: &[u32], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    f64::from(sorted[i]) / 1000.0
+    quantile::rounded_rank(sorted, p).map_or(0.0, |us| f64::from(us) / 1000.0)
 }
 
 /// Runs the demo for `seconds` of virtual time with CAKE configured by `args`; returns the text

@@ -1,21 +1,57 @@
 //! `purple control` (the daemon), `purple control --check`, and `purple bench control`.
-//! The daemon's service code lives in `daemon::service`, shared with the `purple-control` binary.
+//! The daemon's service code lives in `daemon::service`, shared with the `purple-control` binary;
+//! the bench in `lab::bench_control`.
 
 pub use daemon::service::{check, run};
 
-/// `purple bench control`.
-pub fn bench(seconds: f64, rate_hz: f64, json_out: bool) -> Result<String, String> {
-    let r = daemon::bench::control(seconds, rate_hz).map_err(|e| e.to_string())?;
-    if json_out {
-        return serde_json::to_string(&r).map_err(|e| e.to_string());
+/// The options of `purple bench control`.
+#[derive(Debug)]
+pub struct BenchArgs {
+    /// Measured seconds per contender.
+    pub seconds: f64,
+    /// Warm-up seconds.
+    pub warmup: f64,
+    /// Probes per second.
+    pub rate_hz: f64,
+    /// A cake-autorate checkout.
+    pub cake_autorate: Option<std::path::PathBuf>,
+    /// Keep the files here.
+    pub keep: Option<std::path::PathBuf>,
+    /// Another purple binary to measure.
+    pub compare: Option<std::path::PathBuf>,
+}
+
+/// `purple bench control` (see `lab::bench_control`).
+pub fn bench(a: BenchArgs, json_out: bool) -> Result<String, String> {
+    let purple_bin = std::env::current_exe().map_err(|e| format!("this binary's path: {e}"))?;
+    let cake_autorate = a
+        .cake_autorate
+        .as_deref()
+        .map(lab::autorate::Checkout::open)
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    if let Some(c) = &a.compare {
+        if !c.is_file() {
+            return Err(format!("--compare {}: no such binary", c.display()));
+        }
     }
-    Ok(format!(
-        "purple control, dry run, {:.0} probes/s to 127.0.0.1 (UDP reflector + ICMP), 2 directions\n\
-         ran {:.1} s: {} probes, {} replies, {} control steps\n\
-         CPU {:.4} s -> {:.2} s per hour = {:.3}% of one core (target < 0.5%)\n",
-        r.probes_per_s, r.seconds, r.probes_sent, r.replies, r.steps, r.cpu_s, r.cpu_s_per_hour,
-        r.percent_of_core
-    ))
+    lab::ns::install_signal_cleanup().map_err(|e| e.to_string())?;
+    let o = lab::bench_control::BenchOpts {
+        seconds: a.seconds,
+        warmup: a.warmup,
+        rate_hz: a.rate_hz,
+        purple_bin,
+        cake_autorate,
+        compare: a.compare,
+        keep: a.keep,
+    };
+    let r = lab::bench_control::run(&o).map_err(|e| e.to_string())?;
+    if json_out {
+        return serde_json::to_string(&r)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string());
+    }
+    Ok(lab::bench_control::table(&r))
 }
 
 /// `purple bench control --passive`: the passive capture's CPU at each flow count.

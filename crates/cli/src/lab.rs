@@ -34,6 +34,8 @@ pub struct LabCmdOpts {
     pub quiet: bool,
     /// Faults injected into the testbed (`--fault NAME`).
     pub faults: Vec<lab::Fault>,
+    /// A cake-autorate checkout: run the real script beside our port and compare.
+    pub cake_autorate: Option<PathBuf>,
 }
 
 /// `purple lab list`.
@@ -82,7 +84,29 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
     }
     let scn = scenario::find(name)
         .ok_or_else(|| format!("unknown lab scenario {name:?} (see `purple lab list`)"))?;
-    let contenders = pick(&scn, o.qdisc.as_deref())?;
+    let mut contenders = pick(&scn, o.qdisc.as_deref())?;
+    let checkout = match &o.cake_autorate {
+        None => None,
+        Some(dir) => {
+            if o.kernel || o.guest {
+                return Err("--cake-autorate runs with our bridge only, not with --kernel".into());
+            }
+            if !scn.contenders.contains(&scenario::CAKE_AUTORATE) {
+                return Err(format!(
+                    "--cake-autorate: scenario {} has no cake-autorate contender to compare \
+                     with (radio and tmobile have)",
+                    scn.name
+                ));
+            }
+            let co = lab::autorate::Checkout::open(dir).map_err(|e| e.to_string())?;
+            lab::autorate::ensure_prerequisites().map_err(|e| e.to_string())?;
+            if o.qdisc.is_none() {
+                contenders = vec![scenario::CAKE_AUTORATE];
+            }
+            contenders.push(scenario::CAKE_AUTORATE_SCRIPT);
+            Some(co)
+        }
+    };
     let tests: Vec<scenario::Test> = scn
         .tests
         .iter()
@@ -115,6 +139,8 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
     };
     let mut opts = LabOpts::new(seconds, stage);
     opts.faults = o.faults.clone();
+    opts.echo_reflectors = checkout.is_some();
+    opts.cake_autorate = checkout;
     if o.guest {
         opts.delay = DelayStage::Netem;
         opts.router = lab::RouterStage::Kernel;
@@ -187,6 +213,10 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
             eprintln!("wrote {} runs to {}", runs.len(), dir.display());
         }
     }
+    let laws = match opts.cake_autorate {
+        Some(_) => Some(compare_laws(&runs, &opts)?),
+        None => None,
+    };
     if o.json {
         let v = json!({
             "scenario": scn.name, "seconds": seconds, "backend": "purple",
@@ -194,10 +224,14 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
             "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
             "sim": sim.as_ref().map(|t| serde_json::to_value(t).unwrap_or(Value::Null)),
             "kernel": kernel,
+            "cake_autorate_comparison": laws,
         });
         return Ok(v.to_string() + "\n");
     }
     let mut out = text(&scn, seconds, &runs, sim.as_ref());
+    if let Some(c) = &laws {
+        out += &lab::autorate::comparison_text(c);
+    }
     if let Some(k) = &kernel {
         out += &kernel_text(&scn, k);
     }
@@ -316,6 +350,20 @@ fn kernel_text(scn: &Scenario, k: &Value) -> String {
     )
 }
 
+/// The real cake-autorate's run beside our port's, over the steady part of the load (the
+/// goodput window: from `min(S/6, 5)` s into the load to its end).
+fn compare_laws(runs: &[LabRun], opts: &LabOpts) -> Result<lab::autorate::LawComparison, String> {
+    let find = |c: &Contender| {
+        runs.iter()
+            .find(|r| r.contender == c.name)
+            .ok_or_else(|| format!("no run of {}", c.name))
+    };
+    let port = find(&scenario::CAKE_AUTORATE)?;
+    let script = find(&scenario::CAKE_AUTORATE_SCRIPT)?;
+    let from = opts.idle_seconds + (opts.seconds / 6.0).min(5.0);
+    lab::autorate::compare_laws(port, script, from, opts.idle_seconds + opts.seconds)
+}
+
 /// One run as `purple sim --json` prints a run, plus contender, test and induced latency.
 pub fn run_json(r: &LabRun) -> Value {
     let mut v = crate::sim_cmd::summary_json(&r.summary, 1);
@@ -338,6 +386,17 @@ pub fn run_json(r: &LabRun) -> Value {
         m.insert("down_mbit".into(), json!(r.down_mbit));
         m.insert("delay_stage".into(), json!(r.delay_stage));
         m.insert("warnings".into(), json!(r.warnings));
+        if let Some(c) = &r.control {
+            let pts: Vec<Value> = c
+                .points
+                .iter()
+                .map(|p| json!({"t": p.t, "down_mbit": p.down_mbit, "up_mbit": p.up_mbit}))
+                .collect();
+            m.insert(
+                "rate_trace".into(),
+                json!({"controller": c.algorithm, "log": c.log, "points": pts}),
+            );
+        }
     }
     v
 }

@@ -1,4 +1,9 @@
 //! `purple`: the command-line front end.
+//!
+//! **What this crate owns**: argument parsing (one `Command` variant and one module per
+//! subcommand) and rendering: tables, plots, HTML, Flent files. **What it must not do**: hold a
+//! mechanism a library needs (measurement analysis and orchestration that still live here are
+//! listed in docs/architecture.md, "What remains of issue 13").
 
 mod bench;
 mod bench_dataplane;
@@ -19,6 +24,7 @@ mod plots;
 mod reflector;
 mod report;
 mod sim_cmd;
+mod tc_shim;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -263,6 +269,13 @@ enum LabCommand {
         /// run with an ICMP latency probe then fails, naming it). Repeatable.
         #[arg(long, value_name = "NAME", value_parser = ::lab::Fault::parse)]
         fault: Vec<::lab::Fault>,
+        /// radio, tmobile: also run the real cake-autorate from this checkout (one you fetched:
+        /// `git clone https://github.com/lynxthecat/cake-autorate`) on the router's bridge
+        /// through purple's tc shim, beside our port of its law (both probing the same six
+        /// ICMP echo reflectors), and compare them. Without --qdisc only those two run.
+        /// Installs bash and fping with apt-get if they are missing.
+        #[arg(long, value_name = "DIR")]
+        cake_autorate: Option<std::path::PathBuf>,
     },
     /// List the lab scenarios.
     List,
@@ -382,14 +395,32 @@ enum BenchCommand {
         #[arg(long, requires = "versus_ns3")]
         ns3_build_dir: Option<std::path::PathBuf>,
     },
-    /// CPU cost of `purple control` (dry run, 20 probes/s to 127.0.0.1, two directions).
+    /// What `purple control` costs a router: CPU per hour, system calls and wake-ups per second
+    /// of its whole process tree (perf events), probing six kernel reflectors in a network
+    /// namespace and controlling two directions; with --cake-autorate DIR the same for
+    /// cake-autorate in the same setup, and the ratios (needs root).
     Control {
-        /// Wall-clock seconds to run.
+        /// Measured seconds per contender.
         #[arg(long, default_value_t = 30.0)]
         seconds: f64,
-        /// Probes per second.
+        /// Seconds each contender runs before the measurement (its start-up is left out).
+        #[arg(long, default_value_t = 5.0)]
+        warmup: f64,
+        /// Probes per second, in total over the six reflectors.
         #[arg(long, default_value_t = 20.0)]
         rate: f64,
+        /// A cake-autorate checkout you fetched (`git clone
+        /// https://github.com/lynxthecat/cake-autorate`): run it too, its `tc` calls recorded
+        /// by purple's tc shim. Installs bash and fping with apt-get if they are missing.
+        #[arg(long, value_name = "DIR")]
+        cake_autorate: Option<std::path::PathBuf>,
+        /// Keep the configurations and logs in DIR.
+        #[arg(long, value_name = "DIR")]
+        keep: Option<std::path::PathBuf>,
+        /// Also measure the daemon of another `purple` binary (e.g. an older build), the same
+        /// way in the same run.
+        #[arg(long, value_name = "BIN")]
+        compare: Option<std::path::PathBuf>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -457,6 +488,9 @@ fn finish(r: Result<String, String>) {
 }
 
 fn main() {
+    if tc_shim::invoked_as_tc() {
+        std::process::exit(tc_shim::main());
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Demo(DemoArgs {
@@ -644,11 +678,25 @@ fn main() {
         Command::Plot { log, out } => finish(plot_log::run(&log, &out)),
         Command::Bench(BenchCommand::Control {
             seconds,
+            warmup,
             rate,
+            cake_autorate,
+            keep,
+            compare,
             json,
             passive: false,
             ..
-        }) => finish(control::bench(seconds, rate, json)),
+        }) => finish(control::bench(
+            control::BenchArgs {
+                seconds,
+                warmup,
+                rate_hz: rate,
+                cake_autorate,
+                keep,
+                compare,
+            },
+            json,
+        )),
         Command::Bench(BenchCommand::Control {
             seconds,
             json,
@@ -670,8 +718,10 @@ fn main() {
             quiet,
             guest,
             fault,
+            cake_autorate,
         }) => {
             let o = lab::LabCmdOpts {
+                cake_autorate,
                 seconds,
                 json,
                 out,

@@ -364,6 +364,119 @@ fn rates_outside_the_range_are_refused_and_the_rate_in_force_prints_consistently
     assert_eq!(v[0]["options"]["bandwidth"], 1_543_209);
 }
 
+/// The tc shim (`purple` started as `tc`, what `purple lab run radio --cake-autorate DIR` puts
+/// first on cake-autorate's PATH) applies `tc qdisc change ... cake bandwidth` calls, single and
+/// batched, to the bridge's directions, logs them, answers `qdisc show`, and fails a device it
+/// has no direction for, as tc fails, logging the error.
+fn the_tc_shim_applies_cake_autorates_calls_to_the_bridge() {
+    let mut t = topo().expect("the test topology (prerequisites were checked)");
+    let dir = std::env::temp_dir().join(format!("{}shim", t.p));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("bridge.sock").display().to_string();
+    start_bridge(
+        &mut t,
+        &sock,
+        &[
+            "--egress",
+            "cake bandwidth 20Mbit",
+            "--ingress",
+            "cake bandwidth 20Mbit",
+        ],
+    );
+    let tc = dir.join("tc");
+    let _ = std::fs::remove_file(&tc);
+    std::os::unix::fs::symlink(PURPLE, &tc).unwrap();
+    let log = dir.join("calls.log");
+    let run = |args: &[&str], stdin: &str| {
+        use std::io::Write;
+        let mut c = Command::new(&tc)
+            .args(args)
+            .env(lab::autorate::SHIM_LOG, &log)
+            .env(lab::autorate::SHIM_CTL, &sock)
+            .env(lab::autorate::SHIM_DEVS, "b0=ingress,b1=egress")
+            .env(lab::autorate::SHIM_CAKE, "besteffort")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        c.wait_with_output().unwrap()
+    };
+    let o = run(
+        &[
+            "qdisc",
+            "change",
+            "root",
+            "dev",
+            "b0",
+            "cake",
+            "bandwidth",
+            "7000Kbit",
+        ],
+        "",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(
+        &["-force", "-batch", "-"],
+        "qdisc change root dev b0 cake bandwidth 9000Kbit\nqdisc change root dev b1 cake bandwidth 4000Kbit\n",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_slice(&ctl(&sock, &["stats", "--json"]).stdout).unwrap();
+    let rate = |dir: &str| {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["purple"]["direction"] == dir)
+            .map(|q| q["options"]["bandwidth"].as_u64().unwrap())
+    };
+    assert_eq!(rate("ingress"), Some(9_000_000 / 8), "{v}");
+    assert_eq!(rate("egress"), Some(4_000_000 / 8), "{v}");
+    let o = run(&["qdisc", "show", "dev", "b1"], "");
+    let show = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        show.starts_with("qdisc cake ") && show.contains("bandwidth 4Mbit besteffort"),
+        "{show}"
+    );
+    let o = run(
+        &[
+            "qdisc",
+            "change",
+            "root",
+            "dev",
+            "eth9",
+            "cake",
+            "bandwidth",
+            "1Mbit",
+        ],
+        "",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("eth9"));
+    let o = run(&["filter", "add", "dev", "b0"], "");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "what the shim does not handle fails"
+    );
+    let calls = lab::autorate::read_calls(&log);
+    let got: Vec<(&str, u64, bool)> = calls
+        .iter()
+        .map(|c| (c.dev.as_str(), c.bit_s, c.error.is_none()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("b0", 7_000_000, true),
+            ("b0", 9_000_000, true),
+            ("b1", 4_000_000, true),
+            ("eth9", 1_000_000, false)
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Resident memory of process `pid`, bytes.
 fn rss(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -641,6 +754,7 @@ testkit::harness! {
         bridge_refuses_to_replace_a_file_at_its_control_path,
         control_socket_admits_root_and_the_ctl_group_whatever_its_file_mode,
         rates_outside_the_range_are_refused_and_the_rate_in_force_prints_consistently,
+        the_tc_shim_applies_cake_autorates_calls_to_the_bridge,
         memory_limit_bounds_the_bridges_resident_memory_and_it_is_returned_after_a_flood,
         queues_run_one_cake_mq_group_behind_one_control_socket,
     },

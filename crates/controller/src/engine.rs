@@ -434,7 +434,12 @@ impl<L: Law> Controller for Engine<L> {
                 ..self.last
             };
         }
-        self.next = now + self.law.interval();
+        // Steps keep to a grid (the first step plus whole intervals) rather than drifting by
+        // each wake-up's lateness, so a shell's steps stay in phase with the probe schedule and
+        // share its wake-ups; after a stall the steps missed are skipped, not made up.
+        let iv = self.law.interval().as_nanos().max(1);
+        let behind = now.saturating_duration_since(self.next).as_nanos();
+        self.next += Duration::from_nanos((behind / iv + 1).saturating_mul(iv));
         self.pool.review(now);
         let mut d = Decision {
             changed: PerDir::both(false),
@@ -550,6 +555,26 @@ mod tests {
             ("loose", Duration::from_millis(70))
         );
         assert_eq!(b.needs(), Needs::Delay);
+    }
+
+    #[test]
+    fn steps_keep_to_their_grid_through_late_wake_ups_and_stalls() {
+        let mut e = Engine::new(Config::default(), Spy::default()).expect("valid");
+        let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
+        let _ = e.poll(ms(1000));
+        assert_eq!(e.next_wakeup(), ms(1050));
+        // Two late wake-ups: the next deadline stays on the grid, not 50 ms after each.
+        let _ = e.poll(ms(1053));
+        assert_eq!(e.next_wakeup(), ms(1100));
+        let _ = e.poll(ms(1101));
+        assert_eq!(e.next_wakeup(), ms(1150));
+        // A stall of several intervals: the missed steps are skipped, the grid kept.
+        let _ = e.poll(ms(1337));
+        assert_eq!(e.next_wakeup(), ms(1350));
+        // An early call does not step.
+        let before = e.next_wakeup();
+        let _ = e.poll(ms(1340));
+        assert_eq!(e.next_wakeup(), before);
     }
 
     fn radio(dir: Direction) -> Sample {

@@ -83,15 +83,9 @@ pub use qdisc::{Duration, Instant};
 use std::fmt;
 use std::ops::{Index, IndexMut};
 
-/// Bytes per second of `m` Mbit/s (rounded down; negative or NaN gives 0).
-pub fn mbit(m: f64) -> u64 {
-    let b = m * 1e6 / 8.0;
-    if b.is_finite() && b > 0.0 {
-        b as u64
-    } else {
-        0
-    }
-}
+/// Bytes per second of `m` Mbit/s: [`qdisc::rate::mbit`], re-exported because every
+/// controller parameter is given this way.
+pub use qdisc::rate::mbit;
 
 /// A traffic direction as seen from the shaping box.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -11,6 +11,8 @@
 //! `tx` is the achieved throughput; `capacity` the radio's estimate. Where the radio gives no
 //! capacity estimate the configured maximum stands in for it.
 
+use qdisc::quantile;
+
 use crate::config::{check, check_f, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::{Direction, Duration, Instant, PerDir, Reason};
@@ -75,17 +77,15 @@ struct St {
     i: usize,
 }
 
+/// The upper median of the first [`WINDOW`] values of `v` (0 when empty), sorted in a copy on
+/// the stack: no allocation per control step.
 fn median(v: &[u64]) -> u64 {
     let mut a = [0u64; WINDOW];
     let n = v.len().min(WINDOW);
     a[..n].copy_from_slice(&v[..n]);
     let a = &mut a[..n];
     a.sort_unstable();
-    if n == 0 {
-        0
-    } else {
-        a[n / 2]
-    }
+    quantile::rounded_rank(a, 0.5).unwrap_or(0)
 }
 
 /// Regular PURPLE. See the module documentation.

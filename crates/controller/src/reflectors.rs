@@ -20,6 +20,8 @@
 //! Memory is bounded by [`ReflectorParams::max_reflectors`]; samples from further unknown
 //! reflectors are ignored.
 
+use qdisc::quantile;
+
 use crate::baseline::{Baseline, BaselineParams};
 use crate::config::{check, check_f, ConfigError};
 use crate::{Direction, Duration, Instant, PerDir, ReflectorId};
@@ -419,15 +421,8 @@ impl Pool {
             }
         }
         let n = self.scratch.len();
-        if n == 0 {
-            return None;
-        }
         self.scratch.sort_unstable_by(f64::total_cmp);
-        let med = if n % 2 == 1 {
-            self.scratch[n / 2]
-        } else {
-            (self.scratch[n / 2 - 1] + self.scratch[n / 2]) / 2.0
-        };
+        let med = quantile::median_sorted(&self.scratch)?;
         Some(Consensus {
             delay: Duration::from_nanos(med.max(0.0) as u64),
             used: n,

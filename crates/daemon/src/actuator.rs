@@ -69,7 +69,9 @@ impl Actuator for Netlink {
                 backlog_bytes: u64::from(s.backlog_bytes),
                 drops: u64::from(s.drops),
                 ecn_marks: s.ecn_marks,
-                sent_bytes: None,
+                // The qdisc's own sent bytes: the agent then measures this direction's
+                // throughput from them and reads no interface counter for it.
+                sent_bytes: s.sent_bytes,
             });
         }
         Ok(out)

@@ -23,14 +23,19 @@
 //! an eBPF toolchain to build it and a loader crate in a 750 KiB router binary, to save part
 //! of that.
 //!
-//! Times are the daemon's clock when a frame is read (the loop waits on both sockets and reads
-//! at once, so the error is the wake-up latency, tens of µs on an idle router).
+//! The loop does not wake up for frames: at each of its own wake-ups (the next probe or control
+//! step) it reads what waits on both sockets, up to 16 frames per `recvmmsg`, with the kernel's
+//! arrival timestamps (`SO_TIMESTAMPNS`, [`crate::sys::RecvBatch`]), and hands them to the
+//! estimator in time order: the times are the kernel's (when the frame left or arrived on the
+//! device), not the wake-up's.
 
+use crate::clock;
+use crate::sys::{enable_rx_timestamps, RecvBatch, BATCH};
 use controller::passive::{PassiveDelay, PassiveParams, Side};
 use qdisc::Instant;
 use socket2::{Domain, Protocol, Socket, Type};
-use std::io::{self, Read};
-use std::os::fd::{AsFd, BorrowedFd};
+use std::io;
+use std::os::fd::AsFd;
 
 /// Bytes of each frame kept: the longest IPv4 header and TCP header (60 + 60), from the IP
 /// header on.
@@ -39,8 +44,9 @@ pub const SNAP: u32 = 120;
 /// `htons(ETH_P_ALL)`: every protocol.
 const ETH_P_ALL_BE: i32 = (libc::ETH_P_ALL as u16).to_be() as i32;
 
-/// Frames read per wake-up at most (the rest wait for the next one: bounded work).
-const BATCH: usize = 256;
+/// Frames read per socket per wake-up at most (the rest wait for the next one: bounded work; a
+/// wake-up every 50 ms leaves room for 80,000 sampled frames a second).
+const MAX_FRAMES: usize = 4096;
 
 // Classic BPF opcodes (linux/filter.h).
 const LD_W_ABS: u16 = 0x20;
@@ -191,9 +197,23 @@ fn open(dev: &str, side: Side, p: &PassiveParams) -> io::Result<Socket> {
         .map_err(|e| io::Error::new(io::ErrorKind::NotFound, format!("no device {dev}: {e}")))?;
     s.attach_filter(&filter(ifindex, side, p))?;
     s.set_nonblocking(true)?;
-    // Room for bursts between wake-ups; SNAP-sized frames still charge a full skb each.
-    let _ = s.set_recv_buffer_size(1 << 20);
+    enable_rx_timestamps(s.as_fd())?;
+    // Room for the frames of one wake-up (a SNAP-sized frame still charges a whole skb, about
+    // 2 KiB): beyond the system's limit when allowed (CAP_NET_ADMIN), else up to it.
+    if rustix::net::sockopt::set_socket_recv_buffer_size_force(&s, 8 << 20).is_err() {
+        let _ = s.set_recv_buffer_size(8 << 20);
+    }
     Ok(s)
+}
+
+/// One frame read, waiting to be handed over in time order.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    at: Instant,
+    side: Side,
+    len: u16,
+    /// A fake Ethernet header, then the frame from the IP header on.
+    bytes: [u8; 14 + SNAP as usize],
 }
 
 /// The capture of one WAN device and its estimator.
@@ -203,8 +223,9 @@ pub struct Capture {
     out: Socket,
     inn: Socket,
     est: PassiveDelay,
-    /// A fake Ethernet header, then the frame from the IP header on.
-    buf: Box<[u8; 14 + SNAP as usize]>,
+    batch: RecvBatch,
+    /// The frames of one wake-up (capacity kept: no allocation per wake-up).
+    frames_buf: Vec<Frame>,
     /// Frames read since start.
     pub frames: u64,
 }
@@ -222,16 +243,13 @@ impl Capture {
         };
         let out = open(dev, Side::ToWan, &p).map_err(ctx)?;
         let inn = open(dev, Side::FromWan, &p).map_err(ctx)?;
-        let mut buf = Box::new([0u8; 14 + SNAP as usize]);
-        // The fake Ethernet header: locally administered addresses, EtherType set per frame.
-        buf[0] = 0x02;
-        buf[6] = 0x02;
         Ok(Capture {
             dev: dev.to_string(),
             out,
             inn,
             est,
-            buf,
+            batch: RecvBatch::new(),
+            frames_buf: Vec::with_capacity(2 * MAX_FRAMES),
             frames: 0,
         })
     }
@@ -241,40 +259,56 @@ impl Capture {
         &self.dev
     }
 
-    /// The sockets to wait on (outgoing, incoming).
-    pub fn fds(&self) -> [BorrowedFd<'_>; 2] {
-        [self.out.as_fd(), self.inn.as_fd()]
-    }
-
-    /// Reads what waits on the sockets poll found readable (`ready`, in [`Capture::fds`]
-    /// order; at most 256 frames each) into the estimator at `now`. Returns the frames
-    /// read.
-    pub fn drain(&mut self, now: Instant, ready: [bool; 2]) -> usize {
-        let mut n = 0;
-        for (side, _) in [Side::ToWan, Side::FromWan]
-            .into_iter()
-            .zip(ready)
-            .filter(|x| x.1)
-        {
-            for _ in 0..BATCH {
-                let mut sock: &Socket = match side {
-                    Side::ToWan => &self.out,
-                    Side::FromWan => &self.inn,
-                };
-                let len = match sock.read(&mut self.buf[14..]) {
-                    Ok(l) => l,
-                    Err(_) => break, // WouldBlock (or a transient error): next wake-up
-                };
-                let et: u16 = match self.buf.get(14).map(|b| b >> 4) {
-                    Some(4) => 0x0800,
-                    Some(6) => 0x86dd,
-                    _ => continue,
-                };
-                self.buf[12..14].copy_from_slice(&et.to_be_bytes());
-                self.est.on_frame(now, side, &self.buf[..14 + len]);
-                n += 1;
+    /// Reads every frame waiting on both sockets (at most [`MAX_FRAMES`] each) and hands them
+    /// to the estimator in the order the kernel stamped them. `now` and `real_now_ns` are the
+    /// daemon's monotonic and real-time clocks read together ([`clock::arrival`]). Call at
+    /// every wake-up, before a reading. Returns the frames read.
+    pub fn drain(&mut self, now: Instant, real_now_ns: u64) -> usize {
+        self.frames_buf.clear();
+        for side in [Side::ToWan, Side::FromWan] {
+            let sock = match side {
+                Side::ToWan => &self.out,
+                Side::FromWan => &self.inn,
+            };
+            let mut read = 0;
+            while read < MAX_FRAMES {
+                // An error (the device went away) reads as nothing: the estimate goes stale.
+                let n = self.batch.recv(sock.as_fd()).unwrap_or(0);
+                for i in 0..n {
+                    let (r, bytes) = self.batch.get(i);
+                    let version = bytes.first().map(|b| b >> 4);
+                    let et: u16 = match version {
+                        Some(4) => 0x0800,
+                        Some(6) => 0x86dd,
+                        _ => continue,
+                    };
+                    let len = bytes.len().min(SNAP as usize);
+                    let mut f = Frame {
+                        at: clock::arrival(now, real_now_ns, r.rx_realtime_ns),
+                        side,
+                        len: (14 + len) as u16,
+                        bytes: [0u8; 14 + SNAP as usize],
+                    };
+                    // Locally administered addresses; the EtherType from the IP version.
+                    f.bytes[0] = 0x02;
+                    f.bytes[6] = 0x02;
+                    f.bytes[12..14].copy_from_slice(&et.to_be_bytes());
+                    f.bytes[14..14 + len].copy_from_slice(&bytes[..len]);
+                    self.frames_buf.push(f);
+                }
+                read += n;
+                if n < BATCH {
+                    break;
+                }
             }
         }
+        // Stable: frames stamped alike keep their socket's order.
+        self.frames_buf.sort_by_key(|f| f.at);
+        for f in &self.frames_buf {
+            self.est
+                .on_frame(f.at, f.side, &f.bytes[..usize::from(f.len)]);
+        }
+        let n = self.frames_buf.len();
         self.frames += n as u64;
         n
     }

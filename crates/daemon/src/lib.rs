@@ -3,6 +3,11 @@
 //! validation, reflector rotation, rate meter, actuator limits, the law); the simulator's
 //! closed loop runs the same agent.
 //!
+//! **What this crate owns**: the I/O around the agent (sockets, counters, actuators, log,
+//! metrics, MQTT, record/replay, config, privileges). **What it must not do**: decide anything
+//! (a rule added here is a rule the simulator does not test: put it in `controller`); block the
+//! loop on a slow consumer (MQTT has its own thread).
+//!
 //! The shell moves bytes and time: probe sockets ([`probe`]: ICMP raw or "ping", UDP for
 //! `purple reflector`), interface byte counters ([`counters`]), the actuator ([`actuator`]:
 //! Linux CAKE over rtnetlink ([`netlink`]), `purple bridge` over its control socket, or a dry
@@ -15,7 +20,6 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod actuator;
-pub mod bench;
 pub mod bench_passive;
 pub mod capture;
 pub mod clock;
@@ -30,6 +34,7 @@ pub mod probe;
 pub mod record;
 pub mod run;
 pub mod service;
+pub mod sys;
 
 pub use config::DaemonConfig;
 pub use run::{Daemon, Exit};

@@ -7,7 +7,8 @@
 //! Reading CAKE's statistics, like `tc -s qdisc show dev DEV parent P`: one `RTM_GETQDISC`
 //! request (no dump; `NLM_F_ECHO`, without which the answer goes only to the multicast group)
 //! for the device and parent, answered by one `RTM_NEWQDISC` message whose
-//! `TCA_STATS2` nest carries `TCA_STATS_QUEUE` (`struct gnet_stats_queue`: qlen, backlog,
+//! `TCA_STATS2` nest carries `TCA_STATS_BASIC` (`struct gnet_stats_basic`: bytes as a u64,
+//! then packets), `TCA_STATS_QUEUE` (`struct gnet_stats_queue`: qlen, backlog,
 //! drops, requeues, overlimits; five u32) and, for CAKE, `TCA_STATS_APP` (CAKE's xstats:
 //! nested attributes, with `TCA_CAKE_STATS_TIN_STATS` nesting one attribute per tin, each
 //! holding `TCA_CAKE_TIN_STATS_ECN_MARKED_PACKETS`, a u32). See [`parse_qdisc_stats`].
@@ -35,6 +36,8 @@ pub const TCA_CAKE_BASE_RATE64: u16 = 2;
 pub const RTM_GETQDISC: u16 = 38;
 /// `TCA_STATS2` (the nest of `gnet_stats` attributes).
 pub const TCA_STATS2: u16 = 7;
+/// `TCA_STATS_BASIC` inside `TCA_STATS2`: `struct gnet_stats_basic` (bytes u64, packets u32).
+pub const TCA_STATS_BASIC: u16 = 1;
 /// `TCA_STATS_QUEUE` inside `TCA_STATS2`: `struct gnet_stats_queue`.
 pub const TCA_STATS_QUEUE: u16 = 3;
 /// `TCA_STATS_APP` inside `TCA_STATS2`: the qdisc's own statistics (CAKE: nested attributes).
@@ -114,6 +117,10 @@ pub struct QdiscStats {
     pub ecn_marks: u64,
     /// Whether `TCA_KIND` was `"cake"`.
     pub is_cake: bool,
+    /// Bytes the qdisc has sent so far (`gnet_stats_basic.bytes`), when the reply carries them:
+    /// the throughput of the direction, read with the rest of the statistics, so no interface
+    /// counter needs reading beside them.
+    pub sent_bytes: Option<u64>,
 }
 
 /// The netlink attributes in `buf` (4-byte aligned TLVs): `(type without flags, payload)`.
@@ -179,6 +186,12 @@ fn parse_newqdisc(body: &[u8]) -> io::Result<QdiscStats> {
             TCA_STATS2 => {
                 for (t2, p2) in attrs(p) {
                     match t2 {
+                        TCA_STATS_BASIC => {
+                            st.sent_bytes = p2
+                                .get(0..8)
+                                .and_then(|b| b.try_into().ok())
+                                .map(u64::from_ne_bytes);
+                        }
                         TCA_STATS_QUEUE if p2.len() >= 12 => {
                             st.qlen = u32_of(p2).unwrap_or(0);
                             st.backlog_bytes = u32_of(&p2[4..]).unwrap_or(0);
@@ -394,8 +407,10 @@ mod tests {
             nla(TCA_CAKE_STATS_TIN_STATS, &tins),
         ]
         .concat();
+        let mut basic = 123_456_789_012u64.to_ne_bytes().to_vec();
+        basic.extend_from_slice(&4242u32.to_ne_bytes());
         let stats2 = [
-            nla(1, &[0u8; 12]),
+            nla(TCA_STATS_BASIC, &basic),
             nla(TCA_STATS_QUEUE, &q),
             nla(TCA_STATS_APP, &app),
         ]
@@ -450,6 +465,7 @@ mod tests {
                 drops: 12,
                 ecn_marks: 7,
                 is_cake: true,
+                sent_bytes: Some(123_456_789_012),
             }
         );
         // A late ack for another request first, then ours: the ack is skipped.

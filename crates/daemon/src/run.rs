@@ -1,19 +1,24 @@
-//! The daemon's event loop: a thin shell around the sans-IO [`Agent`]. It waits (poll(2)) on
-//! the probe sockets and the metrics listener until the agent's next timeout, and at each
-//! wake-up moves bytes and time only: datagrams from the sockets poll reported readable into
-//! the agent, the counter and CAKE readings the agent asks for, the agent's probes out of the
-//! sockets, its rates into the actuator (and the results back), its events into the decision
-//! log. Nothing here decides anything; `--record` writes every input the agent gets, and
-//! [`crate::record::replay`] reproduces the log from them.
+//! The daemon's event loop: a thin shell around the sans-IO [`Agent`]. It sleeps (poll(2), on
+//! the metrics listener alone) until the agent's next timeout, and at each wake-up moves bytes
+//! and time only: the datagrams waiting on the probe sockets into the agent (with the kernel's
+//! arrival times), the counter and CAKE readings the agent asks for, the agent's probes out of
+//! the sockets, its rates into the actuator (and the results back), its events into the
+//! decision log. Nothing here decides anything; `--record` writes every input the agent gets,
+//! and [`crate::record::replay`] reproduces the log from them.
 //!
-//! Per wake-up without a log line it allocates nothing and formats nothing: one `poll`, one
-//! `recvfrom` per datagram (plus one that finds the readable socket empty), one `sendto` per
-//! probe, one `pread` per counter due; the metrics text is rendered only when a scraper
-//! connects.
+//! Cost (docs/performance.md): replies do not wake the loop. They wait in their socket, stamped
+//! by the kernel on arrival (`SO_TIMESTAMPNS`), until the next wake-up the agent asked for (its
+//! next probe or control step, which share one wake-up when they fall together), and are read
+//! then, all of a socket's in one `recvmmsg`, in arrival order across sockets, before the
+//! readings and the step: the step sees every reply that arrived before it, as when each reply
+//! woke the loop, and each delay sample carries its true arrival time. So a wake-up without a
+//! log line is one `poll`, one `recvmmsg` per probe socket, one `sendto` per probe due, one
+//! `pread` per counter due, and allocates and formats nothing; the metrics text is rendered
+//! only when a scraper connects.
 
 use crate::actuator::{self, Actuator};
 use crate::capture::Capture;
-use crate::clock::Clock;
+use crate::clock::{self, Clock};
 use crate::config::{ActuatorKind, Algorithm, DaemonConfig, Method, MqttRecord};
 use crate::counters::CounterFile;
 use crate::log::{Dir, JsonLog, Record};
@@ -21,6 +26,7 @@ use crate::metrics::{self, Snapshot};
 use crate::mqtt::{self, Publisher, Topic};
 use crate::probe::{Sockets, Which};
 use crate::record::{hex, CakeRec, Input, Recorder};
+use crate::sys::{RecvBatch, BATCH};
 use controller::agent::{Agent, ReflectorStats, SetRate};
 use controller::{
     Aimd, AimdParams, CakeAutorate, CakeAutorateParams, Direction, Law, PerDir, Purple, SqmAutorate,
@@ -74,7 +80,8 @@ pub struct Daemon {
     /// The passive estimate comes from the bridge actuator (`purple bridge --passive`); set
     /// false after its first failure is logged, until a read works again.
     bridge_passive: Option<bool>,
-    buf: Box<[u8; 2048]>,
+    /// One receive batch per probe socket (allocated once).
+    batches: Vec<(Which, RecvBatch)>,
     /// Control steps run.
     pub steps: u64,
     /// Samples fed to the controller.
@@ -146,6 +153,7 @@ impl Daemon {
             && cfg.actuator.kind == ActuatorKind::Bridge)
             .then_some(true);
         let dirs = cfg.dirs();
+        let batches = socks.fds().map(|(w, _)| (w, RecvBatch::new())).collect();
         Ok(Daemon {
             counters: PerDir::new(
                 CounterFile::new(dirs.down.counter_device(), dirs.down.counter),
@@ -164,7 +172,7 @@ impl Daemon {
             recorder,
             capture,
             bridge_passive,
-            buf: Box::new([0u8; 2048]),
+            batches,
             steps: 0,
             samples_fed: 0,
         })
@@ -300,12 +308,7 @@ impl Daemon {
     }
 
     fn record(&mut self, i: impl FnOnce() -> Input) {
-        if let Some(r) = self.recorder.as_mut() {
-            if let Err(e) = r.write(&i()) {
-                eprintln!("purple control: record: {e}");
-                self.recorder = None;
-            }
-        }
+        record_to(&mut self.recorder, i);
     }
 
     /// Runs until a signal flag is set or `limit` passes (`None`: forever). `stop` and `reload`
@@ -339,73 +342,37 @@ impl Daemon {
                 .saturating_duration_since(now)
                 .as_nanos()
                 .div_ceil(1_000_000);
-            let ready = self.wait(wait_ms.min(1000) as i32)?;
-            self.work(ready);
+            let metrics_ready = self.wait(wait_ms.min(1000) as i32)?;
+            self.work(metrics_ready);
         }
     }
 
-    /// Waits up to `timeout_ms` for a readable socket; returns which are readable (probe
-    /// sockets in [`Sockets::fds`] order, then the metrics listener).
-    fn wait(&mut self, timeout_ms: i32) -> io::Result<Ready> {
-        // At most 3 probe sockets, the listener and the two capture sockets: a fixed array,
-        // no allocation per wake-up.
-        let mut slots: [Option<(std::os::fd::BorrowedFd<'_>, Slot)>; 6] = [None; 6];
-        let mut n = 0;
-        for (w, fd) in self.socks.fds() {
-            slots[n] = Some((fd, Slot::Probe(w)));
-            n += 1;
-        }
-        if let Some(m) = &self.metrics {
-            slots[n] = Some((std::os::fd::AsFd::as_fd(m.listener()), Slot::Metrics));
-            n += 1;
-        }
-        if let Some(c) = &self.capture {
-            for (k, fd) in c.fds().into_iter().enumerate() {
-                slots[n] = Some((fd, Slot::Capture(k)));
-                n += 1;
+    /// Sleeps up to `timeout_ms`, or until a metrics scraper connects (then returns `true`).
+    /// The probe sockets are not waited on: their replies are read at the next wake-up.
+    fn wait(&mut self, timeout_ms: i32) -> io::Result<bool> {
+        let r = match &self.metrics {
+            Some(m) => {
+                let mut fd = [PollFd::new(m.listener(), PollFlags::IN)];
+                let r = rustix::event::poll(&mut fd, timeout_ms);
+                r.map(|_| !fd[0].revents().is_empty())
             }
-        }
-        let mut ready = Ready::default();
-        let Some((filler, _)) = slots[0] else {
-            // No socket at all (cannot happen: a configuration has a reflector): just sleep.
-            let _ = rustix::event::poll(&mut [], timeout_ms);
-            return Ok(ready);
+            None => rustix::event::poll(&mut [], timeout_ms).map(|_| false),
         };
-        let mut list = slots.map(|s| match s {
-            Some((fd, _)) => PollFd::from_borrowed_fd(fd, PollFlags::IN),
-            None => PollFd::from_borrowed_fd(filler, PollFlags::empty()),
-        });
-        match rustix::event::poll(&mut list[..n], timeout_ms) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => return Ok(ready),
-            Err(e) => return Err(e.into()),
+        match r {
+            Ok(m) => Ok(m),
+            Err(rustix::io::Errno::INTR) => Ok(false),
+            Err(e) => Err(e.into()),
         }
-        for (k, fd) in list[..n].iter().enumerate() {
-            if fd.revents().is_empty() {
-                continue;
-            }
-            match slots[k].map(|s| s.1) {
-                Some(Slot::Probe(w)) => ready.probes[k] = Some(w),
-                Some(Slot::Metrics) => ready.metrics = true,
-                Some(Slot::Capture(i)) => ready.capture[i & 1] = true,
-                None => {}
-            }
-        }
-        Ok(ready)
     }
 
-    /// Does everything due now: moves the datagrams of the readable sockets into the agent,
-    /// makes the readings it asks for, lets it act, sends its probes, applies its rates, logs
-    /// its events, answers a metrics scraper.
-    fn work(&mut self, ready: Ready) {
+    /// Does everything due now: moves the waiting datagrams into the agent, makes the readings
+    /// it asks for, lets it act, sends its probes, applies its rates, logs its events, answers
+    /// a metrics scraper.
+    fn work(&mut self, metrics_ready: bool) {
         let now = self.clock.now();
-        for w in ready.probes.into_iter().flatten() {
-            self.drain_socket(now, w);
-        }
-        if ready.capture.iter().any(|&r| r) {
-            if let Some(c) = self.capture.as_mut() {
-                c.drain(now, ready.capture);
-            }
+        self.drain_sockets(now);
+        if let Some(c) = self.capture.as_mut() {
+            c.drain(now, self.clock.realtime_ns());
         }
         let reads = self.agent.reads_due(now);
         for dir in Direction::ALL {
@@ -468,31 +435,67 @@ impl Daemon {
         self.agent.handle_timeout(now);
         self.drain_agent(now);
         self.publish_summary(now);
-        if ready.metrics {
+        if metrics_ready {
             self.serve_metrics();
         }
     }
 
-    /// Reads every datagram waiting on socket `w` into the agent.
-    fn drain_socket(&mut self, now: Instant, w: Which) {
-        loop {
-            let (n, from) = match self.socks.recv(w, &mut self.buf[..]) {
-                Ok(Some(x)) => x,
-                Ok(None) => break,
-                // An ICMP error queued on a UDP socket (port unreachable): nothing to read.
-                Err(_) => break,
-            };
-            if self.recorder.is_some() {
-                let h = hex(&self.buf[..n]);
-                self.record(|| Input::Datagram {
-                    t_ns: now.as_nanos(),
-                    from,
-                    socket: w.kind(),
-                    hex: h,
-                });
+    /// Reads every datagram waiting on the probe sockets (one `recvmmsg` per socket, again
+    /// while one comes back full, at most [`MAX_ROUNDS`] times: a flood of foreign ICMP cannot
+    /// hold the loop) and gives them to the agent in arrival order, each at its arrival time
+    /// ([`clock::arrival`] of the kernel's stamp; never after `now`).
+    fn drain_sockets(&mut self, now: Instant) {
+        let real = self.clock.realtime_ns();
+        let Daemon {
+            socks,
+            batches,
+            agent,
+            recorder,
+            ..
+        } = self;
+        for _ in 0..MAX_ROUNDS {
+            let mut count = [0usize; MAX_SOCKETS];
+            let mut full = false;
+            for (k, (w, b)) in batches.iter_mut().enumerate().take(MAX_SOCKETS) {
+                // An error (an ICMP error queued on a UDP socket) is cleared by reporting it:
+                // the datagrams behind it are read by a second call.
+                count[k] = socks
+                    .recv_batch(*w, b)
+                    .or_else(|_| socks.recv_batch(*w, b))
+                    .unwrap_or(0);
+                full |= count[k] == BATCH;
             }
-            self.agent
-                .handle_datagram(now, from, w.kind(), &self.buf[..n]);
+            let mut next = [0usize; MAX_SOCKETS];
+            loop {
+                let mut first: Option<(usize, Instant)> = None;
+                for (k, (_, b)) in batches.iter().enumerate().take(MAX_SOCKETS) {
+                    if next[k] < count[k] {
+                        let at = clock::arrival(now, real, b.get(next[k]).0.rx_realtime_ns);
+                        if first.is_none_or(|(_, t)| at < t) {
+                            first = Some((k, at));
+                        }
+                    }
+                }
+                let Some((k, at)) = first else {
+                    break;
+                };
+                let (w, b) = &batches[k];
+                let (r, bytes) = b.get(next[k]);
+                next[k] += 1;
+                if recorder.is_some() {
+                    let h = hex(bytes);
+                    record_to(recorder, || Input::Datagram {
+                        t_ns: at.as_nanos(),
+                        from: r.from,
+                        socket: w.kind(),
+                        hex: h,
+                    });
+                }
+                agent.handle_datagram(at, r.from, w.kind(), bytes);
+            }
+            if !full {
+                break;
+            }
         }
     }
 
@@ -615,25 +618,13 @@ impl Daemon {
     }
 }
 
+/// Most `recvmmsg` rounds per wake-up (each reads up to [`BATCH`] datagrams per socket).
+const MAX_ROUNDS: usize = 8;
+/// Most probe sockets (ICMP, UDP over IPv4 and over IPv6).
+const MAX_SOCKETS: usize = 3;
+
 /// How long [`Daemon::restore_safe`] waits for the MQTT session to finish.
 pub const MQTT_CLOSE: Duration = Duration::from_secs(1);
-
-/// Which sockets poll found readable.
-#[derive(Clone, Copy, Debug, Default)]
-struct Ready {
-    probes: [Option<Which>; 6],
-    metrics: bool,
-    /// The capture's sockets (outgoing, incoming).
-    capture: [bool; 2],
-}
-
-/// What a polled socket is.
-#[derive(Clone, Copy, Debug)]
-enum Slot {
-    Probe(Which),
-    Metrics,
-    Capture(usize),
-}
 
 /// Opens the passive capture when the delay source uses it and the shaper is the kernel's
 /// (a bridge measures inline), and logs where it runs or why it could not start. Fails only
@@ -670,5 +661,16 @@ fn open_capture(
             "delay_source = \"passive\": the capture on {dev} cannot start: {e}"
         ))),
         _ => Ok(capture),
+    }
+}
+
+/// Writes input `i` to the recording, if one is kept; a failed write is reported and ends the
+/// recording (the daemon goes on).
+fn record_to(recorder: &mut Option<Recorder>, i: impl FnOnce() -> Input) {
+    if let Some(r) = recorder.as_mut() {
+        if let Err(e) = r.write(&i()) {
+            eprintln!("purple control: record: {e}");
+            *recorder = None;
+        }
     }
 }

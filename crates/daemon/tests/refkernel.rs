@@ -61,7 +61,7 @@ sleep 1
 tc -s -j qdisc show dev ifb9
 "#;
 
-/// The numbers of a `stats DEV qlen Q backlog B drops D ecn_marks E cake C` line.
+/// The numbers of a `stats DEV qlen Q backlog B drops D ecn_marks E cake C [sent_bytes S]` line.
 fn stats_line(l: &str) -> std::collections::HashMap<String, u64> {
     let w: Vec<&str> = l.split_whitespace().collect();
     w[2..]
@@ -98,6 +98,13 @@ fn netlink_stats_read_real_sch_cake_backlog_drops_and_ecn_marks() {
     assert_eq!(ours[1]["backlog"], 0, "{stdout}");
     assert_eq!(ours[1]["drops"], t["drops"].as_u64().unwrap(), "{stdout}");
     assert_eq!(ours[1]["ecn_marks"], tc_ecn, "{stdout}");
+    // The bytes the qdisc sent (the throughput the agent measures from them), as tc's.
+    assert_eq!(
+        ours[1]["sent_bytes"],
+        t["bytes"].as_u64().unwrap(),
+        "{stdout}"
+    );
+    assert!(ours[1]["sent_bytes"] > 0, "{stdout}");
     assert!(
         ours[1]["ecn_marks"] + ours[1]["drops"] > 0,
         "CoDel acted on the flood: {stdout}"

@@ -1,6 +1,12 @@
 //! The userspace dataplane: `purple bridge IF_A IF_B`, a bump in the wire that forwards every
 //! frame between two interfaces through one qdisc per direction.
 //!
+//! **What this crate owns**: the bridge's event loop over `AF_PACKET` sockets, its buffer pool,
+//! GSO rejoin, control socket, the multi-queue bridge ([`mq`]) and the link emulator
+//! ([`linkem`]). **What it must not do**: decide rates (it applies what its control socket is
+//! told); allocate per packet in steady state; read a client's socket on the forwarding thread;
+//! hold algorithms (qdiscs come from `cake`/`qdisc` and stay sans-IO).
+//!
 //! Design:
 //! - I/O: one `AF_PACKET` raw socket per interface with `PACKET_VNET_HDR`, read and written in
 //!   batches of up to 64 frames with `recvmmsg`/`sendmmsg` (see [`sys`]). Not mmap rings: with

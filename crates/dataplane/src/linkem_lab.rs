@@ -436,12 +436,6 @@ impl Lab {
     }
 }
 
-/// The `q`-quantile (0..=1) of sorted values; `None` when there are none (no sample, no figure).
-pub fn quantile(sorted: &[u64], q: f64) -> Option<u64> {
-    let i = (sorted.len().checked_sub(1)? as f64 * q.clamp(0.0, 1.0)).round() as usize;
-    sorted.get(i).copied()
-}
-
 impl Drop for Lab {
     fn drop(&mut self) {
         for w in ['c', 'b', 's'] {

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use dataplane::linkem::{Capacity, LinkConfig};
-use dataplane::linkem_lab::{quantile, Lab, Running, Shape};
+use dataplane::linkem_lab::{Lab, Running, Shape};
 use dataplane::BridgeConfig;
+use qdisc::quantile::rounded_rank;
 
 fn start(lab: &Lab, up: LinkConfig, down: LinkConfig, ctl: Option<std::path::PathBuf>) -> Running {
     let cfg = BridgeConfig {
@@ -46,15 +47,15 @@ fn twenty_ms_each_way_gives_a_forty_ms_round_trip() {
         .unwrap();
     em.stop().unwrap();
     assert!(one_way.len() >= 18, "{} datagrams arrived", one_way.len());
-    let ow_min = quantile(&one_way, 0.0).expect("samples") as f64 / 1e6;
+    let ow_min = rounded_rank(&one_way, 0.0).expect("samples") as f64 / 1e6;
     eprintln!("one-way through 20 ms: min {ow_min:.2} ms");
     assert!(
         (19.9..=23.0).contains(&ow_min),
         "one-way min {ow_min} ms for a 20 ms link"
     );
     assert!(rtts.len() >= 18, "{} replies", rtts.len());
-    let min = quantile(&rtts, 0.0).expect("samples") as f64 / 1e6;
-    let p50 = quantile(&rtts, 0.5).expect("samples") as f64 / 1e6;
+    let min = rounded_rank(&rtts, 0.0).expect("samples") as f64 / 1e6;
+    let p50 = rounded_rank(&rtts, 0.5).expect("samples") as f64 / 1e6;
     eprintln!("RTT through 20 ms + 20 ms: min {min:.2} ms, p50 {p50:.2} ms");
     // The delay is a floor no packet beats, and at least the fastest probe gets it almost
     // exactly. The median only gets a loose bound: on a loaded 2-core machine the userspace
@@ -105,8 +106,8 @@ fn tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live() {
     let text = dataplane::ctl::request(&ctl, "stats").unwrap();
     em.stop().unwrap();
     let (i50, l50) = (
-        quantile(&idle, 0.5).expect("samples") as f64 / 1e6,
-        quantile(&loaded, 0.5).expect("samples") as f64 / 1e6,
+        rounded_rank(&idle, 0.5).expect("samples") as f64 / 1e6,
+        rounded_rank(&loaded, 0.5).expect("samples") as f64 / 1e6,
     );
     eprintln!(
         "goodput {:.2} Mbit/s at 10Mbit, {:.2} at 20Mbit; RTT idle {i50:.2} ms, loaded {l50:.2} ms\n{text}",
@@ -119,7 +120,7 @@ fn tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live() {
     // 200 packets of 1500 bytes at 10 Mbit/s allow 240 ms of queue, but the receiver's
     // autotuned window (rcvbuf grows with the small idle RTT) keeps the standing queue to some
     // tens of milliseconds: bloat is visible, not the full buffer.
-    let lmax = quantile(&loaded, 1.0).expect("samples") as f64 / 1e6;
+    let lmax = rounded_rank(&loaded, 1.0).expect("samples") as f64 / 1e6;
     assert!(
         lmax > i50 + 10.0,
         "no bloat: idle {i50} loaded p50 {l50} max {lmax}"

@@ -36,13 +36,10 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
     p
 }
 
+/// The upper median of `v`; NaN when empty.
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v[v.len() / 2]
-    }
+    qdisc::quantile::rounded_rank(&v, 0.5).unwrap_or(f64::NAN)
 }
 
 fn main() {

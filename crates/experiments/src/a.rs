@@ -53,11 +53,6 @@ pub(crate) fn experiments() -> Vec<Experiment> {
     ]
 }
 
-/// `x` Mbit/s in bits per second.
-fn mbit(x: f64) -> u64 {
-    (x * 1e6).round() as u64
-}
-
 /// CAKE configured by `tc qdisc add ... cake ARGS`. The argument lists are this module's
 /// constants; a list tc would reject falls back to CAKE's defaults, which makes the
 /// experiment's claims fail visibly rather than panic.

@@ -12,7 +12,7 @@
 use crate::testbed::{Dumbbell, DumbbellSpec, Host, TcpOpts};
 use crate::{jain, Claim, Experiment, Report, RunOpts, Table};
 use cake::{AnyQdisc, QdiscSpecError};
-use qdisc::{Duration, Instant, Qdisc};
+use qdisc::{quantile, Duration, Instant, Qdisc};
 use sim::flent::{self, Role};
 use sim::{AppId, Ping, RunSummary};
 use tcpmodel::{CcKind, Pacing};
@@ -158,8 +158,11 @@ fn stats(v: &mut [f64]) -> Option<(f64, f64, f64)> {
     }
     v.sort_by(f64::total_cmp);
     let n = v.len();
-    let rank = |p: f64| v[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-    Some((v.iter().sum::<f64>() / n as f64, rank(0.5), rank(0.99)))
+    Some((
+        v.iter().sum::<f64>() / n as f64,
+        quantile::nearest_rank(v, 0.5)?,
+        quantile::nearest_rank(v, 0.99)?,
+    ))
 }
 
 /// Runs `spec`: one client host (the receiver of every flow and the probes' origin) behind the

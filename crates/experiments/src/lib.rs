@@ -1,6 +1,11 @@
 //! The published CAKE experiments of `evaluation.md` (sections A, B and C) and the L4S
 //! comparison (section D) as simulator runs.
 //!
+//! **What this crate owns**: each published experiment as a simulator run with its claims, and
+//! section C's closed loop (the simulator's shell around `controller::agent::Agent`) and
+//! matrix. **What it must not do**: I/O beyond reading scenario and trace files; decide for the
+//! controller (the agent does); change a figure without the change being explained in the docs.
+//!
 //! Each [`Experiment`] builds its testbed ([`testbed`]), runs every contender the seed compared,
 //! and returns a [`Report`]: a table of our figures, the seed's figures beside them, and
 //! [`Claim`]s — each a seed statement checked against our numbers with a stated tolerance. The

@@ -28,8 +28,9 @@ pub struct ControlPoint {
     pub down_mbit: f64,
     /// Upload (bridge egress) rate decided, Mbit/s.
     pub up_mbit: f64,
-    /// Download throughput the daemon measured (router's `r0` tx counter), Mbit/s.
-    pub down_throughput_mbit: f64,
+    /// Download throughput the controller measured (the daemon: router's `r0` tx counter),
+    /// Mbit/s; `None` where the controller does not report it (the real cake-autorate).
+    pub down_throughput_mbit: Option<f64>,
     /// Mean download queueing delay over the baseline since the previous line, ms.
     pub down_delay_ms: Option<f64>,
 }
@@ -59,15 +60,15 @@ impl ControlTrace {
 }
 
 /// The daemon's configuration for the lab: both directions on the router bridge's control
-/// socket `socket` (download = bridge ingress, counter `r0` tx; upload = egress, `r1` tx), one
-/// reflector `reflector` (a `probe.reflectors` entry: `udp:ADDR:PORT` or `echo:ADDR`), 20
-/// probes/s, the delay source `delay_source`, every step logged to `log`.
+/// socket `socket` (download = bridge ingress, counter `r0` tx; upload = egress, `r1` tx),
+/// `reflectors` (the daemon's syntax: `udp:ADDR:PORT`, `echo:ADDR`), 20 probes/s in all, the
+/// delay source `delay_source`, every step logged to `log`.
 pub fn config_toml(
     algorithm: &str,
     delay_source: &str,
     down: RateRange,
     up: RateRange,
-    reflector: &str,
+    reflectors: &[String],
     socket: &Path,
     log: &Path,
 ) -> String {
@@ -81,7 +82,7 @@ pub fn config_toml(
          min_mbit = {dmin}\nbase_mbit = {dbase}\nmax_mbit = {dmax}\n\n\
          [upload]\ninterface = \"r1\"\ncounter = \"tx\"\n\
          min_mbit = {umin}\nbase_mbit = {ubase}\nmax_mbit = {umax}\n\n\
-         [probe]\nreflectors = [{refl}]\nrate_hz = 20\nactive = 1\nmin_interval_ms = 0\n\
+         [probe]\nreflectors = [{refl}]\nrate_hz = 20\nactive = {active}\nmin_interval_ms = 0\n\
          timeout_ms = 500\n\n\
          [actuator]\nkind = \"bridge\"\nbridge_socket = {sock}\nmin_interval_ms = 0\n\
          min_change_percent = 0\n\n\
@@ -94,7 +95,12 @@ pub fn config_toml(
         umin = up.min,
         ubase = up.base,
         umax = up.max,
-        refl = q(reflector),
+        refl = reflectors
+            .iter()
+            .map(|r| q(r))
+            .collect::<Vec<_>>()
+            .join(", "),
+        active = reflectors.len().max(1),
         sock = q(&socket.display().to_string()),
         log = q(&log.display().to_string()),
     )
@@ -125,7 +131,7 @@ pub fn parse_log(text: &str, epoch_wall_s: f64) -> (Vec<ControlPoint>, usize) {
                     t: t + off,
                     down_mbit: mbit(down.rate),
                     up_mbit: mbit(up.rate),
-                    down_throughput_mbit: mbit(down.throughput),
+                    down_throughput_mbit: Some(mbit(down.throughput)),
                     down_delay_ms: down.delay_ms,
                 });
             }
@@ -148,8 +154,11 @@ pub(crate) struct Running {
 }
 
 /// Starts `purple reflector` on the server and `purple control` (binary `bin`) in the router
-/// namespace for `scn`, writing the configuration and the log into `dir`. The router
-/// namespace's `r1` must already carry [`ROUTER`] and the bridge must listen on `socket`.
+/// namespace for `scn`, writing the configuration and the log into `dir`. The daemon probes
+/// `echo` (ICMP echo reflectors on the server) if given, else as the scenario says
+/// ([`Scenario::daemon_probe`]: the `purple reflector` with UDP timestamps, or ICMP echo to the
+/// server). The router namespace's `r1` must already carry [`ROUTER`] and the bridge must
+/// listen on `socket`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn start(
     scn: &Scenario,
@@ -160,27 +169,31 @@ pub(crate) fn start(
     server: &Netns,
     socket: &Path,
     dir: &Path,
+    echo: Option<&[&str]>,
 ) -> Result<Running, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
     let config = dir.join("control.toml");
     let log = dir.join("control.jsonl");
     let _ = std::fs::remove_file(&log);
     let (down, up) = scn.control_range();
-    let refl = match scn.daemon_probe {
-        DaemonProbe::Udp => format!("udp:{}:{REFLECTOR_PORT}", crate::SERVER),
-        DaemonProbe::Echo => format!("echo:{}", crate::SERVER),
+    let udp = echo.is_none() && scn.daemon_probe == DaemonProbe::Udp;
+    let refl: Vec<String> = match (echo, scn.daemon_probe) {
+        (Some(addrs), _) => addrs.iter().map(|a| format!("echo:{a}")).collect(),
+        (None, DaemonProbe::Udp) => vec![format!("udp:{}:{REFLECTOR_PORT}", crate::SERVER)],
+        (None, DaemonProbe::Echo) => vec![format!("echo:{}", crate::SERVER)],
     };
     let text = config_toml(algorithm, delay_source, down, up, &refl, socket, &log);
     std::fs::write(&config, text).map_err(|e| format!("write {}: {e}", config.display()))?;
     let b = bin.display().to_string();
     let port = REFLECTOR_PORT.to_string();
-    let mut reflector = match scn.daemon_probe {
-        DaemonProbe::Udp => Some(server.spawn(
+    let mut reflector = if udp {
+        Some(server.spawn(
             &b,
             &["reflector", "--bind", crate::SERVER, "--port", &port],
             true,
-        )?),
-        DaemonProbe::Echo => None,
+        )?)
+    } else {
+        None
     };
     let cfg = config.display().to_string();
     let mut daemon = router.spawn(&b, &["control", "--config", &cfg], true)?;
@@ -236,7 +249,7 @@ mod tests {
             "probes",
             d,
             u,
-            "udp:10.78.0.2:8862",
+            &["udp:10.78.0.2:8862".to_string()],
             Path::new("/run/purple/x.sock"),
             Path::new("/tmp/x \"q\".jsonl"),
         );
@@ -302,7 +315,7 @@ mod tests {
         assert!((p[0].t - 1.0).abs() < 1e-9, "{}", p[0].t);
         assert!((p[0].down_mbit - 100.0).abs() < 1e-9);
         assert!((p[0].up_mbit - 40.0).abs() < 1e-9);
-        assert!((p[0].down_throughput_mbit - 80.0).abs() < 1e-9);
+        assert!((p[0].down_throughput_mbit.unwrap() - 80.0).abs() < 1e-9);
         assert_eq!(p[0].down_delay_ms, Some(3.5));
         let tr = ControlTrace {
             algorithm: "purple".into(),

@@ -27,6 +27,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use qdisc::quantile;
+
 use crate::control::{parse_log, ControlPoint};
 
 /// What to run in the guest.
@@ -353,12 +355,10 @@ pub struct ModeSummary {
     pub rises: Vec<(f64, f64)>,
 }
 
+/// The upper median of `v` (sorted in place); NaN when empty.
 fn median(v: &mut [f64]) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    quantile::rounded_rank(v, 0.5).unwrap_or(f64::NAN)
 }
 
 /// Reduces a mode's run (`load_s` seconds of load; the first `warm_s` of load are left out of
@@ -557,7 +557,7 @@ mod tests {
                     t,
                     down_mbit: r,
                     up_mbit: 1.0,
-                    down_throughput_mbit: 0.0,
+                    down_throughput_mbit: None,
                     down_delay_ms: None,
                 })
                 .collect(),

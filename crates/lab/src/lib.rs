@@ -2,6 +2,11 @@
 //! kernel TCP (CUBIC per socket, ECN on) and UDP through purple's bridge, with results in the
 //! simulator's [`sim::RunSummary`] form so `purple lab run` and `purple sim` report alike.
 //!
+//! **What this crate owns**: namespace testbeds, traffic tools, and the QEMU reference-kernel
+//! runs ([`kernel`], [`kernel_control`]). **What it must not do**: leave a namespace or process
+//! behind on any exit path; send traffic outside its namespaces; hold algorithms (the qdiscs,
+//! the link model and the controller are the other crates').
+//!
 //! Topology (one set of namespaces per run, named `plab-<pid>-<n>-<role>`):
 //!
 //! ```text
@@ -22,13 +27,21 @@
 //! UDP ping-pong per DSCP) run from the idle phase on, and induced latency is each loaded sample
 //! minus the probe's idle median. VoIP-like UDP measures exact one-way delay (one clock).
 //!
+//! Controllers: a contender's CAKE rates may be driven by `purple control` ([`control`]) or by
+//! the real cake-autorate through the tc shim ([`autorate`]), both in the router namespace.
+//!
 //! Stages: [`RouterStage::Purple`] (our bridge) or [`RouterStage::Kernel`] (Linux qdiscs by
 //! `tc`, used inside the reference kernel by [`kernel`]); [`DelayStage::Linkem`] (`purple
 //! linkem`, when built in), [`DelayStage::Netem`] (reference kernel) or
 //! [`DelayStage::Passthrough`] (no delay: the host kernel has no netem, and until `purple
 //! linkem` is merged the base RTT is ~0.2 ms instead of the seeds' 90 ms).
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod autorate;
+pub mod bench_control;
 pub mod control;
+pub mod cost;
 pub mod kernel;
 pub mod kernel_control;
 pub mod ns;
@@ -43,12 +56,24 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use ns::{Netns, Proc};
+use qdisc::quantile::nearest_rank;
 use scenario::{Capacity, Contender, FlowKind, Scenario, Test};
 use sim::{FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 use traffic::{Ctx, Meter, Task};
 
 const CLIENT: &str = "10.78.0.1";
 const SERVER: &str = "10.78.0.2";
+/// Six more addresses of the server that the kernel answers ICMP echo on: the reflectors of
+/// the real cake-autorate (its default is six pingers) and, beside it, of our daemon
+/// ([`LabOpts::echo_reflectors`]).
+pub const ECHO_REFLECTORS: [&str; 6] = [
+    "10.78.0.20",
+    "10.78.0.21",
+    "10.78.0.22",
+    "10.78.0.23",
+    "10.78.0.24",
+    "10.78.0.25",
+];
 /// Sampling period of goodput and of the series (the brief's 100 ms).
 const BIN: Duration = Duration::from_millis(100);
 
@@ -118,6 +143,12 @@ pub struct LabOpts {
     pub control_dir: Option<PathBuf>,
     /// Faults injected into the testbed (none by default).
     pub faults: Vec<Fault>,
+    /// The cake-autorate checkout that [`scenario::CAKE_AUTORATE_SCRIPT`] runs.
+    pub cake_autorate: Option<autorate::Checkout>,
+    /// The daemon contenders probe the server's six [`ECHO_REFLECTORS`] with ICMP echo, as the
+    /// real cake-autorate does, instead of the `purple reflector` with UDP timestamps (so the
+    /// two see the same signal when compared).
+    pub echo_reflectors: bool,
 }
 
 /// A fault injected into the testbed, to check that what depends on it fails loudly.
@@ -159,6 +190,8 @@ impl LabOpts {
             purple_bin: None,
             control_dir: None,
             faults: Vec::new(),
+            cake_autorate: None,
+            echo_reflectors: false,
         }
     }
 }
@@ -449,7 +482,9 @@ fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result
     let rate = format!("{}kbit", rate_bit_s / 1000);
     let tc = |args: &[&str]| ns.exec("tc", args);
     match c.shape {
-        scenario::Shape::Cake(a) | scenario::Shape::Controlled { cake: a, .. } => {
+        scenario::Shape::Cake(a)
+        | scenario::Shape::Controlled { cake: a, .. }
+        | scenario::Shape::Script { cake: a } => {
             let mut v = vec![
                 "qdisc",
                 "add",
@@ -564,14 +599,6 @@ fn start_bridge(
     }
 }
 
-fn quantile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let n = sorted.len();
-    sorted[((p * n as f64).ceil() as usize).clamp(1, n) - 1]
-}
-
 /// The latency figures of `samples_ms`; `None` without samples (never zeros).
 fn latency_ms(samples_ms: &[f64]) -> Option<LatencyMs> {
     let mut s = samples_ms.to_vec();
@@ -581,9 +608,9 @@ fn latency_ms(samples_ms: &[f64]) -> Option<LatencyMs> {
     }
     Some(LatencyMs {
         mean: s.iter().sum::<f64>() / s.len() as f64,
-        p50: quantile(&s, 0.5),
-        p95: quantile(&s, 0.95),
-        p99: quantile(&s, 0.99),
+        p50: nearest_rank(&s, 0.5)?,
+        p95: nearest_rank(&s, 0.95)?,
+        p99: nearest_rank(&s, 0.99)?,
         max: s[s.len() - 1],
         min: s[0],
     })
@@ -609,6 +636,19 @@ pub fn run_one(
         } => (Some(algorithm), delay_source),
         _ => (None, "probes"),
     };
+    let script = match (contender.shape, &opts.cake_autorate) {
+        (scenario::Shape::Script { cake }, Some(co)) => Some((cake, co)),
+        (scenario::Shape::Script { .. }, None) => {
+            return Err(format!(
+                "{} needs a cake-autorate checkout (--cake-autorate DIR)",
+                contender.name
+            ))
+        }
+        _ => None,
+    };
+    if script.is_some() && opts.router == RouterStage::Kernel {
+        return Err(format!("{}: runs with our bridge only", contender.name));
+    }
     let daemon_bin = match (&opts.purple_bin, &opts.delay) {
         (Some(b), _) | (None, DelayStage::Linkem(b)) => Some(b.clone()),
         _ => None,
@@ -627,15 +667,27 @@ pub fn run_one(
             ));
         }
     }
+    if script.is_some() && daemon_bin.is_none() {
+        return Err(format!(
+            "{} needs the `purple` binary (its tc shim)",
+            contender.name
+        ));
+    }
     let t = Topo::build()?;
     for f in &opts.faults {
         match f {
             Fault::NoIcmpEcho => t.server.sysctl("net.ipv4.icmp_echo_ignore_all", "1")?,
         }
     }
+    if opts.echo_reflectors {
+        for a in ECHO_REFLECTORS {
+            t.server
+                .ip(&["addr", "add", &format!("{a}/24"), "dev", "s0"])?;
+        }
+    }
     let (mut delay_proc, delay_stage, delay_started) = start_delay(scn, &t, &opts.delay)?;
-    let ctl_sock =
-        algorithm.map(|_| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
+    let ctl_sock = (algorithm.is_some() || script.is_some())
+        .then(|| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
     let bridge = match opts.router {
         RouterStage::Purple => Some(start_bridge(
             &t,
@@ -652,13 +704,15 @@ pub fn run_one(
             None
         }
     };
-    let daemon = match (algorithm, &daemon_bin, &ctl_sock) {
-        (Some(alg), Some(bin), Some(sock)) => {
-            let dir = opts.control_dir.clone().unwrap_or_else(|| {
-                std::env::temp_dir()
-                    .join("purple-lab")
-                    .join(format!("{}-{}", t.prefix, contender.short))
-            });
+    let control_dir = opts.control_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join("purple-lab")
+            .join(format!("{}-{}", t.prefix, contender.short))
+    });
+    let echo = opts.echo_reflectors.then_some(&ECHO_REFLECTORS[..]);
+    let daemon = match (algorithm, &daemon_bin, &ctl_sock, script) {
+        (Some(alg), Some(bin), Some(sock), _) => {
+            let dir = &control_dir;
             let addr = format!("{}/24", control::ROUTER);
             let started = t
                 .router
@@ -672,8 +726,30 @@ pub fn run_one(
                         &t.router,
                         &t.server,
                         sock,
-                        &dir,
+                        dir,
+                        echo,
                     )
+                })
+                .map(Controller::Daemon);
+            match started {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    if let Some((stopper, h)) = bridge {
+                        stopper.stop();
+                        let _ = h.join();
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        (None, Some(bin), Some(sock), Some((cake, co))) => {
+            let addr = format!("{}/24", control::ROUTER);
+            let started = t
+                .router
+                .ip(&["addr", "add", &addr, "dev", "r1"])
+                .and_then(|()| {
+                    start_script(scn, co, cake, bin, &t.router, sock, &control_dir)
+                        .map_err(|e| e.to_string())
                 });
             match started {
                 Ok(d) => Some(d),
@@ -692,7 +768,8 @@ pub fn run_one(
     let epoch_wall_s = unix_now_s();
     let r = drive(scn, test, opts, &t, &ctx, progress);
     ctx.stop.store(true, Ordering::Relaxed);
-    // The daemon goes before the bridge (on SIGTERM it sets the safe rate through it).
+    // The controller goes before the bridge (on SIGTERM the daemon sets the safe rate through
+    // it).
     let control = daemon.map(|d| d.finish(epoch_wall_s));
     let stats = match bridge {
         Some((stopper, h)) => {
@@ -711,7 +788,8 @@ pub fn run_one(
         Some(Ok(c)) => {
             if c.actuator_errors > 0 {
                 warnings.push(format!(
-                    "purple control: {} actuator errors (see {})",
+                    "{}: {} actuator errors (see {})",
+                    c.algorithm,
                     c.actuator_errors,
                     c.log.display()
                 ));
@@ -765,6 +843,94 @@ pub fn run_one(
         capacity_down_mbit,
         control,
     })
+}
+
+/// What drives a controlled contender's CAKE during a run.
+enum Controller {
+    /// `purple control`.
+    Daemon(control::Running),
+    /// The real cake-autorate through the tc shim.
+    Script(autorate::Running, autorate::Shim),
+}
+
+impl Controller {
+    /// Stops it and returns what it did on the run's clock (`epoch_wall_s`: Unix time of the
+    /// run's epoch).
+    fn finish(self, epoch_wall_s: f64) -> Result<control::ControlTrace, String> {
+        match self {
+            Controller::Daemon(d) => d.finish(epoch_wall_s),
+            Controller::Script(mut run, shim) => {
+                run.stop();
+                let calls = shim.calls();
+                Ok(control::ControlTrace {
+                    algorithm: "cake-autorate (the real script)".into(),
+                    config: run.config.clone(),
+                    log: shim.log().to_path_buf(),
+                    points: script_points(&calls, epoch_wall_s),
+                    actuator_errors: calls.iter().filter(|c| c.error.is_some()).count(),
+                })
+            }
+        }
+    }
+}
+
+/// The rate trace of the shim's calls (`r0` = download, `r1` = upload, as the lab's bridge
+/// shapes them), one point per call, on the run's clock. Before a direction's first call its
+/// rate is unknown and the point carries the other's first (both are set at start).
+fn script_points(calls: &[autorate::ShimCall], epoch_wall_s: f64) -> Vec<control::ControlPoint> {
+    let mbit = |b: u64| b as f64 / 1e6;
+    let first = |dev: &str| calls.iter().find(|c| c.dev == dev).map(|c| mbit(c.bit_s));
+    let (mut down, mut up) = (first("r0").unwrap_or(0.0), first("r1").unwrap_or(0.0));
+    let mut points = Vec::with_capacity(calls.len());
+    for c in calls.iter().filter(|c| c.error.is_none()) {
+        match c.dev.as_str() {
+            "r0" => down = mbit(c.bit_s),
+            "r1" => up = mbit(c.bit_s),
+            _ => continue,
+        }
+        points.push(control::ControlPoint {
+            t: c.t - epoch_wall_s,
+            down_mbit: down,
+            up_mbit: up,
+            down_throughput_mbit: None,
+            down_delay_ms: None,
+        });
+    }
+    points
+}
+
+/// Starts the real cake-autorate from `co` in the router namespace: both directions of the
+/// router's bridge (its control socket `sock`: download = ingress on `r0`, upload = egress on
+/// `r1`) through the tc shim (`purple_bin` as `tc`), the daemon contenders' rate ranges, the
+/// server's six [`ECHO_REFLECTORS`] pinged every 0.3 s each (its defaults: 20 pings a second).
+fn start_script(
+    scn: &Scenario,
+    co: &autorate::Checkout,
+    cake: &str,
+    purple_bin: &Path,
+    router: &Netns,
+    sock: &Path,
+    dir: &Path,
+) -> Result<Controller, autorate::AutorateError> {
+    let (down, up) = scn.control_range();
+    let shim = autorate::Shim::create(
+        &dir.join("shim"),
+        &dir.join("tc-calls.log"),
+        purple_bin,
+        Some((sock, &[("r0", "ingress"), ("r1", "egress")])),
+        cake,
+    )?;
+    let cfg = autorate::ScriptConfig {
+        dl_if: "r0".into(),
+        ul_if: "r1".into(),
+        down: autorate::RatesKbps::from_mbit(down),
+        up: autorate::RatesKbps::from_mbit(up),
+        reflectors: ECHO_REFLECTORS.iter().map(|s| s.to_string()).collect(),
+        ping_interval_s: 0.3,
+        log_dir: dir.to_path_buf(),
+    };
+    let run = autorate::start(co, router, &cfg, &shim, dir, None)?;
+    Ok(Controller::Script(run, shim))
 }
 
 /// Seconds since the Unix epoch now (the decision log's `wall` is on this clock).
@@ -981,7 +1147,8 @@ fn drive(
                 .map(|(_, l)| *l as f64 / 1e6)
                 .collect();
             idle.sort_by(f64::total_cmp);
-            let base = quantile(&idle, 0.5);
+            // `idle` holds `idle_n` > 0 samples (checked above).
+            let base = nearest_rank(&idle, 0.5).unwrap_or(0.0);
             let ind: Vec<f64> = loaded.iter().map(|l| (l - base).max(0.0)).collect();
             // `ind` has one entry per loaded sample, and there is at least one (checked above).
             let Some(s) = latency_ms(&ind) else {
@@ -1086,6 +1253,112 @@ mod tests {
         assert!((first - 20_000.0).abs() <= 1.0, "{first}");
         assert!((second - 10_000.0).abs() <= 1.0, "{second}");
         assert_eq!(ms.last().copied(), Some(4000));
+    }
+
+    #[test]
+    fn the_scripts_tc_calls_become_a_rate_trace_on_the_runs_clock() {
+        let call = |t: f64, dev: &str, bit_s: u64, error: Option<&str>| autorate::ShimCall {
+            t,
+            dev: dev.into(),
+            bit_s,
+            error: error.map(String::from),
+        };
+        let calls = [
+            call(1000.5, "r0", 100_000_000, None),
+            call(1000.5, "r1", 45_000_000, None),
+            call(1002.0, "r0", 90_000_000, None),
+            call(1002.5, "r0", 1, Some("refused")),
+            call(1003.0, "eth9", 5, None),
+            call(1004.0, "r1", 40_000_000, None),
+        ];
+        let p = script_points(&calls, 1000.0);
+        let got: Vec<(f64, f64, f64)> = p.iter().map(|p| (p.t, p.down_mbit, p.up_mbit)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0.5, 100.0, 45.0),
+                (0.5, 100.0, 45.0),
+                (2.0, 90.0, 45.0),
+                (4.0, 90.0, 40.0)
+            ]
+        );
+        assert!(p.iter().all(|p| p.down_throughput_mbit.is_none()));
+    }
+
+    /// A lab run with only what the comparison reads: goodput, a probe's p99, the capacity
+    /// series and a download rate trace `(t, Mbit/s)`.
+    fn run_with(name: &str, down: f64, p99: f64, caps: Vec<f64>, rates: &[(f64, f64)]) -> LabRun {
+        LabRun {
+            contender: name.into(),
+            test: "rrul_voip".into(),
+            summary: RunSummary {
+                name: name.into(),
+                duration_s: 10.0,
+                bin_s: 0.1,
+                flows: Vec::new(),
+                links: Vec::new(),
+                qdiscs: Vec::new(),
+                flent: None,
+            },
+            induced: vec![(
+                "Ping (ms) ICMP".into(),
+                Induced {
+                    p99,
+                    ..Induced::default()
+                },
+            )],
+            up_mbit: 30.0,
+            down_mbit: down,
+            delay_stage: String::new(),
+            warnings: Vec::new(),
+            namespaces: Vec::new(),
+            capacity_down_mbit: caps,
+            control: Some(control::ControlTrace {
+                algorithm: name.into(),
+                config: PathBuf::new(),
+                log: PathBuf::new(),
+                points: rates
+                    .iter()
+                    .map(|&(t, r)| control::ControlPoint {
+                        t,
+                        down_mbit: r,
+                        up_mbit: 40.0,
+                        down_throughput_mbit: None,
+                        down_delay_ms: None,
+                    })
+                    .collect(),
+                actuator_errors: 0,
+            }),
+        }
+    }
+
+    #[test]
+    fn two_laws_rate_traces_are_compared_bin_by_bin_over_the_window() {
+        // 4 s of 100 Mbit/s capacity; the port holds 100, the script 100 then 80 from 2 s.
+        let caps = vec![100.0; 40];
+        let port = run_with("port", 95.0, 10.0, caps.clone(), &[(0.0, 100.0)]);
+        let script = run_with(
+            "script",
+            90.0,
+            30.0,
+            caps,
+            &[(0.0, 100.0), (2.0, 80.0), (3.0, 80.0)],
+        );
+        let c = autorate::compare_laws(&port, &script, 1.0, 3.0).expect("comparable");
+        // Bins 1.05 .. 2.95: 10 at 0 difference, 10 at -20.
+        assert!((c.mean_diff_mbit + 10.0).abs() < 1e-9, "{c:?}");
+        assert!((c.mean_abs_diff_mbit - 10.0).abs() < 1e-9, "{c:?}");
+        assert!((c.share_within_10pct - 0.5).abs() < 1e-9, "{c:?}");
+        assert!((c.rows[1].mean_down_rate_mbit - 90.0).abs() < 1e-9);
+        assert!((c.rows[1].rate_over_capacity - 0.9).abs() < 1e-9);
+        assert_eq!((c.rows[0].down_changes, c.rows[1].down_changes), (0, 1));
+        assert_eq!(c.rows[1].icmp_p99_ms, Some(30.0));
+        assert_eq!(c.rows[1].udp_p99_ms, None);
+        // No bin in the window, or no trace: an error, not a comparison of nothing.
+        assert!(autorate::compare_laws(&port, &script, 5.0, 6.0).is_err());
+        let mut bare = script.clone();
+        bare.control = None;
+        assert!(autorate::compare_laws(&port, &bare, 1.0, 3.0).is_err());
     }
 
     #[test]

@@ -159,7 +159,17 @@ impl Netns {
             // Our own tools stop cleanly on SIGTERM (signalfd); others are killed outright
             // (they inherit SIGTERM blocked from our signal set-up).
             gentle: prog.ends_with("purple"),
+            group: None,
         })
+    }
+
+    /// The command that runs `PROG ARGS` inside the namespace (`ip netns exec`), for callers
+    /// that set its environment and stdio themselves (see [`Proc::group_leader`]).
+    pub fn command(&self, prog: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", self.name.as_str(), prog])
+            .args(args);
+        c
     }
 
     /// Adds a veth pair `here` (in this namespace) — `there` (in `peer`), both up.
@@ -187,9 +197,30 @@ pub struct Proc {
     child: Option<Child>,
     what: String,
     gentle: bool,
+    /// Leader of its own process group, whose every member is signalled; SIGKILL after this
+    /// grace period.
+    group: Option<Duration>,
 }
 
 impl Proc {
+    /// A child started as the leader of its own process group
+    /// (`std::os::unix::process::CommandExt::process_group(0)`): stopping it sends SIGTERM to
+    /// the whole group (a script and every process it started), waits up to `grace` for the
+    /// leader to exit, then sends SIGKILL to whatever of the group is left.
+    pub fn group_leader(child: Child, what: &str, grace: Duration) -> Proc {
+        Proc {
+            child: Some(child),
+            what: what.to_string(),
+            gentle: true,
+            group: Some(grace),
+        }
+    }
+
+    /// Its process id.
+    pub fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// What runs (for messages).
     pub fn what(&self) -> &str {
         &self.what
@@ -214,6 +245,20 @@ impl Proc {
         let Some(mut c) = self.child.take() else {
             return;
         };
+        if let Some(grace) = self.group {
+            crate::sys::signal_group(c.id(), libc::SIGTERM);
+            let waits = (grace.as_millis() / 50).max(1);
+            for _ in 0..waits {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            crate::sys::signal_group(c.id(), libc::SIGKILL);
+            let _ = c.kill();
+            let _ = c.wait();
+            return;
+        }
         if self.gentle {
             crate::sys::terminate(c.id());
         }

@@ -25,6 +25,13 @@ pub enum Shape {
         /// the router bridge runs `--passive` and the daemon reads it from there.
         delay_source: &'static str,
     },
+    /// CAKE (`cake bandwidth START ARGS`) whose rate the real cake-autorate script (a checkout
+    /// the user gave, [`crate::LabOpts::cake_autorate`]) drives through the tc shim, with the
+    /// same range as [`Shape::Controlled`].
+    Script {
+        /// CAKE's arguments after the bandwidth.
+        cake: &'static str,
+    },
 }
 
 /// How a `purple control` contender probes ([`Scenario::daemon_probe`]).
@@ -54,7 +61,7 @@ impl Contender {
     pub fn tc(&self, rate_bit_s: u64) -> String {
         let kbit = rate_bit_s / 1000;
         match self.shape {
-            Shape::Cake(a) | Shape::Controlled { cake: a, .. } => {
+            Shape::Cake(a) | Shape::Controlled { cake: a, .. } | Shape::Script { cake: a } => {
                 format!("cake bandwidth {kbit}kbit {a}")
             }
             Shape::Htb(c) => format!("htb rate {kbit}kbit burst 15k {c}"),
@@ -605,6 +612,14 @@ pub const CAKE_AUTORATE: Contender = Contender {
         cake: "besteffort",
         delay_source: "probes",
     },
+};
+
+/// CAKE driven by the real cake-autorate script through the tc shim (only with a checkout:
+/// `purple lab run radio --cake-autorate DIR`), beside [`CAKE_AUTORATE`], our port of its law.
+pub const CAKE_AUTORATE_SCRIPT: Contender = Contender {
+    name: "CAKE + cake-autorate (the real script)",
+    short: "cake-autorate.sh",
+    shape: Shape::Script { cake: "besteffort" },
 };
 
 /// Every built-in scenario.

@@ -2,8 +2,13 @@
 //! queue managers CAKE is compared against (FIFO, CoDel, FQ-CoDel, PIE, SFQ, SFB, DualPI2, and an
 //! HTB shaper to put in front of them).
 //!
-//! Nothing in this crate reads a clock, touches a socket or draws entropy: time and random seeds
-//! come from the caller.
+//! **What this crate owns**: the types every other crate shares ([`Instant`], [`Duration`],
+//! [`Rng`], [`Packet`] and its parser, the [`Qdisc`] trait with [`Dequeue`] and the drop
+//! causes, tc's unit syntax, capacity traces), the baseline qdiscs, and small shared
+//! mechanisms: order statistics ([`quantile`]) and rate conversions ([`rate`]).
+//!
+//! **What it must not do**: read a clock, touch a socket or file, or draw entropy (time and
+//! seeds come from the caller); depend on any other purple crate (it is the bottom of the graph).
 #![deny(unsafe_code)]
 
 pub mod codel;
@@ -14,6 +19,8 @@ pub mod htb;
 pub mod packet;
 pub mod pie;
 pub mod qdisc;
+pub mod quantile;
+pub mod rate;
 pub mod rng;
 pub mod sfb;
 pub mod sfq;

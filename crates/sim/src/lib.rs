@@ -1,5 +1,11 @@
 //! A deterministic discrete-event network simulator for purple's qdiscs.
 //!
+//! **What this crate owns**: the simulator ([`Sim`]: nodes, links, routes, applications,
+//! metrics), TOML scenarios ([`Scenario`]), [`RunSummary`] (the JSON every backend reports in,
+//! docs/scenarios.md) and Flent files ([`flent`]). **What it must not do**: read a clock or
+//! draw unseeded entropy; decide what a controller decides (closed loops run the
+//! `controller` crate's agent from outside, as `experiments::c::closed_loop` does).
+//!
 //! Sans-IO: virtual time only ([`qdisc::Instant`], nanoseconds), every random decision drawn from
 //! generators seeded by the scenario, no wall clock. The same scenario and seed give bit-identical
 //! metrics.

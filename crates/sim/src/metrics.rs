@@ -1,6 +1,6 @@
 //! Per-flow and per-link measurements, with time series for plotting.
 
-use qdisc::{Duration, Instant};
+use qdisc::{quantile, Duration, Instant};
 
 /// One time-series bin of a flow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -114,7 +114,8 @@ pub fn summarize(samples: &[u64]) -> LatencySummary {
     let mut s = samples.to_vec();
     s.sort_unstable();
     let n = s.len();
-    let rank = |p: f64| s[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+    // `s` is not empty (checked above), so every rank exists.
+    let rank = |p: f64| quantile::nearest_rank(&s, p).unwrap_or(0);
     let sum: u128 = s.iter().map(|&x| u128::from(x)).sum();
     LatencySummary {
         count: n,

@@ -2,6 +2,10 @@
 //! exchange real Ethernet/IP/TCP frames ([`qdisc::Packet`], payload unmaterialised) and never read
 //! a clock: every call takes the caller's `now`.
 //!
+//! **What this crate owns**: one TCP connection's two ends as sans-IO state machines, with the
+//! congestion controls in [`cc`]. **What it must not do**: know about links, routes or the
+//! simulator: it only exchanges frames with its caller.
+//!
 //! Modelled: established connections (no handshake, no FIN), MSS-sized segments, timestamps
 //! (TSval in microseconds), SACK-based loss recovery (RFC 6675 scoreboard: IsLost with DupThresh 3,
 //! retransmit holes lowest first, one window reduction per window of data), duplicate-ACK fast

@@ -1,6 +1,10 @@
 //! The harness of every purple test that needs something a machine may lack: root, network
 //! namespaces, the QEMU reference kernel, Flent, the mosquitto MQTT broker.
 //!
+//! **What this crate owns**: the prerequisite checks and the skip/fail policy of every such test.
+//! **What it must not do**: be a normal (non-dev) dependency of any crate; report a skipped test
+//! as passed.
+//!
 //! A test whose prerequisite is missing is **skipped, never passed**: it is listed as `ignored`
 //! in the test output with a `SKIPPED <binary>::<test>: <reason>` line on stderr, and appended to
 //! the file named by `$PURPLE_SKIP_LOG` (which `cargo xtask test` sets and summarises at the end

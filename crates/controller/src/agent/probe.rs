@@ -482,6 +482,12 @@ impl Prober {
         anchor: &WallAnchor,
         out: &mut impl FnMut(&mut Self, Sent),
     ) {
+        if self.k == 0 {
+            // The schedule starts at the first send, the instant the shell first calls in: the
+            // same instant the engine's first control step runs, so probes and steps of equal
+            // periods fall on the same wake-ups.
+            self.origin = now;
+        }
         let mut budget = self.p.burst;
         while now >= self.next_send && budget > 0 {
             budget -= 1;
@@ -490,10 +496,14 @@ impl Prober {
             self.next_send = self.slot_time(self.k);
         }
         if now >= self.next_send {
-            // Behind after a stall: restart the schedule from now.
-            self.origin = now;
-            self.k = 1;
-            self.next_send = self.slot_time(1);
+            // Behind after a stall: skip the slots missed, keeping to the schedule's grid (in
+            // phase with the control steps).
+            let ns = u128::from(now.saturating_duration_since(self.origin).as_nanos());
+            self.k = (ns * u128::from(self.rate_mhz) / 1_000_000_000_000) as u64 + 1;
+            while self.slot_time(self.k) <= now {
+                self.k += 1;
+            }
+            self.next_send = self.slot_time(self.k);
         }
     }
 
@@ -751,5 +761,38 @@ mod tests {
                 Duration::from_millis(100)
             );
         }
+    }
+
+    #[test]
+    fn the_schedule_starts_at_the_first_send_and_keeps_its_grid_after_a_stall() {
+        let specs = [ReflectorSpec::parse("10.0.0.1", Method::Echo).unwrap()];
+        let p = ProbeParams {
+            rate_hz: 20.0,
+            active: 1,
+            min_interval: Duration::ZERO,
+            ..ProbeParams::default()
+        };
+        let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
+        // Made at 0, first called at 7 ms: the grid is 7, 57, 107, ...
+        let mut pr = Prober::new(p, &specs, true, 7, Instant::ZERO);
+        let anchor = WallAnchor {
+            at: Instant::ZERO,
+            wall_us: 0,
+        };
+        let mut n = 0;
+        let mut count = |_: &mut Prober, s: Sent| {
+            if matches!(s, Sent::Probe(_)) {
+                n += 1;
+            }
+        };
+        pr.send_due(ms(7), &anchor, &mut count);
+        assert_eq!(pr.next_send, ms(57));
+        // A late wake-up keeps the grid.
+        pr.send_due(ms(60), &anchor, &mut count);
+        assert_eq!(pr.next_send, ms(107));
+        // A stall far past the burst: a burst goes out, the rest is skipped, the grid is kept.
+        pr.send_due(ms(1_000), &anchor, &mut count);
+        assert_eq!(pr.next_send, ms(1_007));
+        assert_eq!(n, 2 + p.burst as usize);
     }
 }

@@ -1000,3 +1000,35 @@ fn passive_alone_sends_no_probe_and_needs_no_reflector() {
     assert_eq!(e.option, "probe.reflectors");
     assert!(e.accepted.contains("passive"), "{e}");
 }
+
+#[test]
+fn probes_and_steps_of_equal_periods_share_wake_ups_through_lateness_and_a_stall() {
+    // A shell that calls in 3 ms after making the agent, wakes 0.7 ms late every time, and
+    // stalls for 333 ms once: 20 probes/s and PURPLE's 50 ms step still need one wake-up each.
+    let specs: Vec<ReflectorSpec> = (1..=6).map(|i| ts(i, 0, Fault::None).spec).collect();
+    let cfg = AgentConfig::new(Config::default(), specs, ANCHOR);
+    let mut a = Agent::new(cfg, purple(), Instant::ZERO).expect("valid");
+    let mut now = Instant::from_nanos(3_000_000);
+    let (mut wakes, mut probes) = (0u32, 0u32);
+    while now < Instant::from_secs(10) {
+        a.handle_timeout(now);
+        wakes += 1;
+        while a.poll_transmit().is_some() {
+            probes += 1;
+        }
+        while let Some(s) = a.poll_rate() {
+            a.handle_rate_applied(now, s, Ok(()));
+        }
+        while a.poll_event().is_some() {}
+        let late = if wakes == 100 { 333_000_000 } else { 700_000 };
+        now = a.poll_timeout().max(now) + Duration::from_nanos(late);
+    }
+    let steps = a.stats().steps as u32;
+    // 10 s at 20/s, less the slots the stall skipped (a burst of 4 probes makes up some).
+    assert!((190..=200).contains(&steps), "{steps} steps");
+    assert!((190..=200).contains(&probes), "{probes} probes");
+    assert!(
+        wakes <= steps + 2,
+        "{wakes} wake-ups for {steps} steps and {probes} probes"
+    );
+}

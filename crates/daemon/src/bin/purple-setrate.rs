@@ -49,8 +49,12 @@ fn stats(args: &[String]) -> ! {
         .and_then(|(i, mut nl)| nl.qdisc_stats(i, parent));
     match res {
         Ok(s) => {
+            // `sent_bytes` last, and only when the kernel gave it.
+            let sent = s
+                .sent_bytes
+                .map_or(String::new(), |b| format!(" sent_bytes {b}"));
             println!(
-                "stats {dev} qlen {} backlog {} drops {} ecn_marks {} cake {}",
+                "stats {dev} qlen {} backlog {} drops {} ecn_marks {} cake {}{sent}",
                 s.qlen,
                 s.backlog_bytes,
                 s.drops,

@@ -11,8 +11,8 @@ pub mod echo;
 pub mod udp;
 
 use crate::config::{Method, ProbeConfig, ReflectorSpec};
+use crate::sys::{self, RecvBatch};
 use controller::agent::{SocketKind, Transmit};
-use rustix::net::{RecvFlags, SocketAddrAny};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -50,6 +50,7 @@ pub struct Sockets {
 
 fn prepare(s: &Socket, cfg: &ProbeConfig) -> io::Result<()> {
     s.set_nonblocking(true)?;
+    sys::enable_rx_timestamps(s.as_fd())?;
     if !cfg.bind_interface.is_empty() {
         s.bind_device(Some(cfg.bind_interface.as_bytes()))?;
     }
@@ -83,13 +84,6 @@ fn open_udp(v6: bool, cfg: &ProbeConfig) -> io::Result<UdpSocket> {
     prepare(&s, cfg)?;
     s.bind(&SockAddr::from(any))?;
     Ok(s.into())
-}
-
-fn would_block(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-    )
 }
 
 impl Sockets {
@@ -153,37 +147,19 @@ impl Sockets {
         }
     }
 
-    /// Reads one waiting datagram of socket `w` into `buf`: its length and source, or `None`
-    /// when nothing waits (one `recvfrom`).
-    pub fn recv(&self, w: Which, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
-        let r = match w {
-            Which::Icmp => {
-                let Some(s) = self.icmp.as_ref() else {
-                    return Ok(None);
-                };
-                match rustix::net::recvfrom(s, buf, RecvFlags::empty()) {
-                    Ok((n, Some(SocketAddrAny::V4(a)))) => Ok((n, SocketAddr::V4(a))),
-                    Ok((n, Some(SocketAddrAny::V6(a)))) => Ok((n, SocketAddr::V6(a))),
-                    Ok((n, _)) => Ok((n, SocketAddr::from(([0u8; 4], 0)))),
-                    Err(e) => Err(io::Error::from(e)),
-                }
-            }
-            Which::Udp4 | Which::Udp6 => {
-                let s = if w == Which::Udp4 {
-                    &self.udp4
-                } else {
-                    &self.udp6
-                };
-                let Some(s) = s.as_ref() else {
-                    return Ok(None);
-                };
-                s.recv_from(buf)
-            }
+    /// Reads the datagrams waiting on socket `w` into `batch` (one `recvmmsg`, at most
+    /// [`sys::BATCH`], each with its kernel arrival time); returns how many. 0 when none waits
+    /// or the socket is not open; an error is the socket's (an ICMP error queued on a UDP
+    /// socket: port unreachable).
+    pub fn recv_batch(&self, w: Which, batch: &mut RecvBatch) -> io::Result<usize> {
+        let fd = match w {
+            Which::Icmp => self.icmp.as_ref().map(|s| s.as_fd()),
+            Which::Udp4 => self.udp4.as_ref().map(|s| s.as_fd()),
+            Which::Udp6 => self.udp6.as_ref().map(|s| s.as_fd()),
         };
-        match r {
-            Ok(x) => Ok(Some(x)),
-            Err(e) if would_block(&e) => Ok(None),
-            Err(e) => Err(e),
+        match fd {
+            Some(fd) => batch.recv(fd),
+            None => Ok(0),
         }
     }
 }
@@ -203,8 +179,10 @@ mod tests {
         let s = Sockets::open(&ProbeConfig::default(), &[spec]).unwrap();
         assert!(s.fds().all(|(w, _)| w == Which::Udp4));
         let mut buf = [0u8; 64];
-        assert!(
-            s.recv(Which::Udp4, &mut buf).unwrap().is_none(),
+        let mut batch = RecvBatch::new();
+        assert_eq!(
+            s.recv_batch(Which::Udp4, &mut batch).unwrap(),
+            0,
             "nothing yet"
         );
         let req = controller::wire::udp::request(0, 1);
@@ -227,7 +205,12 @@ mod tests {
         assert_eq!(&buf[..n], req.as_slice());
         server.send_to(b"pong", from).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let (n, src) = s.recv(Which::Udp4, &mut buf).unwrap().unwrap();
-        assert_eq!((&buf[..n], src), (&b"pong"[..], addr));
+        assert_eq!(s.recv_batch(Which::Udp4, &mut batch).unwrap(), 1);
+        let (r, bytes) = batch.get(0);
+        assert_eq!((bytes, r.from), (&b"pong"[..], addr));
+        assert!(
+            r.rx_realtime_ns.is_some(),
+            "probe sockets carry arrival times"
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! A2: host isolation (paper Fig. 3). Sources A, B (clients); destinations A..D (servers);
 //! bulk TCP flows A->A, A->B, 2x A->C, B->C, B->D through the 10 Mbit/s upstream bottleneck.
 
-use super::{f3, goodput, mbit, paper_testbed, scaled, shares};
+use super::{f3, goodput, paper_testbed, scaled, shares};
 use crate::testbed::TcpOpts;
 use crate::{jain, Claim, Report, RunOpts, Table};
+use qdisc::rate::mbit;
 use qdisc::Instant;
 use sim::flent::{self, Role};
 use sim::RunSummary;
@@ -65,7 +66,7 @@ pub(super) fn run(opts: &RunOpts) -> Report {
                 super::cake(&["bandwidth", &bw, "besteffort", mode], seed)
             }
         };
-        let mut d = paper_testbed(2, 4, mbit(10.0), mbit(10.0), &q, seed);
+        let mut d = paper_testbed(2, 4, 8 * mbit(10.0), 8 * mbit(10.0), &q, seed);
         let mut names = Vec::new();
         for (i, (name, c, s)) in FLOWS.iter().enumerate() {
             let (from, to) = (d.clients[*c], d.servers[*s]);

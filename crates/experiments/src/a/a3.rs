@@ -1,9 +1,10 @@
 //! A3: RRUL with each TCP flow on a different DSCP (paper Fig. 4): 4 TCP up + 4 TCP down on
 //! BE, CS1, CS5, EF plus an ICMP ping, CAKE diffserv3 vs besteffort, 10 Mbit/s symmetric.
 
-use super::{f1, f3, goodput, mbit, paper_testbed, scaled, shares};
+use super::{f1, f3, goodput, paper_testbed, scaled, shares};
 use crate::testbed::{ms, TcpOpts};
 use crate::{jain, Claim, Report, RunOpts, Table};
+use qdisc::rate::mbit;
 use qdisc::{Duration, Instant};
 use sim::{FlentLabels, FlentTest, RunSummary};
 
@@ -48,7 +49,7 @@ pub(super) fn run(opts: &RunOpts) -> Report {
             let bw = format!("{bit_s}bit");
             super::cake(&["bandwidth", &bw, mode], seed)
         };
-        let mut d = paper_testbed(1, 1, mbit(10.0), mbit(10.0), &q, seed);
+        let mut d = paper_testbed(1, 1, 8 * mbit(10.0), 8 * mbit(10.0), &q, seed);
         let (c, s) = (d.clients[0], d.servers[0]);
         let mut names = Vec::new();
         for (i, (m, dscp)) in MARKS.iter().enumerate() {

@@ -1,10 +1,11 @@
 //! A4: a 2 Mbit/s EF constant-rate flow (a video call) against 32 bulk TCP flows that start at
 //! 5 s (paper Fig. 5), 10 Mbit/s, 50 ms base RTT: CAKE diffserv3, CAKE besteffort, FQ-CoDel.
 
-use super::{f1, mbit, paper_testbed, scaled};
+use super::{f1, paper_testbed, scaled};
 use crate::testbed::TcpOpts;
 use crate::{Claim, Report, RunOpts, Table};
-use qdisc::Instant;
+use qdisc::rate::mbit;
+use qdisc::{quantile, Instant};
 use sim::flent::{self, Role};
 use sim::RunSummary;
 
@@ -14,7 +15,8 @@ fn pct(v: &mut [f64]) -> (f64, f64, f64) {
         return (0.0, 0.0, 0.0);
     }
     v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    // `v` is not empty (checked above), so every rank exists.
+    let at = |q: f64| quantile::rounded_rank(v, q).unwrap_or(0.0);
     (at(0.5), at(0.99), v[v.len() - 1])
 }
 
@@ -71,9 +73,9 @@ pub(super) fn run(opts: &RunOpts) -> Report {
                 _ => cake::AnyQdisc::fq_codel_default(seed),
             }
         };
-        let mut d = paper_testbed(1, 1, mbit(10.0), mbit(10.0), &q, seed);
+        let mut d = paper_testbed(1, 1, 8 * mbit(10.0), 8 * mbit(10.0), &q, seed);
         let (c, s) = (d.clients[0], d.servers[0]);
-        let ef = d.cbr(c, s, 4000, FRAME, mbit(2.0), 46, Instant::ZERO, None);
+        let ef = d.cbr(c, s, 4000, FRAME, 8 * mbit(2.0), 46, Instant::ZERO, None);
         let mut names = vec![(ef, "EF 2 Mbit/s".to_string())];
         for i in 0..32u16 {
             let f = d.tcp(c, s, 5001 + i, start, TcpOpts::default());

@@ -2,11 +2,11 @@
 //! on a 1 Gbit/s link, with the overhead set to the link's framing (Ethernet: 38 bytes on top
 //! of the IP packet); and the departures after an idle period (no token-bucket burst).
 
-use super::mbit;
 use crate::testbed::{Dumbbell, DumbbellSpec};
 use crate::{Claim, Report, RunOpts, Table};
 use cake::{Cake, CakeConfig};
 use qdisc::packet::FrameSpec;
+use qdisc::rate::mbit;
 use qdisc::{Dequeue, Duration, Instant, Qdisc};
 use sim::flent::{self, Role};
 use sim::{AppId, RunSummary, Sim, UdpSource};
@@ -34,7 +34,7 @@ fn wire_bytes(sim: &Sim, app: AppId, a: usize, b: usize) -> u64 {
 fn rate_run(opts: &RunOpts, rate_bit_s: u64, overhead: bool) -> (f64, RunSummary) {
     let dur = super::scaled(opts, 10.0).max(Instant::from_secs(2));
     let warm = Instant::from_secs(1);
-    let mut spec = DumbbellSpec::new(mbit(1000.0), mbit(1000.0), Duration::from_millis(1));
+    let mut spec = DumbbellSpec::new(8 * mbit(1000.0), 8 * mbit(1000.0), Duration::from_millis(1));
     spec.buffer_packets = 2;
     let bw = format!("{rate_bit_s}bit");
     let args: Vec<&str> = if overhead {
@@ -138,7 +138,7 @@ pub(super) fn run(opts: &RunOpts) -> Report {
     let mut worst: f64 = 0.0;
     let mut errs = Vec::new();
     for r in [1.0, 10.0, 100.0] {
-        let rate = mbit(r);
+        let rate = 8 * mbit(r);
         let (m, run) = rate_run(opts, rate, true);
         let err = m / rate as f64 - 1.0;
         worst = worst.max(err.abs());
@@ -152,8 +152,8 @@ pub(super) fn run(opts: &RunOpts) -> Report {
         ]);
         runs.push(run);
     }
-    let (m_no, run_no) = rate_run(opts, mbit(10.0), false);
-    let err_no = m_no / mbit(10.0) as f64 - 1.0;
+    let (m_no, run_no) = rate_run(opts, 8 * mbit(10.0), false);
+    let err_no = m_no / (8 * mbit(10.0)) as f64 - 1.0;
     table.row(vec![
         "10 Mbit/s".into(),
         "none (frame length)".into(),
@@ -175,7 +175,7 @@ pub(super) fn run(opts: &RunOpts) -> Report {
         err_no > 0.01,
     ));
     let n = 4;
-    let deps = after_idle(mbit(10.0), n, opts.seed);
+    let deps = after_idle(8 * mbit(10.0), n, opts.seed);
     let ideal_ns = 1514.0 * 8.0 / 10e6 * 1e9;
     let gaps: Vec<f64> = deps
         .windows(2)

@@ -6,7 +6,7 @@ use crate::RunOpts;
 use cake::AnyQdisc;
 use qdisc::codel::{Codel, CodelConfig};
 use qdisc::pie::{Pie, PieConfig};
-use qdisc::{Duration, Instant};
+use qdisc::{quantile, Duration, Instant};
 use sim::flent::{self, Role};
 use sim::{AppId, Ping, RunSummary, UdpSource};
 
@@ -353,7 +353,8 @@ pub(crate) fn induced(samples: &[f64], base: f64, skip: usize) -> Induced {
     }
     w.sort_by(f64::total_cmp);
     let n = w.len();
-    let rank = |p: f64| w[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+    // `w` is not empty (checked above), so every rank exists.
+    let rank = |p: f64| quantile::nearest_rank(&w, p).unwrap_or(0.0);
     Induced {
         mean: w.iter().sum::<f64>() / n as f64,
         p50: rank(0.50),

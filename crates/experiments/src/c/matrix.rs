@@ -26,7 +26,7 @@ use super::closed_loop::{self, Contender, LatencyStats, LoopResult, LoopSpec};
 use super::scenario::{self, Scenario};
 use crate::{Claim, Table};
 use controller::PurpleParams;
-use qdisc::Duration;
+use qdisc::{quantile, Duration};
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -487,22 +487,6 @@ pub struct Summary {
     pub owd_up: Tail,
 }
 
-/// The median of `v` (mean of the two middle values for an even count; NaN values ignored;
-/// NaN when none is left).
-pub fn median(v: &[f64]) -> f64 {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
-
 impl Summary {
     /// Reduces `seeds` with `f` applied to each figure's values; `higher_is_worse` is true
     /// for latencies (the reduction for "worst" takes the max there and the min elsewhere).
@@ -528,7 +512,8 @@ impl Summary {
     }
 
     fn median_of(seeds: &[SeedMetrics]) -> Summary {
-        Summary::reduce(seeds, &|v, _| median(v))
+        // A column no seed produced stays NaN (rendered as "-", null in JSON).
+        Summary::reduce(seeds, &|v, _| quantile::median(v).unwrap_or(f64::NAN))
     }
 
     fn worst_of(seeds: &[SeedMetrics]) -> Summary {
@@ -971,14 +956,6 @@ impl MatrixResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_of_an_even_count_is_the_mean_of_the_middle_two() {
-        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert_eq!(median(&[5.0, 1.0, 3.0]), 3.0);
-        assert!(median(&[]).is_nan());
-        assert_eq!(median(&[f64::NAN, 2.0]), 2.0);
-    }
 
     #[test]
     fn roles_round_trip_through_their_ids_and_unknown_ones_are_named() {

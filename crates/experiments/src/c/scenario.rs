@@ -5,7 +5,7 @@
 //! into its loop, so seeds are different stretches of the same drive). [`Scenario::for_link`]
 //! builds a scenario from any capacity, e.g. a user's own traces.
 
-use qdisc::{Duration, Instant, Rng};
+use qdisc::{quantile, Duration, Instant, Rng};
 use sim::{LinkRate, MahimahiTrace, MAHIMAHI_MTU};
 
 /// Width of one slot of a synthetic capacity series.
@@ -167,11 +167,8 @@ pub const RADIO_DELAY: Duration = Duration::from_millis(1);
 /// Percentile `p` (0..=1) of `v` (nearest rank on the sorted values); NaN for an empty slice.
 fn percentile(v: &[f64], p: f64) -> f64 {
     let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return f64::NAN;
-    }
     s.sort_by(f64::total_cmp);
-    s[((s.len() - 1) as f64 * p).round() as usize]
+    quantile::rounded_rank(&s, p).unwrap_or(f64::NAN)
 }
 
 impl Scenario {

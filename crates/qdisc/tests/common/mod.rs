@@ -69,11 +69,7 @@ impl FlowResult {
     pub fn sojourn_percentile(&self, p: f64) -> f64 {
         let mut v = self.sojourn_ms.clone();
         v.sort_by(|a, b| a.total_cmp(b));
-        if v.is_empty() {
-            return 0.0;
-        }
-        let i = ((v.len() - 1) as f64 * p).round() as usize;
-        v[i]
+        qdisc::quantile::rounded_rank(&v, p).unwrap_or(0.0)
     }
     pub fn mean_sojourn(&self) -> f64 {
         self.sojourn_ms.iter().sum::<f64>() / self.sojourn_ms.len().max(1) as f64
