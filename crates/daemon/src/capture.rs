@@ -259,7 +259,7 @@ impl Capture {
         &self.dev
     }
 
-    /// Reads every frame waiting on both sockets (at most [`MAX_FRAMES`] each) and hands them
+    /// Reads every frame waiting on both sockets (at most 4096 each) and hands them
     /// to the estimator in the order the kernel stamped them. `now` and `real_now_ns` are the
     /// daemon's monotonic and real-time clocks read together ([`clock::arrival`]). Call at
     /// every wake-up, before a reading. Returns the frames read.
