@@ -6,7 +6,7 @@
 
 use controller::mbit;
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec, Point};
-use experiments::c::scenario::{scenario, Capacity, SLOT};
+use experiments::c::scenario::{scenario, slotted, SLOT};
 
 const DROP: f64 = 10.0;
 const BACK: f64 = 20.0;
@@ -15,7 +15,7 @@ const BACK: f64 = 20.0;
 fn drop_spec(c: Contender) -> LoopSpec {
     let mut sc = scenario("step", 1).unwrap();
     let series = |hi: f64, lo: f64| {
-        Capacity::Series(
+        slotted(
             (0..(35.0 / SLOT.as_secs_f64()) as usize + 1)
                 .map(|i| {
                     let t = i as f64 * SLOT.as_secs_f64();

@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use experiments::c::closed_loop::{run, Contender, Fault, LoopResult, LoopSpec};
-use experiments::c::scenario::scenario;
+use experiments::c::scenario::{scenario, SlotCapacity};
 use experiments::c::{idx, run_all};
 use experiments::RunOpts;
 

@@ -4,7 +4,8 @@
 //!
 //! **What this crate owns**: the types every other crate shares ([`Instant`], [`Duration`],
 //! [`Rng`], [`Packet`] and its parser, the [`Qdisc`] trait with [`Dequeue`] and the drop
-//! causes, tc's unit syntax, capacity traces), the baseline qdiscs, and small shared
+//! causes, tc's unit syntax, capacity traces, the link [`Capacity`](link::Capacity) and the sans-IO
+//! link model [`link::LinkModel`]), the baseline qdiscs, and small shared
 //! mechanisms: order statistics ([`quantile`]) and rate conversions ([`rate`]).
 //!
 //! **What it must not do**: read a clock, touch a socket or file, or draw entropy (time and
@@ -16,6 +17,7 @@ pub mod dualpi2;
 pub mod fifo;
 pub mod fq_codel;
 pub mod htb;
+pub mod link;
 pub mod packet;
 pub mod pie;
 pub mod qdisc;

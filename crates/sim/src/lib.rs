@@ -58,12 +58,14 @@ pub use metrics::{
     BIN_GROWTH_DIV, LATENCY_GROWTH_DIV,
 };
 pub use scenario::{
-    link_rate, parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError,
+    link_capacity, parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError,
 };
 pub use sim::{
-    tag_sent_at, AppId, Buffer, IcmpPolicy, LinkConfig, LinkId, LinkRate, NodeId, Sim, SimMemory,
+    tag_sent_at, AppId, Buffer, IcmpPolicy, LinkConfig, LinkId, NodeId, Sim, SimMemory,
     TapAt, TapRecord, ICMP_APART_LIMIT, TAP_SNAP,
 };
 pub use summary::{qdisc_json, FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 pub use tcp_app::{TcpReceiverApp, TcpSenderApp};
+/// A link's capacity: the one type every backend shares ([`qdisc::link`]).
+pub use qdisc::link::Capacity;
 pub use trace::{MahimahiTrace, RatePoint, RateSchedule, TraceError, MAHIMAHI_MTU};

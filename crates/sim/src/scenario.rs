@@ -8,7 +8,8 @@
 
 use crate::app::{Ping, UdpSource};
 use crate::flent::{self, FlentLabels, Role};
-use crate::sim::{AppId, LinkConfig, LinkId, LinkRate, NodeId, Sim};
+use crate::sim::{AppId, LinkConfig, LinkId, NodeId, Sim};
+use qdisc::link::Capacity;
 use crate::trace::{MahimahiTrace, RateSchedule};
 use cake::AnyQdisc;
 use qdisc::{Duration, Instant};
@@ -166,22 +167,22 @@ fn rate(s: &str) -> Result<u64, ScenarioError> {
 /// `10mbit`), `trace` (a mahimahi file) or `schedule` (a step/ramp file, [`RateSchedule`]);
 /// relative paths resolve against `dir`. Errors name the file and, for a malformed one, the
 /// line (`my.down: line 3: not a non-negative integer: "x"`).
-pub fn link_rate(
+pub fn link_capacity(
     rate_key: Option<&str>,
     trace: Option<&str>,
     schedule: Option<&str>,
     dir: &Path,
-) -> Result<LinkRate, ScenarioError> {
+) -> Result<Capacity, ScenarioError> {
     let read = |t: &str| {
         let p = dir.join(t);
         std::fs::read_to_string(&p).or_else(|e| err(format!("{}: {e}", p.display())))
     };
     match (rate_key, trace, schedule) {
-        (Some(r), None, None) => Ok(LinkRate::Fixed(rate(r)?)),
-        (None, Some(t), None) => Ok(LinkRate::Mahimahi(
+        (Some(r), None, None) => Ok(Capacity::Rate(rate(r)?)),
+        (None, Some(t), None) => Ok(Capacity::Trace(
             MahimahiTrace::parse(&read(t)?).or_else(|e| err(format!("{t}: {e}")))?,
         )),
-        (None, None, Some(t)) => Ok(LinkRate::Schedule(
+        (None, None, Some(t)) => Ok(Capacity::Schedule(
             RateSchedule::parse(&read(t)?).or_else(|e| err(format!("{t}: {e}")))?,
         )),
         _ => err("give exactly one of rate, trace, schedule"),
@@ -285,7 +286,7 @@ impl Scenario {
                 &[(from, to, "fwd")]
             };
             for (k, &(a, b, d)) in dirs.iter().enumerate() {
-                let link_rate = link_rate(
+                let link_rate = link_capacity(
                     l.rate.as_deref(),
                     l.trace.as_deref(),
                     l.schedule.as_deref(),

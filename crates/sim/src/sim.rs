@@ -3,7 +3,8 @@
 use crate::app::{Application, Outbox, TimerCmd};
 use crate::events::{Ev, EventQueue, What};
 use crate::metrics::{FlowMetrics, LinkMetrics};
-use crate::trace::{MahimahiTrace, RateSchedule, MAHIMAHI_MTU};
+use qdisc::link::{serialisation_nanos, Capacity};
+use qdisc::trace::MAHIMAHI_MTU;
 use cake::AnyQdisc;
 use qdisc::{Dequeue, Dropped, Duration, Instant, Packet, Qdisc, Rng};
 use std::collections::{HashMap, VecDeque};
@@ -96,20 +97,6 @@ fn tag_flow(pkt: &Packet) -> Option<usize> {
     f.checked_sub(1)
 }
 
-/// A link's capacity.
-#[derive(Clone, Debug)]
-pub enum LinkRate {
-    /// A fixed rate in bytes per second (0 is treated as 1).
-    Fixed(u64),
-    /// Mahimahi delivery opportunities: each carries up to 1500 bytes of queued packets (a packet
-    /// larger than what is left of an opportunity continues in the next one); unused capacity
-    /// is lost.
-    Mahimahi(MahimahiTrace),
-    /// A step/ramp schedule. A packet's serialisation time uses the rate at the instant its
-    /// transmission starts (rates below 1000 bytes/s count as 1000).
-    Schedule(RateSchedule),
-}
-
 /// Limits of a link's unmanaged droptail buffer (`None` = unlimited).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Buffer {
@@ -122,8 +109,13 @@ pub struct Buffer {
 /// How to build a link.
 #[derive(Debug)]
 pub struct LinkConfig {
-    /// Capacity.
-    pub rate: LinkRate,
+    /// Capacity. The simulator serialises a packet at the rate in force when its transmission
+    /// starts, charging the whole frame; a [`Capacity::Rate`] of 0 counts as 1 byte/s and a
+    /// [`Capacity::Schedule`] below 1000 bytes/s as 1000 bytes/s. A [`Capacity::Trace`]'s
+    /// opportunities each carry up to 1500 bytes of queued packets (a packet larger than what is
+    /// left of an opportunity continues in the next one; a packet arriving at an opportunity's
+    /// instant may use it); unused capacity is lost. [`Capacity::Unlimited`] sends at once.
+    pub rate: Capacity,
     /// Propagation delay, added after serialisation.
     pub delay: Duration,
     /// Probability in [0, 1] that a transmitted packet is lost on the wire (seeded per link).
@@ -209,7 +201,7 @@ impl LinkConfig {
     /// no loss, no qdisc.
     pub fn fixed(rate_bps: u64, delay: Duration) -> Self {
         LinkConfig {
-            rate: LinkRate::Fixed(rate_bps),
+            rate: Capacity::Rate(rate_bps),
             delay,
             loss: 0.0,
             buffer: Buffer {
@@ -221,7 +213,7 @@ impl LinkConfig {
         }
     }
     /// Like [`LinkConfig::fixed`] but with capacity `rate`.
-    pub fn with_rate(rate: LinkRate, delay: Duration) -> Self {
+    pub fn with_rate(rate: Capacity, delay: Duration) -> Self {
         LinkConfig {
             rate,
             ..Self::fixed(1, delay)
@@ -266,7 +258,7 @@ struct InFlight {
 #[derive(Debug)]
 struct Link {
     to: NodeId,
-    rate: LinkRate,
+    rate: Capacity,
     delay: Duration,
     loss: f64,
     limit: Buffer,
@@ -666,12 +658,12 @@ impl Sim {
 
     /// Replaces `link`'s capacity from now on (a packet being serialised finishes at the old
     /// rate). Returns false for an unknown link.
-    pub fn set_link_rate(&mut self, link: LinkId, rate: LinkRate) -> bool {
+    pub fn set_link_rate(&mut self, link: LinkId, rate: Capacity) -> bool {
         let now = self.now;
         let Some(l) = self.links.get_mut(link) else {
             return false;
         };
-        if let LinkRate::Mahimahi(t) = &rate {
+        if let Capacity::Trace(t) = &rate {
             l.next_op = t.count_before(now);
             l.head_left = 0;
         }
@@ -764,7 +756,7 @@ impl Sim {
             return 0.0;
         };
         match &l.rate {
-            LinkRate::Mahimahi(t) => {
+            Capacity::Trace(t) => {
                 let cap = t.count_before(self.now) * u64::from(MAHIMAHI_MTU);
                 if cap == 0 {
                     0.0
@@ -951,13 +943,13 @@ impl Sim {
         let mut arrivals = 0u32;
         {
             let link = &mut self.links[l];
-            if let LinkRate::Mahimahi(t) = &link.rate {
+            if let Capacity::Trace(t) = &link.rate {
                 link.next_op = link.next_op.max(t.count_before(now));
             }
             loop {
                 qdisc_at = feed(link, now, &mut self.drops, &mut self.pool, bin);
                 let sent = match &link.rate {
-                    LinkRate::Mahimahi(t) => {
+                    Capacity::Trace(t) => {
                         if link.buf.is_empty() || t.opportunity(link.next_op) != now {
                             false
                         } else {
@@ -1001,18 +993,15 @@ impl Sim {
                         if link.buf.is_empty() || now < link.busy_until {
                             false
                         } else {
-                            let bps = match rate {
-                                LinkRate::Fixed(r) => (*r).max(1) as f64,
-                                LinkRate::Schedule(s) => s.rate_at(now).max(1000.0),
-                                LinkRate::Mahimahi(_) => 1.0, // unreachable: handled above
-                            };
                             let len = link.buf.front().map_or(0, |(_, p)| p.len());
                             let tx = match rate {
-                                LinkRate::Fixed(r) => {
-                                    let r = u128::from((*r).max(1));
-                                    ((u128::from(len) * 1_000_000_000).div_ceil(r)) as u64
+                                Capacity::Rate(r) => serialisation_nanos(len, (*r).max(1)),
+                                Capacity::Schedule(s) => {
+                                    let bps = s.rate_at(now).max(1000.0);
+                                    (f64::from(len) * 1e9 / bps).ceil() as u64
                                 }
-                                _ => (f64::from(len) * 1e9 / bps).ceil() as u64,
+                                // Trace: handled above.
+                                Capacity::Unlimited | Capacity::Trace(_) => 0,
                             };
                             let done = now.saturating_add(Duration::from_nanos(tx));
                             link.busy_until = done;
@@ -1061,7 +1050,7 @@ impl Sim {
         let mut wake: Option<Instant> = None;
         if !link.buf.is_empty() {
             wake = Some(match &link.rate {
-                LinkRate::Mahimahi(t) => t.opportunity(link.next_op),
+                Capacity::Trace(t) => t.opportunity(link.next_op),
                 _ => link.busy_until,
             });
         }

@@ -4,7 +4,7 @@
 use cake::{AnyQdisc, CakeConfig};
 use qdisc::packet::FrameSpec;
 use qdisc::{Duration, Instant};
-use sim::{LinkConfig, LinkRate, MahimahiTrace, Ping, RateSchedule, Sim, UdpSource};
+use sim::{Capacity, LinkConfig, MahimahiTrace, Ping, RateSchedule, Sim, UdpSource};
 use std::net::IpAddr;
 
 const MBIT: u64 = 1_000_000 / 8; // bytes per second in one Mbit/s
@@ -137,7 +137,7 @@ fn mahimahi_trace_link_delivers_the_traces_average_rate() {
     let capacity = trace.count_before(end) * 1500;
     let (mut s, a, _b, bl) = dumbbell(
         4,
-        LinkConfig::with_rate(LinkRate::Mahimahi(trace), Duration::ZERO).buffer(Some(5000), None),
+        LinkConfig::with_rate(Capacity::Trace(trace), Duration::ZERO).buffer(Some(5000), None),
         Duration::from_millis(10),
     );
     let f = greedy_a_to_b(&mut s, a, 60 * MBIT);
@@ -308,7 +308,7 @@ fn scheduled_rate_link_follows_its_steps() {
     let sched = RateSchedule::parse("0 step 10mbit\n10 step 2mbit\n").unwrap();
     let (mut s, a, _b, _) = dumbbell(
         9,
-        LinkConfig::with_rate(LinkRate::Schedule(sched), Duration::from_millis(5)),
+        LinkConfig::with_rate(Capacity::Schedule(sched), Duration::from_millis(5)),
         Duration::from_millis(5),
     );
     let f = greedy_a_to_b(&mut s, a, 20 * MBIT);
@@ -485,8 +485,8 @@ fn changing_a_link_rate_mid_run_changes_its_throughput() {
     );
     let f = greedy_a_to_b(&mut s, a, 20 * MBIT);
     s.run_until(Instant::from_secs(5));
-    assert!(s.set_link_rate(bl, LinkRate::Fixed(4 * MBIT)));
-    assert!(!s.set_link_rate(99, LinkRate::Fixed(4 * MBIT)));
+    assert!(s.set_link_rate(bl, Capacity::Rate(4 * MBIT)));
+    assert!(!s.set_link_rate(99, Capacity::Rate(4 * MBIT)));
     s.run_until(Instant::from_secs(10));
     let m = s.flow(f).unwrap();
     let w = s.bin_width();

@@ -45,7 +45,7 @@ use super::probe::{
     agent_datagram, agent_frame, AgentHost, Prober, Reflector, ReflectorHost, RemoteClock,
     REFLECTOR_PORT,
 };
-use super::scenario::{ProbePath, Scenario};
+use super::scenario::{ProbePath, Scenario, SlotCapacity};
 use cake::{AnyQdisc, CakeConfig};
 use controller::agent::{
     Agent, AgentConfig, CakeCounters, Method, ProbeParams, RadioReading, ReflectorSpec,
@@ -58,7 +58,7 @@ use controller::{
 };
 use qdisc::{Duration, Instant, Qdisc, Rng};
 use serde::Serialize;
-use sim::{IcmpPolicy, LinkConfig, LinkRate, Sim, TapAt, TcpReceiverApp, TcpSenderApp};
+use sim::{Capacity, IcmpPolicy, LinkConfig, Sim, TapAt, TcpReceiverApp, TcpSenderApp};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use tcpmodel::{CcKind, Pacing, SenderConfig};
 
@@ -781,7 +781,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
     // Idle RTT of a 58-byte probe: propagation plus serialisation on every hop, both ways
     // (per direction: the radio hop, the WAN link, two edge links, three of them at 1 Gbit/s).
     let ser = |bps: f64| 58.0 / bps * 1e3;
-    let one_way = |radio: Duration, cap: &super::scenario::Capacity| {
+    let one_way = |radio: Duration, cap: &Capacity| {
         radio.as_millis_f64()
             + WAN_DELAY.as_millis_f64()
             + 2.0 * EDGE_DELAY.as_millis_f64()
@@ -881,7 +881,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
                 &sc.up
             };
             if capd.is_series() && caps[d] != cur_cap[d] {
-                sim.set_link_rate(links[d], LinkRate::Fixed(caps[d].max(1)));
+                sim.set_link_rate(links[d], Capacity::Rate(caps[d].max(1)));
                 cur_cap[d] = caps[d];
             }
             if spec.contender.is_oracle() {

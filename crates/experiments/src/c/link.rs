@@ -18,7 +18,7 @@
 //! [`Scenario`] from [`Scenario::for_link`]: every contender runs on it in the usual closed loop.
 
 use super::closed_loop::PATH_RTT;
-use super::scenario::{Capacity, Scenario, RADIO_DELAY};
+use super::scenario::{Capacity, Scenario, SlotCapacity, RADIO_DELAY};
 use qdisc::Duration;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -150,9 +150,9 @@ fn capacity(
     dir: &Path,
     secs: f64,
 ) -> Result<Capacity, LinkError> {
-    let r = sim::link_rate(rate, trace, schedule, dir)
+    let r = sim::link_capacity(rate, trace, schedule, dir)
         .map_err(|e| LinkError::Capacity(e.to_string()))?;
-    Ok(Capacity::from_link_rate(r, secs))
+    Ok(r.sampled(secs))
 }
 
 /// Mean capacity of `c` over `secs` in words.

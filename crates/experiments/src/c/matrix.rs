@@ -23,7 +23,7 @@
 //! seed-median throughput at no more than its seed-median p95).
 
 use super::closed_loop::{self, Contender, LatencyStats, LoopResult, LoopSpec};
-use super::scenario::{self, Scenario};
+use super::scenario::{self, Scenario, SlotCapacity};
 use crate::{Claim, Table};
 use controller::PurpleParams;
 use qdisc::{quantile, Duration};

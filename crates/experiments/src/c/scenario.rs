@@ -6,60 +6,79 @@
 //! builds a scenario from any capacity, e.g. a user's own traces.
 
 use qdisc::{quantile, Duration, Instant, Rng};
-use sim::{LinkRate, MahimahiTrace, MAHIMAHI_MTU};
+use sim::{MahimahiTrace, RatePoint, RateSchedule};
+
+/// A direction's capacity: the one link capacity type ([`qdisc::link::Capacity`]). Section C
+/// uses two kinds: a synthetic series ([`slotted`], a step every [`SLOT`]) and a recorded
+/// mahimahi trace; [`SlotCapacity`] reads them slot by slot.
+pub use sim::Capacity;
 
 /// Width of one slot of a synthetic capacity series.
 pub const SLOT: Duration = Duration::from_millis(50);
 
-/// One direction's capacity over time.
-#[derive(Clone, Debug)]
-pub enum Capacity {
-    /// Piecewise constant: `rates[i]` bytes/s during slot `i` of [`SLOT`]; the last value holds
-    /// after the end.
-    Series(Vec<u64>),
-    /// A recorded mahimahi trace (looping).
-    Trace(MahimahiTrace),
+/// A synthetic series as a [`Capacity::Schedule`] of steps: `rates[i]` bytes/s during slot `i`
+/// of [`SLOT`]; the last value holds after the end (an empty series is 1 byte/s).
+pub fn slotted(rates: Vec<u64>) -> Capacity {
+    let points: Vec<RatePoint> = rates
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| RatePoint {
+            at: Instant::from_nanos(i as u64 * SLOT.as_nanos()),
+            rate: r as f64,
+            ramp: false,
+        })
+        .collect();
+    RateSchedule::new(points).map_or(Capacity::Rate(1), Capacity::Schedule)
 }
 
-impl Capacity {
+/// Section C's slot-by-slot view of a [`Capacity`] (bytes/s as integers; an unlimited capacity
+/// reads as `u64::MAX`).
+pub trait SlotCapacity {
     /// The capacity at `t`, bytes/s: the slot's rate, or for a trace the delivery opportunities
     /// in the [`SLOT`] (50 ms, one control interval) starting at `t`.
-    pub fn rate_at(&self, t: Instant) -> u64 {
-        self.rate_over(t, SLOT)
-    }
-
+    fn rate_at(&self, t: Instant) -> u64;
     /// The mean capacity over `[t, t + window)`, bytes/s: for a series the rate of `t`'s slot
     /// (the window is ignored: a slot's rate is its instantaneous capacity), for a trace the
     /// delivery opportunities in the window. A zero window reads as one nanosecond.
-    pub fn rate_over(&self, t: Instant, window: Duration) -> u64 {
-        match self {
-            Capacity::Series(v) => {
-                let i = (t.as_nanos() / SLOT.as_nanos()) as usize;
-                v.get(i).or(v.last()).copied().unwrap_or(1)
-            }
-            Capacity::Trace(tr) => {
-                let w = window.max(Duration::from_nanos(1));
-                let n = tr.count_before(t + w) - tr.count_before(t);
-                n * u64::from(MAHIMAHI_MTU) * 1_000_000_000 / w.as_nanos()
-            }
-        }
-    }
-
-    /// The link rate to start the simulator with.
-    pub fn link_rate(&self) -> LinkRate {
-        match self {
-            Capacity::Series(_) => LinkRate::Fixed(self.rate_at(Instant::ZERO).max(1)),
-            Capacity::Trace(t) => LinkRate::Mahimahi(t.clone()),
-        }
-    }
-
-    /// The capacity of a simulator link rate over `secs` seconds: a fixed rate or a step/ramp
-    /// schedule becomes a [`Capacity::Series`] (a schedule sampled at the start of every
+    fn rate_over(&self, t: Instant, window: Duration) -> u64;
+    /// The link capacity to start the simulator with: a series' first slot as a fixed rate
+    /// (the loop sets every later slot's, see [`SlotCapacity::is_series`]), a trace as it is.
+    fn link_rate(&self) -> Capacity;
+    /// The capacity as section C runs it over `secs` seconds: a fixed rate or a step/ramp
+    /// schedule becomes a series ([`slotted`], a schedule sampled at the start of every
     /// [`SLOT`]), a mahimahi trace stays a trace.
-    pub fn from_link_rate(rate: LinkRate, secs: f64) -> Capacity {
-        match rate {
-            LinkRate::Fixed(r) => Capacity::Series(vec![r.max(1)]),
-            LinkRate::Schedule(s) => Capacity::Series(
+    fn sampled(self, secs: f64) -> Capacity;
+    /// The mean capacity of every whole second in `[0, secs)`, Mbit/s.
+    fn rates_per_second(&self, secs: f64) -> Vec<f64>;
+    /// Whether the loop must update the link rate every slot (synthetic series).
+    fn is_series(&self) -> bool;
+    /// Mean capacity over `[from, to)` in bytes/s, sampled every 50 ms.
+    fn mean(&self, from: Instant, to: Instant) -> f64;
+}
+
+impl SlotCapacity for Capacity {
+    fn rate_at(&self, t: Instant) -> u64 {
+        self.rate_over(t, SLOT)
+    }
+
+    fn rate_over(&self, t: Instant, window: Duration) -> u64 {
+        // Exact: a series' rates and a trace's opportunities per second are integers below 2^53.
+        self.rate_in(t, window).map_or(u64::MAX, |r| r as u64)
+    }
+
+    fn link_rate(&self) -> Capacity {
+        match self {
+            Capacity::Trace(_) | Capacity::Unlimited => self.clone(),
+            Capacity::Rate(_) | Capacity::Schedule(_) => {
+                Capacity::Rate(self.rate_at(Instant::ZERO).max(1))
+            }
+        }
+    }
+
+    fn sampled(self, secs: f64) -> Capacity {
+        match self {
+            Capacity::Rate(r) => slotted(vec![r.max(1)]),
+            Capacity::Schedule(s) => slotted(
                 (0..slots(secs))
                     .map(|i| {
                         let t = Instant::from_nanos(i as u64 * SLOT.as_nanos());
@@ -67,32 +86,31 @@ impl Capacity {
                     })
                     .collect(),
             ),
-            LinkRate::Mahimahi(t) => Capacity::Trace(t),
+            c @ (Capacity::Trace(_) | Capacity::Unlimited) => c,
         }
     }
 
-    /// The mean capacity of every whole second in `[0, secs)`, Mbit/s.
-    pub fn rates_per_second(&self, secs: f64) -> Vec<f64> {
+    fn rates_per_second(&self, secs: f64) -> Vec<f64> {
         (0..secs.floor().max(1.0) as u64)
             .map(|k| {
                 let from = Instant::from_secs(k);
                 match self {
-                    Capacity::Trace(_) => {
+                    Capacity::Trace(_) | Capacity::Unlimited => {
                         self.rate_over(from, Duration::from_secs(1)) as f64 * 8e-6
                     }
-                    Capacity::Series(_) => self.mean(from, Instant::from_secs(k + 1)) * 8e-6,
+                    Capacity::Rate(_) | Capacity::Schedule(_) => {
+                        self.mean(from, Instant::from_secs(k + 1)) * 8e-6
+                    }
                 }
             })
             .collect()
     }
 
-    /// Whether the loop must update the link rate every slot (synthetic series).
-    pub fn is_series(&self) -> bool {
-        matches!(self, Capacity::Series(_))
+    fn is_series(&self) -> bool {
+        matches!(self, Capacity::Rate(_) | Capacity::Schedule(_))
     }
 
-    /// Mean capacity over `[from, to)` in bytes/s, sampled every 50 ms.
-    pub fn mean(&self, from: Instant, to: Instant) -> f64 {
+    fn mean(&self, from: Instant, to: Instant) -> f64 {
         let mut t = from;
         let (mut s, mut n) = (0.0, 0u64);
         while t < to {
@@ -290,7 +308,7 @@ fn trace(text: &str, offset_ms: u64) -> Capacity {
         Ok(t) if offset_ms == 0 => Capacity::Trace(t),
         Ok(t) => Capacity::Trace(t.starting_at(Duration::from_millis(offset_ms))),
         // The compiled-in traces parse (tested); an unparsable one becomes a 1 Mbit/s link.
-        Err(_) => Capacity::Series(vec![mb(1.0)]),
+        Err(_) => slotted(vec![mb(1.0)]),
     }
 }
 
@@ -382,8 +400,8 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
         name: name.into(),
         description: description.into(),
         secs,
-        down: Capacity::Series(down),
-        up: Capacity::Series(up),
+        down: slotted(down),
+        up: slotted(up),
         radio_buffer: 150,
         range_down: radio_ranges.0,
         range_up: radio_ranges.1,
@@ -539,8 +557,8 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                               RTT 25-40 ms"
                     .into(),
                 secs,
-                down: Capacity::Series(down),
-                up: Capacity::Series(up),
+                down: slotted(down),
+                up: slotted(up),
                 radio_buffer: 500,
                 range_down: (mb(10.0), mb(300.0)),
                 range_up: (mb(1.0), mb(30.0)),
@@ -696,10 +714,10 @@ mod tests {
 
     #[test]
     fn a_link_derives_its_static_rates_and_range_from_its_capacity() {
-        let fixed = Capacity::from_link_rate(LinkRate::Fixed(mb(20.0)), 30.0);
+        let fixed = Capacity::Rate(mb(20.0)).sampled(30.0);
         let sched =
             sim::RateSchedule::parse("0 step 10mbit\n10 ramp 10mbit\n20 step 30mbit\n").unwrap();
-        let ramp = Capacity::from_link_rate(LinkRate::Schedule(sched), 30.0);
+        let ramp = Capacity::Schedule(sched).sampled(30.0);
         assert!((mbit_at(&ramp, 15.0) - 20.0).abs() < 0.5);
         assert!((mbit_at(&ramp, 25.0) - 30.0).abs() < 1e-6);
         let s = Scenario::for_link(
