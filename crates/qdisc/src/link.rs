@@ -113,8 +113,8 @@ impl Capacity {
             Capacity::Schedule(s) => Some(s.rate_at(t)),
             Capacity::Trace(tr) => {
                 let w = window.as_nanos().max(1);
-                let n = tr.count_before(t.saturating_add(Duration::from_nanos(w)))
-                    - tr.count_before(t);
+                let n =
+                    tr.count_before(t.saturating_add(Duration::from_nanos(w))) - tr.count_before(t);
                 let bps = u128::from(n) * u128::from(MAHIMAHI_MTU) * 1_000_000_000 / u128::from(w);
                 Some(bps as f64)
             }
@@ -386,9 +386,8 @@ impl LinkModel {
             Capacity::Rate(r) => Some(Duration::from_nanos(serialisation_nanos(bytes, *r))),
             Capacity::Schedule(s) => {
                 let rate = s.rate_at(Instant::from_nanos(self.rel(start).as_nanos()));
-                (rate >= 1.0).then(|| {
-                    Duration::from_nanos((f64::from(bytes) * 1e9 / rate).ceil() as u64)
-                })
+                (rate >= 1.0)
+                    .then(|| Duration::from_nanos((f64::from(bytes) * 1e9 / rate).ceil() as u64))
             }
             Capacity::Unlimited | Capacity::Trace(_) => Some(Duration::ZERO),
         }
@@ -817,5 +816,80 @@ mod tests {
         assert_eq!(e0, m.capacity_estimate(Instant::from_millis(99)).unwrap());
         m.set_rate(None).unwrap();
         assert_eq!(m.capacity_estimate(Instant::ZERO), None);
+    }
+
+    #[test]
+    fn a_capacity_file_is_a_trace_else_a_schedule_and_the_error_names_both() {
+        let t = Capacity::from_trace_text("1\n2\n5\n").unwrap();
+        assert_eq!(t.mode(), "trace");
+        let s = Capacity::from_trace_text("0 step 8mbit\n10 ramp 8mbit\n20 step 16mbit\n").unwrap();
+        assert_eq!(s.mode(), "schedule");
+        assert_eq!(
+            s.rate_in(Instant::from_secs(15), CAPACITY_WINDOW),
+            Some(1.5e6)
+        );
+        let e = Capacity::from_trace_text("fast\n").unwrap_err();
+        assert_eq!(e.trace.line, 1);
+        assert_eq!(e.schedule.line, 1);
+        let m = e.to_string();
+        assert!(
+            m.starts_with("neither a mahimahi trace (line 1: ")
+                && m.contains("step/ramp schedule (line 1: "),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn rate_in_reads_each_kind_of_capacity() {
+        let w = Duration::from_millis(50);
+        assert_eq!(Capacity::Unlimited.rate_in(Instant::ZERO, w), None);
+        assert_eq!(
+            Capacity::Rate(7).rate_in(Instant::from_secs(3), w),
+            Some(7.0)
+        );
+        // 4 opportunities per 5 ms: [5, 55) ms holds 40 of them, 60,000 bytes in 50 ms.
+        let t = Capacity::Trace(MahimahiTrace::from_offsets(vec![1, 2, 2, 5]).unwrap());
+        assert_eq!(t.rate_in(Instant::from_millis(5), w), Some(1_200_000.0));
+        // A zero window reads as 1 ns: the opportunity at 10 ms is in [10 ms, 10 ms + 1 ns).
+        assert_eq!(
+            t.rate_in(Instant::from_millis(10), Duration::ZERO),
+            Some(1500.0 * 1e9)
+        );
+    }
+
+    #[test]
+    fn serialisation_is_exact_and_rounds_up() {
+        assert_eq!(serialisation_nanos(1500, 1_250_000), 1_200_000);
+        assert_eq!(serialisation_nanos(1, 3), 333_333_334);
+        // 0 reads as 1 byte/s.
+        assert_eq!(serialisation_nanos(2, 0), 2_000_000_000);
+        // 1e9 * 1514 / 12_500_001 = 121119.99...: rounded up.
+        assert_eq!(serialisation_nanos(1514, 12_500_001), 121_120);
+    }
+
+    #[test]
+    fn a_zero_rate_stalls_the_link_until_the_rate_returns() {
+        let mut m = link(LinkConfig {
+            capacity: Capacity::Rate(0),
+            ..LinkConfig::default()
+        });
+        let mut drops = Vec::new();
+        m.enqueue(Instant::ZERO, frame(1500), &mut drops);
+        // Stalled: it looks again every millisecond and sends nothing.
+        assert_eq!(
+            m.dequeue(Instant::from_millis(5), &mut drops),
+            Dequeue::NotBefore(Instant::from_millis(6))
+        );
+        m.set_capacity(Instant::from_millis(5), Capacity::Rate(1_500_000));
+        // The frame starts when the rate returns (5 ms) and takes 1 ms.
+        assert_eq!(
+            m.dequeue(Instant::from_millis(5), &mut drops),
+            Dequeue::NotBefore(Instant::from_millis(6))
+        );
+        assert!(matches!(
+            m.dequeue(Instant::from_millis(6), &mut drops),
+            Dequeue::Packet(_)
+        ));
+        assert!(m.stats().is_balanced());
     }
 }

@@ -57,15 +57,15 @@ pub use metrics::{
     summarize, FlowBin, FlowEndpoints, FlowMetrics, LatencySummary, LinkBin, LinkMetrics,
     BIN_GROWTH_DIV, LATENCY_GROWTH_DIV,
 };
+/// A link's capacity: the one type every backend shares ([`qdisc::link`]).
+pub use qdisc::link::Capacity;
 pub use scenario::{
     link_capacity, parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError,
 };
 pub use sim::{
-    tag_sent_at, AppId, Buffer, IcmpPolicy, LinkConfig, LinkId, NodeId, Sim, SimMemory,
-    TapAt, TapRecord, ICMP_APART_LIMIT, TAP_SNAP,
+    tag_sent_at, AppId, Buffer, IcmpPolicy, LinkConfig, LinkId, NodeId, Sim, SimMemory, TapAt,
+    TapRecord, ICMP_APART_LIMIT, TAP_SNAP,
 };
 pub use summary::{qdisc_json, FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 pub use tcp_app::{TcpReceiverApp, TcpSenderApp};
-/// A link's capacity: the one type every backend shares ([`qdisc::link`]).
-pub use qdisc::link::Capacity;
 pub use trace::{MahimahiTrace, RatePoint, RateSchedule, TraceError, MAHIMAHI_MTU};

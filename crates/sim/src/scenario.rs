@@ -9,9 +9,9 @@
 use crate::app::{Ping, UdpSource};
 use crate::flent::{self, FlentLabels, Role};
 use crate::sim::{AppId, LinkConfig, LinkId, NodeId, Sim};
-use qdisc::link::Capacity;
 use crate::trace::{MahimahiTrace, RateSchedule};
 use cake::AnyQdisc;
+use qdisc::link::Capacity;
 use qdisc::{Duration, Instant};
 use serde::Deserialize;
 use std::collections::HashMap;

@@ -3,9 +3,9 @@
 use crate::app::{Application, Outbox, TimerCmd};
 use crate::events::{Ev, EventQueue, What};
 use crate::metrics::{FlowMetrics, LinkMetrics};
+use cake::AnyQdisc;
 use qdisc::link::{serialisation_nanos, Capacity};
 use qdisc::trace::MAHIMAHI_MTU;
-use cake::AnyQdisc;
 use qdisc::{Dequeue, Dropped, Duration, Instant, Packet, Qdisc, Rng};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};

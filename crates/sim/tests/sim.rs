@@ -493,3 +493,29 @@ fn changing_a_link_rate_mid_run_changes_its_throughput() {
     let lo = m.goodput_bps(w, Instant::from_secs(6), Instant::from_secs(10));
     assert!((lo / (4 * MBIT) as f64 - 1.0).abs() < 0.01, "{lo}");
 }
+
+#[test]
+fn an_unlimited_link_adds_only_its_delay() {
+    let (mut s, a, _b, bl) = dumbbell(
+        3,
+        LinkConfig::with_rate(Capacity::Unlimited, Duration::from_millis(10)).buffer(Some(2), None),
+        Duration::from_millis(10),
+    );
+    let f = greedy_a_to_b(&mut s, a, 300 * MBIT);
+    s.run_until(Instant::from_secs(2));
+    let m = s.flow(f).unwrap();
+    let g = m.goodput_bps(
+        s.bin_width(),
+        Instant::from_millis(500),
+        Instant::from_secs(2),
+    );
+    let want = (300 * MBIT) as f64;
+    assert!((g - want).abs() / want < 0.01, "goodput {g} vs {want}");
+    // Nothing waits in the two-packet buffer, so nothing is dropped, and every packet takes
+    // the two links' serialisation and delays: 1 ms + 10 ms and a 1000 Mbit/s hop.
+    assert_eq!(s.link(bl).unwrap().buffer_drops, 0);
+    assert_eq!(s.buffer_backlog(bl), Some((0, 0)));
+    let lat = m.latency();
+    assert!(lat.p99 < Duration::from_micros(11_050), "{lat:?}");
+    assert!(lat.min >= Duration::from_millis(11), "{lat:?}");
+}
