@@ -546,13 +546,13 @@ impl Cake {
 
     #[inline]
     fn update_autorate(&mut self, now: Instant, bytes: u64) {
-        let a = &mut self.autorate;
-        a.avg_window_bytes += bytes;
         if !self.cfg.autorate {
-            a.avg_window_bytes = 0;
-            a.last_packet_time = now;
+            // The window and the packet clock are read only by autorate-ingress, and the
+            // configuration never changes: nothing to keep.
             return;
         }
+        let a = &mut self.autorate;
+        a.avg_window_bytes += bytes;
         let interval = (now - a.last_packet_time).as_nanos().min(1_000_000_000);
         let k = if interval > a.avg_packet_interval {
             2
