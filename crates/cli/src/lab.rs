@@ -126,7 +126,7 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
             lab::kernel::refkernel_dir().display()
         ));
     }
-    lab::ns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
+    os::netns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
     let exe = std::env::current_exe().ok();
     // The link emulator: this binary's `linkem`, else the one of $PURPLE_LINKEM_BIN.
     let stage = match DelayStage::detect(exe.as_deref()) {

@@ -26,7 +26,7 @@ use crate::metrics::{self, Snapshot};
 use crate::mqtt::{self, Publisher, Topic};
 use crate::probe::{Sockets, Which};
 use crate::record::{hex, CakeRec, Input, Recorder};
-use crate::sys::{RecvBatch, BATCH};
+use os::recv::{RecvBatch, BATCH};
 use controller::agent::{Agent, ReflectorStats, SetRate};
 use controller::{
     Aimd, AimdParams, CakeAutorate, CakeAutorateParams, Direction, Law, PerDir, Purple, SqmAutorate,

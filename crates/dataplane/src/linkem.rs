@@ -121,7 +121,7 @@ pub fn open(
     up: LinkConfig,
     down: LinkConfig,
 ) -> Result<Bridge<LinkModel>, Error> {
-    let now = Instant::from_nanos(crate::sys::monotonic_ns());
+    let now = Instant::from_nanos(os::monotonic_ns());
     Bridge::with_stages(cfg, LinkModel::new(up, now), LinkModel::new(down, now))
 }
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cost::{self, Program, TreeCounters};
-use crate::ns::{Netns, Proc};
+use os::netns::{Netns, Proc};
 
 /// Environment of the shim: the file its calls are appended to.
 pub const SHIM_LOG: &str = "PURPLE_TC_SHIM_LOG";
@@ -149,7 +149,7 @@ pub fn ensure_prerequisites() -> Result<Vec<String>, AutorateError> {
         programs: programs.clone(),
         why,
     };
-    if !crate::ns::is_root() {
+    if !os::is_root() {
         return Err(fail("not installed, and installing needs root".into()));
     }
     if !on_path("apt-get") {
@@ -160,10 +160,10 @@ pub fn ensure_prerequisites() -> Result<Vec<String>, AutorateError> {
         "cake-autorate needs {}: installing with apt-get",
         pkgs.join(", ")
     );
-    crate::ns::run("apt-get", &["update", "-qq"]).map_err(fail)?;
+    os::netns::run("apt-get", &["update", "-qq"]).map_err(fail)?;
     let mut args = vec!["install", "-y", "-qq"];
     args.extend(&pkgs);
-    crate::ns::run("apt-get", &args).map_err(fail)?;
+    os::netns::run("apt-get", &args).map_err(fail)?;
     Ok(pkgs.iter().map(|p| p.to_string()).collect())
 }
 

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use crate::autorate::{self, Checkout, RatesKbps, ScriptConfig, Shim, ShimCall};
 use crate::cost::{self, Counts, Program};
-use crate::ns::Netns;
+use os::netns::Netns;
 
 /// The reflectors' addresses (in the reflector namespace, on `rwan`).
 pub const REFLECTORS: [&str; 6] = [
@@ -183,9 +183,7 @@ struct Topo {
 }
 
 fn topo() -> Result<Topo, String> {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let prefix = format!("pbc-{}-{n}", std::process::id());
+    let prefix = os::netns::unique_prefix("pbc");
     let router = Netns::create(&format!("{prefix}-router"))?;
     let refl = Netns::create(&format!("{prefix}-refl"))?;
     for ns in [&router, &refl] {
@@ -273,7 +271,7 @@ fn window(
     let w0 = std::time::Instant::now();
     let end = Duration::from_secs_f64(o.seconds);
     while w0.elapsed() < end {
-        if crate::ns::interrupted() {
+        if os::netns::interrupted() {
             return Err(BenchError::Run {
                 who: who.into(),
                 what: "interrupted".into(),
@@ -392,7 +390,7 @@ fn measure_daemon(
 
 /// Runs the bench (see the module doc).
 pub fn run(o: &BenchOpts) -> Result<BenchReport, BenchError> {
-    if !crate::ns::is_root() {
+    if !os::is_root() {
         return Err(BenchError::NotRoot);
     }
     if !(o.seconds >= 1.0 && o.warmup >= 0.5 && (1.0..=1000.0).contains(&o.rate_hz)) {

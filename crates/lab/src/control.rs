@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ns::{Netns, Proc};
+use os::netns::{Netns, Proc};
 use crate::scenario::{DaemonProbe, RateRange, Scenario};
 
 /// The router namespace's own address (on `r1`, the link side), the daemon's probe source.

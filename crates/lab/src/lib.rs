@@ -20,7 +20,7 @@
 //! namespace; the link emulator is a pluggable stage ([`DelayStage`]). Traffic tools
 //! ([`traffic`]) are threads that entered the client or server namespace, so all traffic stays
 //! inside the namespaces. Namespaces are deleted when a run ends, on errors, and on
-//! SIGINT/SIGTERM ([`ns::install_signal_cleanup`]).
+//! SIGINT/SIGTERM ([`os::netns::install_signal_cleanup`]).
 //!
 //! Measurement: TCP goodput is the receiver's byte count sampled every 100 ms (the steady
 //! window skips the first `min(S/6, 5)` s of load); latency probes (system `ping` for ICMP, our
@@ -37,6 +37,7 @@
 //! linkem` is merged the base RTT is ~0.2 ms instead of the seeds' 90 ms).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
+#![forbid(unsafe_code)]
 
 pub mod autorate;
 pub mod bench_control;
@@ -44,18 +45,16 @@ pub mod control;
 pub mod cost;
 pub mod kernel;
 pub mod kernel_control;
-pub mod ns;
 pub mod scenario;
-mod sys;
 pub mod traffic;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use ns::{Netns, Proc};
+use os::netns::{Netns, Proc};
 use qdisc::quantile::nearest_rank;
 use scenario::{Capacity, Contender, FlowKind, Scenario, Test};
 use sim::{FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
@@ -76,8 +75,6 @@ pub const ECHO_REFLECTORS: [&str; 6] = [
 ];
 /// Sampling period of goodput and of the series (the brief's 100 ms).
 const BIN: Duration = Duration::from_millis(100);
-
-static RUN_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// The link-emulator hop between router and server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -261,8 +258,7 @@ struct Topo {
 
 impl Topo {
     fn build() -> Result<Topo, String> {
-        let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let prefix = format!("plab-{}-{n}", std::process::id());
+        let prefix = os::netns::unique_prefix("plab");
         let client = Netns::create(&format!("{prefix}-client"))?;
         let router = Netns::create(&format!("{prefix}-router"))?;
         let linkem = Netns::create(&format!("{prefix}-linkem"))?;
@@ -566,7 +562,7 @@ fn start_bridge(
     let h = std::thread::Builder::new()
         .name("lab bridge".into())
         .spawn(move || {
-            if let Err(e) = dataplane::sys::enter_netns(&path) {
+            if let Err(e) = os::netns::enter(&path) {
                 let _ = tx.send(Err(format!("router setns: {e}")));
                 return Err(String::new());
             }
@@ -625,7 +621,7 @@ pub fn run_one(
     opts: &LabOpts,
     progress: &mut dyn FnMut(f64),
 ) -> Result<LabRun, String> {
-    if !ns::is_root() {
+    if !os::is_root() {
         return Err("the lab needs root (network namespaces)".into());
     }
     let (algorithm, delay_source) = match contender.shape {
@@ -999,7 +995,7 @@ fn drive(
     let load_at = Duration::from_secs_f64(opts.idle_seconds);
     let end = Duration::from_secs_f64(total);
     loop {
-        if ns::interrupted() {
+        if os::netns::interrupted() {
             return Err("interrupted".into());
         }
         let now = start.elapsed();

@@ -59,7 +59,7 @@ impl Ctx {
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || crate::ns::interrupted()
+        self.stop.load(Ordering::Relaxed) || os::netns::interrupted()
     }
 }
 
@@ -84,7 +84,7 @@ where
         .name(format!("lab {name}"))
         .spawn(move || {
             if let Some(p) = ns {
-                if let Err(e) = dataplane::sys::enter_netns(&p) {
+                if let Err(e) = os::netns::enter(&p) {
                     let m = format!("{what}: setns {}: {e}", p.display());
                     let _ = tx.send(Err(m.clone()));
                     return Err(m);
@@ -133,7 +133,7 @@ pub fn tcp_sink(
         };
         s.set_nonblocking(false).map_err(|e| e.to_string())?;
         // ACKs carry the flow's mark too.
-        let _ = crate::sys::set_dscp(&s, dscp);
+        let _ = os::set_dscp(&s, dscp);
         s.set_read_timeout(Some(Duration::from_millis(100)))
             .map_err(|e| e.to_string())?;
         let mut buf = vec![0u8; 256 * 1024];
@@ -168,8 +168,8 @@ pub fn tcp_bulk(
     spawn_in(ns, &format!("tcp bulk {dst}"), move |ready| {
         let mut s = TcpStream::connect_timeout(&dst, Duration::from_secs(3))
             .map_err(|e| format!("connect {dst}: {e}"))?;
-        crate::sys::set_congestion(&s, cc).map_err(|e| format!("TCP_CONGESTION {cc}: {e}"))?;
-        crate::sys::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
+        os::set_congestion(&s, cc).map_err(|e| format!("TCP_CONGESTION {cc}: {e}"))?;
+        os::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
         s.set_write_timeout(Some(Duration::from_millis(100)))
             .map_err(|e| e.to_string())?;
         let _ = ready.send(Ok(()));
@@ -199,7 +199,7 @@ pub fn udp_reflector(ctx: &Ctx, ns: Option<PathBuf>, port: u16, dscp: u8) -> Res
     spawn_in(ns, &format!("udp reflector :{port}"), move |ready| {
         let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
             .map_err(|e| format!("bind udp :{port}: {e}"))?;
-        crate::sys::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
+        os::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
         s.set_read_timeout(Some(Duration::from_millis(100)))
             .map_err(|e| e.to_string())?;
         let _ = ready.send(Ok(()));
@@ -218,7 +218,7 @@ fn connected_udp(dst: SocketAddr, dscp: u8) -> Result<UdpSocket, String> {
     let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
         .map_err(|e| format!("bind: {e}"))?;
     s.connect(dst).map_err(|e| format!("connect {dst}: {e}"))?;
-    crate::sys::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
+    os::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
     Ok(s)
 }
 
