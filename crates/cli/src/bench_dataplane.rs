@@ -155,21 +155,25 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
         Middle::None => None,
         Middle::Bridge(q) => {
             let cfg = bridge_cfg(q);
-            Some(lab.start(move || {
-                let mut br = Bridge::new(cfg)?;
-                tuning.apply(&mut br)?;
-                Ok(br)
-            })
-            .map_err(|e| e.to_string())?)
+            Some(
+                lab.start(move || {
+                    let mut br = Bridge::new(cfg)?;
+                    tuning.apply(&mut br)?;
+                    Ok(br)
+                })
+                .map_err(|e| e.to_string())?,
+            )
         }
         Middle::Mq(n, q) => {
             let (cfg, n) = (bridge_cfg(q), *n);
-            Some(lab.start(move || {
-                let mut br = MqBridge::new(cfg, n)?;
-                tuning.apply(&mut br)?;
-                Ok(br)
-            })
-            .map_err(|e| e.to_string())?)
+            Some(
+                lab.start(move || {
+                    let mut br = MqBridge::new(cfg, n)?;
+                    tuning.apply(&mut br)?;
+                    Ok(br)
+                })
+                .map_err(|e| e.to_string())?,
+            )
         }
     };
     let rtts = lab

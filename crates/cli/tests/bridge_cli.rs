@@ -513,9 +513,7 @@ fn flood(
         let hdr = [0u8; 10];
         let end = os::monotonic_ns() + 10_000_000_000;
         let (mut sent, mut i) = (0u64, 0usize);
-        while os::monotonic_ns() < end
-            && !stop.load(std::sync::atomic::Ordering::Relaxed)
-        {
+        while os::monotonic_ns() < end && !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let n = sock
                 .send_batch(64, |k| (&hdr, frames[(i + k) % frames.len()].as_slice()))
                 .unwrap_or(0);

@@ -30,9 +30,9 @@
 //! device), not the wake-up's.
 
 use crate::clock;
+use controller::passive::{PassiveDelay, PassiveParams, Side};
 use os::enable_rx_timestamps;
 use os::recv::{RecvBatch, BATCH};
-use controller::passive::{PassiveDelay, PassiveParams, Side};
 use qdisc::Instant;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;

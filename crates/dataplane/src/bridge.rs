@@ -15,8 +15,8 @@ use crate::ctl::{Command, Direction};
 use crate::ctl_server::{Access, CtlServer, CtlSocket};
 use crate::pool::{self, Pool, RX_BUF};
 use crate::rejoin::Rejoiner;
-use os::{Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
 use crate::vnet::VnetHdr;
+use os::{Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
 
 /// Bytes freed since the allocator last returned memory to the system, above which the bridge
 /// asks it to ([`os::release_free_memory`]) once its queues have drained.

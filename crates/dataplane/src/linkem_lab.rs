@@ -349,7 +349,9 @@ impl Lab {
             rtts.sort_unstable();
             Ok::<Vec<u64>, LabError>(rtts)
         });
-        let r = client.join().map_err(|_| LabError::Panicked("ping client"))?;
+        let r = client
+            .join()
+            .map_err(|_| LabError::Panicked("ping client"))?;
         stop.store(true, Ordering::Relaxed);
         let _ = server.join();
         r?
@@ -360,7 +362,12 @@ impl Lab {
     /// server (`SO_TIMESTAMPNS`, taken before the server thread wakes), both on the machine's one
     /// `CLOCK_REALTIME`. Unlike a round trip this counts one pass through the middle, and none of
     /// the endpoints' wake-ups.
-    pub fn udp_one_way(&self, port: u16, count: usize, gap: Duration) -> Result<Vec<u64>, LabError> {
+    pub fn udp_one_way(
+        &self,
+        port: u16,
+        count: usize,
+        gap: Duration,
+    ) -> Result<Vec<u64>, LabError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
         let st = stop.clone();
@@ -430,7 +437,9 @@ impl Running {
     pub fn stop(mut self) -> Result<(String, u64), LabError> {
         self.stopper.stop();
         match self.handle.take() {
-            Some(h) => h.join().map_err(|_| LabError::Panicked("bridge thread"))??,
+            Some(h) => h
+                .join()
+                .map_err(|_| LabError::Panicked("bridge thread"))??,
             None => Err(LabError::AlreadyStopped),
         }
     }

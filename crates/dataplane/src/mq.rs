@@ -33,10 +33,10 @@ use serde_json::{json, Value};
 use crate::bridge::{Fanout, JobSender};
 use crate::ctl::{Command, Direction};
 use crate::ctl_server::{Access, CtlSocket};
-use os::{Epoll, EventFd, SignalFd};
 use crate::{
     Bridge, BridgeConfig, BridgeStats, DirStats, Error, Forwarder, LoopOptions, Stage, Stopper,
 };
+use os::{Epoll, EventFd, SignalFd};
 
 /// The most queues (forwarding threads) a multi-queue bridge runs.
 pub const MAX_QUEUES: usize = 64;

@@ -463,8 +463,7 @@ fn latencies_around(t: &Topo, port: u16, warm: f64, during: impl FnOnce()) -> (V
         let mut out = Vec::new();
         let mut buf = [0u8; 64];
         while !st.load(Ordering::Relaxed) {
-            if let Ok((16, Some(at))) = os::recv_timestamped(sock.as_raw_fd(), &mut buf)
-            {
+            if let Ok((16, Some(at))) = os::recv_timestamped(sock.as_raw_fd(), &mut buf) {
                 let sent = u64::from_be_bytes(buf[..8].try_into().unwrap());
                 let phase = u64::from_be_bytes(buf[8..16].try_into().unwrap());
                 out.push((phase, at.saturating_sub(sent)));

@@ -160,10 +160,10 @@ pub fn ensure_prerequisites() -> Result<Vec<String>, AutorateError> {
         "cake-autorate needs {}: installing with apt-get",
         pkgs.join(", ")
     );
-    os::netns::run("apt-get", &["update", "-qq"]).map_err(fail)?;
+    os::netns::run("apt-get", &["update", "-qq"]).map_err(|e| fail(e.to_string()))?;
     let mut args = vec!["install", "-y", "-qq"];
     args.extend(&pkgs);
-    os::netns::run("apt-get", &args).map_err(fail)?;
+    os::netns::run("apt-get", &args).map_err(|e| fail(e.to_string()))?;
     Ok(pkgs.iter().map(|p| p.to_string()).collect())
 }
 

@@ -28,7 +28,6 @@ pub fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-
 /// Whether the process runs with effective uid 0 (root: namespaces, packet sockets, qdiscs).
 pub fn is_root() -> bool {
     effective_uid() == 0
@@ -44,7 +43,6 @@ pub fn release_free_memory() {
         libc::malloc_trim(0);
     }
 }
-
 
 /// The signals purple sends to the processes it started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

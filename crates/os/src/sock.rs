@@ -110,11 +110,15 @@ pub fn peer_credentials(fd: RawFd) -> io::Result<PeerCred> {
     })
 }
 
-
 /// Sets the IPv4 TOS byte of `fd`'s packets to `dscp << 2` (ECN bits left to the kernel).
 pub fn set_dscp(fd: &impl AsRawFd, dscp: u8) -> io::Result<()> {
     let tos: libc::c_int = i32::from(dscp & 0x3f) << 2;
-    setsockopt_bytes(fd.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, &tos.to_ne_bytes())
+    setsockopt_bytes(
+        fd.as_raw_fd(),
+        libc::IPPROTO_IP,
+        libc::IP_TOS,
+        &tos.to_ne_bytes(),
+    )
 }
 
 /// Sets the congestion control algorithm of TCP socket `fd` (e.g. `cubic`).

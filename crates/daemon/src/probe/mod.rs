@@ -11,8 +11,8 @@ pub mod echo;
 pub mod udp;
 
 use crate::config::{Method, ProbeConfig, ReflectorSpec};
-use os::recv::RecvBatch;
 use controller::agent::{SocketKind, Transmit};
+use os::recv::RecvBatch;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
