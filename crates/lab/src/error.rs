@@ -38,6 +38,24 @@ pub enum Error {
         /// Its exit status.
         status: String,
     },
+    /// A bad option; the text names it and what is accepted.
+    Option(String),
+    /// The reference-kernel tools are not at this directory.
+    NoRefKernel(std::path::PathBuf),
+    /// The reference-kernel run failed.
+    GuestFailed {
+        /// The runner's exit status.
+        status: String,
+        /// The end of the guest's output.
+        tail: String,
+    },
+    /// A guest run's output directory lacks a file.
+    GuestOutput {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// What is missing.
+        missing: &'static str,
+    },
     /// A tool's output could not be read.
     Output {
         /// The command.
@@ -87,6 +105,17 @@ impl fmt::Display for Error {
             Error::NotStarted(what) => write!(f, "{what} did not start within 5 s"),
             Error::StartFailed { what, why } => write!(f, "{what}: {why}"),
             Error::Exited { what, status } => write!(f, "{what} exited at start ({status})"),
+            Error::Option(why) => write!(f, "{why}"),
+            Error::NoRefKernel(d) => write!(
+                f,
+                "reference kernel tools not found at {} (set PURPLE_REFKERNEL)",
+                d.display()
+            ),
+            Error::GuestFailed { status, tail } => write!(
+                f,
+                "the reference-kernel run failed ({status}); its output ends:\n{tail}"
+            ),
+            Error::GuestOutput { dir, missing } => write!(f, "{}: {missing}", dir.display()),
             Error::Output { command, why } => write!(f, "{command}: {why}"),
             Error::Panicked(what) => write!(f, "{what} panicked"),
             Error::Bridge(e) => write!(f, "bridge: {e}"),
