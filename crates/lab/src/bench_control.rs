@@ -377,7 +377,7 @@ fn measure_daemon(
     };
     let (mut d, counters) =
         cost::spawn_counted(&t.router, &prog, Duration::from_secs(2), Some(tp))?;
-    let counters = counters.ok_or_else(|| BenchError::NoCounters)?;
+    let counters = counters.ok_or(BenchError::NoCounters)?;
     let (c, pk, wall) = window(t, &counters, o, &mut || d.exited().is_none(), name)?;
     d.stop();
     let (lines, with_delay, applied) = daemon_log_counts(&log);
@@ -478,7 +478,7 @@ fn run_in(
                 log_dir: work.join("cake-autorate-log"),
             };
             let mut run = autorate::start(co, &t.router, &cfg, &shim, work, Some(tp))?;
-            let counters = run.counters.take().ok_or_else(|| BenchError::NoCounters)?;
+            let counters = run.counters.take().ok_or(BenchError::NoCounters)?;
             let res = window(&t, &counters, o, &mut || run.alive(), "cake-autorate");
             run.stop();
             let (c, pk, wall) = res?;

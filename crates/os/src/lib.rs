@@ -12,6 +12,7 @@
 //! **What it must not do**: hold policy (what to forward, which rate, when to probe): callers
 //! decide, this crate only performs the call and reports the kernel's answer.
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
 #![allow(unsafe_code)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
