@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use crate::bridge::Error;
 use crate::ctl::Command;
-use crate::sys::{self, Epoll, EventFd};
+use os::{self as sys, Epoll, EventFd};
 
 /// Longest command line accepted, bytes (newline included).
 pub const MAX_LINE: usize = 512;

@@ -7,7 +7,7 @@ use qdisc::Instant;
 use serde_json::{json, Value};
 
 pub use qdisc::link::{
-    wire_bytes, Capacity, CapacityTextError, LinkConfig, LinkModel, LinkStats, CAPACITY_WINDOW,
+    wire_bytes, Capacity, CapacityFileError, LinkConfig, LinkModel, LinkStats, CAPACITY_WINDOW,
     DEFAULT_BUFFER_PACKETS,
 };
 
@@ -22,7 +22,7 @@ pub fn open(
     up: LinkConfig,
     down: LinkConfig,
 ) -> Result<Bridge<LinkModel>, Error> {
-    let now = Instant::from_nanos(crate::sys::monotonic_ns());
+    let now = Instant::from_nanos(os::monotonic_ns());
     Bridge::with_stages(cfg, LinkModel::new(up, now), LinkModel::new(down, now))
 }
 

@@ -70,34 +70,34 @@ pub enum Capacity {
 
 /// Why a capacity file was refused by [`Capacity::from_trace_text`]: it is neither format.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CapacityTextError {
+pub struct CapacityFileError {
     /// Why it is not a mahimahi trace.
-    pub trace: TraceError,
+    pub mahimahi: TraceError,
     /// Why it is not a step/ramp schedule.
     pub schedule: TraceError,
 }
 
-impl std::fmt::Display for CapacityTextError {
+impl std::fmt::Display for CapacityFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
             "neither a mahimahi trace ({}) nor a step/ramp schedule ({})",
-            self.trace, self.schedule
+            self.mahimahi, self.schedule
         )
     }
 }
 
-impl std::error::Error for CapacityTextError {}
+impl std::error::Error for CapacityFileError {}
 
 impl Capacity {
     /// Parses a capacity file: a mahimahi trace (one millisecond offset per line), else a
     /// [`RateSchedule`] (`<t_seconds> <step|ramp> <rate>` lines). The error names both attempts.
-    pub fn from_trace_text(text: &str) -> Result<Capacity, CapacityTextError> {
+    pub fn from_trace_text(text: &str) -> Result<Capacity, CapacityFileError> {
         match MahimahiTrace::parse(text) {
             Ok(t) => Ok(Capacity::Trace(t)),
-            Err(trace) => match RateSchedule::parse(text) {
+            Err(mahimahi) => match RateSchedule::parse(text) {
                 Ok(s) => Ok(Capacity::Schedule(s)),
-                Err(schedule) => Err(CapacityTextError { trace, schedule }),
+                Err(schedule) => Err(CapacityFileError { mahimahi, schedule }),
             },
         }
     }
@@ -829,7 +829,7 @@ mod tests {
             Some(1.5e6)
         );
         let e = Capacity::from_trace_text("fast\n").unwrap_err();
-        assert_eq!(e.trace.line, 1);
+        assert_eq!(e.mahimahi.line, 1);
         assert_eq!(e.schedule.line, 1);
         let m = e.to_string();
         assert!(
