@@ -750,7 +750,8 @@ impl Sim {
     }
 
     /// Fraction of capacity used up to now: busy time over elapsed time for fixed and scheduled
-    /// links; bytes sent over bytes offered by the opportunities so far for trace links.
+    /// links; bytes sent over bytes offered by the opportunities so far for trace links; 0 for
+    /// an unlimited link (it is never busy).
     pub fn link_utilisation(&self, link: LinkId) -> f64 {
         let Some(l) = self.links.get(link) else {
             return 0.0;
@@ -995,7 +996,7 @@ impl Sim {
                         } else {
                             let len = link.buf.front().map_or(0, |(_, p)| p.len());
                             let tx = match rate {
-                                Capacity::Rate(r) => serialisation_nanos(len, (*r).max(1)),
+                                Capacity::Rate(r) => serialisation_nanos(len, *r),
                                 Capacity::Schedule(s) => {
                                     let bps = s.rate_at(now).max(1000.0);
                                     (f64::from(len) * 1e9 / bps).ceil() as u64
