@@ -2,8 +2,8 @@
 //! frame between two interfaces through one qdisc per direction.
 //!
 //! **What this crate owns**: the bridge's event loop over `AF_PACKET` sockets, its buffer pool,
-//! GSO rejoin, control socket, the multi-queue bridge ([`mq`]) and the link emulator
-//! ([`linkem`]). **What it must not do**: decide rates (it applies what its control socket is
+//! GSO rejoin, control socket, the multi-queue bridge ([`mq`]) and the link emulator's glue
+//! ([`linkem`]; its model is `qdisc::link`). **What it must not do**: decide rates (it applies what its control socket is
 //! told); allocate per packet in steady state; read a client's socket on the forwarding thread;
 //! hold algorithms (qdiscs come from `cake`/`qdisc` and stay sans-IO).
 //!

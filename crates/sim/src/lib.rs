@@ -11,7 +11,7 @@
 //! metrics.
 //!
 //! Model: hosts ([`Sim::add_node`]) with IPv4/IPv6 addresses, unidirectional links
-//! ([`Sim::add_link`], [`LinkConfig`]) with a rate (fixed, mahimahi trace or step/ramp schedule),
+//! ([`Sim::add_link`], [`LinkConfig`]) with a [`Capacity`] (fixed, unlimited, mahimahi trace or step/ramp schedule),
 //! propagation delay, random loss, a droptail buffer (the modem/radio queue) and an optional
 //! qdisc ([`cake::AnyQdisc`]) at the egress in front of that buffer; static routes
 //! ([`Sim::add_route`], or [`Sim::compute_routes`] for shortest paths); and applications
