@@ -1,6 +1,6 @@
 //! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT] [--queues N]
 //! [--mq-bandwidth RATE] [--rt-priority P] [--spin-us US] [--busy-poll-us US] [--batch-us US]
-//! [--no-rejoin] [--stats] [--threaded-napi]`: dataplane speed in throwaway namespaces. Rows: direct veth
+//! [--no-rejoin] [--stats]`: dataplane speed in throwaway namespaces. Rows: direct veth
 //! (reference), the bridge unshaped, the bridge with CAKE at 1 Gbit/s (default split-gso, and
 //! no-split-gso) and 100 Mbit/s, cake_mq in the multi-queue bridge with 1 and N queues, kernel
 //! forwarding through HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e.
@@ -56,13 +56,6 @@ pub struct Args {
     /// forwards, the rows show the sync alone).
     #[arg(long, default_value = "1Gbit")]
     pub mq_bandwidth: String,
-    /// Give the client's and the server's veth (`c0`, `s0`: where the bridge's frames arrive)
-    /// their own NAPI kernel thread (GRO on, `threaded` = 1). By default veth runs the
-    /// receiver's whole stack inside the sender's system call, so the bridge's CPU includes the
-    /// endpoints' TCP receive work; with this, as with a NIC on a router, it is the bridge's own
-    /// work. Every row, the direct veth reference too, runs the same way.
-    #[arg(long)]
-    pub threaded_napi: bool,
 }
 
 /// TCP flows in the cake_mq rows: enough that fanout's flow hash leaves no queue without one
@@ -129,27 +122,6 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
     let (name, shape, configured_bps) = (spec.name.as_str(), spec.shape, spec.configured_bps);
     let (secs, stats, tuning) = (a.seconds, a.stats, a.tuning);
     let lab = Lab::new(shape).map_err(|e| e.to_string())?;
-    if a.threaded_napi {
-        for (ns, dev) in [('c', "c0"), ('s', "s0")] {
-            lab.exec(ns, &["ethtool", "-K", dev, "gro", "on"])
-                .and_then(|()| {
-                    lab.exec(
-                        ns,
-                        &[
-                            "sh",
-                            "-c",
-                            &format!("echo 1 > /sys/class/net/{dev}/threaded"),
-                        ],
-                    )
-                })
-                .map_err(|e| {
-                    format!(
-                        "--threaded-napi: cannot give {dev} a NAPI thread (needs ethtool and a \
-                         kernel with threaded NAPI, 5.12 or later): {e}"
-                    )
-                })?;
-        }
-    }
     if shape == Shape::Routed {
         lab.exec(
             'b',
@@ -431,7 +403,7 @@ pub fn run(a: &Args) -> Result<String, String> {
             .collect();
         return Ok(format!(
             "{}\n",
-            serde_json::json!({ "runs": a.runs.max(1), "threaded_napi": a.threaded_napi, "dataplane": v })
+            serde_json::json!({ "runs": a.runs.max(1), "dataplane": v })
         ));
     }
     let mut t = format!(
@@ -488,16 +460,11 @@ pub fn run(a: &Args) -> Result<String, String> {
     t.push_str(&format!(
         "(Gbit/s; wire = L2 bytes/s the shaper released; rtt+ / 1way+ = µs added at idle to \
          direct veth's UDP round trip (p50 {:.1}, p99 {:.1}) / one-way delay (p50 {:.1}, p99 \
-         {:.1}); cpu = bridge threads' cores per Gbit/s of goodput{}; medians of {} run(s))\n",
+         {:.1}); cpu = bridge threads' cores per Gbit/s of goodput; medians of {} run(s))\n",
         d.rtt_p50_us,
         d.rtt_p99_us,
         d.one_way_p50_us,
         d.one_way_p99_us,
-        if a.threaded_napi {
-            ", the endpoints' receive on NAPI threads"
-        } else {
-            " (veth runs the receiver's stack inside the bridge's sends)"
-        },
         a.runs.max(1)
     ));
     Ok(t)
