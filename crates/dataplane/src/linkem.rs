@@ -28,6 +28,7 @@
 
 use std::collections::VecDeque;
 
+use controller::ctl::DirNames;
 use qdisc::trace::{MahimahiTrace, RateSchedule, MAHIMAHI_MTU};
 use qdisc::{
     Counter, Dequeue, DropReason, Dropped, Duration, Headers, Instant, NoShaper, Packet, Qdisc,
@@ -36,7 +37,6 @@ use qdisc::{
 use serde_json::{json, Value};
 
 use crate::bridge::{Bridge, BridgeConfig, Error, Stage};
-use crate::ctl::Direction;
 
 /// The default buffer: 1000 packets (and no byte limit).
 pub const DEFAULT_BUFFER_PACKETS: u32 = 1000;
@@ -543,11 +543,8 @@ fn rate_str(r: Option<f64>) -> String {
 }
 
 impl Stage for LinkModel {
-    fn dir_name(&self, dir: Direction) -> &'static str {
-        match dir {
-            Direction::Egress => "up",
-            Direction::Ingress => "down",
-        }
+    fn dir_names(&self) -> DirNames {
+        DirNames::UpDown
     }
 
     fn stage_text(&self, dev: &str, now: Instant) -> String {

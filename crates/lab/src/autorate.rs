@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use crate::cost::{self, Program, TreeCounters};
 use crate::ns::{Netns, Proc};
+use crate::scenario::ProbeId;
 
 /// Environment of the shim: the file its calls are appended to.
 pub const SHIM_LOG: &str = "PURPLE_TC_SHIM_LOG";
@@ -643,8 +644,8 @@ pub fn compare_laws(
             contender: r.contender.clone(),
             down_mbit: r.down_mbit,
             up_mbit: r.up_mbit,
-            icmp_p99_ms: r.induced("Ping (ms) ICMP").map(|i| i.p99),
-            udp_p99_ms: r.induced("Ping (ms) UDP BE").map(|i| i.p99),
+            icmp_p99_ms: r.induced(ProbeId::Icmp).map(|i| i.p99),
+            udp_p99_ms: r.induced(ProbeId::UDP_BE).map(|i| i.p99),
             mean_down_rate_mbit: mean,
             rate_over_capacity: mean / cap_mean,
             down_changes: changes,
