@@ -132,11 +132,9 @@ impl Bridge {
                 "bridge closed",
             ));
         }
-        match Response::parse_ok(request, &reply) {
-            Ok(_) => Ok(()),
-            Err(e @ ResponseError::Refused(_)) => Err(io::Error::other(e)),
-            Err(e) => Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-        }
+        Response::parse_ok(request, &reply)
+            .map(drop)
+            .map_err(answer_error)
     }
 }
 

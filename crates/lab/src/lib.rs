@@ -958,7 +958,7 @@ fn unix_now_s() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-type Drive = (RunSummary, (Vec<(String, Induced)>, f64, f64), Vec<String>);
+type Drive = (RunSummary, (Vec<ProbeLatency>, f64, f64), Vec<String>);
 
 /// Starts the flows, samples them, stops them; builds the summary.
 fn drive(
