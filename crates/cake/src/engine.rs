@@ -17,7 +17,7 @@ use crate::params::{DerivedParams, RateFixed, MAX_TINS};
 use crate::slab::Slab;
 use crate::stats::{CakeStats, FlowStats, TinStats};
 use crate::tin::{qi, FlowSet, ListId, Tin, NIL, QUEUES};
-use qdisc::packet::{self, FlowTuple, Headers, NetKind, Packet};
+use qdisc::packet::{self, FlowHeaders, FlowTuple, Headers, NetKind, Packet};
 use qdisc::{
     Counter, Dequeue, DropReason, Dropped, Duration, Instant, NoShaper, Qdisc, QdiscStats, Rng,
 };
@@ -226,12 +226,12 @@ impl Cake {
     }
 
     #[inline]
-    fn select_tin(&self, pkt: &mut Packet, h: &Headers) -> usize {
+    fn select_tin(&self, pkt: &mut Packet, h: &FlowHeaders) -> usize {
         let cfg = &self.cfg;
         let tin_count = self.params.tin_count;
         let mut dscp = None;
         if cfg.wash {
-            dscp = Some(self.diffserv(pkt, h, true));
+            dscp = Some(Self::diffserv(pkt, h, true));
         }
         if cfg.diffserv == DiffservMode::Besteffort {
             return 0;
@@ -250,7 +250,7 @@ impl Cake {
         if (prio >> 16) as u16 == cfg.handle_major && minor > 0 && minor <= tin_count {
             return order[minor - 1] as usize;
         }
-        let dscp = dscp.unwrap_or_else(|| self.diffserv(pkt, h, false));
+        let dscp = dscp.unwrap_or_else(|| Self::diffserv(pkt, h, false));
         let tin = dscp_table(cfg.diffserv)[dscp as usize & 63] as usize;
         if tin >= tin_count {
             0
@@ -260,11 +260,12 @@ impl Cake {
     }
 
     /// Reads the DSCP (ARP counts as 56, other non-IP as 0), clearing it when washing.
-    fn diffserv(&self, pkt: &mut Packet, h: &Headers, wash: bool) -> u8 {
+    #[inline]
+    fn diffserv(pkt: &mut Packet, h: &FlowHeaders, wash: bool) -> u8 {
         match (h.kind, h.ip) {
             (NetKind::Ipv4 | NetKind::Ipv6, Some(ip)) => {
                 if wash && ip.dscp != 0 {
-                    packet::set_dscp(&mut pkt.data, h, 0);
+                    Self::wash(pkt);
                 }
                 ip.dscp
             }
@@ -273,10 +274,17 @@ impl Cake {
         }
     }
 
+    /// Clears the DSCP of an IP packet (`wash`); parses the full headers for the rewrite.
+    #[cold]
+    fn wash(pkt: &mut Packet) {
+        let h = Headers::parse(&pkt.data);
+        packet::set_dscp(&mut pkt.data, &h, 0);
+    }
+
     /// The tuple CAKE hashes: the caller's pre-NAT tuple with `nat`, else the parsed one;
     /// `None` for non-IP.
     #[inline]
-    fn hash_tuple<'a>(&self, pkt: &'a Packet, h: &'a Headers) -> Option<&'a FlowTuple> {
+    fn hash_tuple<'a>(&self, pkt: &'a Packet, h: &'a FlowHeaders) -> Option<&'a FlowTuple> {
         match &pkt.meta.nat {
             Some(t) if self.cfg.nat => Some(t),
             _ => h.ip.as_ref().map(|ip| &ip.tuple),
@@ -513,7 +521,7 @@ impl Cake {
         if t.flows[qi(flow)].cvars.queue_full(&t.params.cobalt, now) {
             t.unresponsive_flow_count += 1;
         }
-        t.flows[qi(flow)].dropped += 1;
+        t.flow_drops[qi(flow)] += 1;
         t.dropped += 1;
         if self.cfg.ingress {
             self.advance_shaper(tin, slot.adj_len, now, true);
@@ -538,13 +546,13 @@ impl Cake {
 
     #[inline]
     fn update_autorate(&mut self, now: Instant, bytes: u64) {
-        let a = &mut self.autorate;
-        a.avg_window_bytes += bytes;
         if !self.cfg.autorate {
-            a.avg_window_bytes = 0;
-            a.last_packet_time = now;
+            // The window and the packet clock are read only by autorate-ingress, and the
+            // configuration never changes: nothing to keep.
             return;
         }
+        let a = &mut self.autorate;
+        a.avg_window_bytes += bytes;
         let interval = (now - a.last_packet_time).as_nanos().min(1_000_000_000);
         let k = if interval > a.avg_packet_interval {
             2
@@ -568,7 +576,7 @@ impl Cake {
     }
 
     fn enqueue_inner(&mut self, now: Instant, mut pkt: Packet, drops: &mut Vec<Dropped>) {
-        let h = pkt.headers();
+        let h = FlowHeaders::parse(&pkt.data);
         let tin = self.select_tin(&mut pkt, &h);
         let tuple = self.hash_tuple(&pkt, &h);
         let flow = self.classify(tin, tuple);
@@ -613,7 +621,7 @@ impl Cake {
             let gso = pkt
                 .meta
                 .gso
-                .map(|g| (u32::from(g.size), gso_header_len(&h)));
+                .map(|g| (u32::from(g.size), gso_header_len(&pkt.headers())));
             let adj = self.overhead.packet_len(&mut self.sizes, len, net_off, gso);
             self.queue_push(tin, flow, pkt, now, adj);
             let t = &mut self.tins[tin];
@@ -891,7 +899,7 @@ impl Cake {
                     if !verdict.is_drop() || last {
                         break (i, enqueued, adj);
                     }
-                    f.dropped += 1;
+                    t.flow_drops[qi(flow)] += 1;
                     t.dropped += 1;
                     let reason = if verdict == Verdict::DropBlue {
                         DropReason::Blue

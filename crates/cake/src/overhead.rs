@@ -64,7 +64,7 @@ impl Overhead {
 
     /// The adjusted length of one (segment) of `len` bytes whose network header starts at
     /// `net_off`, updating the size statistics.
-    #[inline]
+    #[inline(always)]
     pub fn calc(&self, stats: &mut SizeStats, len: u32, net_off: u32) -> u32 {
         let mut len = if self.subtract_mac {
             len.saturating_sub(net_off)
@@ -87,7 +87,7 @@ impl Overhead {
 
     /// The adjusted length of a whole packet, GSO super-packets included: `segs - 1` full
     /// segments of `gso_size + hdr_len` plus the last. Also feeds the offset EWMA.
-    #[inline]
+    #[inline(always)]
     pub fn packet_len(
         &self,
         stats: &mut SizeStats,
@@ -98,13 +98,26 @@ impl Overhead {
         stats.avg_netoff_q16 = ewma(stats.avg_netoff_q16, net_off << 16, 8);
         match gso {
             Some((gso_size, hdr_len)) if gso_size > 0 && len > hdr_len + gso_size => {
-                let segs = (len - hdr_len).div_ceil(gso_size);
-                let last = len - gso_size * (segs - 1);
-                self.calc(stats, gso_size + hdr_len, net_off) * (segs - 1)
-                    + self.calc(stats, last, net_off)
+                self.gso_len(stats, len, net_off, gso_size, hdr_len)
             }
             _ => self.calc(stats, len, net_off),
         }
+    }
+
+    /// [`Overhead::packet_len`] of a GSO super-packet of more than one segment: out of line,
+    /// off the per-packet path.
+    #[inline(never)]
+    fn gso_len(
+        &self,
+        stats: &mut SizeStats,
+        len: u32,
+        net_off: u32,
+        gso_size: u32,
+        hdr_len: u32,
+    ) -> u32 {
+        let segs = (len - hdr_len).div_ceil(gso_size);
+        let last = len - gso_size * (segs - 1);
+        self.calc(stats, gso_size + hdr_len, net_off) * (segs - 1) + self.calc(stats, last, net_off)
     }
 }
 

@@ -61,8 +61,11 @@ pub enum ListId {
     Decaying,
 }
 
-/// One flow queue.
+/// One flow queue: the per-packet state of one queue, exactly one cache line (64 bytes,
+/// aligned), so that each packet's flow accesses touch one line of the tin's table. The drop
+/// count, which only statistics read, lives apart in [`Tin::flow_drops`].
 #[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
 pub struct Flow {
     /// First packet (slab index) or NIL.
     pub head: u32,
@@ -82,8 +85,6 @@ pub struct Flow {
     pub dsthost: u16,
     /// COBALT state.
     pub cvars: CobaltVars,
-    /// Packets dropped from this flow.
-    pub dropped: u32,
     list: ListId,
     prev: u16,
     next: u16,
@@ -101,7 +102,6 @@ impl Default for Flow {
             srchost: 0,
             dsthost: 0,
             cvars: CobaltVars::default(),
-            dropped: 0,
             list: ListId::None,
             prev: NIL16,
             next: NIL16,
@@ -109,17 +109,29 @@ impl Default for Flow {
     }
 }
 
-/// Per-host bulk flow counts and tags.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Host {
-    /// Tag (source-host hash) owning this slot as a source.
-    pub srchost_tag: u32,
-    /// Tag owning this slot as a destination.
-    pub dsthost_tag: u32,
-    /// Bulk flows from this source host.
-    pub srchost_bulk_flow_count: u16,
-    /// Bulk flows to this destination host.
-    pub dsthost_bulk_flow_count: u16,
+/// Per-host bulk flow counts and tags, one slot per queue index, as arrays (struct of arrays):
+/// the 8 ways of a set are contiguous, so a lookup compares them in one pass.
+#[derive(Clone, Debug)]
+pub struct Hosts {
+    /// Tag (source-host hash) owning each slot as a source.
+    pub src_tag: [u32; QUEUES],
+    /// Tag owning each slot as a destination.
+    pub dst_tag: [u32; QUEUES],
+    /// Bulk flows from each slot's source host.
+    pub src_bulk: [u16; QUEUES],
+    /// Bulk flows to each slot's destination host.
+    pub dst_bulk: [u16; QUEUES],
+}
+
+impl Default for Hosts {
+    fn default() -> Self {
+        Hosts {
+            src_tag: [0; QUEUES],
+            dst_tag: [0; QUEUES],
+            src_bulk: [0; QUEUES],
+            dst_bulk: [0; QUEUES],
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -145,7 +157,9 @@ pub struct Tin {
     /// Set-associative tags (full flow hashes).
     pub tags: Box<[u32; QUEUES]>,
     /// Host table.
-    pub hosts: Box<[Host; QUEUES]>,
+    pub hosts: Box<Hosts>,
+    /// Packets dropped from each flow queue (AQM and overflow), by queue.
+    pub flow_drops: Box<[u32; QUEUES]>,
     new: List,
     old: List,
     decaying: List,
@@ -195,6 +209,11 @@ pub struct Tin {
     pub max_skblen: u32,
 }
 
+const _: () = assert!(
+    std::mem::size_of::<Flow>() == 64,
+    "a flow is one cache line"
+);
+
 #[inline]
 fn dsrc(mode: FlowMode) -> bool {
     mode.dual_src()
@@ -210,7 +229,8 @@ impl Tin {
         Tin {
             flows: table(Flow::default()),
             tags: table(0),
-            hosts: table(Host::default()),
+            hosts: Box::default(),
+            flow_drops: table(0),
             new: List::default(),
             old: List::default(),
             decaying: List::default(),
@@ -351,15 +371,15 @@ impl Tin {
     pub fn inc_host_bulk(&mut self, i: u16, mode: FlowMode) {
         let f = self.flows[qi(i)];
         if dsrc(mode) {
-            let h = &mut self.hosts[qi(f.srchost)];
-            if (h.srchost_bulk_flow_count as usize) < QUEUES {
-                h.srchost_bulk_flow_count += 1;
+            let c = &mut self.hosts.src_bulk[qi(f.srchost)];
+            if (*c as usize) < QUEUES {
+                *c += 1;
             }
         }
         if ddst(mode) {
-            let h = &mut self.hosts[qi(f.dsthost)];
-            if (h.dsthost_bulk_flow_count as usize) < QUEUES {
-                h.dsthost_bulk_flow_count += 1;
+            let c = &mut self.hosts.dst_bulk[qi(f.dsthost)];
+            if (*c as usize) < QUEUES {
+                *c += 1;
             }
         }
     }
@@ -368,12 +388,12 @@ impl Tin {
     pub fn dec_host_bulk(&mut self, i: u16, mode: FlowMode) {
         let f = self.flows[qi(i)];
         if dsrc(mode) {
-            let h = &mut self.hosts[qi(f.srchost)];
-            h.srchost_bulk_flow_count = h.srchost_bulk_flow_count.saturating_sub(1);
+            let c = &mut self.hosts.src_bulk[qi(f.srchost)];
+            *c = c.saturating_sub(1);
         }
         if ddst(mode) {
-            let h = &mut self.hosts[qi(f.dsthost)];
-            h.dsthost_bulk_flow_count = h.dsthost_bulk_flow_count.saturating_sub(1);
+            let c = &mut self.hosts.dst_bulk[qi(f.dsthost)];
+            *c = c.saturating_sub(1);
         }
     }
 
@@ -383,10 +403,10 @@ impl Tin {
         let f = &self.flows[qi(i)];
         let mut load = 1u16;
         if dsrc(mode) {
-            load = load.max(self.hosts[qi(f.srchost)].srchost_bulk_flow_count);
+            load = load.max(self.hosts.src_bulk[qi(f.srchost)]);
         }
         if ddst(mode) {
-            load = load.max(self.hosts[qi(f.dsthost)].dsthost_bulk_flow_count);
+            load = load.max(self.hosts.dst_bulk[qi(f.dsthost)]);
         }
         load
     }
@@ -411,42 +431,40 @@ impl Tin {
         }
         let inner = reduced % SET_WAYS;
         let outer = reduced - inner;
-        let mut allocate = false;
-        let mut k = inner;
-        let mut found = false;
-        for i in 0..SET_WAYS {
-            if self.tags[outer + k] == flow_hash {
-                if i != 0 {
-                    self.way_hits += 1;
+        // The ways are visited from `inner` on, circularly: first for the tag, then for a free
+        // queue; with neither, the collision takes way `inner`.
+        let tags = &self.tags[outer..outer + SET_WAYS];
+        let (k, allocate) =
+            match (0..SET_WAYS).position(|off| tags[(inner + off) % SET_WAYS] == flow_hash) {
+                Some(off) => {
+                    if off != 0 {
+                        self.way_hits += 1;
+                    }
+                    let k = (inner + off) % SET_WAYS;
+                    (k, self.flows[(outer + k) % QUEUES].set == FlowSet::None)
                 }
-                if self.flows[outer + k].set == FlowSet::None {
-                    allocate = true;
+                None => {
+                    // Visited one by one: each way is a cache line of its own.
+                    let free = (0..SET_WAYS)
+                        .map(|off| (inner + off) % SET_WAYS)
+                        .find(|&k| self.flows[(outer + k) % QUEUES].set == FlowSet::None);
+                    match free {
+                        Some(k) => {
+                            self.way_misses += 1;
+                            (k, true)
+                        }
+                        None => {
+                            // No free way: accept the collision in the original slot.
+                            self.way_collisions += 1;
+                            if self.flows[(outer + inner) % QUEUES].set == FlowSet::Bulk {
+                                self.dec_host_bulk((outer + inner) as u16, mode);
+                            }
+                            (inner, true)
+                        }
+                    }
                 }
-                found = true;
-                break;
-            }
-            k = (k + 1) % SET_WAYS;
-        }
-        if !found {
-            for _ in 0..SET_WAYS {
-                if self.flows[outer + k].set == FlowSet::None {
-                    self.way_misses += 1;
-                    allocate = true;
-                    found = true;
-                    break;
-                }
-                k = (k + 1) % SET_WAYS;
-            }
-        }
-        if !found {
-            // No free way: accept the collision in the original slot.
-            self.way_collisions += 1;
-            allocate = true;
-            if self.flows[outer + k].set == FlowSet::Bulk {
-                self.dec_host_bulk((outer + k) as u16, mode);
-            }
-        }
-        let idx = outer + k;
+            };
+        let idx = (outer + k) % QUEUES;
         self.tags[idx] = flow_hash;
         if allocate && (dsrc(mode) || ddst(mode)) {
             let (src_host, dst_host) = host_hashes();
@@ -464,32 +482,27 @@ impl Tin {
         let idx = hash as usize % QUEUES;
         let inner = idx % SET_WAYS;
         let outer = idx - inner;
-        let mut k = inner;
-        let tag = |h: &Host| if src { h.srchost_tag } else { h.dsthost_tag };
-        for _ in 0..SET_WAYS {
-            if tag(&self.hosts[outer + k]) == hash {
-                return (outer + k) as u16;
-            }
-            k = (k + 1) % SET_WAYS;
-        }
-        for _ in 0..SET_WAYS {
-            let h = &self.hosts[outer + k];
-            let count = if src {
-                h.srchost_bulk_flow_count
-            } else {
-                h.dsthost_bulk_flow_count
-            };
-            if count == 0 {
-                break;
-            }
-            k = (k + 1) % SET_WAYS;
-        }
-        let h = &mut self.hosts[outer + k];
-        if src {
-            h.srchost_tag = hash;
+        let h = &mut *self.hosts;
+        let (tags, bulk) = if src {
+            (&mut h.src_tag, &h.src_bulk)
         } else {
-            h.dsthost_tag = hash;
+            (&mut h.dst_tag, &h.dst_bulk)
+        };
+        // The ways from `inner` on, circularly: the slot with this tag, else the first slot
+        // without bulk flows, else way `inner`.
+        let set = &tags[outer..outer + SET_WAYS];
+        if let Some(k) = (0..SET_WAYS)
+            .map(|off| (inner + off) % SET_WAYS)
+            .find(|&k| set[k] == hash)
+        {
+            return (outer + k) as u16;
         }
+        let counts = &bulk[outer..outer + SET_WAYS];
+        let k = (0..SET_WAYS)
+            .map(|off| (inner + off) % SET_WAYS)
+            .find(|&k| counts[k] == 0)
+            .unwrap_or(inner);
+        tags[(outer + k) % QUEUES] = hash;
         (outer + k) as u16
     }
 }

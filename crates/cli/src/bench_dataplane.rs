@@ -1,6 +1,6 @@
 //! `purple bench dataplane [--json] [--seconds S] [--runs N] [--only TEXT] [--queues N]
 //! [--mq-bandwidth RATE] [--rt-priority P] [--spin-us US] [--busy-poll-us US] [--batch-us US]
-//! [--no-rejoin] [--stats]`: dataplane speed in throwaway namespaces. Rows: direct veth
+//! [--no-rejoin] [--stats] [--threaded-napi]`: dataplane speed in throwaway namespaces. Rows: direct veth
 //! (reference), the bridge unshaped, the bridge with CAKE at 1 Gbit/s (default split-gso, and
 //! no-split-gso) and 100 Mbit/s, cake_mq in the multi-queue bridge with 1 and N queues, kernel
 //! forwarding through HTB at 1 Gbit/s. Columns: TCP goodput; for shaped rows the wire rate, i.e.
@@ -56,6 +56,13 @@ pub struct Args {
     /// forwards, the rows show the sync alone).
     #[arg(long, default_value = "1Gbit")]
     pub mq_bandwidth: String,
+    /// Give the client's and the server's veth (`c0`, `s0`: where the bridge's frames arrive)
+    /// their own NAPI kernel thread (GRO on, `threaded` = 1). By default veth runs the
+    /// receiver's whole stack inside the sender's system call, so the bridge's CPU includes the
+    /// endpoints' TCP receive work; with this, as with a NIC on a router, it is the bridge's own
+    /// work. Every row, the direct veth reference too, runs the same way.
+    #[arg(long)]
+    pub threaded_napi: bool,
 }
 
 /// TCP flows in the cake_mq rows: enough that fanout's flow hash leaves no queue without one
@@ -107,7 +114,9 @@ struct Row {
 
 /// The HTB root's `Sent` bytes on b1 of the middle namespace.
 fn htb_sent(lab: &Lab) -> Option<u64> {
-    let out = lab.output('b', &["tc", "-s", "-j", "qdisc", "show", "dev", "b1"])?;
+    let out = lab
+        .output('b', &["tc", "-s", "-j", "qdisc", "show", "dev", "b1"])
+        .ok()?;
     let v: serde_json::Value = serde_json::from_str(&out).ok()?;
     v.as_array()?
         .iter()
@@ -119,22 +128,45 @@ fn htb_sent(lab: &Lab) -> Option<u64> {
 fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
     let (name, shape, configured_bps) = (spec.name.as_str(), spec.shape, spec.configured_bps);
     let (secs, stats, tuning) = (a.seconds, a.stats, a.tuning);
-    let lab = Lab::new(shape)?;
-    if shape == Shape::Routed
-        && !(lab.exec(
+    let lab = Lab::new(shape).map_err(|e| e.to_string())?;
+    if a.threaded_napi {
+        for (ns, dev) in [('c', "c0"), ('s', "s0")] {
+            lab.exec(ns, &["ethtool", "-K", dev, "gro", "on"])
+                .and_then(|()| {
+                    lab.exec(
+                        ns,
+                        &[
+                            "sh",
+                            "-c",
+                            &format!("echo 1 > /sys/class/net/{dev}/threaded"),
+                        ],
+                    )
+                })
+                .map_err(|e| {
+                    format!(
+                        "--threaded-napi: cannot give {dev} a NAPI thread (needs ethtool and a \
+                         kernel with threaded NAPI, 5.12 or later): {e}"
+                    )
+                })?;
+        }
+    }
+    if shape == Shape::Routed {
+        lab.exec(
             'b',
             &[
                 "tc", "qdisc", "add", "dev", "b1", "root", "handle", "1:", "htb", "default", "1",
             ],
-        ) && lab.exec(
-            'b',
-            &[
-                "tc", "class", "add", "dev", "b1", "parent", "1:", "classid", "1:1", "htb", "rate",
-                "1gbit", "ceil", "1gbit",
-            ],
-        ))
-    {
-        return Err("tc htb failed".into());
+        )
+        .and_then(|()| {
+            lab.exec(
+                'b',
+                &[
+                    "tc", "class", "add", "dev", "b1", "parent", "1:", "classid", "1:1", "htb",
+                    "rate", "1gbit", "ceil", "1gbit",
+                ],
+            )
+        })
+        .map_err(|e| format!("tc htb failed: {e}"))?;
     }
     let ctl = std::env::temp_dir().join(format!("{}.sock", lab.prefix));
     let bridge_cfg = |q: &str| BridgeConfig {
@@ -151,23 +183,33 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
         Middle::None => None,
         Middle::Bridge(q) => {
             let cfg = bridge_cfg(q);
-            Some(lab.start(move || {
-                let mut br = Bridge::new(cfg)?;
-                tuning.apply(&mut br)?;
-                Ok(br)
-            })?)
+            Some(
+                lab.start(move || {
+                    let mut br = Bridge::new(cfg)?;
+                    tuning.apply(&mut br)?;
+                    Ok(br)
+                })
+                .map_err(|e| e.to_string())?,
+            )
         }
         Middle::Mq(n, q) => {
             let (cfg, n) = (bridge_cfg(q), *n);
-            Some(lab.start(move || {
-                let mut br = MqBridge::new(cfg, n)?;
-                tuning.apply(&mut br)?;
-                Ok(br)
-            })?)
+            Some(
+                lab.start(move || {
+                    let mut br = MqBridge::new(cfg, n)?;
+                    tuning.apply(&mut br)?;
+                    Ok(br)
+                })
+                .map_err(|e| e.to_string())?,
+            )
         }
     };
-    let rtts = lab.udp_rtts(7100, 500, Duration::from_millis(2))?;
-    let one_way = lab.udp_one_way(7102, 500, Duration::from_millis(2))?;
+    let rtts = lab
+        .udp_rtts(7100, 500, Duration::from_millis(2))
+        .map_err(|e| e.to_string())?;
+    let one_way = lab
+        .udp_one_way(7102, 500, Duration::from_millis(2))
+        .map_err(|e| e.to_string())?;
     // A probe with no samples is an error naming it, never a latency of 0.
     let us = |v: &[u64], q: f64, probe: &str| {
         rounded_rank(v, q)
@@ -187,7 +229,7 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
     let mut samples: Vec<(Vec<u64>, u64)> = Vec::new();
     let mut sample = || -> Option<(u64, u64)> {
         configured_bps?;
-        let t0 = dataplane::sys::monotonic_ns();
+        let t0 = os::monotonic_ns();
         let (bytes, per_queue) = if running.is_some() {
             let stats = dataplane::ctl::Request::Stats { json: true };
             let answer = dataplane::ctl::request(&ctl, &stats).ok()?;
@@ -201,13 +243,14 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
         } else {
             (htb_sent(&lab)?, Vec::new())
         };
-        let t1 = dataplane::sys::monotonic_ns();
+        let t1 = os::monotonic_ns();
         let at = t0 + (t1 - t0) / 2;
         samples.push((per_queue, at));
         Some((bytes, at))
     };
-    let (g, wire) =
-        lab.tcp_goodput_sampled(7101, spec.flows, Duration::from_millis(500), d, &mut sample)?;
+    let (g, wire) = lab
+        .tcp_goodput_sampled(7101, spec.flows, Duration::from_millis(500), d, &mut sample)
+        .map_err(|e| e.to_string())?;
     let queue_wire_bps = match samples.as_slice() {
         [(q0, t0), (q1, t1)] if q0.len() == q1.len() && t1 > t0 => q0
             .iter()
@@ -218,7 +261,7 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
     };
     let cpu = match running {
         Some(r) => {
-            let (st, c) = r.stop()?;
+            let (st, c) = r.stop().map_err(|e| e.to_string())?;
             if stats {
                 eprintln!("{name}: {st}");
             }
@@ -389,7 +432,7 @@ pub fn run(a: &Args) -> Result<String, String> {
             .collect();
         return Ok(format!(
             "{}\n",
-            serde_json::json!({ "runs": a.runs.max(1), "dataplane": v })
+            serde_json::json!({ "runs": a.runs.max(1), "threaded_napi": a.threaded_napi, "dataplane": v })
         ));
     }
     let mut t = format!(
@@ -446,11 +489,16 @@ pub fn run(a: &Args) -> Result<String, String> {
     t.push_str(&format!(
         "(Gbit/s; wire = L2 bytes/s the shaper released; rtt+ / 1way+ = µs added at idle to \
          direct veth's UDP round trip (p50 {:.1}, p99 {:.1}) / one-way delay (p50 {:.1}, p99 \
-         {:.1}); cpu = bridge threads' cores per Gbit/s of goodput; medians of {} run(s))\n",
+         {:.1}); cpu = bridge threads' cores per Gbit/s of goodput{}; medians of {} run(s))\n",
         d.rtt_p50_us,
         d.rtt_p99_us,
         d.one_way_p50_us,
         d.one_way_p99_us,
+        if a.threaded_napi {
+            ", the endpoints' receive on NAPI threads"
+        } else {
+            " (veth runs the receiver's stack inside the bridge's sends)"
+        },
         a.runs.max(1)
     ));
     Ok(t)

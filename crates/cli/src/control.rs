@@ -35,7 +35,7 @@ pub fn bench(a: BenchArgs, json_out: bool) -> Result<String, String> {
             return Err(format!("--compare {}: no such binary", c.display()));
         }
     }
-    lab::ns::install_signal_cleanup().map_err(|e| e.to_string())?;
+    os::netns::install_signal_cleanup().map_err(|e| e.to_string())?;
     let o = lab::bench_control::BenchOpts {
         seconds: a.seconds,
         warmup: a.warmup,

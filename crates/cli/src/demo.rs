@@ -543,7 +543,7 @@ pub fn compute_lab(
     o: &LabDemoOpts,
     progress: &mut dyn FnMut(&str, f64),
 ) -> Result<LabDemo, String> {
-    if !lab::ns::is_root() {
+    if !os::is_root() {
         return Err(
             "purple demo --lab needs root (it builds network namespaces): run it as root, \
                     e.g. `sudo purple demo --lab`"
@@ -591,7 +591,7 @@ pub fn compute_lab(
     let mut opts = lab::LabOpts::new(seconds, stage.clone());
     opts.purple_bin = Some(bin.clone());
     opts.faults = o.faults.clone();
-    lab::ns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
+    os::netns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
     let test = scn
         .tests
         .first()

@@ -126,7 +126,7 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
             lab::kernel::refkernel_dir().display()
         ));
     }
-    lab::ns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
+    os::netns::install_signal_cleanup().map_err(|e| format!("signal handler: {e}"))?;
     let exe = std::env::current_exe().ok();
     // The link emulator: this binary's `linkem`, else the one of $PURPLE_LINKEM_BIN.
     let stage = match DelayStage::detect(exe.as_deref()) {
@@ -195,7 +195,7 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
         if show {
             eprintln!("running the same scenario in the reference kernel (QEMU, TCG)...");
         }
-        Some(lab::kernel::run_in_guest(&exe, &args, budget as u64)?)
+        Some(lab::kernel::run_in_guest(&exe, &args, budget as u64).map_err(|e| e.to_string())?)
     } else {
         None
     };
@@ -272,7 +272,7 @@ pub fn kernel_control(modes: &[String], o: &LabCmdOpts) -> Result<String, String
             20 + modes.len() as u32 * (ko.load_s + ko.idle_s) * 3
         );
     }
-    let runs = lab::kernel_control::run(&exe, &ko, &dir)?;
+    let runs = lab::kernel_control::run(&exe, &ko, &dir).map_err(|e| e.to_string())?;
     if o.json {
         let warm = (ko.step_s as f64 / 3.0).min(2.0);
         let v: Vec<Value> = runs
@@ -362,6 +362,7 @@ fn compare_laws(runs: &[LabRun], opts: &LabOpts) -> Result<lab::autorate::LawCom
     let script = find(&scenario::CAKE_AUTORATE_SCRIPT)?;
     let from = opts.idle_seconds + (opts.seconds / 6.0).min(5.0);
     lab::autorate::compare_laws(port, script, from, opts.idle_seconds + opts.seconds)
+        .map_err(|e| e.to_string())
 }
 
 /// One run as `purple sim --json` prints a run, plus contender, test and induced latency.

@@ -99,19 +99,42 @@ pub fn write_chart(
     register_font();
     let png = dir.join(format!("{stem}-{}.png", chart.suffix()));
     let svg = dir.join(format!("{stem}-{}.svg", chart.suffix()));
+    render(
+        &png,
+        &svg,
+        SIZE,
+        &|root: Root<'_, '_>| draw(run, chart, root),
+        &|root: SvgRoot<'_, '_>| draw(run, chart, root),
+    )
+}
+
+/// A PNG drawing area.
+type Root<'r, 'b> = &'r DrawingArea<BitMapBackend<'b>, Shift>;
+/// An SVG drawing area.
+type SvgRoot<'r, 'b> = &'r DrawingArea<SVGBackend<'b>, Shift>;
+
+/// Draws one figure into `png` and `svg` (the same drawing, called once per backend, since a
+/// closure cannot be generic over the backend) and returns both paths.
+fn render(
+    png: &Path,
+    svg: &Path,
+    size: (u32, u32),
+    draw_png: &dyn for<'r, 'b> Fn(Root<'r, 'b>) -> Result<(), String>,
+    draw_svg: &dyn for<'r, 'b> Fn(SvgRoot<'r, 'b>) -> Result<(), String>,
+) -> Result<Vec<PathBuf>, String> {
     {
-        let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
-        draw(run, chart, &root)?;
+        let root = BitMapBackend::new(png, size).into_drawing_area();
+        draw_png(&root)?;
         root.present()
             .map_err(|e| format!("{}: {e}", png.display()))?;
     }
     {
-        let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
-        draw(run, chart, &root)?;
+        let root = SVGBackend::new(svg, size).into_drawing_area();
+        draw_svg(&root)?;
         root.present()
             .map_err(|e| format!("{}: {e}", svg.display()))?;
     }
-    Ok(vec![png, svg])
+    Ok(vec![png.to_path_buf(), svg.to_path_buf()])
 }
 
 fn e2s<E: std::fmt::Display>(e: E) -> String {
@@ -334,19 +357,13 @@ pub fn write_lines(
     register_font();
     let png = dir.join(format!("{stem}.png"));
     let svg = dir.join(format!("{stem}.svg"));
-    {
-        let root = BitMapBackend::new(&png, SIZE).into_drawing_area();
-        draw_lines(&root, title, axes, lines, y_range)?;
-        root.present()
-            .map_err(|e| format!("{}: {e}", png.display()))?;
-    }
-    {
-        let root = SVGBackend::new(&svg, SIZE).into_drawing_area();
-        draw_lines(&root, title, axes, lines, y_range)?;
-        root.present()
-            .map_err(|e| format!("{}: {e}", svg.display()))?;
-    }
-    Ok(vec![png, svg])
+    render(
+        &png,
+        &svg,
+        SIZE,
+        &|root: Root<'_, '_>| draw_lines(root, title, axes, lines, y_range),
+        &|root: SvgRoot<'_, '_>| draw_lines(root, title, axes, lines, y_range),
+    )
 }
 
 fn draw_lines<DB: DrawingBackend>(
@@ -440,19 +457,13 @@ pub fn write_tradeoff(
     register_font();
     let png = dir.join(format!("{stem}.png"));
     let svg = dir.join(format!("{stem}.svg"));
-    {
-        let root = BitMapBackend::new(&png, TRADEOFF_SIZE).into_drawing_area();
-        draw_tradeoff(&root, title, axes, markers, curve)?;
-        root.present()
-            .map_err(|e| format!("{}: {e}", png.display()))?;
-    }
-    {
-        let root = SVGBackend::new(&svg, TRADEOFF_SIZE).into_drawing_area();
-        draw_tradeoff(&root, title, axes, markers, curve)?;
-        root.present()
-            .map_err(|e| format!("{}: {e}", svg.display()))?;
-    }
-    Ok(vec![png, svg])
+    render(
+        &png,
+        &svg,
+        TRADEOFF_SIZE,
+        &|root: Root<'_, '_>| draw_tradeoff(root, title, axes, markers, curve),
+        &|root: SvgRoot<'_, '_>| draw_tradeoff(root, title, axes, markers, curve),
+    )
 }
 
 const TRADEOFF_SIZE: (u32, u32) = (1100, 700);

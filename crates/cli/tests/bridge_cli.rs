@@ -124,7 +124,7 @@ fn bridge_process_answers_ctl_and_exits_cleanly_on_sigterm() {
     // client: no system `ping`).
     let cns = std::path::PathBuf::from(format!("/var/run/netns/{}c", t.p));
     let answered = thread::spawn(move || {
-        dataplane::sys::enter_netns(&cns).expect("setns");
+        os::netns::enter(&cns).expect("setns");
         daemon::probe::echo::reachable(
             std::net::Ipv4Addr::new(10, 79, 0, 2),
             3,
@@ -510,8 +510,8 @@ fn flood(
 ) -> thread::JoinHandle<u64> {
     let ns = std::path::PathBuf::from("/var/run/netns").join(format!("{}c", t.p));
     thread::spawn(move || {
-        dataplane::sys::enter_netns(&ns).unwrap();
-        let sock = dataplane::sys::PacketSocket::open("c0", 4 << 20).unwrap();
+        os::netns::enter(&ns).unwrap();
+        let sock = os::PacketSocket::open("c0", 4 << 20).unwrap();
         let src = std::net::IpAddr::from([10, 79, 0, 1]);
         let dst = std::net::IpAddr::from([10, 79, 0, 2]);
         let frames: Vec<Vec<u8>> = (0..4096u16)
@@ -522,11 +522,9 @@ fn flood(
             })
             .collect();
         let hdr = [0u8; 10];
-        let end = dataplane::sys::monotonic_ns() + 10_000_000_000;
+        let end = os::monotonic_ns() + 10_000_000_000;
         let (mut sent, mut i) = (0u64, 0usize);
-        while dataplane::sys::monotonic_ns() < end
-            && !stop.load(std::sync::atomic::Ordering::Relaxed)
-        {
+        while os::monotonic_ns() < end && !stop.load(std::sync::atomic::Ordering::Relaxed) {
             let n = sock
                 .send_batch(64, |k| (&hdr, frames[(i + k) % frames.len()].as_slice()))
                 .unwrap_or(0);
@@ -674,7 +672,7 @@ fn queues_run_one_cake_mq_group_behind_one_control_socket() {
     );
     let cns = std::path::PathBuf::from(format!("/var/run/netns/{}c", t.p));
     let answered = thread::spawn(move || {
-        dataplane::sys::enter_netns(&cns).expect("setns");
+        os::netns::enter(&cns).expect("setns");
         daemon::probe::echo::reachable(
             std::net::Ipv4Addr::new(10, 79, 0, 2),
             3,

@@ -26,7 +26,6 @@ use rustix::time::{clock_gettime, ClockId};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -61,93 +60,59 @@ fn secs(t: rustix::time::Timespec) -> f64 {
     t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
-fn ip(args: &[&str]) -> io::Result<()> {
-    let out = Command::new("ip").args(args).output()?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
-}
-
-/// The two namespaces; removed on drop, whatever happened.
+/// The two namespaces (`os::netns::Netns` guards: removed on drop, whatever happened).
 struct Netns {
     a: String,
     b: String,
+    _guards: [os::netns::Netns; 2],
 }
 
 impl Netns {
     fn new() -> io::Result<Netns> {
-        let id = std::process::id();
-        let n = Netns {
-            a: format!("pbench-a-{id}"),
-            b: format!("pbench-b-{id}"),
-        };
-        ip(&["netns", "add", &n.a])?;
-        ip(&["netns", "add", &n.b])?;
-        let (a, b) = (n.a.as_str(), n.b.as_str());
-        for args in [
-            &[
-                "-n", a, "link", "add", "pa", "type", "veth", "peer", "name", "pb", "netns", b,
-            ][..],
-            &["-n", a, "addr", "add", "10.99.0.1/24", "dev", "pa"],
-            &["-n", b, "addr", "add", "10.99.0.2/24", "dev", "pb"],
-            &["-n", a, "link", "set", "pa", "up"],
-            &["-n", a, "link", "set", "lo", "up"],
-            &["-n", b, "link", "set", "pb", "up"],
-            // Link addresses nobody owns: the frames cross the veth and are dropped unseen.
-            &[
-                "-n",
-                a,
-                "neigh",
-                "add",
-                "10.99.0.3",
-                "lladdr",
-                "02:00:00:00:00:03",
-                "dev",
-                "pa",
-                "nud",
-                "permanent",
-            ],
-            &[
-                "-n",
-                b,
-                "neigh",
-                "add",
-                "10.99.0.1",
-                "lladdr",
-                "02:00:00:00:00:01",
-                "dev",
-                "pb",
-                "nud",
-                "permanent",
-            ],
-        ] {
-            ip(args)?;
-        }
-        Ok(n)
+        Self::build().map_err(io::Error::other)
     }
-}
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = ip(&["netns", "del", &self.a]);
-        let _ = ip(&["netns", "del", &self.b]);
+    fn build() -> Result<Netns, os::CommandError> {
+        let p = os::netns::unique_prefix("pbench");
+        let a = os::netns::Netns::create(&format!("{p}-a"))?;
+        let b = os::netns::Netns::create(&format!("{p}-b"))?;
+        a.veth("pa", &b, "pb")?;
+        a.ip(&["addr", "add", "10.99.0.1/24", "dev", "pa"])?;
+        b.ip(&["addr", "add", "10.99.0.2/24", "dev", "pb"])?;
+        // Link addresses nobody owns: the frames cross the veth and are dropped unseen.
+        a.ip(&[
+            "neigh",
+            "add",
+            "10.99.0.3",
+            "lladdr",
+            "02:00:00:00:00:03",
+            "dev",
+            "pa",
+            "nud",
+            "permanent",
+        ])?;
+        b.ip(&[
+            "neigh",
+            "add",
+            "10.99.0.1",
+            "lladdr",
+            "02:00:00:00:00:01",
+            "dev",
+            "pb",
+            "nud",
+            "permanent",
+        ])?;
+        Ok(Netns {
+            a: a.name().to_string(),
+            b: b.name().to_string(),
+            _guards: [a, b],
+        })
     }
 }
 
 /// Moves the calling thread into namespace `name`.
 fn enter(name: &str) -> io::Result<()> {
-    let f = std::fs::File::open(format!("/var/run/netns/{name}"))?;
-    rustix::thread::move_into_link_name_space(
-        std::os::fd::AsFd::as_fd(&f),
-        Some(rustix::thread::LinkNameSpaceType::Network),
-    )?;
-    Ok(())
+    os::netns::enter(&std::path::Path::new("/var/run/netns").join(name))
 }
 
 const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
@@ -283,7 +248,7 @@ pub fn passive(
     pps: f64,
     sample: u32,
 ) -> io::Result<Vec<PassiveBench>> {
-    if !rustix::process::geteuid().is_root() {
+    if !os::is_root() {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
             "purple bench control --passive needs root (network namespaces, raw and packet \

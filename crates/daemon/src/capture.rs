@@ -25,13 +25,14 @@
 //!
 //! The loop does not wake up for frames: at each of its own wake-ups (the next probe or control
 //! step) it reads what waits on both sockets, up to 16 frames per `recvmmsg`, with the kernel's
-//! arrival timestamps (`SO_TIMESTAMPNS`, [`crate::sys::RecvBatch`]), and hands them to the
+//! arrival timestamps (`SO_TIMESTAMPNS`, [`os::recv::RecvBatch`]), and hands them to the
 //! estimator in time order: the times are the kernel's (when the frame left or arrived on the
 //! device), not the wake-up's.
 
 use crate::clock;
-use crate::sys::{enable_rx_timestamps, RecvBatch, BATCH};
 use controller::passive::{PassiveDelay, PassiveParams, Side};
+use os::enable_rx_timestamps;
+use os::recv::{RecvBatch, BATCH};
 use qdisc::Instant;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;

@@ -18,6 +18,7 @@
 //! configuration; [`privs`] the privilege drop.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
+#![forbid(unsafe_code)]
 
 pub mod actuator;
 pub mod bench_passive;
@@ -29,12 +30,11 @@ pub mod log;
 pub mod metrics;
 pub mod mqtt;
 pub mod netlink;
-pub mod privs;
+pub use os::privs;
 pub mod probe;
 pub mod record;
 pub mod run;
 pub mod service;
-pub mod sys;
 
 pub use config::DaemonConfig;
 pub use run::{Daemon, Exit};

@@ -26,11 +26,11 @@ use crate::metrics::{self, Snapshot};
 use crate::mqtt::{self, Publisher, Topic};
 use crate::probe::{Sockets, Which};
 use crate::record::{hex, CakeRec, Input, Recorder};
-use crate::sys::{RecvBatch, BATCH};
 use controller::agent::{Agent, ReflectorStats, SetRate};
 use controller::{
     Aimd, AimdParams, CakeAutorate, CakeAutorateParams, Direction, Law, PerDir, Purple, SqmAutorate,
 };
+use os::recv::{RecvBatch, BATCH};
 use qdisc::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags};
 use std::io;

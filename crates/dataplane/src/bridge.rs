@@ -16,11 +16,11 @@ use serde_json::{json, Value};
 use crate::ctl_server::{Access, CtlServer, CtlSocket};
 use crate::pool::{self, Pool, RX_BUF};
 use crate::rejoin::Rejoiner;
-use crate::sys::{self, Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
 use crate::vnet::VnetHdr;
+use os::{Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
 
 /// Bytes freed since the allocator last returned memory to the system, above which the bridge
-/// asks it to ([`sys::release_free_memory`]) once its queues have drained.
+/// asks it to ([`os::release_free_memory`]) once its queues have drained.
 const RELEASE_THRESHOLD: usize = 1 << 20;
 /// Kernel socket buffer size requested for each packet socket.
 const SOCK_BUF: usize = 8 << 20;
@@ -428,7 +428,7 @@ pub struct Bridge<Q: Stage = AnyQdisc> {
 }
 
 fn now_ns() -> u64 {
-    sys::monotonic_ns()
+    os::monotonic_ns()
 }
 
 /// True when a qdisc asked to be dequeued at or before now.
@@ -517,7 +517,7 @@ impl<Q: Stage> Bridge<Q> {
         let stop = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
         let add = |fd, tok| {
             epoll
-                .add(fd, sys::READABLE, tok)
+                .add(fd, os::READABLE, tok)
                 .map_err(io_err("epoll_ctl"))
         };
         add(a.raw_fd(), TOK_A)?;
@@ -567,7 +567,7 @@ impl<Q: Stage> Bridge<Q> {
             queued_since_trim: false,
             freed_since_release: 0,
             drops: Vec::with_capacity(64),
-            interest: [sys::READABLE; 2],
+            interest: [os::READABLE; 2],
             armed_at: 0,
             spin_ns: DEFAULT_SPIN_NS,
             batch_ns: 0,
@@ -592,7 +592,7 @@ impl<Q: Stage> Bridge<Q> {
             let _ = self.epoll.delete(old.wake.raw_fd());
         }
         self.epoll
-            .add(wake.raw_fd(), sys::READABLE, TOK_JOBS)
+            .add(wake.raw_fd(), os::READABLE, TOK_JOBS)
             .map_err(io_err("epoll_ctl"))?;
         let (tx, rx) = mpsc::channel();
         self.jobs = Some(JobInbox {
@@ -665,7 +665,7 @@ impl<Q: Stage> Bridge<Q> {
     pub fn stop_on_signals(&mut self) -> Result<(), Error> {
         let s = SignalFd::termination().map_err(io_err("signalfd"))?;
         self.epoll
-            .add(s.raw_fd(), sys::READABLE, TOK_SIG)
+            .add(s.raw_fd(), os::READABLE, TOK_SIG)
             .map_err(io_err("epoll_ctl"))?;
         self.signals = Some(s);
         Ok(())
@@ -693,12 +693,12 @@ impl<Q: Stage> Bridge<Q> {
         };
         if let Some(s) = &server {
             self.epoll
-                .add(s.wake_fd(), sys::READABLE, TOK_CTL)
+                .add(s.wake_fd(), os::READABLE, TOK_CTL)
                 .map_err(io_err("epoll_ctl"))?;
         }
-        let cpu0 = sys::thread_cpu_ns();
+        let cpu0 = os::thread_cpu_ns();
         let r = self.forward(server.as_ref());
-        self.run_cpu_ns = sys::thread_cpu_ns().saturating_sub(cpu0);
+        self.run_cpu_ns = os::thread_cpu_ns().saturating_sub(cpu0);
         if let Some(s) = &server {
             let _ = self.epoll.delete(s.wake_fd());
         }
@@ -707,7 +707,7 @@ impl<Q: Stage> Bridge<Q> {
 
     /// The forwarding loop of [`run`](Self::run).
     fn forward(&mut self, ctl: Option<&CtlServer>) -> Result<(), Error> {
-        sys::tight_timer_slack();
+        os::tight_timer_slack();
         let mut ready = Vec::with_capacity(16);
         loop {
             let timeout = self.arm_timer()?;
@@ -775,7 +775,7 @@ impl<Q: Stage> Bridge<Q> {
         }
         self.freed_since_release += freed;
         if self.freed_since_release >= RELEASE_THRESHOLD {
-            sys::release_free_memory();
+            os::release_free_memory();
             self.freed_since_release = 0;
         }
     }
@@ -1009,7 +1009,7 @@ impl<Q: Stage> Bridge<Q> {
                 .dirs
                 .iter()
                 .any(|d| d.tx == s && d.sent < d.pending.len());
-            let want = sys::READABLE | if blocked { sys::WRITABLE } else { 0 };
+            let want = os::READABLE | if blocked { os::WRITABLE } else { 0 };
             if want != self.interest[s] {
                 self.epoll
                     .modify(self.socks[s].raw_fd(), want, s as u64)
@@ -1212,7 +1212,7 @@ pub trait LoopOptions {
     fn set_busy_poll_ns(&mut self, ns: u64);
     /// [`Bridge::set_rejoin`].
     fn set_rejoin(&mut self, on: bool);
-    /// Runs the forwarding under `SCHED_FIFO` at `priority` ([`sys::set_realtime`]): for a
+    /// Runs the forwarding under `SCHED_FIFO` at `priority` ([`os::set_realtime`]): for a
     /// [`Bridge`] the calling thread, at once (call it from the thread that will run it); for a
     /// multi-queue bridge each forwarding thread, when it starts.
     fn set_rt_priority(&mut self, priority: i32) -> Result<(), Error>;
@@ -1232,7 +1232,7 @@ impl<Q: Stage> LoopOptions for Bridge<Q> {
         Bridge::set_rejoin(self, on);
     }
     fn set_rt_priority(&mut self, priority: i32) -> Result<(), Error> {
-        sys::set_realtime(priority).map_err(|err| Error::Io {
+        os::set_realtime(priority).map_err(|err| Error::Io {
             what: format!("SCHED_FIFO priority {priority}"),
             err,
         })

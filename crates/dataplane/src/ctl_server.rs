@@ -34,7 +34,7 @@ use std::time::Duration;
 use controller::ctl::{Request, Response};
 
 use crate::bridge::Error;
-use crate::sys::{self, Epoll, EventFd};
+use os::{self as sys, Epoll, EventFd};
 
 /// Longest command line accepted, bytes (newline included).
 pub const MAX_LINE: usize = 512;

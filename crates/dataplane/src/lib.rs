@@ -9,7 +9,7 @@
 //!
 //! Design:
 //! - I/O: one `AF_PACKET` raw socket per interface with `PACKET_VNET_HDR`, read and written in
-//!   batches of up to 64 frames with `recvmmsg`/`sendmmsg` (see [`sys`]). Not mmap rings: with
+//!   batches of up to 64 frames with `recvmmsg`/`sendmmsg` (see [`os::PacketSocket`]). Not mmap rings: with
 //!   virtio-net headers the kernel hands us GRO super-packets up to 64 KiB, and ring slots that
 //!   size cost more memory than they save in copies; batched syscalls were the variant that could
 //!   be made correct (headers, truncation, partial sends) in the time.
@@ -67,6 +67,7 @@
 //! # Ok::<(), dataplane::Error>(())
 //! ```
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod bridge;
 pub mod ctl;
@@ -76,7 +77,6 @@ pub mod linkem_lab;
 pub mod mq;
 mod pool;
 pub mod rejoin;
-pub mod sys;
 pub mod vnet;
 
 pub use bridge::{

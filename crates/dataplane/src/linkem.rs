@@ -29,7 +29,7 @@
 use std::collections::VecDeque;
 
 use controller::ctl::DirNames;
-use qdisc::trace::{MahimahiTrace, RateSchedule, MAHIMAHI_MTU};
+use qdisc::trace::{MahimahiTrace, RateSchedule, TraceError, MAHIMAHI_MTU};
 use qdisc::{
     Counter, Dequeue, DropReason, Dropped, Duration, Headers, Instant, NoShaper, Packet, Qdisc,
     QdiscStats, Rng,
@@ -100,18 +100,41 @@ impl Default for LinkConfig {
 impl Capacity {
     /// Parses a capacity file: a mahimahi trace (one millisecond offset per line), else a
     /// [`RateSchedule`] (`<t_seconds> <step|ramp> <rate>` lines). The error names both attempts.
-    pub fn from_trace_text(text: &str) -> Result<Capacity, String> {
+    pub fn from_trace_text(text: &str) -> Result<Capacity, CapacityFileError> {
         match MahimahiTrace::parse(text) {
             Ok(t) => Ok(Capacity::Trace(t)),
             Err(e1) => match RateSchedule::parse(text) {
                 Ok(s) => Ok(Capacity::Schedule(s)),
-                Err(e2) => Err(format!(
-                    "neither a mahimahi trace ({e1}) nor a step/ramp schedule ({e2})"
-                )),
+                Err(e2) => Err(CapacityFileError {
+                    mahimahi: e1,
+                    schedule: e2,
+                }),
             },
         }
     }
 }
+
+/// A capacity file that is neither a mahimahi trace nor a rate schedule
+/// ([`Capacity::from_trace_text`]); it keeps why each reading failed.
+#[derive(Debug)]
+pub struct CapacityFileError {
+    /// Why it is not a mahimahi trace.
+    pub mahimahi: TraceError,
+    /// Why it is not a step/ramp schedule.
+    pub schedule: TraceError,
+}
+
+impl std::fmt::Display for CapacityFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "neither a mahimahi trace ({}) nor a step/ramp schedule ({})",
+            self.mahimahi, self.schedule
+        )
+    }
+}
+
+impl std::error::Error for CapacityFileError {}
 
 /// Opens a link emulator between `cfg.if_a` and `cfg.if_b`: `up` shapes frames from A leaving
 /// on B, `down` frames from B leaving on A; traces start now. Run it with [`Bridge::run`]; the
@@ -121,7 +144,7 @@ pub fn open(
     up: LinkConfig,
     down: LinkConfig,
 ) -> Result<Bridge<LinkModel>, Error> {
-    let now = Instant::from_nanos(crate::sys::monotonic_ns());
+    let now = Instant::from_nanos(os::monotonic_ns());
     Bridge::with_stages(cfg, LinkModel::new(up, now), LinkModel::new(down, now))
 }
 

@@ -1,20 +1,89 @@
 //! A throwaway namespace lab for measuring the dataplane and the link emulator (used by
 //! `purple bench dataplane` and the namespace tests): client and server namespaces joined either
 //! directly, through a middle namespace where a bridge runs, or routed by the kernel. Needs root
-//! and `ip`; everything is deleted when the [`Lab`] is dropped.
+//! and `ip`; everything is deleted when the [`Lab`] is dropped (its namespaces are
+//! [`os::netns::Netns`] guards).
 
-use std::io::{Read, Write};
+use std::fmt;
+use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
+use os::netns::{CommandError, Netns};
+
 use crate::{Error, Forwarder, Stopper};
 
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
+/// Why a namespace lab could not be built or a measurement in it failed.
+#[derive(Debug)]
+pub enum LabError {
+    /// Namespaces need root.
+    NotRoot,
+    /// An `ip`/`sysctl` command building the lab failed.
+    Command(CommandError),
+    /// A thread could not enter its namespace.
+    Setns {
+        /// The namespace's file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A socket operation of a measurement failed.
+    Io {
+        /// Which operation (`bind`, `listen`, `connect`, ...).
+        what: &'static str,
+        /// Why.
+        source: io::Error,
+    },
+    /// A measurement's peer (`what`) did not signal it was ready within 5 s.
+    NotStarted(&'static str),
+    /// A thread (`what`) panicked.
+    Panicked(&'static str),
+    /// The bridge or link emulator failed.
+    Bridge(Error),
+    /// [`Running::stop`] found the bridge stopped already.
+    AlreadyStopped,
+}
+
+impl fmt::Display for LabError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LabError::NotRoot => write!(f, "not root"),
+            LabError::Command(e) => write!(f, "cannot set up the lab: {e}"),
+            LabError::Setns { path, source } => write!(f, "setns {}: {source}", path.display()),
+            LabError::Io { what, source } => write!(f, "{what}: {source}"),
+            LabError::NotStarted(what) => write!(f, "{what} did not start"),
+            LabError::Panicked(what) => write!(f, "{what} panicked"),
+            LabError::Bridge(e) => write!(f, "{e}"),
+            LabError::AlreadyStopped => write!(f, "bridge already stopped"),
+        }
+    }
+}
+
+impl std::error::Error for LabError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LabError::Command(e) => Some(e),
+            LabError::Setns { source, .. } | LabError::Io { source, .. } => Some(source),
+            LabError::Bridge(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<CommandError> for LabError {
+    fn from(e: CommandError) -> Self {
+        LabError::Command(e)
+    }
+}
+
+/// `map_err` for a socket operation `what`.
+fn io_err(what: &'static str) -> impl FnOnce(io::Error) -> LabError {
+    move |source| LabError::Io { what, source }
+}
 
 /// How client and server are joined.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,112 +96,87 @@ pub enum Shape {
     Routed,
 }
 
-/// Runs `ip args`; true on success.
-pub fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
-/// True when this process runs as root.
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .is_some_and(|l| l.split_whitespace().nth(1) == Some("0"))
-}
-
-/// Namespaces `<prefix>c`, `<prefix>b`, `<prefix>s`; deleted on drop.
+/// Namespaces `<prefix>c`, `<prefix>b`, `<prefix>s`; deleted on drop (on every exit path: they
+/// are [`Netns`] guards, also removed on SIGINT/SIGTERM once
+/// [`os::netns::install_signal_cleanup`] runs).
 #[derive(Debug)]
 pub struct Lab {
     /// Unique name prefix.
     pub prefix: String,
     /// The server's address as seen by the client.
     pub server: Ipv4Addr,
+    /// Client, middle and server namespaces.
+    c: Netns,
+    b: Netns,
+    s: Netns,
 }
 
 impl Lab {
     /// Builds the namespaces and links, or says why it cannot.
-    pub fn new(shape: Shape) -> Result<Lab, String> {
-        if !is_root() {
-            return Err("not root".into());
+    pub fn new(shape: Shape) -> Result<Lab, LabError> {
+        if !os::is_root() {
+            return Err(LabError::NotRoot);
         }
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let routed = shape == Shape::Routed;
-        let lab = Lab {
-            prefix: format!("pl-{}-{n}", std::process::id()),
-            server: if routed {
-                Ipv4Addr::new(10, 79, 2, 1)
-            } else {
-                Ipv4Addr::new(10, 79, 0, 2)
-            },
-        };
-        let (c, b, s) = (lab.ns('c'), lab.ns('b'), lab.ns('s'));
-        for ns in [&c, &b, &s] {
-            if !ip(&["netns", "add", ns]) {
-                return Err(format!("cannot create network namespace {ns}"));
-            }
-        }
-        let mut ok = if shape == Shape::Direct {
-            ip(&[
-                "-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "s0", "netns", &s,
-            ])
+        let prefix = os::netns::unique_prefix("pl");
+        let [c, b, s] = ['c', 'b', 's'].map(|w| format!("{prefix}{w}"));
+        let (c, b, s) = (Netns::create(&c)?, Netns::create(&b)?, Netns::create(&s)?);
+        if shape == Shape::Direct {
+            c.veth("c0", &s, "s0")?;
         } else {
-            ip(&[
-                "-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "b0", "netns", &b,
-            ]) && ip(&[
-                "-n", &b, "link", "add", "b1", "type", "veth", "peer", "name", "s0", "netns", &s,
-            ])
-        };
+            c.veth("c0", &b, "b0")?;
+            b.veth("b1", &s, "s0")?;
+        }
         let (ca, sa) = if routed {
             ("10.79.1.1/24", "10.79.2.1/24")
         } else {
             ("10.79.0.1/24", "10.79.0.2/24")
         };
-        ok = ok
-            && ip(&["-n", &c, "addr", "add", ca, "dev", "c0"])
-            && ip(&["-n", &s, "addr", "add", sa, "dev", "s0"]);
-        let mut devs = vec![(&c, "c0"), (&c, "lo"), (&s, "s0"), (&s, "lo")];
-        if shape != Shape::Direct {
-            devs.extend([(&b, "b0"), (&b, "b1"), (&b, "lo")]);
-        }
-        ok = ok
-            && devs
-                .iter()
-                .all(|(ns, d)| ip(&["-n", ns, "link", "set", d, "up"]));
+        c.ip(&["addr", "add", ca, "dev", "c0"])?;
+        s.ip(&["addr", "add", sa, "dev", "s0"])?;
         if routed {
-            ok = ok
-                && ip(&["-n", &b, "addr", "add", "10.79.1.2/24", "dev", "b0"])
-                && ip(&["-n", &b, "addr", "add", "10.79.2.2/24", "dev", "b1"])
-                && ip(&["-n", &c, "route", "add", "default", "via", "10.79.1.2"])
-                && ip(&["-n", &s, "route", "add", "default", "via", "10.79.2.2"])
-                && lab.exec('b', &["sysctl", "-qw", "net.ipv4.ip_forward=1"]);
+            b.ip(&["addr", "add", "10.79.1.2/24", "dev", "b0"])?;
+            b.ip(&["addr", "add", "10.79.2.2/24", "dev", "b1"])?;
+            c.ip(&["route", "add", "default", "via", "10.79.1.2"])?;
+            s.ip(&["route", "add", "default", "via", "10.79.2.2"])?;
+            b.sysctl("net.ipv4.ip_forward", "1")?;
         }
-        if !ok {
-            return Err("cannot set up the veth pairs".into());
+        Ok(Lab {
+            prefix,
+            server: if routed {
+                Ipv4Addr::new(10, 79, 2, 1)
+            } else {
+                Ipv4Addr::new(10, 79, 0, 2)
+            },
+            c,
+            b,
+            s,
+        })
+    }
+
+    /// Namespace `which` (`c`, `b` or `s`; anything else is `s`).
+    fn netns(&self, which: char) -> &Netns {
+        match which {
+            'c' => &self.c,
+            'b' => &self.b,
+            _ => &self.s,
         }
-        Ok(lab)
     }
 
     /// The name of namespace `which` (`c`, `b` or `s`).
     pub fn ns(&self, which: char) -> String {
-        format!("{}{which}", self.prefix)
+        self.netns(which).name().to_string()
     }
 
-    /// The path to enter namespace `which` with [`crate::sys::enter_netns`].
+    /// The path to enter namespace `which` with [`os::netns::enter`].
     pub fn ns_path(&self, which: char) -> PathBuf {
-        PathBuf::from("/var/run/netns").join(self.ns(which))
+        self.netns(which).path()
     }
 
-    /// Runs a command in namespace `which`; true on success.
-    pub fn exec(&self, which: char, cmd: &[&str]) -> bool {
-        let ns = self.ns(which);
-        let mut args = vec!["netns", "exec", ns.as_str()];
-        args.extend_from_slice(cmd);
-        ip(&args)
+    /// Runs `PROG ARGS` (`cmd`) in namespace `which`.
+    pub fn exec(&self, which: char, cmd: &[&str]) -> Result<(), CommandError> {
+        let (prog, args) = cmd.split_first().unwrap_or((&"true", &[]));
+        self.netns(which).exec(prog, args)
     }
 
     /// Spawns `f` in a thread inside namespace `which`.
@@ -140,29 +184,22 @@ impl Lab {
         &self,
         which: char,
         f: impl FnOnce() -> T + Send + 'static,
-    ) -> JoinHandle<Result<T, String>> {
-        let p = self.ns_path(which);
+    ) -> JoinHandle<Result<T, LabError>> {
+        let path = self.ns_path(which);
         thread::spawn(move || {
-            crate::sys::enter_netns(&p).map_err(|e| format!("setns {}: {e}", p.display()))?;
+            os::netns::enter(&path).map_err(|source| LabError::Setns { path, source })?;
             Ok(f())
         })
     }
 
-    /// Runs `cmd` in namespace `which`; its standard output when it succeeded.
-    pub fn output(&self, which: char, cmd: &[&str]) -> Option<String> {
-        let ns = self.ns(which);
-        let o = Command::new("ip")
-            .args(["netns", "exec", ns.as_str()])
-            .args(cmd)
-            .output()
-            .ok()?;
-        o.status
-            .success()
-            .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+    /// Runs `PROG ARGS` (`cmd`) in namespace `which`; its standard output when it succeeded.
+    pub fn output(&self, which: char, cmd: &[&str]) -> Result<String, CommandError> {
+        let (prog, args) = cmd.split_first().unwrap_or((&"true", &[]));
+        self.netns(which).output(prog, args)
     }
 
     /// A TCP bulk transfer client → server for `d` (after `warmup`); returns goodput in bit/s.
-    pub fn tcp_goodput(&self, port: u16, warmup: Duration, d: Duration) -> Result<f64, String> {
+    pub fn tcp_goodput(&self, port: u16, warmup: Duration, d: Duration) -> Result<f64, LabError> {
         self.tcp_goodput_sampled(port, 1, warmup, d, &mut || None)
             .map(|(g, _)| g)
     }
@@ -179,17 +216,17 @@ impl Lab {
         warmup: Duration,
         d: Duration,
         sample: &mut dyn FnMut() -> Option<(u64, u64)>,
-    ) -> Result<(f64, Option<f64>), String> {
+    ) -> Result<(f64, Option<f64>), LabError> {
         let flows = flows.max(1);
         let received = Arc::new(AtomicU64::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
         let (rcv, st) = (received.clone(), stop.clone());
         let server = self.spawn('s', move || {
-            let l = TcpListener::bind(("0.0.0.0", port)).map_err(|e| e.to_string())?;
+            let l = TcpListener::bind(("0.0.0.0", port)).map_err(io_err("listen"))?;
             let _ = ready_tx.send(());
             // Polled, so that a client that never connects cannot hold the server forever.
-            l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            l.set_nonblocking(true).map_err(io_err("listen"))?;
             let mut readers = Vec::with_capacity(flows);
             while readers.len() < flows && !st.load(Ordering::Relaxed) {
                 let mut c = match l.accept() {
@@ -198,7 +235,7 @@ impl Lab {
                         thread::sleep(Duration::from_millis(2));
                         continue;
                     }
-                    Err(e) => return Err(e.to_string()),
+                    Err(e) => return Err(io_err("accept")(e)),
                 };
                 let _ = c.set_nonblocking(false);
                 let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
@@ -219,34 +256,34 @@ impl Lab {
             for r in readers {
                 let _ = r.join();
             }
-            Ok::<(), String>(())
+            Ok::<(), LabError>(())
         });
         ready_rx
             .recv_timeout(Duration::from_secs(5))
-            .map_err(|_| "server did not start".to_string())?;
+            .map_err(|_| LabError::NotStarted("server"))?;
         let addr = SocketAddr::from((self.server, port));
         let clients: Vec<_> = (0..flows)
             .map(|_| {
                 let st = stop.clone();
                 self.spawn('c', move || {
                     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(3))
-                        .map_err(|e| format!("connect: {e}"))?;
+                        .map_err(io_err("connect"))?;
                     let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
                     let buf = vec![0x5au8; 1 << 16];
                     while !st.load(Ordering::Relaxed) {
                         let _ = s.write(&buf);
                     }
-                    Ok::<(), String>(())
+                    Ok::<(), LabError>(())
                 })
             })
             .collect();
         thread::sleep(warmup);
         let s0 = sample();
         let b0 = received.load(Ordering::Relaxed);
-        let t0 = crate::sys::monotonic_ns();
+        let t0 = os::monotonic_ns();
         thread::sleep(d);
         let b1 = received.load(Ordering::Relaxed);
-        let dt = (crate::sys::monotonic_ns() - t0) as f64 / 1e9;
+        let dt = (os::monotonic_ns() - t0) as f64 / 1e9;
         let s1 = sample();
         let sampled = match (s0, s1) {
             (Some((a, ta)), Some((b, tb))) if tb > ta => {
@@ -257,7 +294,7 @@ impl Lab {
         stop.store(true, Ordering::Relaxed);
         let mut first_err = Ok(());
         for c in clients {
-            let r = c.join().map_err(|_| "client panicked".to_string());
+            let r = c.join().map_err(|_| LabError::Panicked("client"));
             if let (Ok(()), Err(e)) = (&first_err, r.and_then(|r| r).and_then(|r| r)) {
                 first_err = Err(e);
             }
@@ -269,12 +306,12 @@ impl Lab {
 
     /// `count` UDP ping-pongs (64-byte payload, one every `gap`) client → server echo; returns
     /// the round-trip times in nanoseconds, sorted (lost ones left out).
-    pub fn udp_rtts(&self, port: u16, count: usize, gap: Duration) -> Result<Vec<u64>, String> {
+    pub fn udp_rtts(&self, port: u16, count: usize, gap: Duration) -> Result<Vec<u64>, LabError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
         let st = stop.clone();
         let server = self.spawn('s', move || {
-            let s = UdpSocket::bind(("0.0.0.0", port)).map_err(|e| e.to_string())?;
+            let s = UdpSocket::bind(("0.0.0.0", port)).map_err(io_err("bind"))?;
             let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
             let _ = ready_tx.send(());
             let mut buf = [0u8; 256];
@@ -283,36 +320,38 @@ impl Lab {
                     let _ = s.send_to(&buf[..n], from);
                 }
             }
-            Ok::<(), String>(())
+            Ok::<(), LabError>(())
         });
         ready_rx
             .recv_timeout(Duration::from_secs(5))
-            .map_err(|_| "echo server did not start".to_string())?;
+            .map_err(|_| LabError::NotStarted("echo server"))?;
         let addr = SocketAddr::from((self.server, port));
         let client = self.spawn('c', move || {
-            let s = UdpSocket::bind(("0.0.0.0", 0)).map_err(|e| e.to_string())?;
+            let s = UdpSocket::bind(("0.0.0.0", 0)).map_err(io_err("bind"))?;
             let _ = s.set_read_timeout(Some(Duration::from_secs(1)));
             let mut rtts = Vec::with_capacity(count);
             let mut buf = [0u8; 256];
             for i in 0..count as u64 {
                 let mut msg = [0u8; 64];
                 msg[..8].copy_from_slice(&i.to_le_bytes());
-                let t0 = crate::sys::monotonic_ns();
+                let t0 = os::monotonic_ns();
                 if s.send_to(&msg, addr).is_err() {
                     continue;
                 }
                 while let Ok(n) = s.recv(&mut buf) {
                     if n >= 8 && buf[..8] == msg[..8] {
-                        rtts.push(crate::sys::monotonic_ns() - t0);
+                        rtts.push(os::monotonic_ns() - t0);
                         break;
                     }
                 }
                 thread::sleep(gap);
             }
             rtts.sort_unstable();
-            Ok::<Vec<u64>, String>(rtts)
+            Ok::<Vec<u64>, LabError>(rtts)
         });
-        let r = client.join().map_err(|_| "ping client panicked")?;
+        let r = client
+            .join()
+            .map_err(|_| LabError::Panicked("ping client"))?;
         stop.store(true, Ordering::Relaxed);
         let _ = server.join();
         r?
@@ -323,20 +362,25 @@ impl Lab {
     /// server (`SO_TIMESTAMPNS`, taken before the server thread wakes), both on the machine's one
     /// `CLOCK_REALTIME`. Unlike a round trip this counts one pass through the middle, and none of
     /// the endpoints' wake-ups.
-    pub fn udp_one_way(&self, port: u16, count: usize, gap: Duration) -> Result<Vec<u64>, String> {
+    pub fn udp_one_way(
+        &self,
+        port: u16,
+        count: usize,
+        gap: Duration,
+    ) -> Result<Vec<u64>, LabError> {
         let stop = Arc::new(AtomicBool::new(false));
         let (ready_tx, ready_rx) = mpsc::channel();
         let st = stop.clone();
         let server = self.spawn('s', move || {
-            use std::os::fd::AsRawFd;
-            let s = UdpSocket::bind(("0.0.0.0", port)).map_err(|e| e.to_string())?;
-            crate::sys::enable_rx_timestamps(s.as_raw_fd()).map_err(|e| e.to_string())?;
+            use std::os::fd::{AsFd, AsRawFd};
+            let s = UdpSocket::bind(("0.0.0.0", port)).map_err(io_err("bind"))?;
+            os::enable_rx_timestamps(s.as_fd()).map_err(io_err("SO_TIMESTAMPNS"))?;
             let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
             let _ = ready_tx.send(());
             let mut delays = Vec::with_capacity(count);
             let mut buf = [0u8; 256];
             while !st.load(Ordering::Relaxed) {
-                if let Ok((n, Some(rx))) = crate::sys::recv_timestamped(s.as_raw_fd(), &mut buf) {
+                if let Ok((n, Some(rx))) = os::recv_timestamped(s.as_raw_fd(), &mut buf) {
                     if n >= 8 {
                         let mut t = [0u8; 8];
                         t.copy_from_slice(&buf[..8]);
@@ -345,31 +389,31 @@ impl Lab {
                 }
             }
             delays.sort_unstable();
-            Ok::<Vec<u64>, String>(delays)
+            Ok::<Vec<u64>, LabError>(delays)
         });
         ready_rx
             .recv_timeout(Duration::from_secs(5))
-            .map_err(|_| "one-way receiver did not start".to_string())?;
+            .map_err(|_| LabError::NotStarted("one-way receiver"))?;
         let addr = SocketAddr::from((self.server, port));
         let client = self.spawn('c', move || {
-            let s = UdpSocket::bind(("0.0.0.0", 0)).map_err(|e| e.to_string())?;
+            let s = UdpSocket::bind(("0.0.0.0", 0)).map_err(io_err("bind"))?;
             for _ in 0..count {
                 let mut msg = [0u8; 64];
-                msg[..8].copy_from_slice(&crate::sys::realtime_ns().to_le_bytes());
+                msg[..8].copy_from_slice(&os::realtime_ns().to_le_bytes());
                 let _ = s.send_to(&msg, addr);
                 thread::sleep(gap);
             }
-            Ok::<(), String>(())
+            Ok::<(), LabError>(())
         });
         // Each join: the thread panicked, or could not enter its namespace, or its own error.
         let sent = client
             .join()
-            .map_err(|_| "one-way sender panicked".to_string());
+            .map_err(|_| LabError::Panicked("one-way sender"));
         thread::sleep(Duration::from_millis(50));
         stop.store(true, Ordering::Relaxed);
         let got = server
             .join()
-            .map_err(|_| "one-way receiver panicked".to_string());
+            .map_err(|_| LabError::Panicked("one-way receiver"));
         sent???;
         got??
     }
@@ -377,24 +421,26 @@ impl Lab {
 
 /// A stopped bridge's final `stats --json` text and its forwarding threads' CPU nanoseconds, or
 /// why it failed.
-type StatsAndCpu = Result<(String, u64), String>;
+type StatsAndCpu = Result<(String, u64), LabError>;
 
 /// A bridge (or link emulator) running in a thread of the middle namespace; stopped when
 /// dropped (a test that fails midway leaves no forwarding thread behind).
 #[derive(Debug)]
 pub struct Running {
     stopper: Stopper,
-    handle: Option<JoinHandle<Result<StatsAndCpu, String>>>,
+    handle: Option<JoinHandle<Result<StatsAndCpu, LabError>>>,
 }
 
 impl Running {
     /// Stops it; returns its final `stats --json` text and the CPU nanoseconds its forwarding
     /// threads used ([`Forwarder::run_cpu_ns`]).
-    pub fn stop(mut self) -> Result<(String, u64), String> {
+    pub fn stop(mut self) -> Result<(String, u64), LabError> {
         self.stopper.stop();
         match self.handle.take() {
-            Some(h) => h.join().map_err(|_| "bridge thread panicked")??,
-            None => Err("bridge already stopped".into()),
+            Some(h) => h
+                .join()
+                .map_err(|_| LabError::Panicked("bridge thread"))??,
+            None => Err(LabError::AlreadyStopped),
         }
     }
 }
@@ -415,13 +461,13 @@ impl Lab {
     pub fn start<F: Forwarder>(
         &self,
         make: impl FnOnce() -> Result<F, Error> + Send + 'static,
-    ) -> Result<Running, String> {
+    ) -> Result<Running, LabError> {
         let (tx, rx) = mpsc::channel();
         let handle = self.spawn('b', move || {
-            let mut br = make().map_err(|e| e.to_string())?;
+            let mut br = make().map_err(LabError::Bridge)?;
             let _ = tx.send(br.stopper());
-            br.run().map_err(|e| e.to_string())?;
-            Ok::<(String, u64), String>((br.stats_json(), br.run_cpu_ns()))
+            br.run().map_err(LabError::Bridge)?;
+            Ok::<(String, u64), LabError>((br.stats_json(), br.run_cpu_ns()))
         });
         match rx.recv_timeout(Duration::from_secs(5)) {
             Ok(stopper) => Ok(Running {
@@ -430,16 +476,8 @@ impl Lab {
             }),
             Err(_) => Err(match handle.join() {
                 Ok(Ok(Err(e))) | Ok(Err(e)) => e,
-                _ => "bridge did not start".into(),
+                _ => LabError::NotStarted("bridge"),
             }),
-        }
-    }
-}
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for w in ['c', 'b', 's'] {
-            ip(&["netns", "del", &self.ns(w)]);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The multi-queue bridge (`purple bridge --queues N`): N forwarding threads, one per queue,
 //! each a [`Bridge`] with its own pair of packet sockets. The sockets of each interface form a
-//! fanout group (`PACKET_FANOUT_HASH`, see [`sys::PacketSocket::fanout_new`]) that hands each
+//! fanout group (`PACKET_FANOUT_HASH`, see [`os::PacketSocket::fanout_new`]) that hands each
 //! received frame to one thread by flow hash, so a flow stays on one queue, and both of its
 //! directions on the same one.
 //!
@@ -34,10 +34,10 @@ use serde_json::{json, Value};
 
 use crate::bridge::{Fanout, JobSender};
 use crate::ctl_server::{Access, CtlSocket};
-use crate::sys::{self, Epoll, EventFd, SignalFd};
 use crate::{
     Bridge, BridgeConfig, BridgeStats, DirStats, Error, Forwarder, LoopOptions, Stage, Stopper,
 };
+use os::{Epoll, EventFd, SignalFd};
 
 /// The most queues (forwarding threads) a multi-queue bridge runs.
 pub const MAX_QUEUES: usize = 64;
@@ -383,7 +383,7 @@ struct DirReport {
 
 /// The statistics of one queue's bridge.
 fn report(br: &Bridge<QueueStage>) -> QueueReport {
-    let now = Instant::from_nanos(sys::monotonic_ns());
+    let now = Instant::from_nanos(os::monotonic_ns());
     let st = br.stats();
     let dir = |d: Direction, stats: DirStats, qdisc: QdiscStats| {
         let stage = br.stage(d);
@@ -557,7 +557,7 @@ impl MqBridge {
         let exited = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
         let add = |fd, tok| {
             epoll
-                .add(fd, sys::READABLE, tok)
+                .add(fd, os::READABLE, tok)
                 .map_err(io_err("epoll_ctl"))
         };
         add(self.stop.raw_fd(), TOK_STOP)?;
@@ -568,7 +568,7 @@ impl MqBridge {
         if let Some(s) = &server {
             add(s.wake_fd(), TOK_CTL)?;
         }
-        let cpu0 = sys::thread_cpu_ns();
+        let cpu0 = os::thread_cpu_ns();
         self.run_cpu_ns = 0;
         let mut stoppers = Vec::with_capacity(self.queues);
         let mut handles: Vec<JoinHandle<Finished>> = Vec::with_capacity(self.queues);
@@ -637,7 +637,7 @@ impl MqBridge {
                 }
             }
         }
-        self.run_cpu_ns += sys::thread_cpu_ns().saturating_sub(cpu0);
+        self.run_cpu_ns += os::thread_cpu_ns().saturating_sub(cpu0);
         result
     }
 
@@ -668,9 +668,9 @@ impl MqBridge {
         }
         drop(tx);
         let mut out: Vec<Option<T>> = (0..self.senders.len()).map(|_| None).collect();
-        let end = sys::monotonic_ns() + REPLY_TIMEOUT.as_nanos() as u64;
+        let end = os::monotonic_ns() + REPLY_TIMEOUT.as_nanos() as u64;
         for _ in 0..out.len() {
-            let left = Duration::from_nanos(end.saturating_sub(sys::monotonic_ns()));
+            let left = Duration::from_nanos(end.saturating_sub(os::monotonic_ns()));
             match rx.recv_timeout(left) {
                 Ok((i, v)) => out[i] = Some(v),
                 Err(_) => {

@@ -61,7 +61,7 @@ impl Rejoiner {
         enabled: bool,
         pkts: &mut Vec<Packet>,
         from: usize,
-        hdrs: &mut Vec<[u8; crate::sys::VNET_HDR_LEN]>,
+        hdrs: &mut Vec<[u8; os::VNET_HDR_LEN]>,
         segs: &mut Vec<u32>,
         bufs: &mut dyn Buffers,
     ) {

@@ -18,7 +18,7 @@
 
 use qdisc::packet::{Gso, GsoKind};
 
-use crate::sys::VNET_HDR_LEN;
+use os::VNET_HDR_LEN;
 
 /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the checksum at `csum_start + csum_offset` is partial.
 pub const F_NEEDS_CSUM: u8 = 1;

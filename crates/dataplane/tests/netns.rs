@@ -7,23 +7,13 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use dataplane::{Bridge, BridgeConfig, BridgeStats, Stopper};
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
+use os::netns::Netns;
 
 fn ns_path(name: &str) -> PathBuf {
     PathBuf::from("/var/run/netns").join(name)
@@ -37,7 +27,10 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 struct Topo {
     prefix: String,
     bridge: Option<(Stopper, JoinHandle<BridgeStats>)>,
-    /// Held while the topology exists (released after `drop` deleted the namespaces: the last
+    /// Client, middle and server namespaces, deleted when dropped (after the bridge stopped in
+    /// `drop`).
+    _ns: [Netns; 3],
+    /// Held while the topology exists (released after the namespaces were deleted: the last
     /// field).
     _serial: std::sync::MutexGuard<'static, ()>,
 }
@@ -55,49 +48,29 @@ impl Topo {
 
     /// Builds the topology, or returns why it cannot.
     fn new() -> Result<Topo, String> {
-        // SAFETY-free root check: /proc/self/status Uid line.
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let root = status
-            .lines()
-            .find(|l| l.starts_with("Uid:"))
-            .is_some_and(|l| l.split_whitespace().nth(1) == Some("0"));
-        if !root {
+        if !os::is_root() {
             return Err("not root".into());
         }
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let t = Topo {
-            prefix: format!("pt-{}-{n}", std::process::id()),
-            bridge: None,
-            // A test that panicked holding it poisons nothing we rely on.
-            _serial: SERIAL.lock().unwrap_or_else(|e| e.into_inner()),
+        // A test that panicked holding it poisons nothing we rely on.
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let prefix = os::netns::unique_prefix("pt");
+        let build = || -> Result<[Netns; 3], os::CommandError> {
+            let c = Netns::create(&format!("{prefix}c"))?;
+            let b = Netns::create(&format!("{prefix}b"))?;
+            let s = Netns::create(&format!("{prefix}s"))?;
+            c.veth("c0", &b, "b0")?;
+            b.veth("b1", &s, "s0")?;
+            c.ip(&["addr", "add", "10.77.0.1/24", "dev", "c0"])?;
+            s.ip(&["addr", "add", "10.77.0.2/24", "dev", "s0"])?;
+            Ok([c, b, s])
         };
-        let (c, b, s) = (t.c(), t.b(), t.s());
-        for ns in [&c, &b, &s] {
-            if !ip(&["netns", "add", ns]) {
-                return Err(format!("cannot create network namespace {ns}"));
-            }
-        }
-        let ok = ip(&[
-            "-n", &c, "link", "add", "c0", "type", "veth", "peer", "name", "b0", "netns", &b,
-        ]) && ip(&[
-            "-n", &b, "link", "add", "b1", "type", "veth", "peer", "name", "s0", "netns", &s,
-        ]) && ip(&["-n", &c, "addr", "add", "10.77.0.1/24", "dev", "c0"])
-            && ip(&["-n", &s, "addr", "add", "10.77.0.2/24", "dev", "s0"])
-            && [
-                (&c, "c0"),
-                (&c, "lo"),
-                (&b, "b0"),
-                (&b, "b1"),
-                (&b, "lo"),
-                (&s, "s0"),
-                (&s, "lo"),
-            ]
-            .iter()
-            .all(|(ns, dev)| ip(&["-n", ns, "link", "set", dev, "up"]));
-        if !ok {
-            return Err("cannot set up veth pairs".into());
-        }
-        Ok(t)
+        let ns = build().map_err(|e| e.to_string())?;
+        Ok(Topo {
+            prefix,
+            bridge: None,
+            _ns: ns,
+            _serial: serial,
+        })
     }
 
     /// Starts the bridge b0 (LAN) — b1 (WAN) in the middle namespace.
@@ -126,7 +99,7 @@ impl Topo {
         };
         let path = ns_path(&self.b());
         let h = thread::spawn(move || {
-            dataplane::sys::enter_netns(&path).expect("setns");
+            os::netns::enter(&path).expect("setns");
             let mut br = Bridge::new(cfg).expect("bridge");
             setup(&mut br);
             tx.send(br.stopper()).unwrap();
@@ -152,9 +125,6 @@ impl Drop for Topo {
             s.stop();
             let _ = h.join();
         }
-        for ns in [self.c(), self.b(), self.s()] {
-            ip(&["netns", "del", &ns]);
-        }
     }
 }
 
@@ -179,7 +149,7 @@ impl Transfer {
         let (ready_tx, ready_rx) = mpsc::channel();
         let (sp, rcv, st) = (ns_path(&t.s()), received.clone(), stop.clone());
         let server = thread::spawn(move || {
-            dataplane::sys::enter_netns(&sp).expect("setns s");
+            os::netns::enter(&sp).expect("setns s");
             let l = TcpListener::bind(("10.77.0.2", port)).expect("bind");
             ready_tx.send(()).unwrap();
             let (mut c, _) = l.accept().expect("accept");
@@ -201,7 +171,7 @@ impl Transfer {
             .expect("server ready");
         let (cp, st) = (ns_path(&t.c()), stop.clone());
         let client = thread::spawn(move || {
-            dataplane::sys::enter_netns(&cp).expect("setns c");
+            os::netns::enter(&cp).expect("setns c");
             let mut s = TcpStream::connect_timeout(
                 &(std::net::Ipv4Addr::new(10, 77, 0, 2), port).into(),
                 Duration::from_secs(3),
@@ -224,10 +194,10 @@ impl Transfer {
     /// Goodput in bit/s over the next `d`.
     fn measure(&self, d: Duration) -> f64 {
         let b0 = self.received.load(Ordering::Relaxed);
-        let t0 = dataplane::sys::monotonic_ns();
+        let t0 = os::monotonic_ns();
         thread::sleep(d);
         let b1 = self.received.load(Ordering::Relaxed);
-        let dt = (dataplane::sys::monotonic_ns() - t0) as f64 / 1e9;
+        let dt = (os::monotonic_ns() - t0) as f64 / 1e9;
         (b1 - b0) as f64 * 8.0 / dt
     }
 
@@ -244,7 +214,7 @@ impl Transfer {
 fn ping(t: &Topo) -> bool {
     let c = ns_path(&t.c());
     thread::spawn(move || {
-        dataplane::sys::enter_netns(&c).expect("setns c");
+        os::netns::enter(&c).expect("setns c");
         daemon::probe::echo::reachable(
             std::net::Ipv4Addr::new(10, 77, 0, 2),
             3,
@@ -395,15 +365,15 @@ fn malformed_and_non_ip_frames_are_forwarded_unchanged() {
     let (sp, want) = (ns_path(&t.s()), frames.clone());
     let (ready_tx, ready_rx) = mpsc::channel();
     let rx = thread::spawn(move || {
-        dataplane::sys::enter_netns(&sp).unwrap();
-        let sock = dataplane::sys::PacketSocket::open("s0", 1 << 20).unwrap();
+        os::netns::enter(&sp).unwrap();
+        let sock = os::PacketSocket::open("s0", 1 << 20).unwrap();
         ready_tx.send(()).unwrap();
         let mut hdrs = [[0u8; 10]; 8];
         let mut bufs: Vec<Vec<u8>> = (0..8).map(|_| Vec::with_capacity(70_000)).collect();
         let mut trunc = [false; 8];
         let mut seen = vec![false; want.len()];
-        let end = dataplane::sys::monotonic_ns() + 3_000_000_000;
-        while dataplane::sys::monotonic_ns() < end && !seen.iter().all(|&s| s) {
+        let end = os::monotonic_ns() + 3_000_000_000;
+        while os::monotonic_ns() < end && !seen.iter().all(|&s| s) {
             let n = sock.recv_batch(&mut hdrs, &mut bufs, &mut trunc).unwrap();
             for b in &bufs[..n] {
                 for (i, w) in want.iter().enumerate() {
@@ -422,8 +392,8 @@ fn malformed_and_non_ip_frames_are_forwarded_unchanged() {
     ready_rx.recv_timeout(Duration::from_secs(5)).unwrap();
     let cp = ns_path(&t.c());
     let tx = thread::spawn(move || {
-        dataplane::sys::enter_netns(&cp).unwrap();
-        let sock = dataplane::sys::PacketSocket::open("c0", 1 << 20).unwrap();
+        os::netns::enter(&cp).unwrap();
+        let sock = os::PacketSocket::open("c0", 1 << 20).unwrap();
         let hdr = [0u8; 10];
         for f in &frames {
             assert_eq!(sock.send_batch(1, |_| (&hdr, f.as_slice())).unwrap(), 1);
@@ -484,18 +454,17 @@ fn latencies_around(t: &Topo, port: u16, warm: f64, during: impl FnOnce()) -> (V
     let (ready_tx, ready_rx) = mpsc::channel();
     let (sp, st) = (ns_path(&t.s()), stop.clone());
     let rx = thread::spawn(move || {
-        dataplane::sys::enter_netns(&sp).unwrap();
+        os::netns::enter(&sp).unwrap();
         let sock = std::net::UdpSocket::bind(("10.77.0.2", port)).unwrap();
         sock.set_read_timeout(Some(Duration::from_millis(100)))
             .unwrap();
-        use std::os::fd::AsRawFd;
-        dataplane::sys::enable_rx_timestamps(sock.as_raw_fd()).unwrap();
+        use std::os::fd::{AsFd, AsRawFd};
+        os::enable_rx_timestamps(sock.as_fd()).unwrap();
         ready_tx.send(()).unwrap();
         let mut out = Vec::new();
         let mut buf = [0u8; 64];
         while !st.load(Ordering::Relaxed) {
-            if let Ok((16, Some(at))) = dataplane::sys::recv_timestamped(sock.as_raw_fd(), &mut buf)
-            {
+            if let Ok((16, Some(at))) = os::recv_timestamped(sock.as_raw_fd(), &mut buf) {
                 let sent = u64::from_be_bytes(buf[..8].try_into().unwrap());
                 let phase = u64::from_be_bytes(buf[8..16].try_into().unwrap());
                 out.push((phase, at.saturating_sub(sent)));
@@ -507,12 +476,12 @@ fn latencies_around(t: &Topo, port: u16, warm: f64, during: impl FnOnce()) -> (V
     let phase = Arc::new(AtomicU64::new(0));
     let (cp, st, ph) = (ns_path(&t.c()), stop.clone(), phase.clone());
     let tx = thread::spawn(move || {
-        dataplane::sys::enter_netns(&cp).unwrap();
+        os::netns::enter(&cp).unwrap();
         let sock = std::net::UdpSocket::bind("10.77.0.1:0").unwrap();
         let mut sent = 0u64;
         while !st.load(Ordering::Relaxed) {
             let mut p = [0u8; 16];
-            p[..8].copy_from_slice(&dataplane::sys::realtime_ns().to_be_bytes());
+            p[..8].copy_from_slice(&os::realtime_ns().to_be_bytes());
             p[8..].copy_from_slice(&ph.load(Ordering::Relaxed).to_be_bytes());
             if sock.send_to(&p, ("10.77.0.2", port)).is_ok() {
                 sent += 1;
@@ -564,7 +533,7 @@ fn trickling_and_silent_control_clients_do_not_delay_forwarding() {
     t.start_bridge("pfifo", "pfifo", Some(ctl.clone()));
     let answered = Arc::new(AtomicU64::new(0));
     let (quiet, attacked) = latencies_around(&t, 5010, 1.0, || {
-        let end = dataplane::sys::monotonic_ns() + 2_000_000_000;
+        let end = os::monotonic_ns() + 2_000_000_000;
         // 60 connections that say nothing, held open.
         let silent: Vec<_> = (0..60)
             .map(|_| std::os::unix::net::UnixStream::connect(&ctl).unwrap())
@@ -572,7 +541,7 @@ fn trickling_and_silent_control_clients_do_not_delay_forwarding() {
         // One that trickles its commands a byte every 40 ms, again and again.
         let (c, n) = (ctl.clone(), answered.clone());
         let trickle = thread::spawn(move || {
-            while dataplane::sys::monotonic_ns() < end {
+            while os::monotonic_ns() < end {
                 let Ok(mut s) = std::os::unix::net::UnixStream::connect(&c) else {
                     continue;
                 };
@@ -720,7 +689,7 @@ fn cake_mq_on_two_queues_holds_the_aggregate_and_splits_it_across_active_shards(
     let mut samples: Vec<(Vec<u64>, serde_json::Value, u64)> = Vec::new();
     let mut sample = || {
         let answer = dataplane::ctl::request(&ctl, &"stats --json".parse().unwrap()).ok()?;
-        let at = dataplane::sys::monotonic_ns();
+        let at = os::monotonic_ns();
         let v: serde_json::Value = serde_json::from_str(&answer).ok()?;
         let per_queue: Vec<u64> = v[0]["queues"]
             .as_array()?

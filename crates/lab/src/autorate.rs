@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cost::{self, Program, TreeCounters};
-use crate::ns::{Netns, Proc};
 use crate::scenario::ProbeId;
+use os::netns::{Netns, Proc};
 
 /// Environment of the shim: the file its calls are appended to.
 pub const SHIM_LOG: &str = "PURPLE_TC_SHIM_LOG";
@@ -92,6 +92,79 @@ impl From<cost::CostError> for AutorateError {
     }
 }
 
+/// Why a `tc` invocation is not one the shim handles.
+#[derive(Debug)]
+pub enum TcShimError {
+    /// `qdisc change|replace` of another qdisc than cake.
+    NotCake(String),
+    /// A cake change without `dev DEV` or `bandwidth RATE`.
+    BadChange(String),
+    /// Any other command.
+    Unhandled(String),
+    /// `-batch`/`-b` (the option) with no file.
+    BatchNeedsFile(String),
+    /// The batch file could not be read.
+    BatchFile {
+        /// The file (`-`: stdin).
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for TcShimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TcShimError::NotCake(c) => write!(f, "not a cake qdisc: {c}"),
+            TcShimError::BadChange(c) => write!(
+                f,
+                "expected `qdisc change [root] dev DEV cake bandwidth RATE`, got `{c}`"
+            ),
+            TcShimError::Unhandled(c) => write!(
+                f,
+                "only `qdisc change ... cake bandwidth RATE` and `qdisc show` are handled, not \
+                 `{c}`"
+            ),
+            TcShimError::BatchNeedsFile(o) => write!(f, "{o} needs a file (or -)"),
+            TcShimError::BatchFile { file, source } => write!(f, "batch file {file}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for TcShimError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TcShimError::BatchFile { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Why two lab runs cannot be compared by [`compare_laws`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum CompareError {
+    /// The contender's run has no rate trace.
+    NoTrace(String),
+    /// The run has no capacity series (the comparison needs purple linkem).
+    NoCapacity,
+    /// No 100 ms bin lies in the window (s).
+    EmptyWindow(f64, f64),
+}
+
+impl std::fmt::Display for CompareError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CompareError::NoTrace(c) => write!(f, "{c}: no rate trace"),
+            CompareError::NoCapacity => {
+                write!(f, "no capacity series (the comparison needs purple linkem)")
+            }
+            CompareError::EmptyWindow(a, b) => write!(f, "no 100 ms bin in the window {a}..{b} s"),
+        }
+    }
+}
+
+impl std::error::Error for CompareError {}
+
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> AutorateError + '_ {
     move |error| AutorateError::Io {
         path: path.to_path_buf(),
@@ -150,7 +223,7 @@ pub fn ensure_prerequisites() -> Result<Vec<String>, AutorateError> {
         programs: programs.clone(),
         why,
     };
-    if !crate::ns::is_root() {
+    if !os::is_root() {
         return Err(fail("not installed, and installing needs root".into()));
     }
     if !on_path("apt-get") {
@@ -161,10 +234,10 @@ pub fn ensure_prerequisites() -> Result<Vec<String>, AutorateError> {
         "cake-autorate needs {}: installing with apt-get",
         pkgs.join(", ")
     );
-    crate::ns::run("apt-get", &["update", "-qq"]).map_err(fail)?;
+    os::netns::run("apt-get", &["update", "-qq"]).map_err(|e| fail(e.to_string()))?;
     let mut args = vec!["install", "-y", "-qq"];
     args.extend(&pkgs);
-    crate::ns::run("apt-get", &args).map_err(fail)?;
+    os::netns::run("apt-get", &args).map_err(|e| fail(e.to_string()))?;
     Ok(pkgs.iter().map(|p| p.to_string()).collect())
 }
 
@@ -266,7 +339,7 @@ pub enum TcOp {
 
 /// Parses one `tc` command line (the words after `tc` and its options, or one line of a
 /// `-batch` file).
-pub fn parse_tc_command(words: &[&str]) -> Result<TcOp, String> {
+pub fn parse_tc_command(words: &[&str]) -> Result<TcOp, TcShimError> {
     let after = |key: &str| {
         words
             .iter()
@@ -277,21 +350,15 @@ pub fn parse_tc_command(words: &[&str]) -> Result<TcOp, String> {
     match words {
         ["qdisc", "change" | "replace", ..] => {
             if !words.contains(&"cake") {
-                return Err(format!("not a cake qdisc: {}", words.join(" ")));
+                return Err(TcShimError::NotCake(words.join(" ")));
             }
             match (after("dev"), after("bandwidth")) {
                 (Some(dev), Some(rate)) => Ok(TcOp::SetBandwidth { dev, rate }),
-                _ => Err(format!(
-                    "expected `qdisc change [root] dev DEV cake bandwidth RATE`, got `{}`",
-                    words.join(" ")
-                )),
+                _ => Err(TcShimError::BadChange(words.join(" "))),
             }
         }
         ["qdisc", "show" | "ls" | "list", ..] | ["qdisc"] => Ok(TcOp::Show { dev: after("dev") }),
-        _ => Err(format!(
-            "only `qdisc change ... cake bandwidth RATE` and `qdisc show` are handled, not `{}`",
-            words.join(" ")
-        )),
+        _ => Err(TcShimError::Unhandled(words.join(" "))),
     }
 }
 
@@ -301,7 +368,7 @@ pub fn parse_tc_command(words: &[&str]) -> Result<TcOp, String> {
 pub fn parse_tc(
     args: &[String],
     batch: impl FnOnce(&str) -> std::io::Result<String>,
-) -> Result<Vec<TcOp>, String> {
+) -> Result<Vec<TcOp>, TcShimError> {
     let mut i = 0;
     let mut batch_file = None;
     while let Some(a) = args.get(i) {
@@ -311,7 +378,7 @@ pub fn parse_tc(
         if matches!(a.as_str(), "-batch" | "-b") {
             batch_file = Some(
                 args.get(i + 1)
-                    .ok_or_else(|| format!("{a} needs a file (or -)"))?
+                    .ok_or_else(|| TcShimError::BatchNeedsFile(a.clone()))?
                     .clone(),
             );
             i += 1;
@@ -320,7 +387,10 @@ pub fn parse_tc(
     }
     match batch_file {
         Some(f) => {
-            let text = batch(&f).map_err(|e| format!("batch file {f}: {e}"))?;
+            let text = batch(&f).map_err(|source| TcShimError::BatchFile {
+                file: f.clone(),
+                source,
+            })?;
             text.lines()
                 .map(|l| l.split_whitespace().collect::<Vec<_>>())
                 .filter(|w| !w.is_empty() && !w[0].starts_with('#'))
@@ -596,18 +666,18 @@ pub fn compare_laws(
     script: &crate::LabRun,
     from_s: f64,
     to_s: f64,
-) -> Result<LawComparison, String> {
-    fn trace(r: &crate::LabRun) -> Result<&crate::control::ControlTrace, String> {
+) -> Result<LawComparison, CompareError> {
+    fn trace(r: &crate::LabRun) -> Result<&crate::control::ControlTrace, CompareError> {
         r.control
             .as_ref()
             .filter(|c| !c.points.is_empty())
-            .ok_or_else(|| format!("{}: no rate trace", r.contender))
+            .ok_or_else(|| CompareError::NoTrace(r.contender.clone()))
     }
     let (tp, ts) = (trace(port)?, trace(script)?);
     let bin = port.summary.bin_s;
     let caps = &port.capacity_down_mbit;
     if caps.is_empty() || bin.is_nan() || bin <= 0.0 {
-        return Err("no capacity series (the comparison needs purple linkem)".into());
+        return Err(CompareError::NoCapacity);
     }
     let bins: Vec<(f64, f64)> = caps
         .iter()
@@ -616,7 +686,7 @@ pub fn compare_laws(
         .filter(|(t, _)| *t >= from_s && *t < to_s)
         .collect();
     if bins.is_empty() {
-        return Err(format!("no 100 ms bin in the window {from_s}..{to_s} s"));
+        return Err(CompareError::EmptyWindow(from_s, to_s));
     }
     let n = bins.len() as f64;
     let at = |tr: &crate::control::ControlTrace, t: f64| tr.down_rate_at(t).unwrap_or(0.0);
@@ -746,15 +816,15 @@ mod tests {
     #[test]
     fn other_tc_calls_are_errors_naming_what_is_handled() {
         let e = parse_tc(&words("filter add dev wan"), |_| unreachable!()).unwrap_err();
-        assert!(e.contains("only `qdisc change"), "{e}");
+        assert!(e.to_string().contains("only `qdisc change"), "{e}");
         let e = parse_tc(
             &words("qdisc change root dev wan fq_codel"),
             |_| unreachable!(),
         )
         .unwrap_err();
-        assert!(e.contains("not a cake qdisc"), "{e}");
+        assert!(e.to_string().contains("not a cake qdisc"), "{e}");
         let e = parse_tc(&words("qdisc change root dev wan cake"), |_| unreachable!()).unwrap_err();
-        assert!(e.contains("bandwidth RATE"), "{e}");
+        assert!(e.to_string().contains("bandwidth RATE"), "{e}");
         assert!(parse_tc(&words("-batch"), |_| unreachable!()).is_err());
     }
 

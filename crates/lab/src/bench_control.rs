@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use crate::autorate::{self, Checkout, RatesKbps, ScriptConfig, Shim, ShimCall};
 use crate::cost::{self, Counts, Program};
-use crate::ns::Netns;
+use os::netns::Netns;
 
 /// The reflectors' addresses (in the reflector namespace, on `rwan`).
 pub const REFLECTORS: [&str; 6] = [
@@ -68,10 +68,12 @@ pub enum BenchError {
     NotRoot,
     /// Bad option.
     Option(String),
-    /// Building the namespaces failed.
-    Setup(String),
+    /// Building the namespaces or reading their counters failed.
+    Setup(crate::Error),
     /// Counting failed.
     Cost(cost::CostError),
+    /// No contender's process could be counted.
+    NoCounters,
     /// cake-autorate could not run.
     Autorate(autorate::AutorateError),
     /// A contender's run is not a measurement (it died, or got no replies).
@@ -94,6 +96,7 @@ impl std::fmt::Display for BenchError {
             BenchError::Option(e) => write!(f, "{e}"),
             BenchError::Setup(e) => write!(f, "setting up the namespaces: {e}"),
             BenchError::Cost(e) => write!(f, "{e}"),
+            BenchError::NoCounters => write!(f, "setting up the namespaces: no counters"),
             BenchError::Autorate(e) => write!(f, "{e}"),
             BenchError::Run { who, what } => write!(f, "{who}: {what}"),
         }
@@ -182,10 +185,8 @@ struct Topo {
     refl: Netns,
 }
 
-fn topo() -> Result<Topo, String> {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let prefix = format!("pbc-{}-{n}", std::process::id());
+fn topo() -> Result<Topo, crate::Error> {
+    let prefix = os::netns::unique_prefix("pbc");
     let router = Netns::create(&format!("{prefix}-router"))?;
     let refl = Netns::create(&format!("{prefix}-refl"))?;
     for ns in [&router, &refl] {
@@ -214,29 +215,35 @@ fn topo() -> Result<Topo, String> {
 
 /// Gives veth `dev` in `ns` its own NAPI kernel thread: GRO on and TSO off (a veth receives
 /// through NAPI only then) with ethtool, then `threaded` in sysfs.
-fn threaded_napi(ns: &Netns, dev: &str) -> Result<(), String> {
+fn threaded_napi(ns: &Netns, dev: &str) -> Result<(), crate::Error> {
     ns.exec("ethtool", &["-K", dev, "gro", "on", "tso", "off"])
-        .map_err(|e| format!("{e} (ethtool is needed: apt-get install ethtool)"))?;
-    ns.exec(
+        .map_err(|e| {
+            crate::Error::Unsupported(format!("{e} (ethtool is needed: apt-get install ethtool)"))
+        })?;
+    Ok(ns.exec(
         "sh",
         &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
-    )
+    )?)
 }
 
 /// Packets received and sent by `dev` in `ns` (`ip -s -j link`).
-fn packets(ns: &Netns, dev: &str) -> Result<(u64, u64), String> {
+fn packets(ns: &Netns, dev: &str) -> Result<(u64, u64), crate::Error> {
     let o = std::process::Command::new("ip")
         .args(["-n", ns.name(), "-s", "-j", "link", "show", "dev", dev])
         .output()
-        .map_err(|e| format!("ip: {e}"))?;
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
-        .map_err(|e| format!("ip -s -j link show dev {dev}: {e}"))?;
+        .map_err(crate::error::io("ip"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).map_err(|e| crate::Error::Output {
+            command: format!("ip -s -j link show dev {dev}"),
+            why: e.to_string(),
+        })?;
     let s = &v[0]["stats64"];
     match (s["rx"]["packets"].as_u64(), s["tx"]["packets"].as_u64()) {
         (Some(rx), Some(tx)) => Ok((rx, tx)),
-        _ => Err(format!(
-            "ip -s -j link show dev {dev}: no packet counters in {v}"
-        )),
+        _ => Err(crate::Error::Output {
+            command: format!("ip -s -j link show dev {dev}"),
+            why: format!("no packet counters in {v}"),
+        }),
     }
 }
 
@@ -273,7 +280,7 @@ fn window(
     let w0 = std::time::Instant::now();
     let end = Duration::from_secs_f64(o.seconds);
     while w0.elapsed() < end {
-        if crate::ns::interrupted() {
+        if os::netns::interrupted() {
             return Err(BenchError::Run {
                 who: who.into(),
                 what: "interrupted".into(),
@@ -353,12 +360,12 @@ fn measure_daemon(
     name: &str,
 ) -> Result<Side, BenchError> {
     std::fs::create_dir_all(work)
-        .map_err(|e| BenchError::Setup(format!("{}: {e}", work.display())))?;
+        .map_err(|e| BenchError::Setup(crate::error::io(work.display().to_string())(e)))?;
     let conf = work.join("purple.toml");
     let log = work.join("purple.jsonl");
     let out = work.join("purple.out");
     std::fs::write(&conf, daemon_config(o.rate_hz, &log))
-        .map_err(|e| BenchError::Setup(format!("{}: {e}", conf.display())))?;
+        .map_err(|e| BenchError::Setup(crate::error::io(conf.display().to_string())(e)))?;
     let bin = bin.display().to_string();
     let conf_s = conf.display().to_string();
     let prog = Program {
@@ -370,7 +377,7 @@ fn measure_daemon(
     };
     let (mut d, counters) =
         cost::spawn_counted(&t.router, &prog, Duration::from_secs(2), Some(tp))?;
-    let counters = counters.ok_or_else(|| BenchError::Setup("no counters".into()))?;
+    let counters = counters.ok_or(BenchError::NoCounters)?;
     let (c, pk, wall) = window(t, &counters, o, &mut || d.exited().is_none(), name)?;
     d.stop();
     let (lines, with_delay, applied) = daemon_log_counts(&log);
@@ -392,7 +399,7 @@ fn measure_daemon(
 
 /// Runs the bench (see the module doc).
 pub fn run(o: &BenchOpts) -> Result<BenchReport, BenchError> {
-    if !crate::ns::is_root() {
+    if !os::is_root() {
         return Err(BenchError::NotRoot);
     }
     if !(o.seconds >= 1.0 && o.warmup >= 0.5 && (1.0..=1000.0).contains(&o.rate_hz)) {
@@ -414,7 +421,7 @@ pub fn run(o: &BenchOpts) -> Result<BenchReport, BenchError> {
         ),
     };
     std::fs::create_dir_all(&work)
-        .map_err(|e| BenchError::Setup(format!("{}: {e}", work.display())))?;
+        .map_err(|e| BenchError::Setup(crate::error::io(work.display().to_string())(e)))?;
     let r = run_in(o, &work, tp, installed);
     if remove_work {
         let _ = std::fs::remove_dir_all(&work);
@@ -471,10 +478,7 @@ fn run_in(
                 log_dir: work.join("cake-autorate-log"),
             };
             let mut run = autorate::start(co, &t.router, &cfg, &shim, work, Some(tp))?;
-            let counters = run
-                .counters
-                .take()
-                .ok_or_else(|| BenchError::Setup("no counters".into()))?;
+            let counters = run.counters.take().ok_or(BenchError::NoCounters)?;
             let res = window(&t, &counters, o, &mut || run.alive(), "cake-autorate");
             run.stop();
             let (c, pk, wall) = res?;

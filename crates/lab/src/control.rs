@@ -11,8 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ns::{Netns, Proc};
+use crate::error::io;
 use crate::scenario::{DaemonProbe, RateRange, Scenario};
+use crate::Error;
+use os::netns::{Netns, Proc};
 
 /// The router namespace's own address (on `r1`, the link side), the daemon's probe source.
 pub const ROUTER: &str = "10.78.0.3";
@@ -170,8 +172,8 @@ pub(crate) fn start(
     socket: &Path,
     dir: &Path,
     echo: Option<&[&str]>,
-) -> Result<Running, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+) -> Result<Running, Error> {
+    std::fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
     let config = dir.join("control.toml");
     let log = dir.join("control.jsonl");
     let _ = std::fs::remove_file(&log);
@@ -183,7 +185,7 @@ pub(crate) fn start(
         (None, DaemonProbe::Echo) => vec![format!("echo:{}", crate::SERVER)],
     };
     let text = config_toml(algorithm, delay_source, down, up, &refl, socket, &log);
-    std::fs::write(&config, text).map_err(|e| format!("write {}: {e}", config.display()))?;
+    std::fs::write(&config, text).map_err(io(format!("write {}", config.display())))?;
     let b = bin.display().to_string();
     let port = REFLECTOR_PORT.to_string();
     let mut reflector = if udp {
@@ -199,12 +201,16 @@ pub(crate) fn start(
     let mut daemon = router.spawn(&b, &["control", "--config", &cfg], true)?;
     std::thread::sleep(std::time::Duration::from_millis(300));
     if let Some(s) = reflector.as_mut().and_then(|r| r.exited()) {
-        return Err(format!("purple reflector exited at start ({s})"));
+        return Err(Error::Exited {
+            what: "purple reflector".into(),
+            status: s,
+        });
     }
     if let Some(s) = daemon.exited() {
-        return Err(format!(
-            "purple control exited at start ({s}); check `purple control --check --config {cfg}`"
-        ));
+        return Err(Error::Exited {
+            what: format!("purple control (check `purple control --check --config {cfg}`)"),
+            status: s,
+        });
     }
     Ok(Running {
         daemon,
@@ -218,13 +224,13 @@ pub(crate) fn start(
 impl Running {
     /// Stops the daemon (it sets its safe rate on SIGTERM) and the reflector, then reads the
     /// log back on the run's clock.
-    pub(crate) fn finish(mut self, epoch_wall_s: f64) -> Result<ControlTrace, String> {
+    pub(crate) fn finish(mut self, epoch_wall_s: f64) -> Result<ControlTrace, Error> {
         self.daemon.stop();
         if let Some(r) = self.reflector.as_mut() {
             r.stop();
         }
         let text = std::fs::read_to_string(&self.log)
-            .map_err(|e| format!("the daemon's log {}: {e}", self.log.display()))?;
+            .map_err(io(format!("the daemon's log {}", self.log.display())))?;
         let (points, actuator_errors) = parse_log(&text, epoch_wall_s);
         Ok(ControlTrace {
             algorithm: self.algorithm.clone(),

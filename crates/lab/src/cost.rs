@@ -21,7 +21,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::ns::{Netns, Proc};
+use os::netns::{Netns, Proc};
 
 /// `PERF_TYPE_SOFTWARE`.
 const PERF_TYPE_SOFTWARE: u32 = 1;
@@ -110,7 +110,7 @@ impl TreeCounters {
     /// threads or children it already has). `syscall_tp` is [`syscall_tracepoint`]'s id.
     pub fn attach(pid: u32, syscall_tp: u64) -> Result<TreeCounters, CostError> {
         let open = |what: &'static str, kind: u32, config: u64| {
-            crate::sys::perf_counter(kind, config, pid)
+            os::perf::perf_counter(kind, config, pid)
                 .map_err(|error| CostError::Counter { what, error })
         };
         Ok(TreeCounters {
@@ -122,7 +122,7 @@ impl TreeCounters {
 
     /// The counts so far (living and exited processes of the tree).
     pub fn read(&self) -> Result<Counts, CostError> {
-        let r = |f: &std::fs::File| crate::sys::perf_read(f).map_err(CostError::Read);
+        let r = |f: &std::fs::File| os::perf::perf_read(f).map_err(CostError::Read);
         Ok(Counts {
             cpu_ns: r(&self.cpu)?,
             syscalls: r(&self.syscalls)?,

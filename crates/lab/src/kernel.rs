@@ -11,6 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::error::io;
+use crate::Error;
+
 /// Where `run-in-guest.sh` lives: `$PURPLE_REFKERNEL`, else `/work/shared/tools/refkernel`.
 pub fn refkernel_dir() -> PathBuf {
     std::env::var_os("PURPLE_REFKERNEL")
@@ -43,19 +46,16 @@ pub fn run_in_guest(
     purple_bin: &Path,
     lab_args: &[String],
     timeout_s: u64,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, Error> {
     let rk = refkernel_dir();
     let script_runner = rk.join("run-in-guest.sh");
     if !script_runner.is_file() {
-        return Err(format!(
-            "reference kernel tools not found at {} (set PURPLE_REFKERNEL)",
-            rk.display()
-        ));
+        return Err(Error::NoRefKernel(rk));
     }
     let tmp = TempDir(std::env::temp_dir().join(format!("plab-kernel-{}", std::process::id())));
     let (ind, outd) = (tmp.0.join("in"), tmp.0.join("out"));
     for d in [&ind, &outd] {
-        std::fs::create_dir_all(d).map_err(|e| format!("create {}: {e}", d.display()))?;
+        std::fs::create_dir_all(d).map_err(io(format!("create {}", d.display())))?;
     }
     ship_binary(purple_bin, &ind)?;
     let args: Vec<String> = lab_args.iter().map(|a| sh_quote(a)).collect();
@@ -68,7 +68,7 @@ pub fn run_in_guest(
             args.join(" ")
         ),
     )
-    .map_err(|e| format!("write the guest script: {e}"))?;
+    .map_err(io("write the guest script"))?;
     let libs = ["libgcc_s.so.1", "libm.so.6"]
         .iter()
         .map(|l| format!("/lib/x86_64-linux-gnu/{l}"))
@@ -86,7 +86,7 @@ pub fn run_in_guest(
         .env("REFKERNEL_EXTRA_PATHS", libs)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("run {}: {e}", script_runner.display()))?;
+        .map_err(io(format!("run {}", script_runner.display())))?;
     let log = format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -99,18 +99,18 @@ pub fn run_in_guest(
     let text = std::fs::read_to_string(outd.join("kernel.json")).unwrap_or_default();
     match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(v) if o.status.success() => Ok(v),
-        _ => Err(format!(
-            "the reference-kernel run failed ({}); its output ends:\n{tail}",
-            o.status
-        )),
+        _ => Err(Error::GuestFailed {
+            status: o.status.to_string(),
+            tail,
+        }),
     }
 }
 
 /// Copies `purple_bin` (debug info stripped when `objcopy` exists) and the libraries `ldd`
 /// lists that the guest's initramfs may lack (all but libc and the loader) into `ind`.
-pub(crate) fn ship_binary(purple_bin: &Path, ind: &Path) -> Result<(), String> {
+pub(crate) fn ship_binary(purple_bin: &Path, ind: &Path) -> Result<(), Error> {
     let lib = ind.join("lib");
-    std::fs::create_dir_all(&lib).map_err(|e| format!("create {}: {e}", lib.display()))?;
+    std::fs::create_dir_all(&lib).map_err(io(format!("create {}", lib.display())))?;
     let bin = ind.join("purple");
     let stripped = Command::new("objcopy")
         .arg("--strip-debug")
@@ -121,7 +121,7 @@ pub(crate) fn ship_binary(purple_bin: &Path, ind: &Path) -> Result<(), String> {
         .map(|s| s.success())
         .unwrap_or(false);
     if !stripped {
-        std::fs::copy(purple_bin, &bin).map_err(|e| format!("copy the binary: {e}"))?;
+        std::fs::copy(purple_bin, &bin).map_err(io("copy the binary"))?;
     }
     if let Ok(o) = Command::new("ldd").arg(purple_bin).output() {
         for line in String::from_utf8_lossy(&o.stdout).lines() {
@@ -136,7 +136,7 @@ pub(crate) fn ship_binary(purple_bin: &Path, ind: &Path) -> Result<(), String> {
             let name = p.file_name().map(|n| n.to_string_lossy().to_string());
             if let Some(n) = name.filter(|n| !n.starts_with("libc.so") && !n.starts_with("ld-")) {
                 if p.exists() {
-                    std::fs::copy(p, lib.join(n)).map_err(|e| format!("copy {e}"))?;
+                    std::fs::copy(p, lib.join(n)).map_err(io(format!("copy {}", p.display())))?;
                 }
             }
         }

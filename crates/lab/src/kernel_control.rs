@@ -30,6 +30,8 @@ use std::process::{Command, Stdio};
 use qdisc::quantile;
 
 use crate::control::{parse_log, ControlPoint};
+use crate::error::io;
+use crate::Error;
 
 /// What to run in the guest.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,30 +79,31 @@ pub const ALGORITHMS: [&str; 4] = ["purple", "purple-aimd", "cake-autorate", "sq
 
 impl KernelControlOpts {
     /// Checks the options; the error says which is wrong.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Error> {
+        let bad = |why: &str| Err(Error::Option(why.to_string()));
         if self.modes.is_empty() {
-            return Err("no modes to run".into());
+            return bad("no modes to run");
         }
         for m in &self.modes {
             if m != "static" && !ALGORITHMS.contains(&m.as_str()) {
-                return Err(format!(
+                return Err(Error::Option(format!(
                     "unknown mode {m:?} (accepted: static, {})",
                     ALGORITHMS.join(", ")
-                ));
+                )));
             }
         }
         let ok = |x: f64| x.is_finite() && (0.1..=1000.0).contains(&x);
         if !(ok(self.high_mbit) && ok(self.low_mbit) && ok(self.up_mbit)) {
-            return Err("capacities must be 0.1 ..= 1000 Mbit/s".into());
+            return bad("capacities must be 0.1 ..= 1000 Mbit/s");
         }
         if self.low_mbit >= self.high_mbit {
-            return Err("the low capacity must be below the high one".into());
+            return bad("the low capacity must be below the high one");
         }
         if self.step_s == 0 || self.load_s <= self.step_s || self.load_s > 3600 {
-            return Err("give 0 < step_s < load_s <= 3600".into());
+            return bad("give 0 < step_s < load_s <= 3600");
         }
         if !(2..=100_000).contains(&self.buffer_packets) {
-            return Err("buffer_packets: 2 ..= 100000".into());
+            return bad("buffer_packets: 2 ..= 100000");
         }
         Ok(())
     }
@@ -242,15 +245,21 @@ pub fn parse_ping(text: &str, epoch: f64) -> Vec<(f64, f64)> {
 }
 
 /// Reads one mode's directory (`/out/MODE` of the guest).
-pub fn read_mode(mode: &str, dir: &Path) -> Result<ModeRun, String> {
+pub fn read_mode(mode: &str, dir: &Path) -> Result<ModeRun, Error> {
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
     let epoch: f64 = read("epoch")
         .trim()
         .parse()
-        .map_err(|_| format!("{}: no epoch (the guest run did not start)", dir.display()))?;
+        .map_err(|_| Error::GuestOutput {
+            dir: dir.to_path_buf(),
+            missing: "no epoch (the guest run did not start)",
+        })?;
     let capacity = parse_pairs(&read("cap.log"), epoch);
     if capacity.is_empty() {
-        return Err(format!("{}: no capacity log", dir.display()));
+        return Err(Error::GuestOutput {
+            dir: dir.to_path_buf(),
+            missing: "no capacity log",
+        });
     }
     let (decisions, actuator_errors) = parse_log(&read("control.jsonl"), epoch);
     let iperf: serde_json::Value = serde_json::from_str(&read("iperf.json")).unwrap_or_default();
@@ -275,22 +284,19 @@ pub fn run(
     purple_bin: &Path,
     o: &KernelControlOpts,
     out_dir: &Path,
-) -> Result<Vec<ModeRun>, String> {
+) -> Result<Vec<ModeRun>, Error> {
     o.validate()?;
     let runner = crate::kernel::refkernel_dir().join("run-in-guest.sh");
     if !runner.is_file() {
-        return Err(format!(
-            "reference kernel tools not found at {} (set PURPLE_REFKERNEL)",
-            runner.display()
-        ));
+        return Err(Error::NoRefKernel(crate::kernel::refkernel_dir()));
     }
     let tmp = std::env::temp_dir().join(format!("plab-kctl-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let ind = tmp.join("in");
     crate::kernel::ship_binary(purple_bin, &ind)?;
     let script = tmp.join("script.sh");
-    std::fs::write(&script, guest_script(o)).map_err(|e| format!("write the script: {e}"))?;
-    std::fs::create_dir_all(out_dir).map_err(|e| format!("create {}: {e}", out_dir.display()))?;
+    std::fs::write(&script, guest_script(o)).map_err(io("write the script"))?;
+    std::fs::create_dir_all(out_dir).map_err(io(format!("create {}", out_dir.display())))?;
     let out = Command::new(&runner)
         .arg("-o")
         .arg(out_dir)
@@ -308,7 +314,7 @@ pub fn run(
         )
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("run {}: {e}", runner.display()));
+        .map_err(io(format!("run {}", runner.display())));
     let _ = std::fs::remove_dir_all(&tmp);
     let out = out?;
     let log = format!(
@@ -319,11 +325,10 @@ pub fn run(
     let _ = std::fs::write(out_dir.join("guest.log"), &log);
     if !out.status.success() {
         let lines: Vec<&str> = log.lines().collect();
-        return Err(format!(
-            "the reference-kernel run failed ({}); its output ends:\n{}",
-            out.status,
-            lines[lines.len().saturating_sub(15)..].join("\n")
-        ));
+        return Err(Error::GuestFailed {
+            status: out.status.to_string(),
+            tail: lines[lines.len().saturating_sub(15)..].join("\n"),
+        });
     }
     o.modes
         .iter()

@@ -20,7 +20,7 @@
 //! namespace; the link emulator is a pluggable stage ([`DelayStage`]). Traffic tools
 //! ([`traffic`]) are threads that entered the client or server namespace, so all traffic stays
 //! inside the namespaces. Namespaces are deleted when a run ends, on errors, and on
-//! SIGINT/SIGTERM ([`ns::install_signal_cleanup`]).
+//! SIGINT/SIGTERM ([`os::netns::install_signal_cleanup`]).
 //!
 //! Measurement: TCP goodput is the receiver's byte count sampled every 100 ms (the steady
 //! window skips the first `min(S/6, 5)` s of load); latency probes (system `ping` for ICMP, our
@@ -37,6 +37,7 @@
 //! linkem` is merged the base RTT is ~0.2 ms instead of the seeds' 90 ms).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
+#![forbid(unsafe_code)]
 
 pub mod autorate;
 pub mod bench_control;
@@ -44,18 +45,21 @@ pub mod control;
 pub mod cost;
 pub mod kernel;
 pub mod kernel_control;
-pub mod ns;
 pub mod scenario;
-mod sys;
 pub mod traffic;
+
+mod error;
+pub use error::Error;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
+
+use error::io;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use ns::{Netns, Proc};
+use os::netns::{Netns, Proc};
 use qdisc::quantile::nearest_rank;
 use scenario::{Capacity, Contender, FlowKind, ProbeId, Scenario, Test};
 use sim::{FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
@@ -76,8 +80,6 @@ pub const ECHO_REFLECTORS: [&str; 6] = [
 ];
 /// Sampling period of goodput and of the series (the brief's 100 ms).
 const BIN: Duration = Duration::from_millis(100);
-
-static RUN_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// The link-emulator hop between router and server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,14 +168,17 @@ impl Fault {
     pub const ALL: [(&'static str, Fault); 1] = [("no-icmp-echo", Fault::NoIcmpEcho)];
 
     /// The fault called `name`, or an error naming the accepted ones.
-    pub fn parse(name: &str) -> Result<Fault, String> {
+    pub fn parse(name: &str) -> Result<Fault, Error> {
         Fault::ALL
             .iter()
             .find(|(n, _)| *n == name)
             .map(|&(_, f)| f)
             .ok_or_else(|| {
                 let names: Vec<&str> = Fault::ALL.iter().map(|(n, _)| *n).collect();
-                format!("unknown fault {name:?} (accepted: {})", names.join(", "))
+                Error::Unsupported(format!(
+                    "unknown fault {name:?} (accepted: {})",
+                    names.join(", ")
+                ))
             })
     }
 }
@@ -276,9 +281,8 @@ struct Topo {
 }
 
 impl Topo {
-    fn build() -> Result<Topo, String> {
-        let n = RUN_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let prefix = format!("plab-{}-{n}", std::process::id());
+    fn build() -> Result<Topo, Error> {
+        let prefix = os::netns::unique_prefix("plab");
         let client = Netns::create(&format!("{prefix}-client"))?;
         let router = Netns::create(&format!("{prefix}-router"))?;
         let linkem = Netns::create(&format!("{prefix}-linkem"))?;
@@ -306,7 +310,7 @@ impl Topo {
 
 /// Writes a Mahimahi trace (one line per 1500-byte delivery opportunity, ms) alternating
 /// `rates` every `period_s`, one full cycle long.
-fn write_steps_trace(path: &Path, rates: [u64; 2], period_s: u64) -> Result<(), String> {
+fn write_steps_trace(path: &Path, rates: [u64; 2], period_s: u64) -> Result<(), Error> {
     let mut out = String::new();
     let mut t0 = 0u64;
     for r in rates {
@@ -321,7 +325,7 @@ fn write_steps_trace(path: &Path, rates: [u64; 2], period_s: u64) -> Result<(), 
         }
         t0 += period_s * 1000;
     }
-    std::fs::write(path, out).map_err(|e| format!("write {}: {e}", path.display()))
+    std::fs::write(path, out).map_err(io(format!("write {}", path.display())))
 }
 
 /// Starts the delay stage in the linkem namespace.
@@ -329,14 +333,14 @@ fn start_delay(
     scn: &Scenario,
     t: &Topo,
     stage: &DelayStage,
-) -> Result<(Option<Proc>, String, Option<std::time::Instant>), String> {
+) -> Result<(Option<Proc>, String, Option<std::time::Instant>), Error> {
     match stage {
         DelayStage::Passthrough => {
             if scn.needs_linkem {
-                return Err(format!(
+                return Err(Error::Unsupported(format!(
                     "scenario {} needs `purple linkem` (the link emulator), which this build lacks",
                     scn.name
-                ));
+                )));
             }
             kernel_bridge(&t.linkem, "l0", "l1")?;
             Ok((
@@ -347,10 +351,10 @@ fn start_delay(
         }
         DelayStage::Netem => {
             if scn.needs_linkem {
-                return Err(format!(
+                return Err(Error::Unsupported(format!(
                     "scenario {} needs a varying capacity, which the netem stage does not model",
                     scn.name
-                ));
+                )));
             }
             let l = &t.linkem;
             tc_wire(l, "l0", "l1")?;
@@ -404,8 +408,7 @@ fn start_delay(
                 Capacity::Trace { up, down, .. } => {
                     let up_trace = std::env::temp_dir().join(format!("{name}.up.trace"));
                     for (p, text) in [(&trace, down), (&up_trace, up)] {
-                        std::fs::write(p, text)
-                            .map_err(|e| format!("write {}: {e}", p.display()))?;
+                        std::fs::write(p, text).map_err(io(format!("write {}", p.display())))?;
                     }
                     args.extend([
                         "--up-trace".into(),
@@ -449,10 +452,10 @@ fn start_delay(
                 std::thread::sleep(Duration::from_millis(100));
             }
             if let Some(s) = p.exited() {
-                return Err(format!(
-                    "purple linkem exited at start ({s}): {}",
-                    a.join(" ")
-                ));
+                return Err(Error::Exited {
+                    what: format!("purple {}", a.join(" ")),
+                    status: s,
+                });
             }
             Ok((
                 Some(p),
@@ -464,17 +467,17 @@ fn start_delay(
 }
 
 /// Joins `a` and `b` with a kernel bridge `br0` in `ns`.
-fn kernel_bridge(ns: &Netns, a: &str, b: &str) -> Result<(), String> {
+fn kernel_bridge(ns: &Netns, a: &str, b: &str) -> Result<(), Error> {
     ns.ip(&["link", "add", "br0", "type", "bridge"])?;
     ns.ip(&["link", "set", a, "master", "br0"])?;
     ns.ip(&["link", "set", b, "master", "br0"])?;
-    ns.ip(&["link", "set", "br0", "up"])
+    Ok(ns.ip(&["link", "set", "br0", "up"])?)
 }
 
 /// Joins `a` and `b` in `ns` with tc: everything arriving on one is redirected out of the
 /// other (`ingress` + `matchall` + `mirred egress redirect`), so it passes the egress qdisc
 /// there. For kernels without the bridge module (the reference guest).
-fn tc_wire(ns: &Netns, a: &str, b: &str) -> Result<(), String> {
+fn tc_wire(ns: &Netns, a: &str, b: &str) -> Result<(), Error> {
     for (from, to) in [(a, b), (b, a)] {
         ns.exec(
             "tc",
@@ -494,7 +497,7 @@ fn tc_wire(ns: &Netns, a: &str, b: &str) -> Result<(), String> {
 /// Puts the contender's qdisc for a direction shaped to `rate_bit_s` on `dev` with Linux's tc:
 /// CAKE as is, the seed's HTB (`htb default 1`, class `rate R burst 15k`, the child under it),
 /// or the bare qdisc.
-fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result<(), String> {
+fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result<(), Error> {
     let rate = format!("{}kbit", rate_bit_s / 1000);
     let tc = |args: &[&str]| ns.exec("tc", args);
     match c.shape {
@@ -512,7 +515,7 @@ fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result
                 &rate,
             ];
             v.extend(a.split_whitespace());
-            tc(&v)
+            Ok(tc(&v)?)
         }
         scenario::Shape::Htb(child) => {
             tc(&[
@@ -524,12 +527,12 @@ fn kernel_qdisc(ns: &Netns, dev: &str, c: &Contender, rate_bit_s: u64) -> Result
             ])?;
             let mut v = vec!["qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:"];
             v.extend(child.split_whitespace());
-            tc(&v)
+            Ok(tc(&v)?)
         }
         scenario::Shape::Bare(q) => {
             let mut v = vec!["qdisc", "add", "dev", dev, "root"];
             v.extend(q.split_whitespace());
-            tc(&v)
+            Ok(tc(&v)?)
         }
     }
 }
@@ -556,7 +559,7 @@ fn kernel_qdisc_stats(ns: &Netns) -> Vec<serde_json::Value> {
 
 type BridgeHandle = (
     dataplane::Stopper,
-    std::thread::JoinHandle<Result<String, String>>,
+    std::thread::JoinHandle<Result<String, Error>>,
 );
 
 /// Starts our bridge in the router namespace; the thread returns the bridge's stats JSON.
@@ -566,7 +569,7 @@ fn start_bridge(
     ingress: String,
     ctl_path: Option<PathBuf>,
     passive: bool,
-) -> Result<BridgeHandle, String> {
+) -> Result<BridgeHandle, Error> {
     let cfg = dataplane::BridgeConfig {
         if_a: "r0".into(),
         if_b: "r1".into(),
@@ -582,36 +585,41 @@ fn start_bridge(
     let h = std::thread::Builder::new()
         .name("lab bridge".into())
         .spawn(move || {
-            if let Err(e) = dataplane::sys::enter_netns(&path) {
-                let _ = tx.send(Err(format!("router setns: {e}")));
-                return Err(String::new());
+            // A failure before the bridge runs goes to the starter (the thread's own result is
+            // then never read).
+            if let Err(source) = os::netns::enter(&path) {
+                let _ = tx.send(Err(Error::Io {
+                    what: "router setns".into(),
+                    source,
+                }));
+                return Ok(String::new());
             }
             let mut br = match dataplane::Bridge::new(cfg) {
                 Ok(b) => b,
                 Err(e) => {
-                    let _ = tx.send(Err(format!("bridge: {e}")));
-                    return Err(String::new());
+                    let _ = tx.send(Err(Error::Bridge(e)));
+                    return Ok(String::new());
                 }
             };
             if passive {
                 let p = controller::passive::PassiveParams::default();
                 if let Err(e) = br.set_passive(Some(p)) {
-                    let _ = tx.send(Err(format!("bridge: {e}")));
-                    return Err(String::new());
+                    let _ = tx.send(Err(Error::Bridge(e)));
+                    return Ok(String::new());
                 }
             }
             let _ = tx.send(Ok(br.stopper()));
-            br.run().map_err(|e| format!("bridge: {e}"))?;
+            br.run()?;
             Ok(br.stats_json())
         })
-        .map_err(|e| format!("cannot spawn the bridge thread: {e}"))?;
+        .map_err(io("cannot spawn the bridge thread"))?;
     match rx.recv_timeout(Duration::from_secs(5)) {
         Ok(Ok(s)) => Ok((s, h)),
         Ok(Err(e)) => {
             let _ = h.join();
             Err(e)
         }
-        Err(_) => Err("the bridge did not start within 5 s".into()),
+        Err(_) => Err(Error::NotStarted("the bridge".into())),
     }
 }
 
@@ -640,9 +648,9 @@ pub fn run_one(
     test: &Test,
     opts: &LabOpts,
     progress: &mut dyn FnMut(f64),
-) -> Result<LabRun, String> {
-    if !ns::is_root() {
-        return Err("the lab needs root (network namespaces)".into());
+) -> Result<LabRun, Error> {
+    if !os::is_root() {
+        return Err(Error::NotRoot);
     }
     let (algorithm, delay_source) = match contender.shape {
         scenario::Shape::Controlled {
@@ -655,15 +663,18 @@ pub fn run_one(
     let script = match (contender.shape, &opts.cake_autorate) {
         (scenario::Shape::Script { cake }, Some(co)) => Some((cake, co)),
         (scenario::Shape::Script { .. }, None) => {
-            return Err(format!(
+            return Err(Error::Unsupported(format!(
                 "{} needs a cake-autorate checkout (--cake-autorate DIR)",
                 contender.name
-            ))
+            )))
         }
         _ => None,
     };
     if script.is_some() && opts.router == RouterStage::Kernel {
-        return Err(format!("{}: runs with our bridge only", contender.name));
+        return Err(Error::Unsupported(format!(
+            "{}: runs with our bridge only",
+            contender.name
+        )));
     }
     let daemon_bin = match (&opts.purple_bin, &opts.delay) {
         (Some(b), _) | (None, DelayStage::Linkem(b)) => Some(b.clone()),
@@ -671,23 +682,23 @@ pub fn run_one(
     };
     if algorithm.is_some() {
         if opts.router == RouterStage::Kernel {
-            return Err(format!(
+            return Err(Error::Unsupported(format!(
                 "{}: the daemon contenders run with our bridge only",
                 contender.name
-            ));
+            )));
         }
         if daemon_bin.is_none() {
-            return Err(format!(
+            return Err(Error::Unsupported(format!(
                 "{} needs the `purple` binary (purple control, purple reflector)",
                 contender.name
-            ));
+            )));
         }
     }
     if script.is_some() && daemon_bin.is_none() {
-        return Err(format!(
+        return Err(Error::Unsupported(format!(
             "{} needs the `purple` binary (its tc shim)",
             contender.name
-        ));
+        )));
     }
     let t = Topo::build()?;
     for f in &opts.faults {
@@ -733,6 +744,7 @@ pub fn run_one(
             let started = t
                 .router
                 .ip(&["addr", "add", &addr, "dev", "r1"])
+                .map_err(Error::from)
                 .and_then(|()| {
                     control::start(
                         scn,
@@ -763,9 +775,10 @@ pub fn run_one(
             let started = t
                 .router
                 .ip(&["addr", "add", &addr, "dev", "r1"])
+                .map_err(Error::from)
                 .and_then(|()| {
                     start_script(scn, co, cake, bin, &t.router, sock, &control_dir)
-                        .map_err(|e| e.to_string())
+                        .map_err(Error::Autorate)
                 });
             match started {
                 Ok(d) => Some(d),
@@ -791,7 +804,7 @@ pub fn run_one(
         Some((stopper, h)) => {
             stopper.stop();
             h.join()
-                .map_err(|_| "the bridge thread panicked".to_string())
+                .map_err(|_| Error::Panicked("the bridge thread".into()))
                 .and_then(|r| r)
         }
         None => Ok(serde_json::Value::Array(kernel_qdisc_stats(&t.router)).to_string()),
@@ -813,7 +826,7 @@ pub fn run_one(
             Some(c)
         }
         Some(Err(e)) => {
-            warnings.push(e);
+            warnings.push(e.to_string());
             None
         }
         None => None,
@@ -837,7 +850,7 @@ pub fn run_one(
                 summary.qdiscs = a;
             }
         }
-        Err(e) => warnings.push(e),
+        Err(e) => warnings.push(e.to_string()),
     }
     let (induced, up, down) = meters_out;
     summary.name = format!("{} {} {}", scn.name, test.name, contender.name);
@@ -872,7 +885,7 @@ enum Controller {
 impl Controller {
     /// Stops it and returns what it did on the run's clock (`epoch_wall_s`: Unix time of the
     /// run's epoch).
-    fn finish(self, epoch_wall_s: f64) -> Result<control::ControlTrace, String> {
+    fn finish(self, epoch_wall_s: f64) -> Result<control::ControlTrace, Error> {
         match self {
             Controller::Daemon(d) => d.finish(epoch_wall_s),
             Controller::Script(mut run, shim) => {
@@ -968,7 +981,7 @@ fn drive(
     t: &Topo,
     ctx: &Ctx,
     progress: &mut dyn FnMut(f64),
-) -> Result<Drive, String> {
+) -> Result<Drive, Error> {
     let (cns, sns) = (Some(t.client.path()), Some(t.server.path()));
     let server = |port: u16| -> SocketAddr { SocketAddr::new(SERVER.parse().expect_ip(), port) };
     let client = |port: u16| -> SocketAddr { SocketAddr::new(CLIENT.parse().expect_ip(), port) };
@@ -1015,8 +1028,8 @@ fn drive(
     let load_at = Duration::from_secs_f64(opts.idle_seconds);
     let end = Duration::from_secs_f64(total);
     loop {
-        if ns::interrupted() {
-            return Err("interrupted".into());
+        if os::netns::interrupted() {
+            return Err(Error::Interrupted);
         }
         let now = start.elapsed();
         if !load_started && now >= load_at {
@@ -1077,7 +1090,7 @@ fn drive(
     for h in tasks {
         match h.join() {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => warnings.push(e),
+            Ok(Err(e)) => warnings.push(e.to_string()),
             Err(_) => warnings.push("a traffic thread panicked".into()),
         }
     }
@@ -1102,12 +1115,12 @@ fn drive(
             })
             .collect();
         if b.len() <= from_bin + 1 {
-            return Err(format!(
-                "{}: the run ended before its measurement window ({} bins of {bin_s} s, the \
-                 window starts at bin {from_bin}): no goodput can be measured",
-                f.name,
-                b.len()
-            ));
+            return Err(Error::NoGoodput {
+                flow: f.name.clone(),
+                bins: b.len(),
+                bin_s,
+                from_bin,
+            });
         }
         let last = b.len() - 1;
         let goodput_bps = (b[last] - b[from_bin]) as f64 * 8.0 / ((last - from_bin) as f64 * bin_s);
@@ -1149,13 +1162,12 @@ fn drive(
             );
             let idle_n = samples.iter().filter(|(at, _)| *at < load_ns).count();
             if idle_n == 0 || loaded.is_empty() {
-                return Err(format!(
-                    "latency probe {:?} produced no {} samples ({sent} probes sent, {recv} \
-                     answered in all): no latency can be reported; is the path blocking its \
-                     packets?",
-                    f.name,
-                    if idle_n == 0 { "idle" } else { "loaded" },
-                ));
+                return Err(Error::NoLatency {
+                    probe: f.name.clone(),
+                    phase: if idle_n == 0 { "idle" } else { "loaded" },
+                    sent,
+                    received: recv,
+                });
             }
             let mut idle: Vec<f64> = samples
                 .iter()
@@ -1168,10 +1180,12 @@ fn drive(
             let ind: Vec<f64> = loaded.iter().map(|l| (l - base).max(0.0)).collect();
             // `ind` has one entry per loaded sample, and there is at least one (checked above).
             let Some(s) = latency_ms(&ind) else {
-                return Err(format!(
-                    "latency probe {:?} produced no loaded samples",
-                    f.name
-                ));
+                return Err(Error::NoLatency {
+                    probe: f.name.clone(),
+                    phase: "loaded",
+                    sent,
+                    received: recv,
+                });
             };
             induced.push(ProbeLatency {
                 id,

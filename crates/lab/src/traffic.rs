@@ -13,6 +13,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::error::{io, Error};
+
 /// What one flow measured, filled by its tool while it runs.
 #[derive(Debug, Default)]
 pub struct Meter {
@@ -59,7 +61,7 @@ impl Ctx {
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || crate::ns::interrupted()
+        self.stop.load(Ordering::Relaxed) || os::netns::interrupted()
     }
 }
 
@@ -70,13 +72,13 @@ impl Default for Ctx {
 }
 
 /// A tool's thread; its result says why it failed, if it did.
-pub type Task = JoinHandle<Result<(), String>>;
+pub type Task = JoinHandle<Result<(), Error>>;
 
 /// Spawns `f` in a thread that first enters the namespace at `ns` (`None`: stay here); waits
 /// until `f` reports ready (or fails) so listeners exist before anyone connects.
-fn spawn_in<F>(ns: Option<PathBuf>, name: &str, f: F) -> Result<Task, String>
+fn spawn_in<F>(ns: Option<PathBuf>, name: &str, f: F) -> Result<Task, Error>
 where
-    F: FnOnce(mpsc::Sender<Result<(), String>>) -> Result<(), String> + Send + 'static,
+    F: FnOnce(mpsc::Sender<Result<(), Error>>) -> Result<(), Error> + Send + 'static,
 {
     let (tx, rx) = mpsc::channel();
     let what = name.to_string();
@@ -84,23 +86,30 @@ where
         .name(format!("lab {name}"))
         .spawn(move || {
             if let Some(p) = ns {
-                if let Err(e) = dataplane::sys::enter_netns(&p) {
-                    let m = format!("{what}: setns {}: {e}", p.display());
-                    let _ = tx.send(Err(m.clone()));
-                    return Err(m);
+                if let Err(e) = os::netns::enter(&p) {
+                    let what = format!("{what}: setns {}", p.display());
+                    let _ = tx.send(Err(Error::StartFailed {
+                        what: what.clone(),
+                        why: e.to_string(),
+                    }));
+                    return Err(io(what)(e));
                 }
             }
             let r = f(tx.clone());
             if let Err(e) = &r {
-                let _ = tx.send(Err(e.clone()));
+                // The task keeps the error; the starter gets its text.
+                let _ = tx.send(Err(Error::StartFailed {
+                    what: what.clone(),
+                    why: e.to_string(),
+                }));
             }
             r
         })
-        .map_err(|e| format!("{name}: cannot spawn a thread: {e}"))?;
+        .map_err(io(format!("{name}: cannot spawn a thread")))?;
     match rx.recv_timeout(Duration::from_secs(5)) {
         Ok(Ok(())) => Ok(h),
         Ok(Err(e)) => Err(e),
-        Err(_) => Err(format!("{name}: did not start within 5 s")),
+        Err(_) => Err(Error::NotStarted(name.to_string())),
     }
 }
 
@@ -112,12 +121,12 @@ pub fn tcp_sink(
     port: u16,
     dscp: u8,
     meter: Arc<Meter>,
-) -> Result<Task, String> {
+) -> Result<Task, Error> {
     let ctx = ctx.clone();
     spawn_in(ns, &format!("tcp sink :{port}"), move |ready| {
         let l = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
-            .map_err(|e| format!("listen :{port}: {e}"))?;
-        l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            .map_err(io(format!("listen :{port}")))?;
+        l.set_nonblocking(true).map_err(io("socket setup"))?;
         let _ = ready.send(Ok(()));
         let mut s = loop {
             if ctx.stopped() {
@@ -128,14 +137,14 @@ pub fn tcp_sink(
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(5))
                 }
-                Err(e) => return Err(format!("accept :{port}: {e}")),
+                Err(e) => return Err(io(format!("accept :{port}"))(e)),
             }
         };
-        s.set_nonblocking(false).map_err(|e| e.to_string())?;
+        s.set_nonblocking(false).map_err(io("socket setup"))?;
         // ACKs carry the flow's mark too.
-        let _ = crate::sys::set_dscp(&s, dscp);
+        let _ = os::set_dscp(&s, dscp);
         s.set_read_timeout(Some(Duration::from_millis(100)))
-            .map_err(|e| e.to_string())?;
+            .map_err(io("socket setup"))?;
         let mut buf = vec![0u8; 256 * 1024];
         while !ctx.stopped() {
             match s.read(&mut buf) {
@@ -148,7 +157,7 @@ pub fn tcp_sink(
                         e.kind(),
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) => {}
-                Err(e) => return Err(format!("read :{port}: {e}")),
+                Err(e) => return Err(io(format!("read :{port}"))(e)),
             }
         }
         Ok(())
@@ -163,15 +172,15 @@ pub fn tcp_bulk(
     dst: SocketAddr,
     dscp: u8,
     cc: &'static str,
-) -> Result<Task, String> {
+) -> Result<Task, Error> {
     let ctx = ctx.clone();
     spawn_in(ns, &format!("tcp bulk {dst}"), move |ready| {
         let mut s = TcpStream::connect_timeout(&dst, Duration::from_secs(3))
-            .map_err(|e| format!("connect {dst}: {e}"))?;
-        crate::sys::set_congestion(&s, cc).map_err(|e| format!("TCP_CONGESTION {cc}: {e}"))?;
-        crate::sys::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
+            .map_err(io(format!("connect {dst}")))?;
+        os::set_congestion(&s, cc).map_err(io(format!("TCP_CONGESTION {cc}")))?;
+        os::set_dscp(&s, dscp).map_err(io("IP_TOS"))?;
         s.set_write_timeout(Some(Duration::from_millis(100)))
-            .map_err(|e| e.to_string())?;
+            .map_err(io("socket setup"))?;
         let _ = ready.send(Ok(()));
         let buf = vec![0x5au8; 64 * 1024];
         while !ctx.stopped() {
@@ -184,7 +193,7 @@ pub fn tcp_bulk(
                     ) => {}
                 // The receiver went away at the end of the run.
                 Err(_) if ctx.stopped() => break,
-                Err(e) => return Err(format!("write {dst}: {e}")),
+                Err(e) => return Err(io(format!("write {dst}"))(e)),
             }
         }
         let _ = s.shutdown(std::net::Shutdown::Both);
@@ -194,14 +203,14 @@ pub fn tcp_bulk(
 
 /// A UDP reflector in namespace `ns` on `port`: echoes every datagram back to its sender with
 /// DSCP `dscp`, until the stop flag. Returns once bound.
-pub fn udp_reflector(ctx: &Ctx, ns: Option<PathBuf>, port: u16, dscp: u8) -> Result<Task, String> {
+pub fn udp_reflector(ctx: &Ctx, ns: Option<PathBuf>, port: u16, dscp: u8) -> Result<Task, Error> {
     let ctx = ctx.clone();
     spawn_in(ns, &format!("udp reflector :{port}"), move |ready| {
         let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
-            .map_err(|e| format!("bind udp :{port}: {e}"))?;
-        crate::sys::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
+            .map_err(io(format!("bind udp :{port}")))?;
+        os::set_dscp(&s, dscp).map_err(io("IP_TOS"))?;
         s.set_read_timeout(Some(Duration::from_millis(100)))
-            .map_err(|e| e.to_string())?;
+            .map_err(io("socket setup"))?;
         let _ = ready.send(Ok(()));
         let mut buf = [0u8; 2048];
         while !ctx.stopped() {
@@ -214,11 +223,10 @@ pub fn udp_reflector(ctx: &Ctx, ns: Option<PathBuf>, port: u16, dscp: u8) -> Res
 }
 
 /// A UDP socket on an ephemeral port, connected to `dst`, its packets marked with `dscp`.
-fn connected_udp(dst: SocketAddr, dscp: u8) -> Result<UdpSocket, String> {
-    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))
-        .map_err(|e| format!("bind: {e}"))?;
-    s.connect(dst).map_err(|e| format!("connect {dst}: {e}"))?;
-    crate::sys::set_dscp(&s, dscp).map_err(|e| format!("IP_TOS: {e}"))?;
+fn connected_udp(dst: SocketAddr, dscp: u8) -> Result<UdpSocket, Error> {
+    let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)).map_err(io("bind"))?;
+    s.connect(dst).map_err(io(format!("connect {dst}")))?;
+    os::set_dscp(&s, dscp).map_err(io("IP_TOS"))?;
     Ok(s)
 }
 
@@ -231,12 +239,12 @@ pub fn udp_ping(
     dscp: u8,
     interval: Duration,
     meter: Arc<Meter>,
-) -> Result<Task, String> {
+) -> Result<Task, Error> {
     let ctx = ctx.clone();
     spawn_in(ns, &format!("udp ping {dst}"), move |ready| {
         let s = connected_udp(dst, dscp)?;
         s.set_read_timeout(Some(Duration::from_millis(5)))
-            .map_err(|e| e.to_string())?;
+            .map_err(io("socket setup"))?;
         let _ = ready.send(Ok(()));
         let mut next = ctx.now_ns();
         let mut seq = 0u64;
@@ -275,13 +283,13 @@ pub fn voip_sink(
     ns: Option<PathBuf>,
     port: u16,
     meter: Arc<Meter>,
-) -> Result<Task, String> {
+) -> Result<Task, Error> {
     let ctx = ctx.clone();
     spawn_in(ns, &format!("voip sink :{port}"), move |ready| {
         let s = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port))
-            .map_err(|e| format!("bind udp :{port}: {e}"))?;
+            .map_err(io(format!("bind udp :{port}")))?;
         s.set_read_timeout(Some(Duration::from_millis(100)))
-            .map_err(|e| e.to_string())?;
+            .map_err(io("socket setup"))?;
         let _ = ready.send(Ok(()));
         let mut buf = [0u8; 2048];
         while !ctx.stopped() {
@@ -311,7 +319,7 @@ pub fn voip_source(
     size: usize,
     interval: Duration,
     meter: Arc<Meter>,
-) -> Result<Task, String> {
+) -> Result<Task, Error> {
     let ctx = ctx.clone();
     spawn_in(ns, &format!("voip {dst}"), move |ready| {
         let s = connected_udp(dst, dscp)?;
@@ -347,11 +355,11 @@ pub fn icmp_ping(
     dscp: u8,
     interval: Duration,
     meter: Arc<Meter>,
-) -> Result<Task, String> {
+) -> Result<Task, Error> {
     let ctx = ctx.clone();
     spawn_in(ns, &format!("icmp ping {dst}"), move |ready| {
-        let mut c = daemon::probe::echo::EchoClient::new(dst, dscp << 2)
-            .map_err(|e| format!("ICMP socket: {e}"))?;
+        let mut c =
+            daemon::probe::echo::EchoClient::new(dst, dscp << 2).map_err(io("ICMP socket"))?;
         let _ = ready.send(Ok(()));
         // Send times by sequence number (16 bits: at 10 per second that is 109 minutes).
         let mut sent_at = vec![None::<u64>; 1 << 16];

@@ -278,16 +278,22 @@ impl Cubic {
     }
 }
 
+/// A window of `segs` segments of `mss` bytes in bytes (the trait's unit); an infinite window
+/// (an unset slow-start threshold) is `u64::MAX`.
+fn segments_to_bytes(segs: f64, mss: u64) -> u64 {
+    if segs.is_finite() {
+        (segs * mss as f64) as u64
+    } else {
+        u64::MAX
+    }
+}
+
 impl CongestionControl for Cubic {
     fn window(&self) -> u64 {
-        (self.cwnd * self.mss as f64) as u64
+        segments_to_bytes(self.cwnd, self.mss)
     }
     fn ssthresh(&self) -> u64 {
-        if self.ssthresh.is_finite() {
-            (self.ssthresh * self.mss as f64) as u64
-        } else {
-            u64::MAX
-        }
+        segments_to_bytes(self.ssthresh, self.mss)
     }
     fn on_ack(&mut self, now: Instant, acked: u64, rtt: &RttInfo, _pipe: u64) {
         let segs = acked as f64 / self.mss as f64;
@@ -387,7 +393,7 @@ impl Ledbat {
 
 impl CongestionControl for Ledbat {
     fn window(&self) -> u64 {
-        (self.cwnd * self.mss as f64) as u64
+        segments_to_bytes(self.cwnd, self.mss)
     }
     fn ssthresh(&self) -> u64 {
         self.ssthresh
@@ -508,14 +514,10 @@ impl Prague {
 
 impl CongestionControl for Prague {
     fn window(&self) -> u64 {
-        (self.cwnd * self.mss as f64) as u64
+        segments_to_bytes(self.cwnd, self.mss)
     }
     fn ssthresh(&self) -> u64 {
-        if self.ssthresh.is_finite() {
-            (self.ssthresh * self.mss as f64) as u64
-        } else {
-            u64::MAX
-        }
+        segments_to_bytes(self.ssthresh, self.mss)
     }
     fn on_ack(&mut self, _now: Instant, acked: u64, rtt: &RttInfo, _pipe: u64) {
         let ce = std::mem::take(&mut self.ack_ce) as f64;

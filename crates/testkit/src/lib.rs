@@ -190,7 +190,7 @@ pub fn unmet(needs: &[Need]) -> Option<String> {
         Need::Root => root(),
         Need::Netns => root().or_else(|| cached(&NETNS, netns)),
         Need::RefKernel => root().or_else(|| cached(&REFKERNEL, refkernel)),
-        Need::Flent => cached(&FLENT, || flent().err()),
+        Need::Flent => cached(&FLENT, || flent().err().map(|e| e.to_string())),
         Need::Mosquitto => mosquitto(),
     })
 }
@@ -303,35 +303,81 @@ fn refkernel() -> Option<String> {
     None
 }
 
+/// Why [`flent`] found no usable Flent.
+#[derive(Debug)]
+pub enum FlentError {
+    /// None of the places holds it.
+    NotInstalled,
+    /// `flent --version` could not run.
+    Run {
+        /// The program.
+        bin: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It runs but is not Flent 2.
+    NotVersion2 {
+        /// The program.
+        bin: PathBuf,
+        /// What `--version` printed.
+        output: String,
+    },
+}
+
+impl std::fmt::Display for FlentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlentError::NotInstalled => write!(
+                f,
+                "Flent is not installed (`cargo xtask test` installs it from PyPI into \
+                 target/flent-venv; or set PURPLE_FLENT)"
+            ),
+            FlentError::Run { bin, source } => write!(f, "{}: {source}", bin.display()),
+            FlentError::NotVersion2 { bin, output } => write!(
+                f,
+                "{} --version did not report Flent 2: {output}",
+                bin.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FlentError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FlentError::Run { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
 /// Flent: `$PURPLE_FLENT`, else `target/flent-venv/bin/flent` of this workspace (where `cargo
 /// xtask test` installs it), else `flent` on `PATH`; it must report version 2.
-pub fn flent() -> Result<PathBuf, String> {
+pub fn flent() -> Result<PathBuf, FlentError> {
     let candidates = [
         std::env::var_os("PURPLE_FLENT").map(PathBuf::from),
         Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/flent-venv/bin/flent")),
         on_path("flent"),
     ];
     let Some(bin) = candidates.into_iter().flatten().find(|p| p.is_file()) else {
-        return Err(
-            "Flent is not installed (`cargo xtask test` installs it from PyPI into \
-             target/flent-venv; or set PURPLE_FLENT)"
-                .into(),
-        );
+        return Err(FlentError::NotInstalled);
     };
     let out = Command::new(&bin)
         .arg("--version")
         .output()
-        .map_err(|e| format!("{}: {e}", bin.display()))?;
+        .map_err(|source| FlentError::Run {
+            bin: bin.clone(),
+            source,
+        })?;
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     if out.status.success() && text.contains("Flent v2.") {
         Ok(bin)
     } else {
-        Err(format!(
-            "{} --version did not report Flent 2: {}",
-            bin.display(),
-            text.trim()
-        ))
+        Err(FlentError::NotVersion2 {
+            bin,
+            output: text.trim().to_string(),
+        })
     }
 }
 

@@ -95,7 +95,7 @@ pub(crate) fn collect(tins: &[Tin], order: &[u8; 8], now: Instant) -> Vec<ClassS
             }
             out.push(ClassStats {
                 class_id: ClassStats::class_id_for(user, q),
-                drops: f.dropped,
+                drops: t.flow_drops[q],
                 backlog_bytes: f.backlog,
                 backlog_packets: f.qlen,
                 deficit: f.deficit,

@@ -11,8 +11,8 @@ pub mod echo;
 pub mod udp;
 
 use crate::config::{Method, ProbeConfig, ReflectorSpec};
-use crate::sys::{self, RecvBatch};
 use controller::agent::{SocketKind, Transmit};
+use os::recv::RecvBatch;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -50,7 +50,7 @@ pub struct Sockets {
 
 fn prepare(s: &Socket, cfg: &ProbeConfig) -> io::Result<()> {
     s.set_nonblocking(true)?;
-    sys::enable_rx_timestamps(s.as_fd())?;
+    os::enable_rx_timestamps(s.as_fd())?;
     if !cfg.bind_interface.is_empty() {
         s.bind_device(Some(cfg.bind_interface.as_bytes()))?;
     }
@@ -148,7 +148,7 @@ impl Sockets {
     }
 
     /// Reads the datagrams waiting on socket `w` into `batch` (one `recvmmsg`, at most
-    /// [`sys::BATCH`], each with its kernel arrival time); returns how many. 0 when none waits
+    /// [`os::recv::BATCH`], each with its kernel arrival time); returns how many. 0 when none waits
     /// or the socket is not open; an error is the socket's (an ICMP error queued on a UDP
     /// socket: port unreachable).
     pub fn recv_batch(&self, w: Which, batch: &mut RecvBatch) -> io::Result<usize> {

@@ -103,7 +103,7 @@ fn run_one(
     dur: f64,
     warm: f64,
     opts: &RunOpts,
-) -> Result<(Fig, sim::RunSummary), String> {
+) -> Result<(Fig, sim::RunSummary), sim::ScenarioError> {
     let mut net = Net::new(c, 1, opts.seed)?;
     let end = at(dur);
     let icmp = net.ping("icmp", 0, 0, PROBE, at(0.0), end);

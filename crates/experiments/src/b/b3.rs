@@ -39,7 +39,7 @@ fn run_one(
     dur: f64,
     steady: f64,
     opts: &RunOpts,
-) -> Result<(Fig, sim::RunSummary), String> {
+) -> Result<(Fig, sim::RunSummary), sim::ScenarioError> {
     let mut net = Net::new(c, 1, opts.seed)?;
     let end = at(dur);
     let ping = net.ping("icmp", 0, 0, probe, at(0.0), end);

@@ -49,7 +49,7 @@ fn run_one(
     p: f64,
     base: f64,
     opts: &RunOpts,
-) -> Result<(Fig, sim::RunSummary), String> {
+) -> Result<(Fig, sim::RunSummary), sim::ScenarioError> {
     let mut net = Net::new(c, 3, opts.seed)?;
     let ph = |k: usize| at(base + k as f64 * p);
     let end = ph(10);

@@ -118,7 +118,7 @@ impl Contender {
 
 /// Builds the qdisc of tc string `spec`. `codel ecn` and `pie ecn` are built here (the shared
 /// parser ignores their arguments today); everything else goes to [`sim::parse_qdisc`].
-pub(crate) fn qdisc_of(spec: &str, seed: u64) -> Result<AnyQdisc, String> {
+pub(crate) fn qdisc_of(spec: &str, seed: u64) -> Result<AnyQdisc, sim::ScenarioError> {
     let words: Vec<&str> = spec.split_whitespace().collect();
     match words.as_slice() {
         ["codel", "ecn"] => Ok(AnyQdisc::Codel(Codel::new(CodelConfig {
@@ -132,12 +132,12 @@ pub(crate) fn qdisc_of(spec: &str, seed: u64) -> Result<AnyQdisc, String> {
             },
             seed,
         ))),
-        _ => sim::parse_qdisc(spec, seed).map_err(|e| e.to_string()),
+        _ => sim::parse_qdisc(spec, seed),
     }
 }
 
 /// Why a contender could not be built (its tc string does not parse here).
-pub(crate) fn unavailable_note(c: &Contender, why: &str) -> String {
+pub(crate) fn unavailable_note(c: &Contender, why: &dyn std::fmt::Display) -> String {
     format!(
         "{} not available: {} (its row is empty and its claims are skipped)",
         c.name, why
@@ -162,7 +162,7 @@ pub(crate) struct Net {
 impl Net {
     /// The testbed with contender `c` at both bottleneck egresses; `Err` when its tc string
     /// does not parse.
-    pub(crate) fn new(c: &Contender, servers: usize, seed: u64) -> Result<Net, String> {
+    pub(crate) fn new(c: &Contender, servers: usize, seed: u64) -> Result<Net, sim::ScenarioError> {
         let down = qdisc_of(&c.tc(DOWN_BIT_S, SHAPING), seed)?;
         let up = qdisc_of(&c.tc(UP_BIT_S, SHAPING), seed ^ 0x5555)?;
         let one_way = Duration::from_millis(ONE_WAY_MS);

@@ -183,6 +183,61 @@ impl Headers {
     }
 }
 
+/// The part of a frame's [`Headers`] that a flow classifier reads (CAKE's per-packet path):
+/// the network offset and kind, and for IP the outer DSCP and the 5-tuple. Parsing it builds
+/// nothing else, so it is cheaper than [`Headers::parse`] when the rest is not needed; it
+/// always equals `FlowHeaders::from(&Headers::parse(frame))`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowHeaders {
+    /// As [`Headers::network_offset`].
+    pub network_offset: u16,
+    /// As [`Headers::kind`].
+    pub kind: NetKind,
+    /// Present exactly when [`Headers::ip`] is.
+    pub ip: Option<FlowIp>,
+}
+
+/// The IP fields of [`FlowHeaders`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowIp {
+    /// As [`IpInfo::tuple`].
+    pub tuple: FlowTuple,
+    /// As [`IpInfo::dscp`].
+    pub dscp: u8,
+}
+
+impl FlowHeaders {
+    /// Parses `frame` (starting at the Ethernet header). Never panics; see the module docs.
+    #[inline]
+    pub fn parse(frame: &[u8]) -> FlowHeaders {
+        match parse::parse_flow_fast(frame) {
+            Some(h) => h,
+            None => Self::parse_general(frame),
+        }
+    }
+
+    /// The frames the fast path does not take (VLAN, PPPoE, options, fragments, extension
+    /// headers, other protocols): out of line.
+    #[cold]
+    #[inline(never)]
+    fn parse_general(frame: &[u8]) -> FlowHeaders {
+        FlowHeaders::from(&parse::parse(frame))
+    }
+}
+
+impl From<&Headers> for FlowHeaders {
+    fn from(h: &Headers) -> FlowHeaders {
+        FlowHeaders {
+            network_offset: h.network_offset,
+            kind: h.kind,
+            ip: h.ip.map(|ip| FlowIp {
+                tuple: ip.tuple,
+                dscp: ip.dscp,
+            }),
+        }
+    }
+}
+
 impl Packet {
     /// A packet with default metadata.
     pub fn new(data: Vec<u8>) -> Self {

@@ -15,7 +15,7 @@
 //! read whenever their 4 bytes are present) and `tcp` is `None`. A 6in4 frame whose inner IPv6
 //! header is truncated reports the outer IPv4 tuple (protocol 41). Lengths (`ip_len`,
 //! `payload_len`) come from the IP length fields and are not checked against the frame length.
-use super::{FlowTuple, Headers, IpInfo, NetKind, TcpInfo};
+use super::{FlowHeaders, FlowIp, FlowTuple, Headers, IpInfo, NetKind, TcpInfo};
 
 /// The most VLAN tags skipped before giving up (a sane bound against tag floods).
 pub(crate) const MAX_VLAN_TAGS: usize = 8;
@@ -215,12 +215,25 @@ fn ipv6(f: &[u8], off: usize) -> Option<IpHdr> {
     })
 }
 
-/// The common case, parsed without the general machinery: an untagged Ethernet II frame with
-/// an option-less, unfragmented IPv4 header, or an IPv6 header without extension headers,
-/// carrying TCP or UDP with both ports present. `None` sends the frame to [`parse`], which gives
-/// the same result for frames this accepts (the tests check that).
+/// The IP layer of the common case (see [`parse_fast`]), before any result is built.
+struct FastIp {
+    kind: NetKind,
+    tos: u8,
+    ip_len: u32,
+    proto: u8,
+    /// Offset of the transport header.
+    l4: usize,
+    src: [u8; 16],
+    dst: [u8; 16],
+    src_port: u16,
+    dst_port: u16,
+}
+
+/// The common case's network and transport ports: an untagged Ethernet II frame with an
+/// option-less, unfragmented IPv4 header, or an IPv6 header without extension headers,
+/// carrying TCP or UDP with both ports present. `None` for anything else.
 #[inline(always)]
-pub(super) fn parse_fast(f: &[u8]) -> Option<Headers> {
+fn fast_ip(f: &[u8]) -> Option<FastIp> {
     let eth: &[u8; ETH_HLEN] = f.get(..ETH_HLEN)?.try_into().ok()?;
     let (kind, tos, ip_len, proto, l4, src, dst) = match u16::from_be_bytes([eth[12], eth[13]]) {
         ETHERTYPE_IPV4 => {
@@ -266,30 +279,70 @@ pub(super) fn parse_fast(f: &[u8]) -> Option<Headers> {
         return None;
     }
     let p: &[u8; 4] = f.get(l4..l4 + 4)?.try_into().ok()?;
-    let tcp = if proto == IPPROTO_TCP {
-        tcp_header(f, l4, ETH_HLEN, ip_len)
+    Some(FastIp {
+        kind,
+        tos,
+        ip_len,
+        proto,
+        l4,
+        src,
+        dst,
+        src_port: u16::from_be_bytes([p[0], p[1]]),
+        dst_port: u16::from_be_bytes([p[2], p[3]]),
+    })
+}
+
+/// The common case ([`fast_ip`]), parsed without the general machinery. `None` sends the frame
+/// to [`parse`], which gives the same result for frames this accepts (the tests check that).
+#[inline(always)]
+pub(super) fn parse_fast(f: &[u8]) -> Option<Headers> {
+    let ip = fast_ip(f)?;
+    let tcp = if ip.proto == IPPROTO_TCP {
+        tcp_header(f, ip.l4, ETH_HLEN, ip.ip_len)
     } else {
         None
     };
     Some(Headers {
         network_offset: ETH_HLEN as u16,
-        kind,
+        kind: ip.kind,
         ip: Some(IpInfo {
             outer_offset: ETH_HLEN as u16,
             inner_offset: ETH_HLEN as u16,
-            inner_version: if kind == NetKind::Ipv4 { 4 } else { 6 },
+            inner_version: if ip.kind == NetKind::Ipv4 { 4 } else { 6 },
             tuple: FlowTuple {
-                src,
-                dst,
-                proto,
-                src_port: u16::from_be_bytes([p[0], p[1]]),
-                dst_port: u16::from_be_bytes([p[2], p[3]]),
+                src: ip.src,
+                dst: ip.dst,
+                proto: ip.proto,
+                src_port: ip.src_port,
+                dst_port: ip.dst_port,
             },
-            dscp: tos >> 2,
-            ecn: tos & 3,
-            ip_len,
+            dscp: ip.tos >> 2,
+            ecn: ip.tos & 3,
+            ip_len: ip.ip_len,
         }),
         tcp,
+    })
+}
+
+/// The common case ([`fast_ip`]) as [`FlowHeaders`], building nothing else. `None` sends the
+/// frame to [`parse`] (the result is then the same subset of its [`Headers`]; the tests check
+/// that).
+#[inline(always)]
+pub(super) fn parse_flow_fast(f: &[u8]) -> Option<FlowHeaders> {
+    let ip = fast_ip(f)?;
+    Some(FlowHeaders {
+        network_offset: ETH_HLEN as u16,
+        kind: ip.kind,
+        ip: Some(FlowIp {
+            tuple: FlowTuple {
+                src: ip.src,
+                dst: ip.dst,
+                proto: ip.proto,
+                src_port: ip.src_port,
+                dst_port: ip.dst_port,
+            },
+            dscp: ip.tos >> 2,
+        }),
     })
 }
 
@@ -434,6 +487,12 @@ mod tests {
                     fast_hits += 1;
                     assert_eq!(h, parse(f), "{f:?}");
                 }
+                assert_eq!(
+                    parse_flow_fast(f),
+                    parse_fast(f).map(|h| FlowHeaders::from(&h)),
+                    "{f:?}"
+                );
+                assert_eq!(FlowHeaders::parse(f), FlowHeaders::from(&parse(f)), "{f:?}");
             }
             for _ in 0..2000 {
                 let mut f = frame.clone();
@@ -445,6 +504,11 @@ mod tests {
                     fast_hits += 1;
                     assert_eq!(h, parse(&f), "{f:?}");
                 }
+                assert_eq!(
+                    FlowHeaders::parse(&f),
+                    FlowHeaders::from(&parse(&f)),
+                    "{f:?}"
+                );
             }
         }
         assert!(fast_hits > 1000, "the fast path is taken: {fast_hits}");

@@ -1,13 +1,11 @@
-//! The two system calls of the probe sockets that `socket2` and `rustix` do not wrap: turning on
-//! kernel receive timestamps (`SO_TIMESTAMPNS`), and reading every waiting datagram with its
-//! source and timestamp in one `recvmmsg`. This is the only module of the crate that uses
-//! `unsafe` for I/O; each block says why it is sound.
+//! Reading every waiting datagram of a socket with its source and kernel arrival timestamp in
+//! one `recvmmsg` (the daemon's probe sockets and passive capture). Turn timestamps on with
+//! [`crate::enable_rx_timestamps`].
 //!
 //! Why timestamps: the event loop reads replies when it wakes for its own schedule (the next
 //! probe or control step), not when each reply arrives, so it wakes a third as often; the
 //! kernel's arrival time keeps the delay samples exact (more exact than a wake-up time, which
 //! carries the scheduler's latency).
-#![allow(unsafe_code)]
 
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
@@ -21,32 +19,6 @@ pub const SLOT: usize = 2048;
 /// Room for the control messages of one datagram (one `SCM_TIMESTAMPNS`: 16 + 16 bytes), in
 /// `u64`s so the buffer is aligned for `cmsghdr`.
 const CTRL_WORDS: usize = 8;
-
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-/// Asks the kernel to stamp every datagram `fd` receives with its arrival time
-/// (`SO_TIMESTAMPNS`, the real-time clock in ns), read back by [`RecvBatch::recv`].
-pub fn enable_rx_timestamps(fd: BorrowedFd<'_>) -> io::Result<()> {
-    let on: libc::c_int = 1;
-    // SAFETY: `on` lives for the call and its exact size is passed; the descriptor is open (a
-    // borrowed fd outlives the call).
-    cvt(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&on as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
-}
 
 /// One datagram read by [`RecvBatch::recv`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -226,6 +198,7 @@ fn timestamp(h: &libc::msghdr) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::enable_rx_timestamps;
     use std::net::UdpSocket;
     use std::os::fd::AsFd;
 

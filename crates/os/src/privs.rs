@@ -27,10 +27,7 @@ pub fn parse_passwd(text: &str, user: &str) -> Option<(u32, u32)> {
     })
 }
 
-/// Whether the process runs with effective uid 0.
-pub fn is_root() -> bool {
-    rustix::process::geteuid().is_root()
-}
+pub use crate::process::is_root;
 
 /// Switches to `user` keeping CAP_NET_RAW and CAP_NET_ADMIN (effective and permitted; nothing
 /// inheritable), supplementary groups cleared.
@@ -47,11 +44,9 @@ pub fn drop_to(user: &str) -> io::Result<()> {
     rustix::thread::set_keep_capabilities(true)?;
     rustix::thread::set_thread_groups(&[])?;
     // SAFETY: any value but -1 (excluded above) is a valid gid for the kernel.
-    #[allow(unsafe_code)]
     let gid = unsafe { rustix::process::Gid::from_raw(gid) };
     rustix::thread::set_thread_res_gid(gid, gid, gid)?;
     // SAFETY: any value but -1 (excluded above) is a valid uid for the kernel.
-    #[allow(unsafe_code)]
     let uid = unsafe { rustix::process::Uid::from_raw(uid) };
     rustix::thread::set_thread_res_uid(uid, uid, uid)?;
     let keep = CapabilityFlags::NET_RAW | CapabilityFlags::NET_ADMIN;

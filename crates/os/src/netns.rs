@@ -1,9 +1,14 @@
 //! Network namespaces with unique names that are removed on every exit path: when their guard
-//! drops, and on SIGINT/SIGTERM (see [`install_signal_cleanup`]).
+//! drops, and on SIGINT/SIGTERM (see [`install_signal_cleanup`]); `setns` into one
+//! ([`enter`]); `ip`/`tc`-style commands ([`run`]) and guarded child processes ([`Proc`]).
+//! The lab's testbeds and the dataplane's namespace lab both build on [`Netns`].
 
-use std::path::PathBuf;
+use std::fmt;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -11,6 +16,63 @@ use std::time::Duration;
 static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// Set when SIGINT or SIGTERM arrived.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// Numbers the prefixes [`unique_prefix`] hands out in this process.
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A command that could not run or that failed.
+#[derive(Debug)]
+pub enum CommandError {
+    /// The program could not be started (not installed, not executable).
+    Start {
+        /// The program, and where it was to run.
+        what: String,
+        /// Why the kernel refused.
+        source: io::Error,
+    },
+    /// It ran and exited unsuccessfully.
+    Failed {
+        /// The command line.
+        command: String,
+        /// What it printed on stderr, trimmed.
+        stderr: String,
+    },
+}
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandError::Start { what, source } => write!(f, "cannot start {what}: {source}"),
+            CommandError::Failed { command, stderr } => write!(f, "{command}: {stderr}"),
+        }
+    }
+}
+
+impl std::error::Error for CommandError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CommandError::Start { source, .. } => Some(source),
+            CommandError::Failed { .. } => None,
+        }
+    }
+}
+
+/// A name prefix no other namespace of this or any other running process uses:
+/// `TAG-PID-N`, N counting up in this process. Name a testbed's namespaces `PREFIX-ROLE`.
+pub fn unique_prefix(tag: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{tag}-{}-{n}", std::process::id())
+}
+
+/// Moves the calling thread into the network namespace at `path` (e.g.
+/// `/var/run/netns/NAME`, [`Netns::path`]). Sockets it creates afterwards belong to that
+/// namespace; other threads are unaffected. Call it first thing in a thread made for the
+/// namespace.
+pub fn enter(path: &Path) -> io::Result<()> {
+    let f = std::fs::File::open(path)?;
+    // SAFETY: `f` is an open namespace file for the duration of the call; setns(2) only reads
+    // the descriptor and changes the calling thread's namespace.
+    crate::fd::cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
 
 /// Whether SIGINT/SIGTERM arrived since [`install_signal_cleanup`]; runs poll this and abort.
 pub fn interrupted() -> bool {
@@ -21,10 +83,10 @@ pub fn interrupted() -> bool {
 /// inherit the blocked mask). On a signal the watcher sets [`interrupted`], so runs stop and
 /// drop their guards; if the process is still alive 5 s later it deletes every live namespace
 /// itself and exits with status 130.
-pub fn install_signal_cleanup() -> std::io::Result<()> {
-    let sfd = dataplane::sys::SignalFd::termination()?;
-    let ep = dataplane::sys::Epoll::new()?;
-    ep.add(sfd.raw_fd(), dataplane::sys::READABLE, 1)?;
+pub fn install_signal_cleanup() -> io::Result<()> {
+    let sfd = crate::SignalFd::termination()?;
+    let ep = crate::Epoll::new()?;
+    ep.add(sfd.raw_fd(), crate::READABLE, 1)?;
     std::thread::Builder::new()
         .name("lab-signals".into())
         .spawn(move || {
@@ -58,35 +120,34 @@ fn delete_all_live() {
 }
 
 /// Runs `ip ARGS`; `Err` carries ip's stderr.
-pub fn ip(args: &[&str]) -> Result<(), String> {
+pub fn ip(args: &[&str]) -> Result<(), CommandError> {
     run("ip", args)
 }
 
 /// Runs `prog ARGS` to completion; `Err` carries what failed and its stderr.
-pub fn run(prog: &str, args: &[&str]) -> Result<(), String> {
+pub fn run(prog: &str, args: &[&str]) -> Result<(), CommandError> {
+    output(prog, args).map(drop)
+}
+
+/// Runs `prog ARGS` to completion; its standard output when it succeeded, else what failed and
+/// its stderr.
+pub fn output(prog: &str, args: &[&str]) -> Result<String, CommandError> {
     let o = Command::new(prog)
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("{prog}: {e}"))?;
+        .map_err(|source| CommandError::Start {
+            what: prog.to_string(),
+            source,
+        })?;
     if o.status.success() {
-        Ok(())
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
     } else {
-        Err(format!(
-            "{prog} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&o.stderr).trim()
-        ))
+        Err(CommandError::Failed {
+            command: format!("{prog} {}", args.join(" ")),
+            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        })
     }
-}
-
-/// Whether this process runs as root (needed for namespaces).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .find(|l| l.starts_with("Uid:"))
-        .is_some_and(|l| l.split_whitespace().nth(1) == Some("0"))
 }
 
 /// One named network namespace, deleted when dropped (processes still in it are killed by the
@@ -98,7 +159,7 @@ pub struct Netns {
 
 impl Netns {
     /// Creates namespace `name` with loopback up.
-    pub fn create(name: &str) -> Result<Netns, String> {
+    pub fn create(name: &str) -> Result<Netns, CommandError> {
         ip(&["netns", "add", name])?;
         if let Ok(mut v) = LIVE.lock() {
             v.push(name.to_string());
@@ -115,32 +176,39 @@ impl Netns {
         &self.name
     }
 
-    /// Its file, for `setns` ([`dataplane::sys::enter_netns`]).
+    /// Its file, for `setns` ([`enter`]).
     pub fn path(&self) -> PathBuf {
         PathBuf::from("/var/run/netns").join(&self.name)
     }
 
     /// Runs `ip -n NAME ARGS`.
-    pub fn ip(&self, args: &[&str]) -> Result<(), String> {
+    pub fn ip(&self, args: &[&str]) -> Result<(), CommandError> {
         let mut a = vec!["-n", self.name.as_str()];
         a.extend_from_slice(args);
         ip(&a)
     }
 
     /// Runs `PROG ARGS` inside the namespace (`ip netns exec`).
-    pub fn exec(&self, prog: &str, args: &[&str]) -> Result<(), String> {
+    pub fn exec(&self, prog: &str, args: &[&str]) -> Result<(), CommandError> {
         let mut a = vec!["netns", "exec", self.name.as_str(), prog];
         a.extend_from_slice(args);
         ip(&a)
     }
 
+    /// Runs `PROG ARGS` inside the namespace; its standard output when it succeeded.
+    pub fn output(&self, prog: &str, args: &[&str]) -> Result<String, CommandError> {
+        let mut a = vec!["netns", "exec", self.name.as_str(), prog];
+        a.extend_from_slice(args);
+        output("ip", &a)
+    }
+
     /// Sets sysctl `key` to `value` inside the namespace.
-    pub fn sysctl(&self, key: &str, value: &str) -> Result<(), String> {
+    pub fn sysctl(&self, key: &str, value: &str) -> Result<(), CommandError> {
         self.exec("sysctl", &["-qw", &format!("{key}={value}")])
     }
 
     /// Starts `PROG ARGS` inside the namespace as a guarded child process.
-    pub fn spawn(&self, prog: &str, args: &[&str], quiet: bool) -> Result<Proc, String> {
+    pub fn spawn(&self, prog: &str, args: &[&str], quiet: bool) -> Result<Proc, CommandError> {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", self.name.as_str(), prog])
             .args(args)
@@ -150,9 +218,10 @@ impl Netns {
         } else {
             c.stdout(Stdio::piped()).stderr(Stdio::null());
         }
-        let child = c
-            .spawn()
-            .map_err(|e| format!("cannot start {prog} in {}: {e}", self.name))?;
+        let child = c.spawn().map_err(|source| CommandError::Start {
+            what: format!("{prog} in {}", self.name),
+            source,
+        })?;
         Ok(Proc {
             child: Some(child),
             what: prog.to_string(),
@@ -173,7 +242,7 @@ impl Netns {
     }
 
     /// Adds a veth pair `here` (in this namespace) — `there` (in `peer`), both up.
-    pub fn veth(&self, here: &str, peer: &Netns, there: &str) -> Result<(), String> {
+    pub fn veth(&self, here: &str, peer: &Netns, there: &str) -> Result<(), CommandError> {
         self.ip(&[
             "link", "add", here, "type", "veth", "peer", "name", there, "netns", &peer.name,
         ])?;
@@ -246,7 +315,7 @@ impl Proc {
             return;
         };
         if let Some(grace) = self.group {
-            crate::sys::signal_group(c.id(), libc::SIGTERM);
+            crate::signal_group(c.id(), crate::Signal::Term);
             let waits = (grace.as_millis() / 50).max(1);
             for _ in 0..waits {
                 if matches!(c.try_wait(), Ok(Some(_))) {
@@ -254,13 +323,13 @@ impl Proc {
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            crate::sys::signal_group(c.id(), libc::SIGKILL);
+            crate::signal_group(c.id(), crate::Signal::Kill);
             let _ = c.kill();
             let _ = c.wait();
             return;
         }
         if self.gentle {
-            crate::sys::terminate(c.id());
+            crate::terminate(c.id());
         }
         for _ in 0..if self.gentle { 20 } else { 0 } {
             if matches!(c.try_wait(), Ok(Some(_))) {

@@ -1,66 +1,6 @@
-//! The few system calls std does not expose: the socket options `IP_TOS` and `TCP_CONGESTION`,
-//! signals to a child or its process group, and counting perf events (for [`crate::cost`]).
-#![allow(unsafe_code)]
+//! Counting perf events (`perf_event_open`), for the lab's CPU cost of a controller.
 
 use std::io;
-use std::os::fd::AsRawFd;
-
-fn setsockopt(fd: &impl AsRawFd, level: i32, name: i32, val: &[u8]) -> io::Result<()> {
-    // SAFETY: `val` is a live byte slice for the duration of the call and its length is passed
-    // alongside; the descriptor is owned by `fd` and open.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            val.as_ptr().cast(),
-            val.len() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
-}
-
-/// Sets the IPv4 TOS byte of `fd`'s packets to `dscp << 2` (ECN bits left to the kernel).
-pub fn set_dscp(fd: &impl AsRawFd, dscp: u8) -> io::Result<()> {
-    let tos: libc::c_int = i32::from(dscp & 0x3f) << 2;
-    setsockopt(fd, libc::IPPROTO_IP, libc::IP_TOS, &tos.to_ne_bytes())
-}
-
-/// Sets the congestion control algorithm of TCP socket `fd` (e.g. `cubic`).
-pub fn set_congestion(fd: &impl AsRawFd, algo: &str) -> io::Result<()> {
-    setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, algo.as_bytes())
-}
-
-/// Sends `SIGTERM` to process `pid` (errors ignored: it may have exited already).
-pub fn terminate(pid: u32) {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return;
-    };
-    // SAFETY: kill(2) with a positive pid of a child we spawned; no memory is passed.
-    unsafe {
-        libc::kill(pid, libc::SIGTERM);
-    }
-}
-
-/// Sends signal `sig` to every process of process group `pgid` (errors ignored: the group may
-/// be gone already).
-pub fn signal_group(pgid: u32, sig: libc::c_int) {
-    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
-        return;
-    };
-    if pgid <= 1 {
-        return;
-    }
-    // SAFETY: kill(2) with a negative pid (a process group we created with a child as its
-    // leader); no memory is passed.
-    unsafe {
-        libc::kill(-pgid, sig);
-    }
-}
 
 /// `struct perf_event_attr` up to `config1` (PERF_ATTR_SIZE_VER0, 64 bytes): all a counting
 /// event needs.
