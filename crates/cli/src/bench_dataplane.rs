@@ -203,7 +203,8 @@ fn measure(spec: &Spec, a: &Args) -> Result<Row, String> {
         configured_bps?;
         let t0 = os::monotonic_ns();
         let (bytes, per_queue) = if running.is_some() {
-            let answer = dataplane::ctl::request(&ctl, "stats --json").ok()?;
+            let stats = dataplane::ctl::Request::Stats { json: true };
+            let answer = dataplane::ctl::request(&ctl, &stats).ok()?;
             let v: serde_json::Value = serde_json::from_str(&answer).ok()?;
             let per_queue = v[0]["queues"].as_array().map_or(Vec::new(), |qs| {
                 qs.iter()

@@ -16,6 +16,7 @@ use experiments::c::{
     slides_claims, table,
 };
 use experiments::{Claim, RunOpts};
+use lab::scenario::ProbeId;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -400,7 +401,7 @@ pub struct LabDemoOpts {
 }
 
 /// The probe whose RTT is the lab demo's loaded latency.
-const LAB_PROBE: &str = "Ping (ms) UDP BE";
+const LAB_PROBE: ProbeId = ProbeId::UDP_BE;
 
 /// One contender of the lab demo, reduced to the slides' figures.
 #[derive(Debug)]
@@ -495,10 +496,7 @@ pub fn lab_row(run: lab::LabRun, idle_s: f64, warm_s: f64) -> LabRow {
     // The probe sends every 100 ms: skip the warm-up's worth of samples.
     let skip = (warm_s * 10.0).round() as usize;
     let samples: Vec<f64> = run
-        .summary
-        .flows
-        .iter()
-        .find(|f| f.name == LAB_PROBE)
+        .probe_flow(LAB_PROBE)
         .map(|f| {
             f.latency_samples_ms
                 .iter()
@@ -656,10 +654,7 @@ pub fn lab_json(d: &LabDemo) -> Value {
                 .unwrap_or_default();
             let lat: Vec<Value> = r
                 .run
-                .summary
-                .flows
-                .iter()
-                .find(|f| f.name == LAB_PROBE)
+                .probe_flow(LAB_PROBE)
                 .map(|f| f.series.latency_ms.iter().map(|v| json!(v)).collect())
                 .unwrap_or_default();
             json!({
@@ -682,7 +677,7 @@ pub fn lab_json(d: &LabDemo) -> Value {
         "seconds": d.seconds,
         "idle_seconds": d.idle_s,
         "faults": d.faults.iter().filter_map(|f| lab::Fault::ALL.iter().find(|(_, x)| x == f).map(|(n, _)| *n)).collect::<Vec<_>>(),
-        "probe": LAB_PROBE,
+        "probe": LAB_PROBE.label(),
         "contenders": rows,
     })
 }

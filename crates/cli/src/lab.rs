@@ -6,7 +6,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use lab::scenario::{self, Contender, Scenario};
+use lab::scenario::{self, Contender, ProbeId, Scenario};
 use lab::{DelayStage, LabOpts, LabRun};
 use serde_json::{json, Value};
 
@@ -374,9 +374,10 @@ pub fn run_json(r: &LabRun) -> Value {
         let ind: serde_json::Map<String, Value> = r
             .induced
             .iter()
-            .map(|(n, i)| {
+            .map(|p| {
+                let i = &p.induced;
                 (
-                    n.clone(),
+                    p.name.clone(),
                     json!({"base_ms": i.base_ms, "mean": i.mean, "p50": i.p50, "p99": i.p99,
                         "max": i.max}),
                 )
@@ -447,10 +448,11 @@ fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&experiments:
         "seed",
     ]);
     for r in runs {
-        let i = r.induced("Ping (ms) ICMP").unwrap_or_default();
-        let udp: Vec<String> = ["BE", "BK", "EF"]
-            .iter()
-            .filter_map(|d| r.induced(&format!("Ping (ms) UDP {d}")))
+        let i = r.induced(ProbeId::Icmp).unwrap_or_default();
+        // BE, BK, EF.
+        let udp: Vec<String> = [0, 8, 46]
+            .into_iter()
+            .filter_map(|dscp| r.induced(ProbeId::Udp { dscp }))
             .map(|i| format!("{:.0}", i.max))
             .collect();
         t.row(vec![

@@ -477,7 +477,7 @@ fn matrix_opts(
 }
 
 /// Prints `r`'s text, or the error and exits with status 2.
-fn finish(r: Result<String, String>) {
+fn finish<E: std::fmt::Display>(r: Result<String, E>) {
     match r {
         Ok(out) => print!("{out}"),
         Err(e) => {

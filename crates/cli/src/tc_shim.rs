@@ -94,8 +94,20 @@ fn set_bandwidth(dev: &str, rate: &str) -> Result<(), String> {
     let applied = match std::env::var_os(autorate::SHIM_CTL) {
         None => Ok(()),
         Some(sock) => direction(dev).and_then(|dir| {
-            let line = format!("set-bandwidth {dir} {rate}");
-            dataplane::ctl::request(std::path::Path::new(&sock), &line).map(drop)
+            use dataplane::ctl::{DirNames, Request};
+            let Some((DirNames::EgressIngress, dir)) = DirNames::parse(&dir) else {
+                return Err(format!(
+                    "device {dev}: bridge direction {dir:?} in ${} is not egress or ingress",
+                    autorate::SHIM_DEVS
+                ));
+            };
+            let request = Request::SetBandwidth {
+                dir,
+                rate: Some(bytes),
+            };
+            dataplane::ctl::request(std::path::Path::new(&sock), &request)
+                .map(drop)
+                .map_err(|e| e.to_string())
         }),
     };
     let call = ShimCall {

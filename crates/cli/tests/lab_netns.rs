@@ -3,7 +3,7 @@
 //! end. Reported as skipped (`testkit`) when not root or when namespaces cannot be created.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use lab::scenario::{self, Contender};
+use lab::scenario::{self, Contender, ProbeId};
 use lab::{DelayStage, LabOpts, LabRun};
 
 /// This crate's `purple`: its `linkem` is the lab's delay stage.
@@ -30,7 +30,7 @@ fn run(scn: &str, test: &str, c: Contender, secs: f64) -> LabRun {
         r.test,
         r.up_mbit,
         r.down_mbit,
-        r.induced("Ping (ms) ICMP"),
+        r.induced(ProbeId::Icmp),
         r.warnings
     );
     r
@@ -39,8 +39,8 @@ fn run(scn: &str, test: &str, c: Contender, secs: f64) -> LabRun {
 fn b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput() {
     let cake = run("b1", "upload", scenario::CAKE, 5.0);
     let fifo = run("b1", "upload", scenario::FIFO, 5.0);
-    let ci = cake.induced("Ping (ms) ICMP").unwrap();
-    let fi = fifo.induced("Ping (ms) ICMP").unwrap();
+    let ci = cake.induced(ProbeId::Icmp).unwrap();
+    let fi = fifo.induced(ProbeId::Icmp).unwrap();
     // 3 Mbit/s uplink: CUBIC fills pfifo's 1000 packets (seconds of queue); CAKE keeps the
     // ping's own flow empty.
     assert!(ci.p99 < 30.0, "CAKE induced p99 {:.1} ms", ci.p99);
@@ -66,7 +66,7 @@ fn b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput() {
 
 fn b2_rrul_cake_keeps_icmp_induced_latency_within_the_seed_figures_and_fills_both_links() {
     let r = run("b2", "rrul", scenario::CAKE, 10.0);
-    let icmp = r.induced("Ping (ms) ICMP").unwrap();
+    let icmp = r.induced(ProbeId::Icmp).unwrap();
     // The seed's kernel CAKE: ICMP induced mean 3.7-4.6 ms, max 12-22 ms (with 45 ms each way;
     // our margin covers a loaded 2-core host).
     assert!(icmp.mean < 10.0, "ICMP induced mean {:.1} ms", icmp.mean);
@@ -117,7 +117,7 @@ fn a_run_leaves_none_of_its_namespaces_behind() {
 
 fn with_linkem_the_base_rtt_is_the_scenarios_90_ms() {
     let r = run("b1", "download", scenario::CAKE, 5.0);
-    let i = r.induced("Ping (ms) ICMP").unwrap();
+    let i = r.induced(ProbeId::Icmp).unwrap();
     assert!(
         (88.0..96.0).contains(&i.base_ms),
         "base RTT {:.1} ms",
@@ -144,11 +144,11 @@ fn the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq
         "purple: down {:.1} Mbit/s, UDP induced {:?}, {} decisions, log {}; fq_codel: down {:.1}, \
          UDP induced {:?}; warnings {:?}",
         p.down_mbit,
-        p.induced("Ping (ms) UDP BE"),
+        p.induced(ProbeId::UDP_BE),
         c.points.len(),
         c.log.display(),
         f.down_mbit,
-        f.induced("Ping (ms) UDP BE"),
+        f.induced(ProbeId::UDP_BE),
         p.warnings
     );
     assert_eq!(c.actuator_errors, 0, "every rate change reached the bridge");
@@ -175,8 +175,8 @@ fn the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq
     }
     assert!(drops >= 1, "the run saw no capacity drop ({cap:?})");
     // Latency: the daemon keeps the queue in CAKE; unshaped FQ-CoDel leaves it in the radio.
-    let pi = p.induced("Ping (ms) UDP BE").unwrap();
-    let fi = f.induced("Ping (ms) UDP BE").unwrap();
+    let pi = p.induced(ProbeId::UDP_BE).unwrap();
+    let fi = f.induced(ProbeId::UDP_BE).unwrap();
     assert!(
         pi.mean < fi.mean,
         "purple mean induced {:.2} ms >= FQ-CoDel's {:.2} ms",

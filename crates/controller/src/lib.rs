@@ -4,7 +4,8 @@
 //! (`purple control`) and the simulator's closed loop run: [`agent::Agent`] (probe schedule,
 //! the probes' bytes, reply matching and validation, reflector health and rotation, the rate
 //! meter, CAKE's statistics, the actuator's limits and the rate in force, the law, and typed
-//! log events), the controllers it drives, and the wire formats ([`wire`]).
+//! log events), the controllers it drives, and the wire formats ([`wire`], and the bridge's
+//! control protocol, [`ctl`]).
 //!
 //! **What it must not do**: read a clock (clippy bans `Instant::now` and `SystemTime::now`
 //! here; time comes from the caller as [`qdisc::Instant`], wall time as a
@@ -23,6 +24,8 @@
 //!   timestamped events (reply bytes, counter readings, CAKE statistics, actuator results),
 //!   outputs `poll_transmit`, `poll_rate`, `poll_event`, `poll_timeout`.
 //! - [`wire`]: ICMP echo/timestamp and our UDP timestamp protocol as pure codecs.
+//! - [`ctl`]: the control protocol of `purple bridge`/`purple linkem` (requests, answers and
+//!   their errors) as pure codecs, shared by the bridge, the daemon and `purple ctl`.
 //! - [`baseline`]: per-reflector, per-direction baseline tracking that cancels clock offset and
 //!   drift between hosts (windowed minimum plus a robust drift slope).
 //! - [`reflectors`]: the reflector pool: liveness (lost, late, reordered probes), outlier
@@ -58,6 +61,7 @@ pub mod aimd;
 pub mod baseline;
 pub mod cake_autorate;
 pub mod config;
+pub mod ctl;
 pub mod engine;
 pub mod passive;
 pub mod purple;
@@ -87,8 +91,13 @@ use std::ops::{Index, IndexMut};
 /// controller parameter is given this way.
 pub use qdisc::rate::mbit;
 
-/// A traffic direction as seen from the shaping box.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A traffic direction as seen from the shaping box: the workspace's one direction type (the
+/// bridge's `egress` is [`Direction::Up`], its `ingress` [`Direction::Down`]; see
+/// [`ctl::DirNames`]). Serialized as `"down"`/`"up"` (the daemon's decision log).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// Towards the user (download, ingress shaping).
     Down,
@@ -109,8 +118,8 @@ impl Direction {
     }
 }
 
-/// One value per direction.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// One value per direction. Serialized as `{"down": .., "up": ..}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PerDir<T> {
     /// Download.
     pub down: T,

@@ -6,7 +6,8 @@
 
 use crate::config::{ActuatorKind, DaemonConfig};
 use crate::netlink::{self, CakeNetlink};
-use controller::passive::{PassiveReading, ReadingWire};
+use controller::ctl::{self, Request, Response, ResponseError};
+use controller::passive::PassiveReading;
 use controller::{Direction, PerDir};
 use std::io::{self, BufRead, Write};
 
@@ -81,13 +82,13 @@ impl Actuator for Netlink {
     }
 }
 
-/// Speaks `purple bridge`'s control protocol: one connection per change carrying one line
-/// `set-bandwidth egress|ingress RATE\n` (RATE in bit/s followed by `bit`), answered by one
-/// line (e.g. `ingress bandwidth 20Mbit`; a failure starts with `error`) and end-of-stream.
-/// Upload is the bridge's egress, download its ingress.
+/// Speaks `purple bridge`'s control protocol ([`controller::ctl`]): one connection per change
+/// carrying one [`Request::SetBandwidth`] (`set-bandwidth egress|ingress RATE\n`, RATE in
+/// bit/s followed by `bit`), answered by one line (e.g. `ingress bandwidth 20Mbit`; a failure
+/// is `error: ...`) and end-of-stream. Upload is the bridge's egress, download its ingress.
 ///
 /// Statistics: one connection carrying `stats --json\n`, answered by a JSON array with one
-/// object per direction (see [`parse_bridge_stats`]) and end-of-stream.
+/// object per direction ([`ctl::parse_stats_counters`]) and end-of-stream.
 #[derive(Debug)]
 pub struct Bridge {
     path: std::path::PathBuf,
@@ -103,19 +104,15 @@ impl Bridge {
         }
     }
 
-    /// The command line for a change.
-    pub fn command(dir: Direction, bytes_per_s: u64) -> String {
-        let side = match dir {
-            Direction::Up => "egress",
-            Direction::Down => "ingress",
-        };
-        format!(
-            "set-bandwidth {side} {}bit\n",
-            bytes_per_s.saturating_mul(8)
-        )
+    /// The request for a change.
+    pub fn command(dir: Direction, bytes_per_s: u64) -> Request {
+        Request::SetBandwidth {
+            dir,
+            rate: Some(bytes_per_s),
+        }
     }
 
-    fn try_once(&mut self, line: &str) -> io::Result<()> {
+    fn try_once(&mut self, request: &Request) -> io::Result<()> {
         if self.conn.is_none() {
             let s = std::os::unix::net::UnixStream::connect(&self.path)?;
             s.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
@@ -124,7 +121,7 @@ impl Bridge {
         let Some(c) = self.conn.as_mut() else {
             return Err(io::Error::new(io::ErrorKind::NotConnected, "no bridge"));
         };
-        c.get_mut().write_all(line.as_bytes())?;
+        c.get_mut().write_all(request.line().as_bytes())?;
         let mut reply = String::new();
         let n = c.read_line(&mut reply);
         // The bridge answers one command per connection and then closes it.
@@ -135,11 +132,9 @@ impl Bridge {
                 "bridge closed",
             ));
         }
-        if reply.starts_with("error") {
-            Err(io::Error::other(format!("bridge: {}", reply.trim())))
-        } else {
-            Ok(())
-        }
+        Response::parse_ok(request, &reply)
+            .map(drop)
+            .map_err(answer_error)
     }
 }
 
@@ -147,92 +142,59 @@ impl Bridge {
 const BRIDGE_STATS_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(250);
 
 impl Bridge {
-    /// Sends `stats --json` on a fresh connection and reads the answer to end-of-stream.
-    fn stats_text(&self) -> io::Result<String> {
-        self.ask(b"stats --json\n")
-    }
-
-    /// Sends one command on a fresh connection and reads the answer to end-of-stream.
-    fn ask(&self, line: &[u8]) -> io::Result<String> {
+    /// Sends one request on a fresh connection and reads the answer to end-of-stream.
+    fn ask(&self, request: &Request) -> io::Result<String> {
         let mut s = std::os::unix::net::UnixStream::connect(&self.path)?;
         s.set_read_timeout(Some(BRIDGE_STATS_TIMEOUT))?;
         s.set_write_timeout(Some(BRIDGE_STATS_TIMEOUT))?;
-        s.write_all(line)?;
+        s.write_all(request.line().as_bytes())?;
         let mut text = String::new();
         io::Read::read_to_string(&mut s, &mut text)?;
         Ok(text)
     }
 }
 
-/// Parses `purple bridge`'s answer to `passive`: one JSON object
-/// ([`controller::passive::ReadingWire`]). Errors: an answer starting `error` (a bridge run
-/// without `--passive`), or not that object.
-pub fn parse_bridge_passive(text: &str) -> io::Result<PassiveReading> {
-    let t = text.trim();
-    if t.starts_with("error") {
-        return Err(io::Error::other(format!("bridge: {t}")));
+/// An answer the protocol refuses to read as an I/O error: the bridge's own `error: ...` as
+/// [`io::ErrorKind::Other`] (so that [`Bridge`] does not retry it), a malformed one as
+/// [`io::ErrorKind::InvalidData`].
+fn answer_error(e: ResponseError) -> io::Error {
+    match e {
+        ResponseError::Refused(_) => io::Error::other(e),
+        ResponseError::Malformed { .. } => io::Error::new(io::ErrorKind::InvalidData, e),
     }
-    let w: ReadingWire = serde_json::from_str(t).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("bridge passive: not a reading: {e}"),
-        )
-    })?;
-    Ok(PassiveReading::from(&w))
 }
 
-/// Parses `purple bridge`'s `stats --json` answer: a JSON array of per-direction objects, each
-/// with a `purple.direction` of `"egress"`/`"up"` (upload) or `"ingress"`/`"down"` (download),
-/// and, where the stage is a qdisc, tc's `"backlog"` (bytes) and `"drops"` (packets), plus
-/// for CAKE `"tins"` each with `"ecn_mark"` (summed). A direction whose object lacks
-/// `"backlog"` is `None`. Errors: not JSON, not an array, or an answer starting `error`.
+/// Parses `purple bridge`'s answer to `passive`: one JSON object
+/// ([`controller::passive::ReadingWire`]). Errors: an `error: ...` answer (a bridge run
+/// without `--passive`), or not that object.
+pub fn parse_bridge_passive(text: &str) -> io::Result<PassiveReading> {
+    match Response::parse_ok(&Request::Passive, text).map_err(answer_error)? {
+        Response::Passive(w) => Ok(PassiveReading::from(&w)),
+        other => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("bridge passive: not a reading: {other:?}"),
+        )),
+    }
+}
+
+/// Parses `purple bridge`'s `stats --json` answer ([`ctl::parse_stats_counters`]).
 pub fn parse_bridge_stats(text: &str) -> io::Result<PerDir<Option<CakeCounters>>> {
-    let bad = |m: String| io::Error::new(io::ErrorKind::InvalidData, m);
-    let t = text.trim();
-    if t.starts_with("error") {
-        return Err(io::Error::other(format!("bridge: {t}")));
-    }
-    let v: serde_json::Value =
-        serde_json::from_str(t).map_err(|e| bad(format!("bridge stats: not JSON: {e}")))?;
-    let arr = v
-        .as_array()
-        .ok_or_else(|| bad("bridge stats: not a JSON array".to_string()))?;
-    let mut out = PerDir::both(None);
-    for o in arr {
-        let dir = match o["purple"]["direction"].as_str() {
-            Some("egress" | "up") => Direction::Up,
-            Some("ingress" | "down") => Direction::Down,
-            _ => continue,
-        };
-        let Some(backlog) = o["backlog"].as_u64() else {
-            continue;
-        };
-        let ecn = o["tins"]
-            .as_array()
-            .map_or(0, |t| t.iter().filter_map(|x| x["ecn_mark"].as_u64()).sum());
-        out[dir] = Some(CakeCounters {
-            backlog_bytes: backlog,
-            drops: o["drops"].as_u64().unwrap_or(0),
-            ecn_marks: ecn,
-            sent_bytes: o["purple"]["tx_wire_bytes"].as_u64(),
-        });
-    }
-    Ok(out)
+    ctl::parse_stats_counters(text).map_err(answer_error)
 }
 
 impl Actuator for Bridge {
     fn cake_stats(&mut self) -> io::Result<PerDir<Option<CakeCounters>>> {
-        parse_bridge_stats(&self.stats_text()?)
+        parse_bridge_stats(&self.ask(&Request::Stats { json: true })?)
     }
     fn passive(&mut self) -> io::Result<Option<PassiveReading>> {
-        parse_bridge_passive(&self.ask(b"passive\n")?).map(Some)
+        parse_bridge_passive(&self.ask(&Request::Passive)?).map(Some)
     }
     fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()> {
-        let line = Self::command(dir, bytes_per_s);
-        match self.try_once(&line) {
+        let request = Self::command(dir, bytes_per_s);
+        match self.try_once(&request) {
             Err(e) if e.kind() != io::ErrorKind::Other => {
                 self.conn = None;
-                self.try_once(&line)
+                self.try_once(&request)
             }
             r => r,
         }
@@ -271,14 +233,17 @@ pub fn from_config(cfg: &DaemonConfig, dry_run: bool) -> io::Result<Box<dyn Actu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use controller::passive::ReadingWire;
 
     #[test]
     fn bridge_commands_use_bits_per_second() {
         assert_eq!(
-            Bridge::command(Direction::Up, 1_250_000),
+            Bridge::command(Direction::Up, 1_250_000).line(),
             "set-bandwidth egress 10000000bit\n"
         );
-        assert!(Bridge::command(Direction::Down, 1).starts_with("set-bandwidth ingress 8bit"));
+        assert!(Bridge::command(Direction::Down, 1)
+            .line()
+            .starts_with("set-bandwidth ingress 8bit"));
     }
 
     #[test]
@@ -312,31 +277,25 @@ mod tests {
     const BRIDGE_STATS: &str = r#"[{"kind":"cake","handle":"0:","root":true,"bytes":123,"packets":4,"drops":7,"overlimits":0,"requeues":0,"backlog":4542,"qlen":3,"tins":[{"sent_bytes":1,"drops":5,"ecn_mark":2},{"sent_bytes":0,"drops":2,"ecn_mark":9}],"dev":"wan0","purple":{"direction":"egress","rx_packets":4}},{"kind":"cake","handle":"0:","root":true,"drops":0,"backlog":0,"qlen":0,"tins":[{"ecn_mark":0}],"dev":"lan0","purple":{"direction":"ingress","tx_wire_bytes":9000}}]
 "#;
 
+    /// The protocol's reading of statistics is `controller::ctl`'s (tested there); here, how
+    /// its failures reach the agent.
     #[test]
-    fn bridge_stats_json_maps_egress_to_upload_and_sums_tin_ecn_marks() {
+    fn bridge_stats_errors_are_io_errors_of_their_kind() {
         let s = parse_bridge_stats(BRIDGE_STATS).unwrap();
         assert_eq!(
-            s.up,
-            Some(CakeCounters {
-                backlog_bytes: 4542,
-                drops: 7,
-                ecn_marks: 11,
-                sent_bytes: None,
-            })
+            (s.up.map(|c| c.ecn_marks), s.down.map(|c| c.sent_bytes)),
+            (Some(11), Some(Some(9000)))
         );
-        assert_eq!(
-            s.down,
-            Some(CakeCounters {
-                sent_bytes: Some(9000),
-                ..CakeCounters::default()
-            })
+        let e = parse_bridge_stats("error: unknown command").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Other);
+        assert!(
+            e.to_string().contains("bridge: error: unknown command"),
+            "{e}"
         );
-        // A stage that is not a qdisc (no "backlog") reads as unknown, not as an empty queue.
-        let s = parse_bridge_stats(r#"[{"kind":"delay","purple":{"direction":"up"}}]"#).unwrap();
-        assert_eq!((s.up, s.down), (None, None));
-        assert!(parse_bridge_stats("error: unknown command").is_err());
-        assert!(parse_bridge_stats("{\"backlog\": 1}").is_err());
-        assert!(parse_bridge_stats("egress bandwidth 20Mbit").is_err());
+        for bad in ["{\"backlog\": 1}", "egress bandwidth 20Mbit"] {
+            let e = parse_bridge_stats(bad).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -56,25 +56,6 @@ impl DirRecord {
     }
 }
 
-/// A direction as the log writes it (`"down"`, `"up"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dir {
-    /// Download.
-    Down,
-    /// Upload.
-    Up,
-}
-
-impl From<Direction> for Dir {
-    fn from(d: Direction) -> Self {
-        match d {
-            Direction::Down => Dir::Down,
-            Direction::Up => Dir::Up,
-        }
-    }
-}
-
 /// One line of the decision log. `t` is the daemon's monotonic time in seconds (the `start`
 /// line's `wall` anchors it to Unix time).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -172,7 +153,7 @@ pub enum Record {
         /// Seconds.
         t: f64,
         /// Direction.
-        dir: Dir,
+        dir: Direction,
         /// Bytes per second.
         rate: u64,
         /// The actuator's message.
@@ -197,7 +178,7 @@ pub enum Record {
         /// Seconds.
         t: f64,
         /// Direction.
-        dir: Dir,
+        dir: Direction,
         /// From (`startup`, `cruise`, `probe`, `drain`, `idle`, `outage`, `suspect`).
         from: String,
         /// To.
@@ -210,7 +191,7 @@ pub enum Record {
         /// Seconds.
         t: f64,
         /// Direction.
-        dir: Dir,
+        dir: Direction,
         /// Bytes per second.
         rate: u64,
         /// Whether it was applied.
@@ -321,7 +302,7 @@ impl Record {
             },
             Event::ActuatorError { dir, rate, error } => Record::ActuatorError {
                 t,
-                dir: (*dir).into(),
+                dir: *dir,
                 rate: *rate,
                 error: error.clone(),
             },
@@ -338,14 +319,14 @@ impl Record {
                 trigger,
             } => Record::Transition {
                 t,
-                dir: (*dir).into(),
+                dir: *dir,
                 from: from.name().to_string(),
                 to: to.name().to_string(),
                 trigger: trigger.to_string(),
             },
             Event::SafeRate { dir, rate, error } => Record::SafeRate {
                 t,
-                dir: (*dir).into(),
+                dir: *dir,
                 rate: *rate,
                 ok: error.is_none(),
                 error: error.clone(),
@@ -548,6 +529,35 @@ mod tests {
         assert!(!dir.join("c.jsonl.3").exists());
         assert!(main.contains("\"t\":19.0"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Directions were written by a log-only `Dir` enum (`"down"`/`"up"`) before the log took
+    /// `controller::Direction`: lines the daemon wrote then read, and write back byte for byte.
+    #[test]
+    fn direction_fields_keep_their_spelling() {
+        let lines = [
+            r#"{"event":"actuator-error","t":2.1,"dir":"down","rate":1,"error":"x"}"#,
+            r#"{"event":"transition","t":4.0,"dir":"up","from":"startup","to":"cruise","trigger":"hold"}"#,
+            r#"{"event":"safe-rate","t":3.0,"dir":"up","rate":625000,"ok":true,"error":null}"#,
+        ];
+        let dirs: Vec<Direction> = lines
+            .iter()
+            .map(|l| match parse_line(l).unwrap().unwrap() {
+                Record::ActuatorError { dir, .. }
+                | Record::Transition { dir, .. }
+                | Record::SafeRate { dir, .. } => dir,
+                r => panic!("{r:?}"),
+            })
+            .collect();
+        assert_eq!(dirs, [Direction::Down, Direction::Up, Direction::Up]);
+        for l in lines {
+            let r = parse_line(l).unwrap().unwrap();
+            assert_eq!(serde_json::to_string(&r).unwrap(), l);
+        }
+        assert!(matches!(
+            parse_line(r#"{"event":"actuator-error","t":1,"dir":"sideways","rate":1,"error":"x"}"#),
+            Err(ParseError::BadRecord { .. })
+        ));
     }
 
     /// Lines as the `json!`-based writer before [`Record`] wrote them still read.

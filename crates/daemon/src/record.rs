@@ -95,7 +95,7 @@ pub enum Input {
         /// When.
         t_ns: u64,
         /// Direction.
-        dir: crate::log::Dir,
+        dir: Direction,
         /// The reading (`null`: failed).
         bytes: Option<u64>,
     },
@@ -118,7 +118,7 @@ pub enum Input {
         /// When.
         t_ns: u64,
         /// Direction.
-        dir: crate::log::Dir,
+        dir: Direction,
         /// Bytes per second.
         bps: u64,
         /// A shutdown's safe rate.
@@ -151,13 +151,6 @@ impl Input {
             queue_ns: [q(Direction::Down), q(Direction::Up)],
             flows: [r.flows.down, r.flows.up],
         }
-    }
-}
-
-fn dir_of(d: crate::log::Dir) -> Direction {
-    match d {
-        crate::log::Dir::Down => Direction::Down,
-        crate::log::Dir::Up => Direction::Up,
     }
 }
 
@@ -307,7 +300,7 @@ pub fn replay(text: impl BufRead) -> Result<Vec<Record>, ReplayError> {
                 a.handle_datagram(ns(t_ns), from, socket, &b);
             }
             Input::SendFailed { t_ns, token } => a.handle_send_failed(ns(t_ns), token),
-            Input::Counter { t_ns, dir, bytes } => a.handle_counter(ns(t_ns), dir_of(dir), bytes),
+            Input::Counter { t_ns, dir, bytes } => a.handle_counter(ns(t_ns), dir, bytes),
             Input::CakeStats { t_ns, ok, error } => {
                 let read = match (ok, error) {
                     (Some([d, u]), _) => Ok(PerDir::new(d.map(Into::into), u.map(Into::into))),
@@ -337,11 +330,7 @@ pub fn replay(text: impl BufRead) -> Result<Vec<Record>, ReplayError> {
                 safe,
                 error,
             } => {
-                let want = SetRate {
-                    dir: dir_of(dir),
-                    bps,
-                    safe,
-                };
+                let want = SetRate { dir, bps, safe };
                 let got = a.poll_rate();
                 if got != Some(want) {
                     return Err(ReplayError::Diverged {

@@ -21,7 +21,7 @@ use crate::capture::Capture;
 use crate::clock::{self, Clock};
 use crate::config::{ActuatorKind, Algorithm, DaemonConfig, Method, MqttRecord};
 use crate::counters::CounterFile;
-use crate::log::{Dir, JsonLog, Record};
+use crate::log::{JsonLog, Record};
 use crate::metrics::{self, Snapshot};
 use crate::mqtt::{self, Publisher, Topic};
 use crate::probe::{Sockets, Which};
@@ -380,7 +380,7 @@ impl Daemon {
                 let v = self.counters[dir].read().ok();
                 self.record(|| Input::Counter {
                     t_ns: now.as_nanos(),
-                    dir: dir.into(),
+                    dir,
                     bytes: v,
                 });
                 self.agent.handle_counter(now, dir, v);
@@ -530,7 +530,7 @@ impl Daemon {
         let res = self.act.set_rate(s.dir, s.bps).map_err(|e| e.to_string());
         self.record(|| Input::RateApplied {
             t_ns: now.as_nanos(),
-            dir: Dir::from(s.dir),
+            dir: s.dir,
             bps: s.bps,
             safe: s.safe,
             error: res.as_ref().err().cloned(),

@@ -2,15 +2,91 @@
 //! signalled ([`run`]), and serve as a UDP reflector ([`reflector`]). Shared by `purple control`
 //! / `purple reflector` and the small router binary `purple-control`, so both behave alike.
 
+use crate::config::CheckError;
 use crate::log::Record;
 use crate::{Daemon, DaemonConfig, Exit};
-use std::path::Path;
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+/// Why a service entry point could not start, or stopped.
+#[derive(Debug)]
+pub enum ServiceError {
+    /// The configuration file is invalid (the error names the option).
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        err: CheckError,
+    },
+    /// The signal handlers could not be installed.
+    Signals(io::Error),
+    /// The daemon could not start (a socket, device or log file).
+    Start(io::Error),
+    /// Switching to the configured user failed.
+    User {
+        /// The user.
+        user: String,
+        /// Why.
+        err: io::Error,
+    },
+    /// The daemon's event loop failed.
+    Run(io::Error),
+    /// `--bind` is not an IP address.
+    BadBind {
+        /// What was given.
+        bind: String,
+        /// The parser's error.
+        err: std::net::AddrParseError,
+    },
+    /// The reflector's socket could not be bound.
+    Bind(io::Error),
+    /// The reflector failed while serving.
+    Serve(io::Error),
+}
+
+impl fmt::Display for ServiceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServiceError::Config { path, err } => write!(f, "{}: {err}", path.display()),
+            ServiceError::Signals(e) | ServiceError::Run(e) | ServiceError::Serve(e) => {
+                write!(f, "{e}")
+            }
+            ServiceError::Start(e) => write!(f, "start: {e}"),
+            ServiceError::User { user, err } => write!(f, "user {user}: {err}"),
+            ServiceError::BadBind { bind, err } => write!(f, "--bind {bind}: {err}"),
+            ServiceError::Bind(e) => write!(f, "bind: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ServiceError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServiceError::Config { err, .. } => Some(err),
+            ServiceError::Signals(e)
+            | ServiceError::Start(e)
+            | ServiceError::User { err: e, .. }
+            | ServiceError::Run(e)
+            | ServiceError::Bind(e)
+            | ServiceError::Serve(e) => Some(e),
+            ServiceError::BadBind { err, .. } => Some(err),
+        }
+    }
+}
+
+fn load(path: &Path) -> Result<DaemonConfig, ServiceError> {
+    DaemonConfig::load(path).map_err(|err| ServiceError::Config {
+        path: path.to_path_buf(),
+        err,
+    })
+}
+
 /// `purple control --check`: validates `path`; the error names the option and what it accepts.
-pub fn check(path: &Path) -> Result<String, String> {
-    let c = DaemonConfig::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn check(path: &Path) -> Result<String, ServiceError> {
+    let c = load(path)?;
     let d = c.dirs();
     let m = &c.mqtt;
     let mqtt = match m.endpoint() {
@@ -41,24 +117,27 @@ pub fn check(path: &Path) -> Result<String, String> {
 /// rates and exits); SIGHUP reloads the file (a bad file is logged and the running
 /// configuration kept). With `record`, every input of the agent is written there
 /// (`daemon::record`).
-pub fn run(path: &Path, dry_run: bool, record: Option<&Path>) -> Result<String, String> {
-    let mut cfg = DaemonConfig::load(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn run(path: &Path, dry_run: bool, record: Option<&Path>) -> Result<String, ServiceError> {
+    let mut cfg = load(path)?;
     let stop = Arc::new(AtomicBool::new(false));
     let reload = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+        signal_hook::flag::register(sig, stop.clone()).map_err(ServiceError::Signals)?;
     }
     signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
-        .map_err(|e| e.to_string())?;
+        .map_err(ServiceError::Signals)?;
     let mut d = match record {
         Some(r) => Daemon::recording(cfg.clone(), dry_run, r),
         None => Daemon::new(cfg.clone(), dry_run),
     }
-    .map_err(|e| format!("start: {e}"))?;
+    .map_err(ServiceError::Start)?;
     // Sockets are open: drop to the configured user, keeping CAP_NET_RAW and CAP_NET_ADMIN.
     // The process is still single-threaded here (privs::drop_to requires it).
     if !cfg.user.is_empty() {
-        crate::privs::drop_to(&cfg.user).map_err(|e| format!("user {}: {e}", cfg.user))?;
+        crate::privs::drop_to(&cfg.user).map_err(|err| ServiceError::User {
+            user: cfg.user.clone(),
+            err,
+        })?;
         let r = Record::Privileges {
             t: d.t(),
             user: Some(cfg.user.clone()),
@@ -80,7 +159,7 @@ pub fn run(path: &Path, dry_run: bool, record: Option<&Path>) -> Result<String, 
         d.log_record(&r);
     }
     loop {
-        match d.run(&stop, &reload, None).map_err(|e| e.to_string())? {
+        match d.run(&stop, &reload, None).map_err(ServiceError::Run)? {
             Exit::Stop => {
                 d.restore_safe();
                 return Ok(String::new());
@@ -113,17 +192,20 @@ pub fn run(path: &Path, dry_run: bool, record: Option<&Path>) -> Result<String, 
 }
 
 /// Serves on `bind:port` until SIGTERM/SIGINT; at most `max_pps` replies per second.
-pub fn reflector(bind: &str, port: u16, max_pps: u32) -> Result<String, String> {
-    let addr: std::net::IpAddr = bind.parse().map_err(|e| format!("--bind {bind}: {e}"))?;
-    let sock = std::net::UdpSocket::bind((addr, port)).map_err(|e| format!("bind: {e}"))?;
+pub fn reflector(bind: &str, port: u16, max_pps: u32) -> Result<String, ServiceError> {
+    let addr: std::net::IpAddr = bind.parse().map_err(|err| ServiceError::BadBind {
+        bind: bind.to_string(),
+        err,
+    })?;
+    let sock = std::net::UdpSocket::bind((addr, port)).map_err(ServiceError::Bind)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(sig, stop.clone()).map_err(|e| e.to_string())?;
+        signal_hook::flag::register(sig, stop.clone()).map_err(ServiceError::Signals)?;
     }
     eprintln!(
         "purple reflector: listening on {}",
-        sock.local_addr().map_err(|e| e.to_string())?
+        sock.local_addr().map_err(ServiceError::Bind)?
     );
-    let n = crate::probe::udp::serve(&sock, max_pps, &stop).map_err(|e| e.to_string())?;
+    let n = crate::probe::udp::serve(&sock, max_pps, &stop).map_err(ServiceError::Serve)?;
     Ok(format!("purple reflector: {n} replies\n"))
 }

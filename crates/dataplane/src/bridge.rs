@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use cake::tc::{stats_json, stats_text, QdiscHeader};
 use cake::AnyQdisc;
+use controller::ctl::{DirNames, RateVerb, Request, Response};
 use controller::passive::{PassiveDelay, PassiveParams, ReadingWire, Side};
+use controller::Direction;
 use qdisc::{Dequeue, Dropped, Instant, Packet, PacketMeta, Qdisc, QdiscStats};
 use serde_json::{json, Value};
 
-use crate::ctl::{Command, Direction};
 use crate::ctl_server::{Access, CtlServer, CtlSocket};
 use crate::pool::{self, Pool, RX_BUF};
 use crate::rejoin::Rejoiner;
@@ -41,9 +42,10 @@ const TOK_JOBS: u64 = 6;
 /// statistics for the control socket. Implemented by [`AnyQdisc`] (`purple bridge`) and
 /// [`LinkModel`](crate::linkem::LinkModel) (`purple linkem`).
 pub trait Stage: Qdisc {
-    /// The name of `dir` in answers and statistics (`egress`/`ingress` by default).
-    fn dir_name(&self, dir: Direction) -> &'static str {
-        dir.name()
+    /// How this stage names its directions in answers and statistics (`egress`/`ingress` by
+    /// default).
+    fn dir_names(&self) -> DirNames {
+        DirNames::EgressIngress
     }
     /// Text statistics for this direction, whose frames leave on `dev`, at `now`.
     fn stage_text(&self, dev: &str, now: Instant) -> String;
@@ -548,8 +550,8 @@ impl<Q: Stage> Bridge<Q> {
         let bridge = Bridge {
             socks: [a, b],
             dirs: [
-                dir(Direction::Egress, egress, 1),
-                dir(Direction::Ingress, ingress, 0),
+                dir(Direction::Up, egress, 1),
+                dir(Direction::Down, ingress, 0),
             ],
             epoll,
             timer,
@@ -1032,34 +1034,32 @@ impl<Q: Stage> Bridge<Q> {
     /// readable); each costs one command's work here, never a client's socket I/O.
     fn serve_ctl(&mut self, ctl: &CtlServer) {
         while let Some(req) = ctl.next_request() {
-            let answer = self.execute(req.command);
+            let answer = self.execute(req.request);
             req.answer(answer);
         }
     }
 
-    /// Carries out one control command; returns the answer (`error: ...` for a failure).
-    fn execute(&mut self, command: Command) -> String {
-        match command {
-            Command::Stats { json } => {
+    /// Carries out one control request and answers it.
+    fn execute(&mut self, request: Request) -> Response {
+        match request {
+            Request::Stats { json } => {
                 self.refresh_kernel_drops();
                 if json {
-                    self.stats_json()
+                    Response::StatsJson(self.stats_json())
                 } else {
-                    self.stats_text()
+                    Response::StatsText(self.stats_text())
                 }
             }
-            Command::SetBandwidth { dir, rate } => self.set_rate(dir, rate, "bandwidth"),
-            Command::SetRate { dir, rate } => self.set_rate(dir, rate, "rate"),
-            Command::Passive => match self.passive.as_mut() {
+            Request::SetBandwidth { dir, rate } => self.set_rate(dir, rate, RateVerb::Bandwidth),
+            Request::SetRate { dir, rate } => self.set_rate(dir, rate, RateVerb::Rate),
+            Request::Passive => match self.passive.as_mut() {
                 Some(p) => {
                     let r = p.reading(Instant::from_nanos(now_ns()));
-                    let mut out = serde_json::to_string(&ReadingWire::from(&r))
-                        .unwrap_or_else(|e| format!("error: passive: {e}"));
-                    out.push('\n');
-                    out
+                    Response::Passive(ReadingWire::from(&r))
                 }
-                None => "error: the passive delay estimate is off (purple bridge --passive)\n"
-                    .to_string(),
+                None => Response::Error(
+                    "the passive delay estimate is off (purple bridge --passive)".to_string(),
+                ),
             },
         }
     }
@@ -1079,17 +1079,30 @@ impl<Q: Stage> Bridge<Q> {
         Ok(())
     }
 
-    /// Applies a `set-bandwidth`/`set-rate` command; returns the answer line.
-    pub(crate) fn set_rate(&mut self, dir: Direction, rate: Option<u64>, word: &str) -> String {
+    /// Applies a `set-bandwidth`/`set-rate` request; returns the answer.
+    pub(crate) fn set_rate(
+        &mut self,
+        dir: Direction,
+        rate: Option<u64>,
+        verb: RateVerb,
+    ) -> Response {
         let d = &mut self.dirs[dir_index(dir)];
         match d.qdisc.set_rate(rate) {
             Ok(()) => {
                 // Re-evaluate the release time under the new rate.
                 d.next = Some(now_ns());
-                let r = rate.map_or("unlimited".to_string(), qdisc::tc_units::format_rate);
-                format!("{} {word} {r}\n", d.qdisc.dir_name(dir))
+                Response::RateSet {
+                    dir,
+                    names: d.qdisc.dir_names(),
+                    verb,
+                    rate,
+                }
             }
-            Err(e) => format!("error: {} qdisc {}: {e}\n", dir.name(), d.qdisc.kind()),
+            Err(e) => Response::Error(format!(
+                "{} qdisc {}: {e}",
+                DirNames::EgressIngress.name(dir),
+                d.qdisc.kind()
+            )),
         }
     }
 
@@ -1123,7 +1136,7 @@ impl<Q: Stage> Bridge<Q> {
         let mut out = String::new();
         for d in &self.dirs {
             out.push_str(&d.qdisc.stage_text(self.dev(d), now));
-            out.push_str(&d.snapshot().text_line(d.qdisc.dir_name(d.dir)));
+            out.push_str(&d.snapshot().text_line(d.qdisc.dir_names().name(d.dir)));
         }
         out
     }
@@ -1141,7 +1154,7 @@ impl<Q: Stage> Bridge<Q> {
                 m.insert(
                     "purple".into(),
                     d.snapshot()
-                        .json(d.qdisc.dir_name(d.dir), d.last_tx_error.as_deref()),
+                        .json(d.qdisc.dir_names().name(d.dir), d.last_tx_error.as_deref()),
                 );
             }
             arr.push(obj);
@@ -1154,8 +1167,8 @@ impl<Q: Stage> Bridge<Q> {
 
 fn dir_index(dir: Direction) -> usize {
     match dir {
-        Direction::Egress => 0,
-        Direction::Ingress => 1,
+        Direction::Up => 0,
+        Direction::Down => 1,
     }
 }
 

@@ -3,7 +3,7 @@
 //! A thread of its own accepts connections on the bridge's Unix socket, admits only peers whose
 //! credentials the kernel vouches for (`SO_PEERCRED`: root, the bridge's own user, or members of
 //! a configured group), reads one command line per connection without blocking, and hands each
-//! complete, parsed [`Command`] to the forwarding loop over a channel, waking it with an eventfd.
+//! complete, parsed [`Request`] to the forwarding loop over a channel, waking it with an eventfd.
 //! The loop answers between two of its passes, so it never reads a client's socket: a client
 //! that trickles its line a byte at a time, or connects and says nothing, costs it nothing.
 //!
@@ -20,6 +20,7 @@
 //! directory, when created, 0700 (0750); a stale socket left by a bridge that died is replaced,
 //! anything else at the path (a file, a link, a live bridge's socket) is refused.
 
+use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
@@ -30,8 +31,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use controller::ctl::{Request, Response};
+
 use crate::bridge::Error;
-use crate::ctl::Command;
 use os::{self as sys, Epoll, EventFd};
 
 /// Longest command line accepted, bytes (newline included).
@@ -85,6 +87,49 @@ fn parse_group(text: &str, name: &str) -> Option<u32> {
     })
 }
 
+/// Why a peer may not send commands (the refusal it is answered with).
+#[derive(Debug)]
+pub enum AccessError {
+    /// The kernel did not tell who the peer is.
+    NoCredentials(io::Error),
+    /// Not root, not our user, and no group is admitted.
+    NotRoot {
+        /// The peer's user id.
+        uid: u32,
+    },
+    /// Not root, not our user, and not in the admitted group.
+    NotInGroup {
+        /// The peer's user id.
+        uid: u32,
+        /// The admitted group.
+        group: u32,
+    },
+}
+
+impl fmt::Display for AccessError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AccessError::NoCredentials(e) => write!(f, "cannot read peer credentials: {e}"),
+            AccessError::NotRoot { uid } => {
+                write!(f, "permission denied: uid {uid} is not root")
+            }
+            AccessError::NotInGroup { uid, group } => write!(
+                f,
+                "permission denied: uid {uid} is not root and not in group {group}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AccessError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AccessError::NoCredentials(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
 /// Who may use a control socket: root and the bridge's own user always; also the members of
 /// `group` (by effective or supplementary group id) when set.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,17 +140,14 @@ pub struct Access {
 
 impl Access {
     /// Whether a peer with credentials `c` may send commands; the error says why not.
-    pub fn admit(&self, c: &sys::PeerCred) -> Result<(), String> {
+    pub fn admit(&self, c: &sys::PeerCred) -> Result<(), AccessError> {
         if c.uid == 0 || c.uid == sys::effective_uid() {
             return Ok(());
         }
         match self.group {
             Some(g) if c.gid == g || c.groups.contains(&g) => Ok(()),
-            Some(g) => Err(format!(
-                "permission denied: uid {} is not root and not in group {g}",
-                c.uid
-            )),
-            None => Err(format!("permission denied: uid {} is not root", c.uid)),
+            Some(group) => Err(AccessError::NotInGroup { uid: c.uid, group }),
+            None => Err(AccessError::NotRoot { uid: c.uid }),
         }
     }
 }
@@ -225,25 +267,25 @@ fn remove_stale(path: &Path) -> Result<(), Error> {
     }
 }
 
-/// A command from a client, for the forwarding loop to carry out and answer.
+/// A request from a client, for the forwarding loop to carry out and answer.
 #[derive(Debug)]
-pub(crate) struct Request {
-    /// The command.
-    pub(crate) command: Command,
-    reply: SyncSender<String>,
+pub(crate) struct Pending {
+    /// The request.
+    pub(crate) request: Request,
+    reply: SyncSender<Response>,
 }
 
-impl Request {
-    /// Sends the answer (text ending in a newline; `error: ...` for a failure).
-    pub(crate) fn answer(self, text: String) {
-        let _ = self.reply.send(text);
+impl Pending {
+    /// Sends the answer (the server thread writes it to the client).
+    pub(crate) fn answer(self, response: Response) {
+        let _ = self.reply.send(response);
     }
 }
 
 /// A running server thread. Dropping it stops the thread (and closes open connections).
 #[derive(Debug)]
 pub(crate) struct CtlServer {
-    requests: Option<Receiver<Request>>,
+    requests: Option<Receiver<Pending>>,
     wake: Arc<EventFd>,
     stop: Arc<EventFd>,
     thread: Option<JoinHandle<()>>,
@@ -256,8 +298,8 @@ impl CtlServer {
     }
 
     /// The next waiting request, if any. Call after the wake eventfd turned readable, until it
-    /// returns `None`; answer each with [`Request::answer`].
-    pub(crate) fn next_request(&self) -> Option<Request> {
+    /// returns `None`; answer each with [`Pending::answer`].
+    pub(crate) fn next_request(&self) -> Option<Pending> {
         self.wake.clear();
         self.requests.as_ref()?.try_recv().ok()
     }
@@ -280,7 +322,7 @@ impl Drop for CtlServer {
 struct Client {
     stream: UnixStream,
     /// Why the peer may not send commands (its line is read, then this is the answer).
-    refused: Option<String>,
+    refused: Option<AccessError>,
     line: Vec<u8>,
     answer: Vec<u8>,
     sent: usize,
@@ -294,7 +336,7 @@ fn serve(
     access: Access,
     stop: &EventFd,
     wake: &EventFd,
-    tx: &SyncSender<Request>,
+    tx: &SyncSender<Pending>,
 ) {
     let Ok(epoll) = Epoll::new() else { return };
     if epoll
@@ -359,7 +401,7 @@ fn accept_all(
         // A refused peer is still read (so that closing does not reset the connection under
         // its unread line) and then answered with the refusal, under the same limits.
         let refused = sys::peer_credentials(stream.as_raw_fd())
-            .map_err(|e| format!("cannot read peer credentials: {e}"))
+            .map_err(AccessError::NoCredentials)
             .and_then(|c| access.admit(&c))
             .err();
         // Admitted peers use the first MAX_CLIENTS slots, refused ones the rest.
@@ -409,7 +451,7 @@ fn serve_client(
     i: usize,
     epoll: &Epoll,
     wake: &EventFd,
-    tx: &SyncSender<Request>,
+    tx: &SyncSender<Pending>,
     next_request_at: &mut u64,
 ) -> bool {
     if c.answer.is_empty() {
@@ -439,7 +481,7 @@ fn serve_client(
             return true;
         }
         let text = match &c.refused {
-            Some(why) => format!("error: {why}\n"),
+            Some(why) => Response::Error(why.to_string()).format(),
             None => answer(&c.line, wake, tx, next_request_at),
         };
         c.answer = text.into_bytes();
@@ -465,12 +507,12 @@ fn serve_client(
 fn answer(
     line: &[u8],
     wake: &EventFd,
-    tx: &SyncSender<Request>,
+    tx: &SyncSender<Pending>,
     next_request_at: &mut u64,
 ) -> String {
     let Some(end) = line.iter().position(|&b| b == b'\n') else {
         if line.len() == MAX_LINE {
-            return format!("error: command longer than {} bytes\n", MAX_LINE - 1);
+            return Response::Error(format!("command longer than {} bytes", MAX_LINE - 1)).format();
         }
         // The client closed its side after a line without a newline: take it as it is.
         return answer_line(&String::from_utf8_lossy(line), wake, tx, next_request_at);
@@ -486,12 +528,12 @@ fn answer(
 fn answer_line(
     line: &str,
     wake: &EventFd,
-    tx: &SyncSender<Request>,
+    tx: &SyncSender<Pending>,
     next_request_at: &mut u64,
 ) -> String {
-    let command = match Command::parse(line) {
-        Ok(c) => c,
-        Err(e) => return format!("error: {e}\n"),
+    let request = match Request::parse(line) {
+        Ok(r) => r,
+        Err(e) => return Response::Error(e.to_string()).format(),
     };
     let now = sys::monotonic_ns();
     if now < *next_request_at {
@@ -499,13 +541,14 @@ fn answer_line(
     }
     *next_request_at = sys::monotonic_ns() + MIN_REQUEST_GAP.as_nanos() as u64;
     let (reply, answer) = mpsc::sync_channel(1);
-    if tx.send(Request { command, reply }).is_err() {
-        return "error: the bridge is stopping\n".into();
+    if tx.send(Pending { request, reply }).is_err() {
+        return Response::Error("the bridge is stopping".into()).format();
     }
     wake.signal();
     answer
         .recv_timeout(REPLY_TIMEOUT)
-        .unwrap_or_else(|_| "error: the bridge did not answer\n".into())
+        .unwrap_or_else(|_| Response::Error("the bridge did not answer".into()))
+        .format()
 }
 
 #[cfg(test)]
@@ -538,12 +581,20 @@ mod tests {
         assert!(none.admit(&peer(me, 7, vec![])).is_ok());
         let e = none.admit(&peer(other, 985, vec![])).unwrap_err();
         assert!(
+            matches!(e, AccessError::NotRoot { uid } if uid == other),
+            "{e:?}"
+        );
+        let e = e.to_string();
+        assert!(
             e.contains("permission denied") && e.contains("not root"),
             "{e}"
         );
         assert!(group.admit(&peer(other, 985, vec![])).is_ok());
         assert!(group.admit(&peer(other, 7, vec![3, 985])).is_ok());
-        assert!(group.admit(&peer(other, 7, vec![3])).is_err());
+        assert!(matches!(
+            group.admit(&peer(other, 7, vec![3])),
+            Err(AccessError::NotInGroup { group: 985, .. })
+        ));
     }
 
     fn temp_path(tag: &str) -> PathBuf {

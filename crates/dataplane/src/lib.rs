@@ -83,5 +83,5 @@ pub use bridge::{
     Bridge, BridgeConfig, BridgeStats, DirStats, Error, Forwarder, LoopOptions, Stage, Stopper,
     DEFAULT_SPIN_NS,
 };
-pub use ctl::Direction;
+pub use controller::Direction;
 pub use mq::MqBridge;

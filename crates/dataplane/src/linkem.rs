@@ -3,6 +3,7 @@
 //! semantics) run once per direction inside the bridge's event loop. This module adds only the
 //! glue: [`open`] and the [`Stage`] impl (stats text and JSON for the control socket).
 
+use controller::ctl::DirNames;
 use qdisc::Instant;
 use serde_json::{json, Value};
 
@@ -12,7 +13,6 @@ pub use qdisc::link::{
 };
 
 use crate::bridge::{Bridge, BridgeConfig, Error, Stage};
-use crate::ctl::Direction;
 
 /// Opens a link emulator between `cfg.if_a` and `cfg.if_b`: `up` shapes frames from A leaving
 /// on B, `down` frames from B leaving on A; traces start now. Run it with [`Bridge::run`]; the
@@ -33,11 +33,8 @@ fn rate_str(r: Option<f64>) -> String {
 }
 
 impl Stage for LinkModel {
-    fn dir_name(&self, dir: Direction) -> &'static str {
-        match dir {
-            Direction::Egress => "up",
-            Direction::Ingress => "down",
-        }
+    fn dir_names(&self) -> DirNames {
+        DirNames::UpDown
     }
 
     fn stage_text(&self, dev: &str, now: Instant) -> String {

@@ -26,12 +26,13 @@ use std::time::Duration;
 use cake::mq::{self as cmq, Shard, ShardActivity, ShardPeers};
 use cake::tc::{stats_json, stats_text, QdiscHeader};
 use cake::{AnyQdisc, CakeConfig, CakeStats};
+use controller::ctl::{DirNames, RateVerb, Request, Response};
+use controller::Direction;
 use qdisc::tc_units::format_rate;
 use qdisc::{Dequeue, Dropped, Instant, NoShaper, Packet, Qdisc, QdiscStats};
 use serde_json::{json, Value};
 
 use crate::bridge::{Fanout, JobSender};
-use crate::ctl::{Command, Direction};
 use crate::ctl_server::{Access, CtlSocket};
 use crate::{
     Bridge, BridgeConfig, BridgeStats, DirStats, Error, Forwarder, LoopOptions, Stage, Stopper,
@@ -388,7 +389,7 @@ fn report(br: &Bridge<QueueStage>) -> QueueReport {
         let stage = br.stage(d);
         let dev = br.out_dev(d).to_string();
         DirReport {
-            name: stage.dir_name(d),
+            name: stage.dir_names().name(d),
             stats,
             qdisc,
             cake: match stage {
@@ -403,8 +404,8 @@ fn report(br: &Bridge<QueueStage>) -> QueueReport {
     };
     QueueReport {
         dirs: [
-            dir(Direction::Egress, st.egress, st.egress_qdisc),
-            dir(Direction::Ingress, st.ingress, st.ingress_qdisc),
+            dir(Direction::Up, st.egress, st.egress_qdisc),
+            dir(Direction::Down, st.ingress, st.ingress_qdisc),
         ],
     }
 }
@@ -608,7 +609,7 @@ impl MqBridge {
             }
             if let Some(s) = &server {
                 while let Some(req) = s.next_request() {
-                    let answer = self.execute(req.command);
+                    let answer = self.execute(req.request);
                     req.answer(answer);
                 }
             }
@@ -683,54 +684,60 @@ impl MqBridge {
         Ok(out.into_iter().flatten().collect())
     }
 
-    /// Carries out one control command; returns the answer (`error: ...` for a failure).
-    fn execute(&mut self, command: Command) -> String {
-        match command {
-            Command::Stats { json } => {
+    /// Carries out one control request and answers it.
+    fn execute(&mut self, request: Request) -> Response {
+        match request {
+            Request::Stats { json } => {
                 let reports = self.gather(|br| {
                     br.refresh_kernel_drops();
                     report(br)
                 });
                 match reports {
-                    Ok(r) if json => self.format_json(&r),
-                    Ok(r) => self.format_text(&r),
-                    Err(e) => format!("error: {e}\n"),
+                    Ok(r) if json => Response::StatsJson(self.format_json(&r)),
+                    Ok(r) => Response::StatsText(self.format_text(&r)),
+                    Err(e) => Response::Error(e),
                 }
             }
-            Command::SetBandwidth { dir, rate } => self.set_rate(dir, rate, "bandwidth"),
-            Command::SetRate { dir, rate } => self.set_rate(dir, rate, "rate"),
-            Command::Passive => "error: the passive delay estimate runs on the single-queue \
-                                 bridge only (purple bridge --passive without --queues)\n"
-                .to_string(),
+            Request::SetBandwidth { dir, rate } => self.set_rate(dir, rate, RateVerb::Bandwidth),
+            Request::SetRate { dir, rate } => self.set_rate(dir, rate, RateVerb::Rate),
+            Request::Passive => Response::Error(
+                "the passive delay estimate runs on the single-queue bridge only (purple bridge \
+                 --passive without --queues)"
+                    .to_string(),
+            ),
         }
     }
 
     /// Applies `set-bandwidth` (or `set-rate`) to every queue of `dir`.
-    fn set_rate(&mut self, dir: Direction, rate: Option<u64>, word: &'static str) -> String {
+    fn set_rate(&mut self, dir: Direction, rate: Option<u64>, verb: RateVerb) -> Response {
         let d = dir_index(dir);
         // A qdisc that can shape (cake, htb) would shape each of its instances at the rate; one
         // that cannot answers with its own error below.
         if let (DirKind::PerQueue(kind @ ("cake" | "htb")), true) =
             (&self.kinds[d], self.queues > 1)
         {
-            return format!(
-                "error: {} qdisc {kind} runs one instance per queue ({} queues): a rate would \
-                 shape each queue at it; use cake_mq to share one rate\n",
-                dir.name(),
+            return Response::Error(format!(
+                "{} qdisc {kind} runs one instance per queue ({} queues): a rate would shape \
+                 each queue at it; use cake_mq to share one rate",
+                DirNames::EgressIngress.name(dir),
                 self.queues
-            );
+            ));
         }
-        match self.gather(move |br| br.set_rate(dir, rate, word)) {
+        match self.gather(move |br| br.set_rate(dir, rate, verb)) {
             Ok(answers) => {
-                if let Some(e) = answers.iter().find(|a| a.starts_with("error: ")) {
+                if let Some(e) = answers.iter().find(|a| matches!(a, Response::Error(_))) {
                     return e.clone();
                 }
                 if let DirKind::Mq(c) = &mut self.kinds[d] {
                     c.rate_bps = rate.unwrap_or(0);
                 }
-                answers.into_iter().next().unwrap_or_default()
+                // Every queue answers alike; there is at least one queue.
+                answers
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| Response::Error("no queue answered".to_string()))
             }
-            Err(e) => format!("error: {e}\n"),
+            Err(e) => Response::Error(e),
         }
     }
 
@@ -910,8 +917,8 @@ impl MqBridge {
 
 fn dir_index(dir: Direction) -> usize {
     match dir {
-        Direction::Egress => 0,
-        Direction::Ingress => 1,
+        Direction::Up => 0,
+        Direction::Down => 1,
     }
 }
 

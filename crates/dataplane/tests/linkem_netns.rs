@@ -91,10 +91,10 @@ fn tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live() {
         )
     });
     std::thread::sleep(Duration::from_millis(1200));
-    let json = dataplane::ctl::request(&ctl, "stats --json").unwrap();
+    let json = dataplane::ctl::request(&ctl, &"stats --json".parse().unwrap()).unwrap();
     let loaded = lab.udp_rtts(7004, 10, Duration::from_millis(50)).unwrap();
     let g10 = bulk.join().unwrap().unwrap();
-    let answer = dataplane::ctl::request(&ctl, "set-rate up 20Mbit").unwrap();
+    let answer = dataplane::ctl::request(&ctl, &"set-rate up 20Mbit".parse().unwrap()).unwrap();
     assert_eq!(answer, "up rate 20Mbit\n");
     let g20 = lab
         .tcp_goodput(
@@ -103,7 +103,7 @@ fn tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live() {
             Duration::from_millis(1500),
         )
         .unwrap();
-    let text = dataplane::ctl::request(&ctl, "stats").unwrap();
+    let text = dataplane::ctl::request(&ctl, &"stats".parse().unwrap()).unwrap();
     em.stop().unwrap();
     let (i50, l50) = (
         rounded_rank(&idle, 0.5).expect("samples") as f64 / 1e6,

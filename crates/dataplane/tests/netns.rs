@@ -271,12 +271,13 @@ fn cake_at_20mbit_shapes_tcp_and_set_bandwidth_changes_it_live() {
     let x = Transfer::start(&t, 5002);
     thread::sleep(Duration::from_millis(1000));
     let at20 = x.measure(Duration::from_millis(2000));
-    let answer = dataplane::ctl::request(&ctl, "set-bandwidth egress 40Mbit").expect("ctl");
+    let answer = dataplane::ctl::request(&ctl, &"set-bandwidth egress 40Mbit".parse().unwrap())
+        .expect("ctl");
     assert_eq!(answer, "egress bandwidth 40Mbit\n");
     thread::sleep(Duration::from_millis(500));
     let at40 = x.measure(Duration::from_millis(2000));
-    let json = dataplane::ctl::request(&ctl, "stats --json").expect("stats");
-    let text = dataplane::ctl::request(&ctl, "stats").expect("stats");
+    let json = dataplane::ctl::request(&ctl, &"stats --json".parse().unwrap()).expect("stats");
+    let text = dataplane::ctl::request(&ctl, &"stats".parse().unwrap()).expect("stats");
     x.finish();
     let s = t.stop_bridge();
     eprintln!(
@@ -613,9 +614,9 @@ fn passive_estimate_times_the_wan_side_without_the_bridges_own_queue() {
     );
     let x = Transfer::start(&t, 5007);
     thread::sleep(Duration::from_millis(1500));
-    let first = dataplane::ctl::request(&ctl, "passive").expect("passive");
+    let first = dataplane::ctl::request(&ctl, &"passive".parse().unwrap()).expect("passive");
     thread::sleep(Duration::from_millis(1000));
-    let second = dataplane::ctl::request(&ctl, "passive").expect("passive");
+    let second = dataplane::ctl::request(&ctl, &"passive".parse().unwrap()).expect("passive");
     x.finish();
     t.stop_bridge();
     eprintln!("passive readings:\n{first}{second}");
@@ -637,8 +638,8 @@ fn a_bridge_without_passive_says_so() {
     let mut t = topo!();
     let ctl = std::env::temp_dir().join(format!("{}.sock", t.prefix));
     t.start_bridge("pfifo", "pfifo", Some(ctl.clone()));
-    let e = dataplane::ctl::request(&ctl, "passive").unwrap_err();
-    assert!(e.contains("--passive"), "{e}");
+    let e = dataplane::ctl::request(&ctl, &"passive".parse().unwrap()).unwrap_err();
+    assert!(e.to_string().contains("--passive"), "{e}");
     t.stop_bridge();
 }
 
@@ -687,7 +688,7 @@ fn cake_mq_on_two_queues_holds_the_aggregate_and_splits_it_across_active_shards(
     // Each sample: the egress's wire bytes per queue, its JSON, and when it was read.
     let mut samples: Vec<(Vec<u64>, serde_json::Value, u64)> = Vec::new();
     let mut sample = || {
-        let answer = dataplane::ctl::request(&ctl, "stats --json").ok()?;
+        let answer = dataplane::ctl::request(&ctl, &"stats --json".parse().unwrap()).ok()?;
         let at = os::monotonic_ns();
         let v: serde_json::Value = serde_json::from_str(&answer).ok()?;
         let per_queue: Vec<u64> = v[0]["queues"]
@@ -708,8 +709,9 @@ fn cake_mq_on_two_queues_holds_the_aggregate_and_splits_it_across_active_shards(
             &mut sample,
         )
         .expect("16 TCP flows through the bridge");
-    let answer = dataplane::ctl::request(&ctl, "set-bandwidth egress 100Mbit").expect("ctl");
-    let after = dataplane::ctl::request(&ctl, "stats --json").expect("stats");
+    let answer = dataplane::ctl::request(&ctl, &"set-bandwidth egress 100Mbit".parse().unwrap())
+        .expect("ctl");
+    let after = dataplane::ctl::request(&ctl, &"stats --json".parse().unwrap()).expect("stats");
     stop.0.stop();
     let (sum, queues, text) = h.join().expect("bridge thread").expect("setns");
     let wire = wire.expect("both stats samples");

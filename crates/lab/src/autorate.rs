@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::cost::{self, Program, TreeCounters};
+use crate::scenario::ProbeId;
 use os::netns::{Netns, Proc};
 
 /// Environment of the shim: the file its calls are appended to.
@@ -713,8 +714,8 @@ pub fn compare_laws(
             contender: r.contender.clone(),
             down_mbit: r.down_mbit,
             up_mbit: r.up_mbit,
-            icmp_p99_ms: r.induced("Ping (ms) ICMP").map(|i| i.p99),
-            udp_p99_ms: r.induced("Ping (ms) UDP BE").map(|i| i.p99),
+            icmp_p99_ms: r.induced(ProbeId::Icmp).map(|i| i.p99),
+            udp_p99_ms: r.induced(ProbeId::UDP_BE).map(|i| i.p99),
             mean_down_rate_mbit: mean,
             rate_over_capacity: mean / cap_mean,
             down_changes: changes,

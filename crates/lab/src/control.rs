@@ -269,7 +269,8 @@ mod tests {
 
     #[test]
     fn log_lines_become_points_on_the_runs_clock() {
-        use daemon::log::{Dir, DirRecord, Record};
+        use controller::Direction;
+        use daemon::log::{DirRecord, Record};
         let dir = |rate: u64, throughput: u64, delay_ms: Option<f64>| DirRecord {
             rate,
             applied: true,
@@ -296,7 +297,7 @@ mod tests {
             },
             Record::ActuatorError {
                 t: 2.1,
-                dir: Dir::Down,
+                dir: Direction::Down,
                 rate: 1,
                 error: "x".into(),
             },

@@ -61,7 +61,7 @@ use std::time::Duration;
 
 use os::netns::{Netns, Proc};
 use qdisc::quantile::nearest_rank;
-use scenario::{Capacity, Contender, FlowKind, Scenario, Test};
+use scenario::{Capacity, Contender, FlowKind, ProbeId, Scenario, Test};
 use sim::{FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
 use traffic::{Ctx, Meter, Task};
 
@@ -216,6 +216,19 @@ pub struct Induced {
     pub max: f64,
 }
 
+/// One probe's results in a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeLatency {
+    /// Which probe.
+    pub id: ProbeId,
+    /// Its name in tables (its [`ProbeId::label`]).
+    pub name: String,
+    /// Its flow's index in the run's [`RunSummary::flows`].
+    pub flow: usize,
+    /// Its induced latency.
+    pub induced: Induced,
+}
+
 /// One lab run: a contender in a test.
 #[derive(Clone, Debug)]
 pub struct LabRun {
@@ -225,8 +238,8 @@ pub struct LabRun {
     pub test: String,
     /// What it measured (`name` is `<scenario> <test> <contender>`).
     pub summary: RunSummary,
-    /// Induced latency per probe flow, by flow name.
-    pub induced: Vec<(String, Induced)>,
+    /// Induced latency per probe flow, in the test's order.
+    pub induced: Vec<ProbeLatency>,
     /// Goodput client → server and server → client, Mbit/s (sum over TCP flows).
     pub up_mbit: f64,
     /// Server → client.
@@ -246,12 +259,15 @@ pub struct LabRun {
 }
 
 impl LabRun {
-    /// The induced latency of the probe called `flow`.
-    pub fn induced(&self, flow: &str) -> Option<Induced> {
-        self.induced
-            .iter()
-            .find(|(n, _)| n == flow)
-            .map(|(_, i)| *i)
+    /// The induced latency of probe `id` (`None`: the test has no such probe).
+    pub fn induced(&self, id: ProbeId) -> Option<Induced> {
+        self.induced.iter().find(|p| p.id == id).map(|p| p.induced)
+    }
+
+    /// The flow summary (samples and series) of probe `id`.
+    pub fn probe_flow(&self, id: ProbeId) -> Option<&FlowSummary> {
+        let p = self.induced.iter().find(|p| p.id == id)?;
+        self.summary.flows.get(p.flow)
     }
 }
 
@@ -955,7 +971,7 @@ fn unix_now_s() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-type Drive = (RunSummary, (Vec<(String, Induced)>, f64, f64), Vec<String>);
+type Drive = (RunSummary, (Vec<ProbeLatency>, f64, f64), Vec<String>);
 
 /// Starts the flows, samples them, stops them; builds the summary.
 fn drive(
@@ -1139,7 +1155,7 @@ fn drive(
             .filter(|(at, _)| *at >= load_ns)
             .map(|(_, l)| *l as f64 / 1e6)
             .collect();
-        if f.is_probe() {
+        if let Some(id) = f.probe_id() {
             let (sent, recv) = (
                 m.sent.load(Ordering::Relaxed),
                 m.received.load(Ordering::Relaxed),
@@ -1171,16 +1187,19 @@ fn drive(
                     received: recv,
                 });
             };
-            induced.push((
-                f.name.clone(),
-                Induced {
+            induced.push(ProbeLatency {
+                id,
+                name: f.name.clone(),
+                // The flow's summary is pushed below, at this index.
+                flow: flows.len(),
+                induced: Induced {
                     base_ms: base,
                     mean: s.mean,
                     p50: s.p50,
                     p99: s.p99,
                     max: s.max,
                 },
-            ));
+            });
         }
         let sent = m.sent.load(Ordering::Relaxed);
         let recv = m.received.load(Ordering::Relaxed);
@@ -1314,13 +1333,15 @@ mod tests {
                 qdiscs: Vec::new(),
                 flent: None,
             },
-            induced: vec![(
-                "Ping (ms) ICMP".into(),
-                Induced {
+            induced: vec![ProbeLatency {
+                id: ProbeId::Icmp,
+                name: ProbeId::Icmp.label(),
+                flow: 0,
+                induced: Induced {
                     p99,
                     ..Induced::default()
                 },
-            )],
+            }],
             up_mbit: 30.0,
             down_mbit: down,
             delay_stage: String::new(),

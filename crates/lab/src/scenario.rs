@@ -85,6 +85,38 @@ pub enum FlowKind {
     VoipUp,
 }
 
+/// A latency probe's identity in a test: what it sends and at which DSCP. A test holds at most
+/// one probe of each (checked by the scenarios' tests), so this finds a probe's results
+/// ([`crate::LabRun::induced`], [`crate::LabRun::probe_flow`]); its display name
+/// ([`ProbeId::label`]) is for tables, JSON and Flent files only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ProbeId {
+    /// ICMP echo (system `ping`), best effort.
+    Icmp,
+    /// The UDP ping-pong probe at this DSCP.
+    Udp {
+        /// Its DSCP.
+        dscp: u8,
+    },
+}
+
+impl ProbeId {
+    /// The best-effort UDP probe (the lab demo's loaded latency).
+    pub const UDP_BE: ProbeId = ProbeId::Udp { dscp: 0 };
+
+    /// The probe's name in tables, JSON and Flent files (Flent's series names:
+    /// `Ping (ms) ICMP`, `Ping (ms) UDP BE`, ...).
+    pub fn label(self) -> String {
+        match self {
+            ProbeId::Icmp => "Ping (ms) ICMP".to_string(),
+            ProbeId::Udp { dscp } => match DSCPS.iter().find(|(_, d)| *d == dscp) {
+                Some((n, _)) => format!("Ping (ms) UDP {n}"),
+                None => format!("Ping (ms) UDP {dscp}"),
+            },
+        }
+    }
+}
+
 /// One flow: a name (flent's where one exists), what it does, and its DSCP.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Flow {
@@ -105,9 +137,26 @@ impl Flow {
         }
     }
 
-    /// Whether it measures latency (a probe or VoIP) rather than goodput.
+    /// The probe `id`, named by its [`ProbeId::label`].
+    pub fn probe(id: ProbeId) -> Flow {
+        match id {
+            ProbeId::Icmp => Flow::new(&id.label(), FlowKind::Icmp, 0),
+            ProbeId::Udp { dscp } => Flow::new(&id.label(), FlowKind::UdpPing, dscp),
+        }
+    }
+
+    /// Whether it is a latency probe (ICMP or UDP ping-pong) rather than a load.
     pub fn is_probe(&self) -> bool {
-        matches!(self.kind, FlowKind::UdpPing | FlowKind::Icmp)
+        self.probe_id().is_some()
+    }
+
+    /// Which probe it is, if it is one.
+    pub fn probe_id(&self) -> Option<ProbeId> {
+        match self.kind {
+            FlowKind::Icmp => Some(ProbeId::Icmp),
+            FlowKind::UdpPing => Some(ProbeId::Udp { dscp: self.dscp }),
+            _ => None,
+        }
     }
 }
 
@@ -346,8 +395,8 @@ pub const FIFO: Contender = Contender {
 const DSCPS: [(&str, u8); 4] = [("BE", 0), ("BK", 8), ("CS5", 40), ("EF", 46)];
 
 fn b1() -> Scenario {
-    let probe = || Flow::new("Ping (ms) ICMP", FlowKind::Icmp, 0);
-    let udp = || Flow::new("Ping (ms) UDP BE", FlowKind::UdpPing, 0);
+    let probe = || Flow::probe(ProbeId::Icmp);
+    let udp = || Flow::probe(ProbeId::UDP_BE);
     let up = || Flow::new("TCP upload", FlowKind::TcpUp, 0);
     let down = || Flow::new("TCP download", FlowKind::TcpDown, 0);
     Scenario {
@@ -386,13 +435,9 @@ fn b1() -> Scenario {
 }
 
 fn b2() -> Scenario {
-    let mut flows = vec![Flow::new("Ping (ms) ICMP", FlowKind::Icmp, 0)];
-    for (n, d) in [("BE", 0), ("BK", 8), ("EF", 46)] {
-        flows.push(Flow::new(
-            &format!("Ping (ms) UDP {n}"),
-            FlowKind::UdpPing,
-            d,
-        ));
+    let mut flows = vec![Flow::probe(ProbeId::Icmp)];
+    for dscp in [0, 8, 46] {
+        flows.push(Flow::probe(ProbeId::Udp { dscp }));
     }
     for (n, d) in DSCPS {
         flows.push(Flow::new(&format!("TCP upload {n}"), FlowKind::TcpUp, d));
@@ -436,8 +481,8 @@ fn radio() -> Scenario {
         tests: vec![Test {
             name: "rrul_voip",
             flows: vec![
-                Flow::new("Ping (ms) ICMP", FlowKind::Icmp, 0),
-                Flow::new("Ping (ms) UDP BE", FlowKind::UdpPing, 0),
+                Flow::probe(ProbeId::Icmp),
+                Flow::probe(ProbeId::UDP_BE),
                 Flow::new("VoIP EF", FlowKind::VoipUp, 46),
                 Flow::new("TCP download BE", FlowKind::TcpDown, 0),
                 Flow::new("TCP download BE 2", FlowKind::TcpDown, 0),
@@ -493,7 +538,7 @@ fn starlink() -> Scenario {
         tests: vec![Test {
             name: "download",
             flows: vec![
-                Flow::new("Ping (ms) UDP BE", FlowKind::UdpPing, 0),
+                Flow::probe(ProbeId::UDP_BE),
                 Flow::new("TCP download BE", FlowKind::TcpDown, 0),
                 Flow::new("TCP download BE 2", FlowKind::TcpDown, 0),
                 Flow::new("TCP upload BE", FlowKind::TcpUp, 0),
@@ -655,6 +700,30 @@ pub fn seed_figure(scenario: &str, contender: &str, test: &str) -> &'static str 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A probe is found by its id, so no test may hold two probes with one id; its name is
+    /// its id's label (what tables and the Flent files have always called it).
+    #[test]
+    fn probes_have_one_id_each_per_test_and_are_named_by_it() {
+        for s in all() {
+            for t in &s.tests {
+                let ids: Vec<ProbeId> = t.flows.iter().filter_map(Flow::probe_id).collect();
+                let mut distinct = ids.clone();
+                distinct.sort_by_key(|id| format!("{id:?}"));
+                distinct.dedup();
+                assert_eq!(distinct.len(), ids.len(), "{} {}: {ids:?}", s.name, t.name);
+                for f in t.flows.iter().filter(|f| f.is_probe()) {
+                    let id = f.probe_id().unwrap();
+                    assert_eq!(f.name, id.label(), "{} {}", s.name, t.name);
+                    assert_eq!(&Flow::probe(id), f);
+                }
+            }
+        }
+        assert_eq!(ProbeId::UDP_BE.label(), "Ping (ms) UDP BE");
+        assert_eq!(ProbeId::Udp { dscp: 46 }.label(), "Ping (ms) UDP EF");
+        assert_eq!(ProbeId::Icmp.label(), "Ping (ms) ICMP");
+        assert_eq!(Flow::new("VoIP EF", FlowKind::VoipUp, 46).probe_id(), None);
+    }
 
     #[test]
     fn every_contender_of_every_scenario_builds_as_one_of_our_qdiscs_both_ways() {

@@ -69,6 +69,7 @@ fn control(args: &[String]) -> Result<String, String> {
     } else {
         daemon::service::run(&config, dry_run, record.as_deref())
     }
+    .map_err(|e| e.to_string())
 }
 
 fn reflector(args: &[String]) -> Result<String, String> {
@@ -97,5 +98,5 @@ fn reflector(args: &[String]) -> Result<String, String> {
             }
         }
     }
-    daemon::service::reflector(&bind, port, max_pps)
+    daemon::service::reflector(&bind, port, max_pps).map_err(|e| e.to_string())
 }

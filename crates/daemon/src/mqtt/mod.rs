@@ -423,7 +423,104 @@ enum End {
     /// Closed on request (or the publisher is gone): the thread ends.
     Closed,
     /// Broken: retry after a backoff.
-    Broken(String),
+    Broken(SessionError),
+}
+
+/// Why connecting to the broker failed, or a connection broke (logged, then retried).
+#[derive(Debug)]
+pub enum SessionError {
+    /// The host name did not resolve.
+    Resolve {
+        /// The host.
+        host: String,
+        /// The resolver's error.
+        err: io::Error,
+    },
+    /// The host resolved to no address.
+    NoAddress {
+        /// The host.
+        host: String,
+    },
+    /// No address accepted the TCP connection (the last one's error).
+    Connect {
+        /// The last address tried.
+        addr: std::net::SocketAddr,
+        /// Its error.
+        err: io::Error,
+    },
+    /// A socket option could not be set.
+    Socket(io::Error),
+    /// A packet could not be encoded.
+    Encode(wire::EncodeError),
+    /// The broker sent bytes that are not a packet it may send.
+    Decode(wire::DecodeError),
+    /// The broker refused the connection.
+    Refused(wire::ConnackCode),
+    /// The broker sent this packet before its CONNACK.
+    BeforeConnack(Incoming),
+    /// The broker sent a second CONNACK.
+    SecondConnack,
+    /// No CONNACK within the I/O timeout (s).
+    NoConnack(f64),
+    /// No PINGRESP within the keep alive (s).
+    NoPingresp(f64),
+    /// The QoS 1 window stayed full for the I/O timeout.
+    Unacknowledged {
+        /// Messages in flight.
+        count: usize,
+        /// The timeout, s.
+        timeout_s: f64,
+    },
+    /// A write blocked for the I/O timeout (s).
+    WriteBlocked(f64),
+    /// A write failed.
+    Write(io::Error),
+    /// A read failed.
+    Read(io::Error),
+    /// The broker closed the connection.
+    Closed,
+}
+
+impl std::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionError::Resolve { host, err } => write!(f, "cannot resolve {host}: {err}"),
+            SessionError::NoAddress { host } => write!(f, "{host} resolves to no address"),
+            SessionError::Connect { addr, err } => write!(f, "{addr}: {err}"),
+            SessionError::Socket(e) => write!(f, "{e}"),
+            SessionError::Encode(e) => write!(f, "{e}"),
+            SessionError::Decode(e) => write!(f, "{e}"),
+            SessionError::Refused(code) => write!(f, "refused: {code}"),
+            SessionError::BeforeConnack(p) => write!(f, "{p:?} before CONNACK"),
+            SessionError::SecondConnack => f.write_str("a second CONNACK"),
+            SessionError::NoConnack(s) => write!(f, "no CONNACK within {s:.0} s"),
+            SessionError::NoPingresp(s) => write!(f, "no PINGRESP within {s:.0} s"),
+            SessionError::Unacknowledged { count, timeout_s } => {
+                write!(f, "{count} messages unacknowledged for {timeout_s:.0} s")
+            }
+            SessionError::WriteBlocked(s) => {
+                write!(f, "a write blocked for {s:.0} s (broker too slow)")
+            }
+            SessionError::Write(e) => write!(f, "write: {e}"),
+            SessionError::Read(e) => write!(f, "read: {e}"),
+            SessionError::Closed => f.write_str("the broker closed the connection"),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SessionError::Resolve { err, .. }
+            | SessionError::Connect { err, .. }
+            | SessionError::Socket(err)
+            | SessionError::Write(err)
+            | SessionError::Read(err) => Some(err),
+            SessionError::Encode(e) => Some(e),
+            SessionError::Decode(e) => Some(e),
+            _ => None,
+        }
+    }
 }
 
 /// A QoS 1 PUBLISH awaiting its PUBACK.
@@ -525,25 +622,31 @@ impl Session {
 
     /// Resolves, connects, sends CONNECT and awaits an accepting CONNACK, then publishes
     /// `online` (retained).
-    fn open(&mut self) -> Result<Conn, String> {
+    fn open(&mut self) -> Result<Conn, SessionError> {
         let p = &self.p;
         let t = std_duration(p.io_timeout);
-        let addrs = (p.host.as_str(), p.port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {}: {e}", p.host))?;
-        let mut last = format!("{} resolves to no address", p.host);
+        let addrs =
+            (p.host.as_str(), p.port)
+                .to_socket_addrs()
+                .map_err(|err| SessionError::Resolve {
+                    host: p.host.clone(),
+                    err,
+                })?;
+        let mut last = SessionError::NoAddress {
+            host: p.host.clone(),
+        };
         let mut stream = None;
-        for a in addrs {
-            match TcpStream::connect_timeout(&a, t) {
+        for addr in addrs {
+            match TcpStream::connect_timeout(&addr, t) {
                 Ok(s) => {
                     stream = Some(s);
                     break;
                 }
-                Err(e) => last = format!("{a}: {e}"),
+                Err(err) => last = SessionError::Connect { addr, err },
             }
         }
         let s = stream.ok_or(last)?;
-        let io = |e: io::Error| e.to_string();
+        let io = SessionError::Socket;
         s.set_nodelay(true).map_err(io)?;
         s.set_write_timeout(Some(t)).map_err(io)?;
         s.set_read_timeout(Some(t)).map_err(io)?;
@@ -576,27 +679,24 @@ impl Session {
                 password: p.password.as_deref().map(str::as_bytes),
             },
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(SessionError::Encode)?;
         self.flush(&mut conn)?;
         // The CONNACK is the first packet (3.2): wait for it, blocking up to io_timeout.
         let deadline = self.clock.now().saturating_add(p.io_timeout);
         loop {
-            if let Some((pk, n)) = wire::decode(&conn.inbuf).map_err(|e| e.to_string())? {
+            if let Some((pk, n)) = wire::decode(&conn.inbuf).map_err(SessionError::Decode)? {
                 conn.inbuf.drain(..n);
                 match pk {
                     Incoming::Connack {
                         code: wire::ConnackCode::Accepted,
                         ..
                     } => break,
-                    Incoming::Connack { code, .. } => return Err(format!("refused: {code}")),
-                    other => return Err(format!("{other:?} before CONNACK")),
+                    Incoming::Connack { code, .. } => return Err(SessionError::Refused(code)),
+                    other => return Err(SessionError::BeforeConnack(other)),
                 }
             }
             if self.clock.now() >= deadline {
-                return Err(format!(
-                    "no CONNACK within {:.0} s",
-                    p.io_timeout.as_secs_f64()
-                ));
+                return Err(SessionError::NoConnack(p.io_timeout.as_secs_f64()));
             }
             self.fill(&mut conn, true)?;
         }
@@ -654,11 +754,11 @@ impl Session {
 
     /// Sends PINGREQ when nothing went out for half the keep alive or nothing came in for a
     /// whole one; a PINGRESP not back within the keep alive breaks the connection.
-    fn keep_alive(&mut self, conn: &mut Conn, now: Instant) -> Result<(), String> {
+    fn keep_alive(&mut self, conn: &mut Conn, now: Instant) -> Result<(), SessionError> {
         let ka = self.p.keepalive;
         if let Some(t) = conn.ping_sent {
             if now.saturating_duration_since(t) >= ka {
-                return Err(format!("no PINGRESP within {:.0} s", ka.as_secs_f64()));
+                return Err(SessionError::NoPingresp(ka.as_secs_f64()));
             }
             return Ok(());
         }
@@ -680,18 +780,17 @@ impl Session {
         t: Topic,
         payload: &[u8],
         counted: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), SessionError> {
         let qos = self.p.qos;
         let mut id = 0;
         if qos == Qos::AtLeastOnce {
             let deadline = self.clock.now().saturating_add(self.p.io_timeout);
             while conn.inflight.len() >= self.p.max_inflight {
                 if self.clock.now() >= deadline {
-                    return Err(format!(
-                        "{} messages unacknowledged for {:.0} s",
-                        conn.inflight.len(),
-                        self.p.io_timeout.as_secs_f64()
-                    ));
+                    return Err(SessionError::Unacknowledged {
+                        count: conn.inflight.len(),
+                        timeout_s: self.p.io_timeout.as_secs_f64(),
+                    });
                 }
                 self.read(conn, true)?;
             }
@@ -706,7 +805,7 @@ impl Session {
             t.retained(),
             id,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(SessionError::Encode)?;
         self.flush(conn)?;
         if qos == Qos::AtLeastOnce {
             conn.inflight.push_back(InFlight { id, counted });
@@ -717,7 +816,7 @@ impl Session {
     }
 
     /// Writes `conn.out` whole (blocking up to `io_timeout`).
-    fn flush(&self, conn: &mut Conn) -> Result<(), String> {
+    fn flush(&self, conn: &mut Conn) -> Result<(), SessionError> {
         let r = conn.s.write_all(&conn.out);
         conn.out.clear();
         match r {
@@ -731,20 +830,17 @@ impl Session {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                Err(format!(
-                    "a write blocked for {:.0} s (broker too slow)",
-                    self.p.io_timeout.as_secs_f64()
-                ))
+                Err(SessionError::WriteBlocked(self.p.io_timeout.as_secs_f64()))
             }
-            Err(e) => Err(format!("write: {e}")),
+            Err(e) => Err(SessionError::Write(e)),
         }
     }
 
     /// Reads what the broker sent and handles every whole packet: without waiting
     /// (`block = false`), or waiting up to `io_timeout` for at least one byte.
-    fn read(&self, conn: &mut Conn, block: bool) -> Result<(), String> {
+    fn read(&self, conn: &mut Conn, block: bool) -> Result<(), SessionError> {
         self.fill(conn, block)?;
-        while let Some((pk, n)) = wire::decode(&conn.inbuf).map_err(|e| e.to_string())? {
+        while let Some((pk, n)) = wire::decode(&conn.inbuf).map_err(SessionError::Decode)? {
             conn.inbuf.drain(..n);
             match pk {
                 Incoming::Puback(id) => {
@@ -755,7 +851,7 @@ impl Session {
                     }
                 }
                 Incoming::Pingresp => conn.ping_sent = None,
-                Incoming::Connack { .. } => return Err("a second CONNACK".into()),
+                Incoming::Connack { .. } => return Err(SessionError::SecondConnack),
             }
         }
         Ok(())
@@ -763,7 +859,7 @@ impl Session {
 
     /// Appends what the broker sent to `conn.inbuf`: all there is without waiting (`block =
     /// false`), or what one read returns within `io_timeout` (nothing if none came).
-    fn fill(&self, conn: &mut Conn, block: bool) -> Result<(), String> {
+    fn fill(&self, conn: &mut Conn, block: bool) -> Result<(), SessionError> {
         let mut buf = [0u8; 512];
         loop {
             let n = if block {
@@ -778,18 +874,18 @@ impl Session {
                         return Ok(());
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(format!("read: {e}")),
+                    Err(e) => return Err(SessionError::Read(e)),
                 }
             } else {
                 match rustix::net::recv(&conn.s, &mut buf, rustix::net::RecvFlags::DONTWAIT) {
                     Ok(n) => n,
                     Err(rustix::io::Errno::AGAIN) => break,
                     Err(rustix::io::Errno::INTR) => continue,
-                    Err(e) => return Err(format!("read: {e}")),
+                    Err(e) => return Err(SessionError::Read(e.into())),
                 }
             };
             if n == 0 {
-                return Err("the broker closed the connection".into());
+                return Err(SessionError::Closed);
             }
             conn.inbuf.extend_from_slice(&buf[..n]);
             conn.last_in = self.clock.now();

@@ -284,51 +284,17 @@ impl LoopSpec {
     }
 }
 
-/// A value per direction (serialisable).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct Pair {
-    /// Download.
-    pub down: f64,
-    /// Upload.
-    pub up: f64,
-}
-
-impl Pair {
-    /// `down`, `up`.
-    pub const fn new(down: f64, up: f64) -> Self {
-        Pair { down, up }
-    }
-}
-
-impl std::ops::Index<Direction> for Pair {
-    type Output = f64;
-    fn index(&self, d: Direction) -> &f64 {
-        match d {
-            Direction::Down => &self.down,
-            Direction::Up => &self.up,
-        }
-    }
-}
-impl std::ops::IndexMut<Direction> for Pair {
-    fn index_mut(&mut self, d: Direction) -> &mut f64 {
-        match d {
-            Direction::Down => &mut self.down,
-            Direction::Up => &mut self.up,
-        }
-    }
-}
-
 /// One step of the time series.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Point {
     /// Seconds.
     pub t: f64,
     /// True capacity, Mbit/s.
-    pub cap: Pair,
+    pub cap: PerDir<f64>,
     /// CAKE's rate, Mbit/s (NaN when unshaped).
-    pub rate: Pair,
+    pub rate: PerDir<f64>,
     /// Delivered by the radio during the step, Mbit/s.
-    pub thr: Pair,
+    pub thr: PerDir<f64>,
     /// Highest probe RTT answered during the step, ms (NaN if none).
     pub rtt_ms: f64,
 }
@@ -387,9 +353,9 @@ pub struct LoopResult {
     /// Loaded latency after the warm-up.
     pub latency: LatencyStats,
     /// Mean delivered rate per direction after the warm-up, Mbit/s.
-    pub throughput: Pair,
+    pub throughput: PerDir<f64>,
     /// Mean true capacity per direction after the warm-up, Mbit/s.
-    pub capacity: Pair,
+    pub capacity: PerDir<f64>,
     /// Every loaded-latency sample after the warm-up, ms (for the CDF).
     pub samples: Vec<f64>,
     /// One-way queueing delay towards the client after the warm-up, ms: each answered probe's
@@ -405,7 +371,7 @@ pub struct LoopResult {
     /// Statistics of [`LoopResult::owd_up_samples`].
     pub owd_up: LatencyStats,
     /// Idle one-way delay of a probe per direction, ms (they add up to `base_rtt_ms`).
-    pub base_owd_ms: Pair,
+    pub base_owd_ms: PerDir<f64>,
     /// The time series, one point per [`STEP`].
     pub series: Vec<Point>,
     /// Idle round-trip time of a probe, ms.
@@ -576,7 +542,7 @@ impl Shell {
     /// readings it asks for before a step (the radio's delivered bytes as the interface
     /// counter, CAKE's statistics), its timeout, its probes injected as frames from the client,
     /// its rates applied to CAKE (`rate_now` in Mbit/s).
-    fn work(&mut self, sim: &mut Sim, w: Instant, caps: PerDir<u64>, rate_now: &mut Pair) {
+    fn work(&mut self, sim: &mut Sim, w: Instant, caps: PerDir<u64>, rate_now: &mut PerDir<f64>) {
         if w >= self.agent.engine().next_wakeup() {
             self.radio(sim, w, caps);
         }
@@ -788,7 +754,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
             + 3.0 * ser(GBIT as f64)
             + ser(cap.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0))
     };
-    let base_owd_ms = Pair::new(
+    let base_owd_ms = PerDir::new(
         one_way(sc.delay_down, &sc.down),
         one_way(sc.delay_up, &sc.up),
     );
@@ -854,7 +820,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
     let mut t = Instant::ZERO;
     let mut last_tx = PerDir::new(0u64, 0u64);
     let mut cur_cap = PerDir::new(0u64, 0u64);
-    let mut rate_now = Pair::new(f64::NAN, f64::NAN);
+    let mut rate_now = PerDir::new(f64::NAN, f64::NAN);
     for d in Direction::ALL {
         rate_now[d] = match spec.contender {
             Contender::FqCodel => f64::NAN,
@@ -949,7 +915,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
             p.seen = pr.results.len();
         }
         // Delivered bytes in the step, for the series and the result.
-        let mut thr = Pair::default();
+        let mut thr = PerDir::default();
         for d in Direction::ALL {
             let tx = sim.link(links[d]).map_or(0, |m| m.tx_bytes);
             let bytes = tx - last_tx[d].min(tx);
@@ -974,7 +940,7 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         }
         series.push(Point {
             t: now_s,
-            cap: Pair::new(caps.down as f64 * 8e-6, caps.up as f64 * 8e-6),
+            cap: PerDir::new(caps.down as f64 * 8e-6, caps.up as f64 * 8e-6),
             rate: rate_now,
             thr,
             rtt_ms: max_rtt,
@@ -984,11 +950,11 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
     LoopResult {
         name: spec.contender.name(),
         latency: LatencyStats::of(&samples),
-        throughput: Pair::new(
+        throughput: PerDir::new(
             delivered.down as f64 * 8e-6 / span,
             delivered.up as f64 * 8e-6 / span,
         ),
-        capacity: Pair::new(sc.down.mean(warm, end) * 8e-6, sc.up.mean(warm, end) * 8e-6),
+        capacity: PerDir::new(sc.down.mean(warm, end) * 8e-6, sc.up.mean(warm, end) * 8e-6),
         samples,
         owd_down: LatencyStats::of(&owd_samples.down),
         owd_up: LatencyStats::of(&owd_samples.up),
