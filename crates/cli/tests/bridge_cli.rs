@@ -158,7 +158,12 @@ fn bridge_process_answers_ctl_and_exits_cleanly_on_sigterm() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v[0]["purple"]["rx_packets"].as_u64().unwrap() >= 2, "{v}");
 
-    // SIGTERM to the bridge (the child of `ip netns exec`, which execs it: same pid).
+    stop_cleanly(&mut t, pid, &sock);
+}
+
+/// Sends SIGTERM to the bridge (the child of `ip netns exec`, which execs it: the same pid) and
+/// asserts that it exits with success within 2 s and removes its control socket.
+fn stop_cleanly(t: &mut Topo, pid: u32, sock: &str) {
     let p = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
     rustix::process::kill_process(p, rustix::process::Signal::Term).unwrap();
     let mut child = t.bridge.take().unwrap();
@@ -173,7 +178,7 @@ fn bridge_process_answers_ctl_and_exits_cleanly_on_sigterm() {
     let st = exited.expect("bridge did not exit within 2 s of SIGTERM");
     assert!(st.success(), "{st:?}");
     assert!(
-        !std::path::Path::new(&sock).exists(),
+        !std::path::Path::new(sock).exists(),
         "control socket left behind"
     );
 }
@@ -711,23 +716,7 @@ fn queues_run_one_cake_mq_group_behind_one_control_socket() {
     assert_eq!(v[0]["kind"], "cake_mq");
     assert_eq!(v[0]["queues"].as_array().map(Vec::len), Some(2), "{v}");
     assert!(v[0]["purple"]["rx_packets"].as_u64().unwrap() >= 2, "{v}");
-    let p = rustix::process::Pid::from_raw(pid as i32).expect("a child's pid is positive");
-    rustix::process::kill_process(p, rustix::process::Signal::Term).unwrap();
-    let mut child = t.bridge.take().unwrap();
-    let mut exited = None;
-    for _ in 0..100 {
-        if let Some(st) = child.try_wait().unwrap() {
-            exited = Some(st);
-            break;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    let st = exited.expect("bridge did not exit within 2 s of SIGTERM");
-    assert!(st.success(), "{st:?}");
-    assert!(
-        !std::path::Path::new(&sock).exists(),
-        "control socket left behind"
-    );
+    stop_cleanly(&mut t, pid, &sock);
 }
 
 /// A shaper run once per queue would multiply the rate: refused before any socket is opened,
