@@ -730,6 +730,27 @@ impl Cake {
         }
     }
 
+    /// One DRR++ visit to a flow out of deficit: a sparse flow with packets becomes bulk (one
+    /// with none waits as sparse-wait), and the flow gets one more quantum (with its dither).
+    /// The caller moves it (to the old list's tail, or along the rotation).
+    #[inline(always)]
+    fn refill(&mut self, tin: usize, flow: u16, mode: FlowMode) {
+        let t = &mut self.tins[tin];
+        let f = &mut t.flows[qi(flow)];
+        if f.set == FlowSet::Sparse {
+            if f.head != NIL {
+                f.set = FlowSet::Bulk;
+                t.sparse_flow_count -= 1;
+                t.bulk_flow_count += 1;
+                t.inc_host_bulk(flow, mode);
+            } else {
+                f.set = FlowSet::SparseWait;
+            }
+        }
+        let q = self.flow_quantum(tin, flow);
+        self.tins[tin].flows[qi(flow)].deficit += q;
+    }
+
     /// The DRR++ visits that start at `flow`, the head of tin `tin`'s old list, while the new
     /// list is empty and `flow` has no deficit: each visit to a flow without deficit refills it
     /// (the sparse-to-bulk step and one quantum with its random dither, exactly as a single
@@ -741,21 +762,8 @@ impl Cake {
     fn refill_old_list(&mut self, tin: usize, mut flow: u16) {
         let mode = self.cfg.flow_mode;
         loop {
+            self.refill(tin, flow, mode);
             let t = &mut self.tins[tin];
-            let f = &mut t.flows[qi(flow)];
-            if f.set == FlowSet::Sparse {
-                if f.head != NIL {
-                    f.set = FlowSet::Bulk;
-                    t.sparse_flow_count -= 1;
-                    t.bulk_flow_count += 1;
-                    t.inc_host_bulk(flow, mode);
-                } else {
-                    f.set = FlowSet::SparseWait;
-                }
-            }
-            let q = self.flow_quantum(tin, flow);
-            let t = &mut self.tins[tin];
-            t.flows[qi(flow)].deficit += q;
             flow = t.next_circular(flow);
             if t.flows[qi(flow)].deficit > 0 {
                 t.rotate_old_to(flow);
@@ -847,22 +855,8 @@ impl Cake {
                     continue 'retry;
                 }
                 if self.tins[tin].flows[qi(flow)].deficit <= 0 {
-                    let t = &mut self.tins[tin];
-                    let f = &mut t.flows[qi(flow)];
-                    if f.set == FlowSet::Sparse {
-                        if f.head != NIL {
-                            f.set = FlowSet::Bulk;
-                            t.sparse_flow_count -= 1;
-                            t.bulk_flow_count += 1;
-                            t.inc_host_bulk(flow, mode);
-                        } else {
-                            f.set = FlowSet::SparseWait;
-                        }
-                    }
-                    let q = self.flow_quantum(tin, flow);
-                    let t = &mut self.tins[tin];
-                    t.flows[qi(flow)].deficit += q;
-                    t.move_tail(flow, ListId::Old);
+                    self.refill(tin, flow, mode);
+                    self.tins[tin].move_tail(flow, ListId::Old);
                     continue 'retry;
                 }
 
