@@ -7,7 +7,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use cake::{Cake, CakeConfig};
 use qdisc::packet::FrameSpec;
-use qdisc::{quantile, Dequeue, DropReason, Duration, Instant, Packet, Qdisc};
+use qdisc::{Dequeue, DropReason, Duration, Instant, Packet, Qdisc};
+use sim::tally::FlowTally;
 
 /// The CAKE arguments the demo uses when none are given.
 pub const DEFAULT_ARGS: &[&str] = &["bandwidth", "20Mbit", "diffserv3", "triple-isolate"];
@@ -34,11 +35,7 @@ struct Source {
     behaviour: Behaviour,
     next: Instant,
     start: Instant,
-    sent_bytes: u64,
-    delivered_bytes: u64,
-    drops: u64,
-    marks: u64,
-    delays_us: Vec<u32>,
+    tally: FlowTally,
 }
 
 impl Source {
@@ -71,11 +68,7 @@ impl Source {
             behaviour,
             next: start,
             start,
-            sent_bytes: 0,
-            delivered_bytes: 0,
-            drops: 0,
-            marks: 0,
-            delays_us: Vec::new(),
+            tally: FlowTally::default(),
         }
     }
 
@@ -113,11 +106,6 @@ fn tag(idx: usize, at: Instant) -> u64 {
 
 fn untag(tag: u64) -> (usize, Instant) {
     ((tag & 0xFF) as usize, Instant::from_nanos(tag >> 8))
-}
-
-/// Percentile `p` of `sorted` (µs) in ms, by rounded index; 0 when there is no sample.
-fn percentile(sorted: &[u32], p: f64) -> f64 {
-    quantile::rounded_rank(sorted, p).map_or(0.0, |us| f64::from(us) / 1000.0)
 }
 
 /// Runs the demo for `seconds` of virtual time with CAKE configured by `args`; returns the text
@@ -195,7 +183,7 @@ pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<Strin
             while s.next <= now {
                 let mut p = s.template.clone();
                 p.meta.tag = tag(i, s.next);
-                s.sent_bytes += u64::from(p.len());
+                s.tally.sent(p.len());
                 let at = s.next;
                 let gap = f64::from(p.len()) * 8.0 / s.rate().max(1.0);
                 s.next = at + Duration::from_secs_f64(gap);
@@ -214,10 +202,9 @@ pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<Strin
                 Dequeue::Packet(p) => {
                     let (i, at) = untag(p.meta.tag);
                     let s = &mut sources[i];
-                    s.delivered_bytes += u64::from(p.len());
-                    s.delays_us.push(((now - at).as_nanos() / 1000) as u32);
+                    s.tally.delivered(p.len(), now - at);
                     if p.headers().ip.is_some_and(|ip| ip.ecn == 3) {
-                        s.marks += 1;
+                        s.tally.marks += 1;
                         s.congestion(now);
                     }
                 }
@@ -228,7 +215,7 @@ pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<Strin
         for d in drops.drain(..) {
             let (i, _) = untag(d.packet.meta.tag);
             let s = &mut sources[i];
-            s.drops += 1;
+            s.tally.drops += 1;
             if d.reason != DropReason::AckFilter {
                 s.congestion(now);
             }
@@ -255,28 +242,15 @@ pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<Strin
         "{:<9} {:<4} {:>4} {:>10} {:>10} {:>9} {:>9} {:>9} {:>7} {:>7}\n",
         "", "", "", "Mbit/s", "Mbit/s", "mean ms", "ms", "ms", "", ""
     ));
-    for s in &mut sources {
-        let active = (end - s.start).as_secs_f64().max(1e-9);
-        s.delays_us.sort_unstable();
-        let mean = if s.delays_us.is_empty() {
-            0.0
-        } else {
-            s.delays_us.iter().map(|&d| f64::from(d)).sum::<f64>()
-                / s.delays_us.len() as f64
-                / 1000.0
+    for s in &sources {
+        let f = s.tally.figures(end - s.start);
+        let delay = match f.delay {
+            Some(d) => format!("{:>9.2} {:>9.2} {:>9.2}", d.mean, d.p50, d.p99),
+            None => format!("{:>29}", "no samples"),
         };
         out.push_str(&format!(
-            "{:<9} {:<4} {:>4} {:>10.2} {:>10.2} {:>9.2} {:>9.2} {:>9.2} {:>7} {:>7}\n",
-            s.name,
-            s.host,
-            s.dscp,
-            s.sent_bytes as f64 * 8.0 / active / 1e6,
-            s.delivered_bytes as f64 * 8.0 / active / 1e6,
-            mean,
-            percentile(&s.delays_us, 0.5),
-            percentile(&s.delays_us, 0.99),
-            s.drops,
-            s.marks,
+            "{:<9} {:<4} {:>4} {:>10.2} {:>10.2} {delay} {:>7} {:>7}\n",
+            s.name, s.host, s.dscp, f.offered_mbit, f.goodput_mbit, f.drops, f.marks,
         ));
     }
     out.push_str(&format!(
@@ -329,6 +303,22 @@ mod tests {
         let (p99, drops) = (cols[5], cols[6]);
         assert!(p99 < 5.0, "VoIP p99 {p99} ms beside a flood");
         assert_eq!(drops, 0.0);
+    }
+
+    #[test]
+    fn a_flow_that_never_started_says_no_samples_not_zero() {
+        // The flood starts at 4 s: in a 2 s run it sent nothing.
+        let out = run(&[], 2, 1, false).expect("default args are valid");
+        let flood = out
+            .lines()
+            .find(|l| l.starts_with("flood-B"))
+            .expect("flood row");
+        assert!(flood.contains("no samples"), "{flood}");
+        let voip = out
+            .lines()
+            .find(|l| l.starts_with("voip-A"))
+            .expect("voip row");
+        assert!(!voip.contains("no samples"), "{voip}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use experiments::c::{
     slides_claims, table,
 };
 use experiments::{Claim, RunOpts};
-use lab::scenario::ProbeId;
+use lab::analysis::{self, DemoRow, LOADED_LATENCY_PROBE};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -400,129 +400,6 @@ pub struct LabDemoOpts {
     pub faults: Vec<lab::Fault>,
 }
 
-/// The probe whose RTT is the lab demo's loaded latency.
-const LAB_PROBE: ProbeId = ProbeId::UDP_BE;
-
-/// One contender of the lab demo, reduced to the slides' figures.
-#[derive(Debug)]
-pub struct LabRow {
-    /// The run as measured.
-    pub run: lab::LabRun,
-    /// Loaded latency (probe RTT minus its idle median) after the warm-up, ms.
-    pub latency: experiments::c::closed_loop::LatencyStats,
-    /// Loaded-latency samples after the warm-up, ms.
-    pub samples: Vec<f64>,
-    /// Mean downlink capacity over the steady window, Mbit/s (NaN without the emulator).
-    pub capacity_down: f64,
-    /// Shaped-rate tracking, for the daemon contenders.
-    pub tracking: Option<Tracking>,
-}
-
-/// How a daemon's download rate followed the emulator's capacity during the load.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Tracking {
-    /// Mean shaped download rate, Mbit/s.
-    pub mean_rate_mbit: f64,
-    /// Share of the load's 100 ms bins where the shaped rate was at or below the capacity.
-    pub below_capacity: f64,
-    /// Capacity drops seen during the load.
-    pub drops: usize,
-    /// Of those, how many the rate went below the new capacity before the next change.
-    pub drops_followed: usize,
-    /// Median seconds from a drop until the rate was below the new capacity (NaN if none).
-    pub reaction_median_s: f64,
-    /// Slowest such reaction, s (NaN if none).
-    pub reaction_max_s: f64,
-}
-
-/// The times (s since the run's epoch) of the bins' ends, the series' x axis.
-fn bin_times(r: &lab::LabRun) -> Vec<f64> {
-    let n = r.capacity_down_mbit.len();
-    (0..n).map(|k| (k + 1) as f64 * r.summary.bin_s).collect()
-}
-
-/// How the daemon's shaped rate followed the capacity from `load_s` on.
-pub fn tracking(r: &lab::LabRun, load_s: f64) -> Option<Tracking> {
-    let c = r.control.as_ref()?;
-    let bin = r.summary.bin_s;
-    let cap = &r.capacity_down_mbit;
-    let mid = |k: usize| (k as f64 + 0.5) * bin;
-    let from = cap.iter().enumerate().position(|(k, _)| mid(k) >= load_s)?;
-    let (mut sum, mut n, mut below) = (0.0, 0usize, 0usize);
-    let mut reactions = Vec::new();
-    let mut drops = 0;
-    for k in from..cap.len() {
-        let Some(rate) = c.down_rate_at(mid(k)) else {
-            continue;
-        };
-        sum += rate;
-        n += 1;
-        if rate <= cap[k] + 1e-9 {
-            below += 1;
-        }
-        if k > from && cap[k] < cap[k - 1] {
-            drops += 1;
-            // Until the next capacity change: the first bin whose rate is below the capacity.
-            let mut j = k;
-            while j < cap.len() && cap[j] == cap[k] {
-                if c.down_rate_at(mid(j)).is_some_and(|r| r <= cap[k]) {
-                    reactions.push((j - k) as f64 * bin);
-                    break;
-                }
-                j += 1;
-            }
-        }
-    }
-    if n == 0 {
-        return None;
-    }
-    reactions.sort_by(f64::total_cmp);
-    Some(Tracking {
-        mean_rate_mbit: sum / n as f64,
-        below_capacity: below as f64 / n as f64,
-        drops,
-        drops_followed: reactions.len(),
-        reaction_median_s: reactions
-            .get(reactions.len() / 2)
-            .copied()
-            .unwrap_or(f64::NAN),
-        reaction_max_s: reactions.last().copied().unwrap_or(f64::NAN),
-    })
-}
-
-/// Reduces one lab run to the demo's figures (`warm_s`: seconds of load skipped).
-pub fn lab_row(run: lab::LabRun, idle_s: f64, warm_s: f64) -> LabRow {
-    let base = run.induced(LAB_PROBE).map_or(0.0, |i| i.base_ms);
-    // The probe sends every 100 ms: skip the warm-up's worth of samples.
-    let skip = (warm_s * 10.0).round() as usize;
-    let samples: Vec<f64> = run
-        .probe_flow(LAB_PROBE)
-        .map(|f| {
-            f.latency_samples_ms
-                .iter()
-                .skip(skip)
-                .map(|l| (l - base).max(0.0))
-                .collect()
-        })
-        .unwrap_or_default();
-    let bin = run.summary.bin_s;
-    let from = ((idle_s + warm_s) / bin).round() as usize;
-    let steady: Vec<f64> = run.capacity_down_mbit.iter().skip(from).copied().collect();
-    let capacity_down = if steady.is_empty() {
-        f64::NAN
-    } else {
-        steady.iter().sum::<f64>() / steady.len() as f64
-    };
-    let tracking = tracking(&run, idle_s);
-    LabRow {
-        latency: experiments::c::closed_loop::LatencyStats::of(&samples),
-        samples,
-        capacity_down,
-        tracking,
-        run,
-    }
-}
-
 /// The lab demo's results.
 #[derive(Debug)]
 pub struct LabDemo {
@@ -533,7 +410,7 @@ pub struct LabDemo {
     /// Seconds of idle probing before the load.
     pub idle_s: f64,
     /// The rows, in the scenario's contender order.
-    pub rows: Vec<LabRow>,
+    pub rows: Vec<DemoRow>,
     /// Faults injected.
     pub faults: Vec<lab::Fault>,
 }
@@ -597,7 +474,7 @@ pub fn compute_lab(
         .first()
         .cloned()
         .ok_or_else(|| format!("the lab's {} has no test", scn.name))?;
-    let warm = (seconds / 6.0).min(5.0);
+    let warm = analysis::warm_up_s(seconds);
     let mut rows = Vec::new();
     for c in &scn.contenders {
         let run_dir = o.out.as_ref().map(|d| {
@@ -612,7 +489,10 @@ pub fn compute_lab(
         if let Some(d) = &run_dir {
             crate::sim_cmd::write_outputs(&r.summary, &crate::lab::run_json(&r), d)?;
         }
-        rows.push(lab_row(r, opts.idle_seconds, warm));
+        rows.push(
+            analysis::demo_row(r, opts.idle_seconds, warm)
+                .map_err(|e| format!("{} {}: {e}", scn.name, c.name))?,
+        );
     }
     Ok(LabDemo {
         scenario: scn,
@@ -640,10 +520,10 @@ pub fn lab_json(d: &LabDemo) -> Value {
         .rows
         .iter()
         .map(|r| {
-            let t = bin_times(&r.run);
+            let t = analysis::bin_ends_s(&r.run);
             let rate: Vec<Value> = t
                 .iter()
-                .map(|&x| nan_null(shaped_rate(d, r, x - r.run.summary.bin_s / 2.0)))
+                .map(|&x| json!(shaped_rate(d, r, x - r.run.summary.bin_s / 2.0)))
                 .collect();
             let thr: Vec<Value> = r
                 .run
@@ -654,15 +534,15 @@ pub fn lab_json(d: &LabDemo) -> Value {
                 .unwrap_or_default();
             let lat: Vec<Value> = r
                 .run
-                .probe_flow(LAB_PROBE)
+                .probe_flow(LOADED_LATENCY_PROBE)
                 .map(|f| f.series.latency_ms.iter().map(|v| json!(v)).collect())
                 .unwrap_or_default();
             json!({
                 "name": r.run.contender,
                 "latency_ms": r.latency,
                 "throughput_mbit": {"down": r.run.down_mbit, "up": r.run.up_mbit},
-                "capacity_mbit": {"down": nan_null(r.capacity_down)},
-                "share": nan_null(r.run.down_mbit / r.capacity_down),
+                "capacity_mbit": {"down": r.capacity_down_mbit},
+                "share": r.share(),
                 "tracking": r.tracking,
                 "daemon_log": r.run.control.as_ref().map(|c| c.log.display().to_string()),
                 "warnings": r.run.warnings,
@@ -677,27 +557,15 @@ pub fn lab_json(d: &LabDemo) -> Value {
         "seconds": d.seconds,
         "idle_seconds": d.idle_s,
         "faults": d.faults.iter().filter_map(|f| lab::Fault::ALL.iter().find(|(_, x)| x == f).map(|(n, _)| *n)).collect::<Vec<_>>(),
-        "probe": LAB_PROBE.label(),
+        "probe": LOADED_LATENCY_PROBE.label(),
         "contenders": rows,
     })
 }
 
-/// The download rate a contender shapes to at `t` (s since the run's epoch), Mbit/s: the
-/// daemon's decision, the static CAKE's rate, NaN when unshaped.
-fn shaped_rate(d: &LabDemo, r: &LabRow, t: f64) -> f64 {
-    match (
-        &r.run.control,
-        d.scenario
-            .contenders
-            .iter()
-            .find(|c| c.name == r.run.contender),
-    ) {
-        (Some(c), _) => c.down_rate_at(t).unwrap_or(f64::NAN),
-        (None, Some(c)) if matches!(c.shape, lab::scenario::Shape::Cake(_)) => {
-            d.scenario.down_bit_s as f64 / 1e6
-        }
-        _ => f64::NAN,
-    }
+/// The download rate `r`'s contender shapes to at `t` (s since the run's epoch), Mbit/s
+/// ([`analysis::shaped_down_rate_mbit`]).
+fn shaped_rate(d: &LabDemo, r: &DemoRow, t: f64) -> Option<f64> {
+    analysis::shaped_down_rate_mbit(&d.scenario, &r.run, t)
 }
 
 /// The lab demo as text: the slides' table and the shaped-rate tracking.
@@ -710,7 +578,7 @@ pub fn lab_text(d: &LabDemo) -> String {
         d.scenario.title,
         d.seconds,
         d.idle_s,
-        (d.seconds / 6.0).min(5.0)
+        analysis::warm_up_s(d.seconds)
     );
     for f in &d.faults {
         if let Some((name, _)) = lab::Fault::ALL.iter().find(|(_, x)| x == f) {
@@ -732,22 +600,24 @@ pub fn lab_text(d: &LabDemo) -> String {
         "seed (slides)",
     ]);
     for r in &d.rows {
-        let l = &r.latency;
         let f2 = |x: f64| format!("{x:.2}");
-        t.row(vec![
-            r.run.contender.clone(),
-            f2(l.mean),
-            f2(l.median),
-            f2(l.min),
-            f2(l.max),
-            f2(l.std),
-            f2(l.p95),
-            f2(l.p99),
+        let mut row = vec![r.run.contender.clone()];
+        match &r.latency {
+            Some(l) => row.extend([l.mean, l.median, l.min, l.max, l.std, l.p95, l.p99].map(f2)),
+            None => {
+                row.push("no samples".into());
+                row.extend(std::iter::repeat_n("-".to_string(), 6));
+            }
+        }
+        row.extend([
             format!("{:.1}", r.run.down_mbit),
             format!("{:.1}", r.run.up_mbit),
-            format!("{:.0}%", 100.0 * r.run.down_mbit / r.capacity_down),
+            r.capacity_down_mbit.map_or("-".into(), |c| {
+                format!("{:.0}%", 100.0 * r.run.down_mbit / c)
+            }),
             lab::scenario::seed_figure(d.scenario.name, &r.run.contender, "").to_string(),
         ]);
+        t.row(row);
     }
     s.push_str(&t.to_text());
     let mut tt = experiments::Table::new(&[
@@ -811,7 +681,7 @@ fn write_lab_plots(d: &LabDemo, dir: &Path) -> Result<Vec<PathBuf>, String> {
     let mut files = Vec::new();
     let mut all_rates = Vec::new();
     for (i, r) in d.rows.iter().enumerate() {
-        let t = bin_times(&r.run);
+        let t = analysis::bin_ends_s(&r.run);
         let half = r.run.summary.bin_s / 2.0;
         let cap: Vec<(f64, f64)> = t
             .iter()
@@ -820,7 +690,7 @@ fn write_lab_plots(d: &LabDemo, dir: &Path) -> Result<Vec<PathBuf>, String> {
             .collect();
         let rate: Vec<(f64, f64)> = t
             .iter()
-            .map(|&x| (x - half, shaped_rate(d, r, x - half)))
+            .map(|&x| (x - half, shaped_rate(d, r, x - half).unwrap_or(f64::NAN)))
             .collect();
         let thr: Vec<(f64, f64)> = r
             .run
@@ -964,10 +834,6 @@ pub fn run_lab(o: &LabDemoOpts) -> Result<String, String> {
 }
 
 /// A reaction time with one decimal, or "-" when there was none (no drop followed).
-fn secs_or_dash(s: f64) -> String {
-    if s.is_finite() {
-        format!("{s:.1}")
-    } else {
-        "-".to_string()
-    }
+fn secs_or_dash(s: Option<f64>) -> String {
+    s.map_or_else(|| "-".to_string(), |s| format!("{s:.1}"))
 }

@@ -360,7 +360,7 @@ fn compare_laws(runs: &[LabRun], opts: &LabOpts) -> Result<lab::autorate::LawCom
     };
     let port = find(&scenario::CAKE_AUTORATE)?;
     let script = find(&scenario::CAKE_AUTORATE_SCRIPT)?;
-    let from = opts.idle_seconds + (opts.seconds / 6.0).min(5.0);
+    let from = opts.idle_seconds + lab::analysis::warm_up_s(opts.seconds);
     lab::autorate::compare_laws(port, script, from, opts.idle_seconds + opts.seconds)
         .map_err(|e| e.to_string())
 }

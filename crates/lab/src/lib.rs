@@ -39,6 +39,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 #![forbid(unsafe_code)]
 
+pub mod analysis;
 pub mod autorate;
 pub mod bench_control;
 pub mod control;

@@ -47,6 +47,7 @@ mod metrics;
 mod scenario;
 mod sim;
 mod summary;
+pub mod tally;
 mod tcp_app;
 /// Link capacity traces (moved to [`qdisc::trace`] so the dataplane can share them).
 pub use qdisc::trace;

@@ -1,0 +1,347 @@
+//! Measurement analysis of lab runs: pure functions from a measured [`LabRun`] to the figures
+//! `purple demo --lab` shows (loaded latency after the warm-up, the mean capacity and the share
+//! of it a contender used, how a daemon's shaped rate tracked the capacity).
+//!
+//! **Owns**: which probe is the loaded latency ([`LOADED_LATENCY_PROBE`]), the warm-up rule
+//! ([`warm_up_s`]), and the reductions ([`demo_row`], [`tracking`]). **Must not**: run
+//! anything, print, or touch files; the CLI runs the lab and renders these results.
+
+use crate::scenario::{ProbeId, Scenario, Shape};
+use crate::LabRun;
+use experiments::c::closed_loop::LatencyStats;
+use qdisc::quantile;
+use std::fmt;
+
+/// The probe whose RTT is the lab demo's loaded latency: the best-effort UDP ping-pong (one
+/// sample every 100 ms).
+pub const LOADED_LATENCY_PROBE: ProbeId = ProbeId::UDP_BE;
+
+/// Seconds of load skipped before figures are taken: `min(load_s / 6, 5)`.
+pub fn warm_up_s(load_s: f64) -> f64 {
+    (load_s / 6.0).min(5.0)
+}
+
+/// Why a run cannot be reduced to the demo's figures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnalysisError {
+    /// The run's test has no such probe (or its flow is missing from the summary).
+    NoProbe {
+        /// The probe's label ([`ProbeId::label`]).
+        probe: String,
+        /// The contender whose run lacks it.
+        contender: String,
+    },
+}
+
+impl fmt::Display for AnalysisError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnalysisError::NoProbe { probe, contender } => write!(
+                f,
+                "{contender}: the run has no probe {probe:?} (the loaded latency's probe)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for AnalysisError {}
+
+/// How a daemon's download rate followed the emulator's capacity during the load.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Tracking {
+    /// Mean shaped download rate, Mbit/s.
+    pub mean_rate_mbit: f64,
+    /// Share of the load's bins where the shaped rate was at or below the capacity.
+    pub below_capacity: f64,
+    /// Capacity drops seen during the load.
+    pub drops: usize,
+    /// Of those, how many the rate went below the new capacity before the next change.
+    pub drops_followed: usize,
+    /// Upper median of the seconds from a drop until the rate was at or below the new
+    /// capacity (`None` when no drop was followed).
+    pub reaction_median_s: Option<f64>,
+    /// Slowest such reaction, s (`None` when no drop was followed).
+    pub reaction_max_s: Option<f64>,
+}
+
+/// How the rate `rate_at(t)` (Mbit/s; `None` before the first decision) followed the capacity
+/// `cap_mbit` (one value per bin of `bin_s` seconds, read at each bin's middle) from `load_s`
+/// on. `None` when no bin at or after `load_s` had a rate.
+///
+/// A drop is a bin whose capacity is below the previous bin's (the first bin of the load is
+/// not compared with the idle phase); it is followed when the rate is at or below the new
+/// capacity in some bin before the capacity changes again, and the reaction time is the number
+/// of bins until then times `bin_s`.
+pub fn tracking_of(
+    cap_mbit: &[f64],
+    bin_s: f64,
+    load_s: f64,
+    rate_at: impl Fn(f64) -> Option<f64>,
+) -> Option<Tracking> {
+    let mid = |k: usize| (k as f64 + 0.5) * bin_s;
+    let from = (0..cap_mbit.len()).position(|k| mid(k) >= load_s)?;
+    let (mut sum, mut n, mut below) = (0.0, 0usize, 0usize);
+    let mut reactions = Vec::new();
+    let mut drops = 0;
+    for k in from..cap_mbit.len() {
+        let Some(rate) = rate_at(mid(k)) else {
+            continue;
+        };
+        sum += rate;
+        n += 1;
+        if rate <= cap_mbit[k] + 1e-9 {
+            below += 1;
+        }
+        if k > from && cap_mbit[k] < cap_mbit[k - 1] {
+            drops += 1;
+            // Until the next capacity change: the first bin whose rate is below the capacity.
+            let mut j = k;
+            while j < cap_mbit.len() && cap_mbit[j] == cap_mbit[k] {
+                if rate_at(mid(j)).is_some_and(|r| r <= cap_mbit[k]) {
+                    reactions.push((j - k) as f64 * bin_s);
+                    break;
+                }
+                j += 1;
+            }
+        }
+    }
+    if n == 0 {
+        return None;
+    }
+    reactions.sort_by(f64::total_cmp);
+    Some(Tracking {
+        mean_rate_mbit: sum / n as f64,
+        below_capacity: below as f64 / n as f64,
+        drops,
+        drops_followed: reactions.len(),
+        reaction_median_s: quantile::rounded_rank(&reactions, 0.5),
+        reaction_max_s: reactions.last().copied(),
+    })
+}
+
+/// How the `purple control` daemon's download rate followed the emulator's capacity from
+/// `load_s` (s since the run's epoch) on; `None` for a contender without the daemon, without
+/// the emulator's capacity series, or without any decision during the load.
+pub fn tracking(run: &LabRun, load_s: f64) -> Option<Tracking> {
+    let c = run.control.as_ref()?;
+    tracking_of(&run.capacity_down_mbit, run.summary.bin_s, load_s, |t| {
+        c.down_rate_at(t)
+    })
+}
+
+/// Loaded latency, ms: each probe RTT of `rtt_ms` after the first `skip` minus the idle base
+/// `base_ms`, floored at 0.
+pub fn loaded_latency_ms(rtt_ms: &[f64], base_ms: f64, skip: usize) -> Vec<f64> {
+    rtt_ms
+        .iter()
+        .skip(skip)
+        .map(|l| (l - base_ms).max(0.0))
+        .collect()
+}
+
+/// The mean of `cap_mbit` from bin `from` on; `None` when no bin is left or the mean is not
+/// finite.
+pub fn mean_capacity_mbit(cap_mbit: &[f64], from: usize) -> Option<f64> {
+    let steady = cap_mbit.get(from..).filter(|s| !s.is_empty())?;
+    Some(steady.iter().sum::<f64>() / steady.len() as f64).filter(|m| m.is_finite())
+}
+
+/// One contender of the lab demo, reduced to the slides' figures.
+#[derive(Debug)]
+pub struct DemoRow {
+    /// The run as measured.
+    pub run: LabRun,
+    /// Loaded latency ([`LOADED_LATENCY_PROBE`]'s RTT minus its idle median) after the
+    /// warm-up, ms; `None` when the probe had no sample after the warm-up.
+    pub latency: Option<LatencyStats>,
+    /// Loaded-latency samples after the warm-up, ms.
+    pub samples: Vec<f64>,
+    /// Mean downlink capacity over the steady window, Mbit/s (`None` without the emulator).
+    pub capacity_down_mbit: Option<f64>,
+    /// Shaped-rate tracking, for the daemon contenders.
+    pub tracking: Option<Tracking>,
+}
+
+impl DemoRow {
+    /// Download goodput over the mean capacity (`None` without a capacity, or when the ratio
+    /// is not finite).
+    pub fn share(&self) -> Option<f64> {
+        self.capacity_down_mbit
+            .map(|c| self.run.down_mbit / c)
+            .filter(|s| s.is_finite())
+    }
+}
+
+/// Reduces one lab run to the demo's figures: `idle_s` seconds of idle probing came before the
+/// load, and the first `warm_s` seconds of load are skipped (the probe sends every 100 ms).
+/// Fails when the run has no [`LOADED_LATENCY_PROBE`].
+pub fn demo_row(run: LabRun, idle_s: f64, warm_s: f64) -> Result<DemoRow, AnalysisError> {
+    let no_probe = || AnalysisError::NoProbe {
+        probe: LOADED_LATENCY_PROBE.label(),
+        contender: run.contender.clone(),
+    };
+    let base = run
+        .induced(LOADED_LATENCY_PROBE)
+        .ok_or_else(no_probe)?
+        .base_ms;
+    let flow = run.probe_flow(LOADED_LATENCY_PROBE).ok_or_else(no_probe)?;
+    let skip = (warm_s * 10.0).round() as usize;
+    let samples = loaded_latency_ms(&flow.latency_samples_ms, base, skip);
+    let from = ((idle_s + warm_s) / run.summary.bin_s).round() as usize;
+    let capacity_down_mbit = mean_capacity_mbit(&run.capacity_down_mbit, from);
+    let tracking = tracking(&run, idle_s);
+    Ok(DemoRow {
+        latency: (!samples.is_empty()).then(|| LatencyStats::of(&samples)),
+        samples,
+        capacity_down_mbit,
+        tracking,
+        run,
+    })
+}
+
+/// The times (s since the run's epoch) of the ends of the capacity series' bins, the x axis of
+/// a run's series.
+pub fn bin_ends_s(run: &LabRun) -> Vec<f64> {
+    let n = run.capacity_down_mbit.len();
+    (0..n).map(|k| (k + 1) as f64 * run.summary.bin_s).collect()
+}
+
+/// The download rate `run`'s contender of `scenario` shapes to at `t` (s since the run's
+/// epoch), Mbit/s: the daemon's decision in force, or a static CAKE's configured rate; `None`
+/// when unshaped or before the daemon's first decision.
+pub fn shaped_down_rate_mbit(scenario: &Scenario, run: &LabRun, t: f64) -> Option<f64> {
+    if let Some(c) = &run.control {
+        return c.down_rate_at(t);
+    }
+    let c = scenario
+        .contenders
+        .iter()
+        .find(|c| c.name == run.contender)?;
+    matches!(c.shape, Shape::Cake(_)).then(|| scenario.down_bit_s as f64 / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Capacity 10, 10, 4, 4, 4, 10, 10, 2, 2 (bins of 1 s); the rate passed as bin values.
+    fn rate_from(bins: &'static [Option<f64>]) -> impl Fn(f64) -> Option<f64> {
+        move |t| bins.get(t as usize).copied().flatten()
+    }
+
+    const CAP: [f64; 9] = [10.0, 10.0, 4.0, 4.0, 4.0, 10.0, 10.0, 2.0, 2.0];
+
+    #[test]
+    fn tracking_counts_drops_reactions_and_bins_below_capacity() {
+        // Drop at bin 2 (followed one bin later), drop at bin 7 (never followed).
+        const RATE: [Option<f64>; 9] = [
+            Some(9.0),
+            Some(9.0),
+            Some(8.0),
+            Some(3.0),
+            Some(3.0),
+            Some(9.0),
+            Some(9.0),
+            Some(5.0),
+            Some(5.0),
+        ];
+        let t = tracking_of(&CAP, 1.0, 0.0, rate_from(&RATE)).expect("rates exist");
+        assert_eq!(t.drops, 2);
+        assert_eq!(t.drops_followed, 1);
+        assert_eq!(t.reaction_median_s, Some(1.0));
+        assert_eq!(t.reaction_max_s, Some(1.0));
+        // At or below: bins 0, 1, 3, 4, 5, 6 of 9.
+        assert!((t.below_capacity - 6.0 / 9.0).abs() < 1e-12, "{t:?}");
+        assert!((t.mean_rate_mbit - 60.0 / 9.0).abs() < 1e-12, "{t:?}");
+    }
+
+    #[test]
+    fn tracking_starts_at_the_load_and_skips_bins_without_a_decision() {
+        // The load starts at 2.5 s: bins 2.. (mid >= 2.5 is bin 2); bin 2 is not a drop
+        // because the first bin of the load is not compared with the one before it.
+        const RATE: [Option<f64>; 9] = [
+            None,
+            None,
+            None,
+            Some(4.0),
+            Some(4.0),
+            Some(4.0),
+            Some(4.0),
+            Some(4.0),
+            Some(2.0),
+        ];
+        let t = tracking_of(&CAP, 1.0, 2.5, rate_from(&RATE)).expect("rates exist");
+        assert_eq!(t.drops, 1, "{t:?}");
+        assert_eq!(t.drops_followed, 1);
+        assert_eq!(t.reaction_median_s, Some(1.0));
+        assert!((t.mean_rate_mbit - 22.0 / 6.0).abs() < 1e-12, "{t:?}");
+        assert!((t.below_capacity - 5.0 / 6.0).abs() < 1e-12, "{t:?}");
+    }
+
+    #[test]
+    fn tracking_without_any_decision_or_after_the_series_is_none() {
+        assert_eq!(tracking_of(&CAP, 1.0, 0.0, |_| None), None);
+        assert_eq!(tracking_of(&CAP, 1.0, 100.0, |_| Some(1.0)), None);
+    }
+
+    #[test]
+    fn reaction_median_is_the_upper_median() {
+        // Drops at bins 1 and 3 (each 2 bins long), followed after 0 and 1 bins.
+        let cap = [8.0, 4.0, 4.0, 8.0, 2.0, 2.0];
+        let rate = [
+            Some(8.0),
+            Some(4.0),
+            Some(4.0),
+            Some(8.0),
+            Some(3.0),
+            Some(2.0),
+        ];
+        let t = tracking_of(&cap, 0.5, 0.0, |t| rate[(t / 0.5) as usize]).expect("rates");
+        assert_eq!((t.drops, t.drops_followed), (2, 2));
+        assert_eq!(t.reaction_median_s, Some(0.5));
+        assert_eq!(t.reaction_max_s, Some(0.5));
+        let cap = [8.0, 4.0, 4.0, 4.0, 8.0, 2.0];
+        let rate = [
+            Some(8.0),
+            Some(6.0),
+            Some(5.0),
+            Some(4.0),
+            Some(8.0),
+            Some(2.0),
+        ];
+        let t = tracking_of(&cap, 0.5, 0.0, |t| rate[(t / 0.5) as usize]).expect("rates");
+        // Reactions 1.0 s and 0 s: the upper median is 1.0.
+        assert_eq!(t.reaction_median_s, Some(1.0));
+        assert_eq!(t.reaction_max_s, Some(1.0));
+    }
+
+    #[test]
+    fn loaded_latency_skips_the_warm_up_and_floors_at_zero() {
+        let v = loaded_latency_ms(&[50.0, 60.0, 45.0, 70.5], 48.0, 1);
+        assert_eq!(v, vec![12.0, 0.0, 22.5]);
+        assert!(loaded_latency_ms(&[50.0], 48.0, 3).is_empty());
+    }
+
+    #[test]
+    fn mean_capacity_is_over_the_steady_window_and_none_without_one() {
+        assert_eq!(mean_capacity_mbit(&[100.0, 10.0, 20.0], 1), Some(15.0));
+        assert_eq!(mean_capacity_mbit(&[100.0, 10.0], 2), None);
+        assert_eq!(mean_capacity_mbit(&[], 0), None);
+        assert_eq!(mean_capacity_mbit(&[1.0], 5), None);
+    }
+
+    #[test]
+    fn warm_up_is_a_sixth_of_the_load_at_most_five_seconds() {
+        assert_eq!(warm_up_s(12.0), 2.0);
+        assert_eq!(warm_up_s(60.0), 5.0);
+    }
+
+    #[test]
+    fn the_missing_probe_error_names_the_probe() {
+        let e = AnalysisError::NoProbe {
+            probe: LOADED_LATENCY_PROBE.label(),
+            contender: "CAKE".into(),
+        };
+        assert!(e.to_string().contains("Ping (ms) UDP BE"), "{e}");
+    }
+}
