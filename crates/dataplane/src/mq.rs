@@ -32,7 +32,8 @@ use qdisc::tc_units::format_rate;
 use qdisc::{Dequeue, Dropped, Instant, NoShaper, Packet, Qdisc, QdiscStats};
 use serde_json::{json, Value};
 
-use crate::bridge::{Fanout, JobSender};
+use crate::bridge::stage::{first_object, on_dev, root_json};
+use crate::bridge::{dir_index, io_err, Fanout, JobSender};
 use crate::ctl_server::{Access, CtlSocket};
 use crate::{
     Bridge, BridgeConfig, BridgeStats, DirStats, Error, Forwarder, LoopOptions, Stage, Stopper,
@@ -48,11 +49,6 @@ const TOK_STOP: u64 = 0;
 const TOK_SIG: u64 = 1;
 const TOK_CTL: u64 = 2;
 const TOK_EXIT: u64 = 3;
-
-fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
-    let what = what.into();
-    move |err| Error::Io { what, err }
-}
 
 /// One shard's published activity, on a cache line of its own so that a shard's writes do not
 /// disturb the others' lines.
@@ -217,7 +213,7 @@ impl Stage for SharedShard {
             &self.shard.cake().cake_stats(),
             QdiscHeader::for_config(&cfg),
         );
-        let mut t = t.replacen(" root ", &format!(" dev {dev} root "), 1);
+        let mut t = on_dev(&t, dev);
         // tc ends each qdisc with a blank line: the extra line goes before it.
         if t.ends_with("\n\n") {
             t.pop();
@@ -239,10 +235,7 @@ impl Stage for SharedShard {
             &self.shard.cake().cake_stats(),
             QdiscHeader::for_config(&cfg),
         );
-        let mut v = match serde_json::from_str::<Value>(&t) {
-            Ok(Value::Array(mut v)) if !v.is_empty() => v.swap_remove(0),
-            _ => json!({"kind": "cake"}),
-        };
+        let mut v = first_object(&t).unwrap_or_else(|| json!({"kind": "cake"}));
         if let Value::Object(m) = &mut v {
             m.insert("active_queues".into(), json!(self.shard.active_shards()));
             m.insert("share".into(), json!(self.shard.share()));
@@ -862,10 +855,7 @@ impl MqBridge {
                         refcnt: self.queues as u32 + 1,
                     };
                     let mut v =
-                        match serde_json::from_str::<Value>(&stats_json(cfg, &total, header)) {
-                            Ok(Value::Array(mut v)) if !v.is_empty() => v.swap_remove(0),
-                            _ => json!({}),
-                        };
+                        first_object(&stats_json(cfg, &total, header)).unwrap_or_else(|| json!({}));
                     if let Value::Object(m) = &mut v {
                         m.insert("kind".into(), json!("cake_mq"));
                     }
@@ -874,12 +864,7 @@ impl MqBridge {
                 DirKind::PerQueue(_) => {
                     let mut q = QdiscStats::default();
                     rs.iter().for_each(|r| cmq::add_stats(&mut q, &r.qdisc));
-                    let v = json!({
-                        "kind": "mq", "handle": "0:", "root": true, "refcnt": self.queues + 1,
-                        "bytes": q.dequeued.bytes, "packets": q.dequeued.packets,
-                        "drops": q.dropped_total().packets, "overlimits": q.overlimits,
-                        "requeues": 0, "backlog": q.backlog.bytes, "qlen": q.backlog.packets,
-                    });
+                    let v = root_json("mq", self.queues + 1, &q);
                     (v, ":".to_string())
                 }
             };
@@ -912,13 +897,6 @@ impl MqBridge {
         let mut out = Value::Array(arr).to_string();
         out.push('\n');
         out
-    }
-}
-
-fn dir_index(dir: Direction) -> usize {
-    match dir {
-        Direction::Up => 0,
-        Direction::Down => 1,
     }
 }
 

@@ -1,0 +1,126 @@
+//! Who sets CAKE's rate in a closed loop ([`Contender`]), and the law each controller runs.
+
+use super::super::scenario::{Scenario, SlotCapacity};
+use controller::{
+    Aimd, CakeAutorate, DelaySource, Law, Purple, PurpleParams, QueueMetrics, SqmAutorate,
+};
+
+/// Who sets CAKE's rate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Contender {
+    /// C1: FQ-CoDel at the radio's egress, no shaping.
+    FqCodel,
+    /// C2/C3: CAKE at a static rate, Mbit/s `(down, up)`.
+    CakeStatic(f64, f64),
+    /// C4: PURPLE with the radio's queue metrics (BLUE-like, `controller::QueueMetrics`).
+    PurpleRadio,
+    /// C5: PURPLE-AIMD, delay only (`controller::Aimd`).
+    PurpleAimd,
+    /// cake-autorate's algorithm (`controller::CakeAutorate`).
+    CakeAutorate,
+    /// sqm-autorate's algorithm (`controller::SqmAutorate`).
+    SqmAutorate,
+    /// CAKE's own `autorate-ingress` after the radio.
+    AutorateIngress,
+    /// 95% of the true capacity of the current control interval, set at the start of every
+    /// [`STEP`](super::STEP) (the upper reference the issue defines: no lookahead beyond the
+    /// interval).
+    Oracle,
+    /// 95% of the true mean capacity of the next 200 ms, set every [`STEP`](super::STEP): an
+    /// oracle that also sees the future (only listed for the recorded traces, where it differs
+    /// from [`Contender::Oracle`]; on the synthetic series both read the current slot's
+    /// rate).
+    OracleLookahead,
+    /// Our design (`controller::Purple`), without radio metrics.
+    Purple,
+    /// 95% of the true capacity of the *previous* [`STEP`](super::STEP): a perfect capacity
+    /// measurement that, like every real controller's, arrives one interval late. Not in the
+    /// tables; it bounds what any measurement-driven law can reach (the p99 a drop's first
+    /// interval costs).
+    OracleLagged,
+    /// `purple` with the probes and the passive delay signal (`delay_source = "both"`, the
+    /// daemon's default), on scenarios with the shaper at the router.
+    PurplePassive,
+    /// `purple` with the passive delay signal alone (`delay_source = "passive"`, no probe).
+    PurplePassiveOnly,
+}
+
+impl Contender {
+    /// Display name (as in the tables).
+    pub fn name(&self) -> String {
+        match self {
+            Contender::FqCodel => "FQ-CoDel (unshaped)".into(),
+            Contender::CakeStatic(d, u) => format!("CAKE static {d}/{u}M"),
+            Contender::PurpleRadio => "PURPLE (radio metrics)".into(),
+            Contender::PurpleAimd => "PURPLE-AIMD".into(),
+            Contender::CakeAutorate => "cake-autorate".into(),
+            Contender::SqmAutorate => "sqm-autorate".into(),
+            Contender::AutorateIngress => "CAKE autorate-ingress".into(),
+            Contender::Oracle => "oracle (95% of capacity)".into(),
+            Contender::OracleLookahead => "oracle, 200 ms lookahead".into(),
+            Contender::Purple => "purple (ours)".into(),
+            Contender::OracleLagged => "oracle, one interval late".into(),
+            Contender::PurplePassive => "purple, probes + passive".into(),
+            Contender::PurplePassiveOnly => "purple, passive only".into(),
+        }
+    }
+
+    /// Every contender for scenario `s`, in table order (C1..C5 first; the lookahead oracle last,
+    /// on traces only).
+    pub fn all(s: &Scenario) -> Vec<Contender> {
+        let mut v = vec![
+            Contender::FqCodel,
+            Contender::CakeStatic(s.statics[0].0, s.statics[0].1),
+            Contender::CakeStatic(s.statics[1].0, s.statics[1].1),
+            Contender::PurpleRadio,
+            Contender::PurpleAimd,
+            Contender::CakeAutorate,
+            Contender::SqmAutorate,
+            Contender::AutorateIngress,
+            Contender::Oracle,
+            Contender::Purple,
+        ];
+        if !s.down.is_series() {
+            v.push(Contender::OracleLookahead);
+        }
+        if s.shaper_at_router {
+            v.extend([Contender::PurplePassive, Contender::PurplePassiveOnly]);
+        }
+        v
+    }
+
+    /// The delay source this contender's agent runs with: passive ones as named, every other
+    /// law on the probes alone (as before the passive signal existed).
+    pub fn delay_source(&self) -> DelaySource {
+        match self {
+            Contender::PurplePassive => DelaySource::Both,
+            Contender::PurplePassiveOnly => DelaySource::Passive,
+            _ => DelaySource::Probes,
+        }
+    }
+
+    /// Whether this contender is told the true capacity (an oracle).
+    pub fn is_oracle(&self) -> bool {
+        matches!(
+            self,
+            Contender::Oracle | Contender::OracleLookahead | Contender::OracleLagged
+        )
+    }
+
+    /// The law this contender runs in the agent, if it is a controller.
+    pub(super) fn law(&self, seed: u64, pp: PurpleParams) -> Option<Box<dyn Law>> {
+        Some(match self {
+            Contender::PurpleRadio => Box::new(QueueMetrics::default()),
+            Contender::PurpleAimd => Box::new(Aimd::default()),
+            Contender::CakeAutorate => Box::new(CakeAutorate::default()),
+            Contender::SqmAutorate => Box::new(SqmAutorate::new(controller::SqmAutorateParams {
+                seed,
+                ..Default::default()
+            })),
+            Contender::Purple | Contender::PurplePassive | Contender::PurplePassiveOnly => {
+                Box::new(Purple::new(pp))
+            }
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,235 @@
+//! What a closed loop measured: its time series ([`Point`]), loaded-latency statistics and the
+//! run's result ([`LoopResult`]), and the [`Recorder`] that collects them step by step.
+
+use super::super::probe::Prober;
+use super::topology::ProbeState;
+use super::STEP;
+use controller::{Direction, PerDir};
+use qdisc::Instant;
+use serde::Serialize;
+use sim::Sim;
+
+/// One step of the time series.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Point {
+    /// Seconds.
+    pub t: f64,
+    /// True capacity, Mbit/s.
+    pub cap: PerDir<f64>,
+    /// CAKE's rate, Mbit/s (NaN when unshaped).
+    pub rate: PerDir<f64>,
+    /// Delivered by the radio during the step, Mbit/s.
+    pub thr: PerDir<f64>,
+    /// Highest probe RTT answered during the step, ms (NaN if none).
+    pub rtt_ms: f64,
+}
+
+/// Loaded-latency statistics, ms (probe RTT minus the idle base RTT).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LatencyStats {
+    /// Samples.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub median: f64,
+    /// Minimum.
+    pub min: f64,
+    /// Maximum.
+    pub max: f64,
+    /// Standard deviation.
+    pub std: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+impl LatencyStats {
+    /// Statistics of `v` (ms); all zero for an empty slice.
+    pub fn of(v: &[f64]) -> Self {
+        if v.is_empty() {
+            return LatencyStats::default();
+        }
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let mean = s.iter().sum::<f64>() / n as f64;
+        let var = s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+        let q = |p: f64| s[(((n - 1) as f64) * p).round() as usize];
+        LatencyStats {
+            n,
+            mean,
+            median: q(0.5),
+            min: s[0],
+            max: s[n - 1],
+            std: var.sqrt(),
+            p95: q(0.95),
+            p99: q(0.99),
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoopResult {
+    /// The contender's name.
+    pub name: String,
+    /// Loaded latency after the warm-up.
+    pub latency: LatencyStats,
+    /// Mean delivered rate per direction after the warm-up, Mbit/s.
+    pub throughput: PerDir<f64>,
+    /// Mean true capacity per direction after the warm-up, Mbit/s.
+    pub capacity: PerDir<f64>,
+    /// Every loaded-latency sample after the warm-up, ms (for the CDF).
+    pub samples: Vec<f64>,
+    /// One-way queueing delay towards the client after the warm-up, ms: each answered probe's
+    /// true reflector-to-client delay (the simulator knows the reflect and receive times)
+    /// minus the idle one ([`LoopResult::base_owd_ms`]), floored at 0; one sample per probe
+    /// counted in [`LoopResult::samples`].
+    pub owd_down_samples: Vec<f64>,
+    /// One-way queueing delay from the client (client-to-reflector), ms, as
+    /// [`LoopResult::owd_down_samples`].
+    pub owd_up_samples: Vec<f64>,
+    /// Statistics of [`LoopResult::owd_down_samples`].
+    pub owd_down: LatencyStats,
+    /// Statistics of [`LoopResult::owd_up_samples`].
+    pub owd_up: LatencyStats,
+    /// Idle one-way delay of a probe per direction, ms (they add up to `base_rtt_ms`).
+    pub base_owd_ms: PerDir<f64>,
+    /// The time series, one point per [`STEP`].
+    pub series: Vec<Point>,
+    /// Idle round-trip time of a probe, ms.
+    pub base_rtt_ms: f64,
+}
+
+impl LoopResult {
+    /// Download throughput as a share of the mean download capacity.
+    pub fn share(&self) -> f64 {
+        if self.capacity.down > 0.0 {
+            self.throughput.down / self.capacity.down
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Collects a run's measurements step by step: the loaded-latency and one-way samples of the
+/// measurement probes and the radio's delivered bytes after the warm-up, and the time series.
+pub(super) struct Recorder {
+    /// Measurements count from here on.
+    pub(super) warm: Instant,
+    /// The run ends here.
+    pub(super) end: Instant,
+    base_owd_ms: PerDir<f64>,
+    base_rtt_ms: f64,
+    /// The radio links' sent bytes at the end of the last step.
+    last_tx: PerDir<u64>,
+    /// Bytes the radio delivered after the warm-up.
+    delivered: PerDir<u64>,
+    samples: Vec<f64>,
+    owd_samples: PerDir<Vec<f64>>,
+    series: Vec<Point>,
+}
+
+impl Recorder {
+    /// A recorder for a run from 0 to `secs` seconds (at least 0.1) measured after `warmup`
+    /// seconds, whose probes see the idle one-way delays `base_owd_ms`.
+    pub(super) fn new(secs: f64, warmup: f64, base_owd_ms: PerDir<f64>) -> Recorder {
+        Recorder {
+            warm: Instant::from_nanos((warmup.max(0.0) * 1e9) as u64),
+            end: Instant::from_nanos((secs.max(0.1) * 1e9) as u64),
+            base_rtt_ms: base_owd_ms.down + base_owd_ms.up,
+            base_owd_ms,
+            last_tx: PerDir::new(0u64, 0u64),
+            delivered: PerDir::new(0u64, 0u64),
+            samples: Vec::new(),
+            owd_samples: PerDir::new(Vec::new(), Vec::new()),
+            series: Vec::new(),
+        }
+    }
+
+    /// Reads the probes' new results (samples from those received after the warm-up); returns
+    /// the highest RTT among them, ms (NaN if none).
+    pub(super) fn read_probes(&mut self, sim: &Sim, probes: &mut [ProbeState]) -> f64 {
+        let mut max_rtt = f64::NAN;
+        for p in probes.iter_mut() {
+            let Some(pr) = sim.app_as::<Prober>(p.app) else {
+                continue;
+            };
+            for r in &pr.results[p.seen..] {
+                let rtt = r.received.saturating_duration_since(r.sent).as_millis_f64();
+                if r.received >= self.warm {
+                    self.samples.push((rtt - self.base_rtt_ms).max(0.0));
+                    let ms =
+                        |a: Instant, b: Instant| b.saturating_duration_since(a).as_millis_f64();
+                    self.owd_samples
+                        .up
+                        .push((ms(r.sent, r.reflected) - self.base_owd_ms.up).max(0.0));
+                    self.owd_samples
+                        .down
+                        .push((ms(r.reflected, r.received) - self.base_owd_ms.down).max(0.0));
+                }
+                max_rtt = if max_rtt.is_nan() {
+                    rtt
+                } else {
+                    max_rtt.max(rtt)
+                };
+            }
+            p.seen = pr.results.len();
+        }
+        max_rtt
+    }
+
+    /// Counts the bytes `radio` delivered in the step ending at `t` (towards the result after
+    /// the warm-up); returns the step's delivered rate, Mbit/s.
+    pub(super) fn delivered(
+        &mut self,
+        sim: &Sim,
+        radio: PerDir<sim::LinkId>,
+        t: Instant,
+    ) -> PerDir<f64> {
+        let mut thr = PerDir::default();
+        for d in Direction::ALL {
+            let tx = sim.link(radio[d]).map_or(0, |m| m.tx_bytes);
+            let bytes = tx - self.last_tx[d].min(tx);
+            self.last_tx[d] = tx;
+            if t > self.warm {
+                self.delivered[d] += bytes;
+            }
+            thr[d] = (bytes as f64 / STEP.as_secs_f64()) as u64 as f64 * 8e-6;
+        }
+        thr
+    }
+
+    /// Adds a step to the time series.
+    pub(super) fn push(&mut self, p: Point) {
+        self.series.push(p);
+    }
+
+    /// The result of contender `name` on a link whose mean capacity after the warm-up was
+    /// `capacity` (bytes/s).
+    pub(super) fn finish(self, name: String, capacity: PerDir<f64>) -> LoopResult {
+        let (warm, end) = (self.warm, self.end);
+        let span = (end.as_secs_f64() - warm.as_secs_f64()).max(1e-3);
+        let delivered = self.delivered;
+        let owd_samples = self.owd_samples;
+        LoopResult {
+            name,
+            latency: LatencyStats::of(&self.samples),
+            throughput: PerDir::new(
+                delivered.down as f64 * 8e-6 / span,
+                delivered.up as f64 * 8e-6 / span,
+            ),
+            capacity: PerDir::new(capacity.down * 8e-6, capacity.up * 8e-6),
+            samples: self.samples,
+            owd_down: LatencyStats::of(&owd_samples.down),
+            owd_up: LatencyStats::of(&owd_samples.up),
+            owd_down_samples: owd_samples.down,
+            owd_up_samples: owd_samples.up,
+            base_owd_ms: self.base_owd_ms,
+            series: self.series,
+            base_rtt_ms: self.base_rtt_ms,
+        }
+    }
+}
