@@ -8,8 +8,8 @@
 
 use crate::scenario::{ProbeId, Scenario, Shape};
 use crate::LabRun;
-use experiments::c::closed_loop::LatencyStats;
 use qdisc::quantile;
+use sim::tally::LatencyStats;
 use std::fmt;
 
 /// The probe whose RTT is the lab demo's loaded latency: the best-effort UDP ping-pong (one

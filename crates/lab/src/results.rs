@@ -121,7 +121,7 @@ pub(crate) fn summarise(
     let total = opts.idle_seconds + opts.seconds;
     let load_at = Duration::from_secs_f64(opts.idle_seconds);
     let bin_s = BIN.as_secs_f64();
-    let warm = (opts.seconds / 6.0).min(5.0);
+    let warm = crate::analysis::warm_up_s(opts.seconds);
     let from_bin = ((opts.idle_seconds + warm) / bin_s).round() as usize;
     let load_ns = load_at.as_nanos() as u64;
     let mut flows = Vec::new();

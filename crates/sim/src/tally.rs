@@ -8,6 +8,7 @@
 //! [`qdisc::quantile::rounded_rank`] on microsecond samples.
 
 use qdisc::{quantile, Duration};
+use serde::Serialize;
 
 /// What one flow sent, delivered and waited, as a run goes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -87,6 +88,52 @@ impl FlowTally {
             delay,
             drops: self.drops,
             marks: self.marks,
+        }
+    }
+}
+
+/// Loaded-latency statistics, ms (probe RTT minus the idle base RTT).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct LatencyStats {
+    /// Samples.
+    pub n: usize,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub median: f64,
+    /// Minimum.
+    pub min: f64,
+    /// Maximum.
+    pub max: f64,
+    /// Standard deviation.
+    pub std: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+}
+
+impl LatencyStats {
+    /// Statistics of `v` (ms); all zero for an empty slice.
+    pub fn of(v: &[f64]) -> Self {
+        if v.is_empty() {
+            return LatencyStats::default();
+        }
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let mean = s.iter().sum::<f64>() / n as f64;
+        let var = s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
+        let q = |p: f64| s[(((n - 1) as f64) * p).round() as usize];
+        LatencyStats {
+            n,
+            mean,
+            median: q(0.5),
+            min: s[0],
+            max: s[n - 1],
+            std: var.sqrt(),
+            p95: q(0.95),
+            p99: q(0.99),
         }
     }
 }
