@@ -316,6 +316,17 @@ struct Ring {
 }
 
 impl Ring {
+    /// No timestamp waiting.
+    const EMPTY: Ring = Ring {
+        e: [Pending {
+            ts: 0,
+            at: Instant::ZERO,
+            pure: false,
+        }; RING],
+        head: 0,
+        len: 0,
+    };
+
     fn front(&self) -> Option<Pending> {
         (self.len > 0).then(|| self.e[usize::from(self.head)])
     }
@@ -441,24 +452,8 @@ impl Flow {
         last_seen: Instant::ZERO,
         last_from_wan: None,
         last_to_wan: None,
-        out: Ring {
-            e: [Pending {
-                ts: 0,
-                at: Instant::ZERO,
-                pure: false,
-            }; RING],
-            head: 0,
-            len: 0,
-        },
-        inn: Ring {
-            e: [Pending {
-                ts: 0,
-                at: Instant::ZERO,
-                pure: false,
-            }; RING],
-            head: 0,
-            len: 0,
-        },
+        out: Ring::EMPTY,
+        inn: Ring::EMPTY,
         last_out_ts: None,
         last_in_ts: None,
         hs_out: None,
