@@ -1,11 +1,12 @@
 //! `purple linkem IF_A IF_B [--up RATE | --up-trace FILE] [--down RATE | --down-trace FILE]
 //! [--delay-ms D] [--up-delay-ms D] [--down-delay-ms D] [--buffer-packets N] [--buffer-bytes B]
-//! [--loss P] [--name N] [--ctl PATH] [--seed N] [--capacity-noise F] [--capacity-bias F]`:
+//! [--loss P] [--name N] [--ctl PATH] [--seed N] [--capacity-noise F] [--capacity-bias F]
+//! [--icmp shared|apart|blocked]`:
 //! a link emulator (like mahimahi's mm-link) as a bridge, until SIGINT/SIGTERM.
 
 use std::path::PathBuf;
 
-use dataplane::linkem::{Capacity, LinkConfig};
+use dataplane::linkem::{Capacity, IcmpPolicy, LinkConfig};
 use dataplane::BridgeConfig;
 use qdisc::Duration;
 
@@ -62,6 +63,10 @@ pub struct LinkemArgs {
     /// Relative bias of the reported capacity estimate (0.2 = 20% high).
     #[arg(long, default_value_t = 0.0)]
     pub capacity_bias: f64,
+    /// How both directions' buffers treat ICMP: `shared` (like any packet), `apart` (a queue
+    /// of its own served first, so pings miss the data's queue, as on Starlink) or `blocked`.
+    #[arg(long, default_value = "shared")]
+    pub icmp: String,
 }
 
 fn capacity(rate: &Option<String>, trace: &Option<PathBuf>) -> Result<Capacity, String> {
@@ -95,6 +100,7 @@ pub fn configs(a: &LinkemArgs) -> Result<(LinkConfig, LinkConfig), String> {
         (None, Some(_)) => None,
         (p, _) => Some(p.unwrap_or(dataplane::linkem::DEFAULT_BUFFER_PACKETS)),
     };
+    let icmp = IcmpPolicy::parse(&a.icmp).map_err(|e| format!("--icmp: {e}"))?;
     let base = |capacity, d| LinkConfig {
         capacity,
         delay: d,
@@ -104,6 +110,7 @@ pub fn configs(a: &LinkemArgs) -> Result<(LinkConfig, LinkConfig), String> {
         seed: a.seed,
         capacity_noise: a.capacity_noise,
         capacity_bias: a.capacity_bias,
+        icmp,
     };
     let up = base(
         capacity(&a.up, &a.up_trace)?,

@@ -197,8 +197,10 @@ struct DemoArgs {
     /// (default 30).
     #[arg(long, conflicts_with_all = ["matrix", "down_trace", "link"])]
     lab: bool,
-    /// With --lab: inject a fault into the testbed, e.g. `no-icmp-echo` (the server ignores
-    /// ICMP echo: on starlink every daemon probe is lost). Repeatable.
+    /// With --lab: inject a fault into the testbed: `no-icmp-echo` (the server ignores ICMP
+    /// echo: on starlink every daemon probe is lost) or `icmp-apart` (the link emulator serves
+    /// ICMP in a queue of its own first: on starlink the daemons' probes miss the download's
+    /// queue). Repeatable.
     #[arg(long, value_name = "NAME", value_parser = ::lab::Fault::parse, requires = "lab")]
     fault: Vec<::lab::Fault>,
     /// With --lab: then run `purple control` on Linux's own sch_cake inside the reference
@@ -266,7 +268,8 @@ enum LabCommand {
         #[arg(long, hide = true)]
         guest: bool,
         /// Inject a fault into the testbed: `no-icmp-echo` (the server ignores ICMP echo; a
-        /// run with an ICMP latency probe then fails, naming it). Repeatable.
+        /// run with an ICMP latency probe then fails, naming it) or `icmp-apart` (the link
+        /// emulator queues ICMP apart from data, served first). Repeatable.
         #[arg(long, value_name = "NAME", value_parser = ::lab::Fault::parse)]
         fault: Vec<::lab::Fault>,
         /// radio, tmobile: also run the real cake-autorate from this checkout (one you fetched:

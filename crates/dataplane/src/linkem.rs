@@ -8,8 +8,8 @@ use qdisc::Instant;
 use serde_json::{json, Value};
 
 pub use qdisc::link::{
-    wire_bytes, Capacity, CapacityFileError, LinkConfig, LinkModel, LinkStats, CAPACITY_WINDOW,
-    DEFAULT_BUFFER_PACKETS,
+    wire_bytes, Capacity, CapacityFileError, IcmpPolicy, LinkConfig, LinkModel, LinkStats,
+    CAPACITY_WINDOW, DEFAULT_BUFFER_PACKETS,
 };
 
 use crate::bridge::{Bridge, BridgeConfig, Error, Stage};
@@ -40,7 +40,7 @@ impl Stage for LinkModel {
     fn stage_text(&self, dev: &str, now: Instant) -> String {
         let l = self.link_stats();
         format!(
-            "linkem dev {dev}: capacity {} estimate {} delay {}us buffer {}\n \
+            "linkem dev {dev}: capacity {} estimate {} delay {}us buffer {}{}\n \
              backlog {}b {}p in_flight {}p sojourn last {}us ewma {}us\n \
              sent {} bytes {} pkt, dropped buffer {} loss {}\n",
             rate_str(self.capacity_at(now)),
@@ -51,6 +51,10 @@ impl Stage for LinkModel {
                 (Some(p), None) => format!("{p}p"),
                 (None, Some(b)) => format!("{b}b"),
                 (None, None) => "unlimited".into(),
+            },
+            match self.icmp_policy() {
+                IcmpPolicy::Shared => String::new(),
+                p => format!(" icmp {}", p.name()),
             },
             l.backlog.bytes,
             l.backlog.packets,
@@ -76,6 +80,7 @@ impl Stage for LinkModel {
             "buffer_packets": self.buffer_limits().0,
             "buffer_bytes": self.buffer_limits().1,
             "loss": self.loss(),
+            "icmp": self.icmp_policy().name(),
             "backlog": l.backlog.bytes,
             "qlen": l.backlog.packets,
             "qlen_segments": l.backlog_segments,

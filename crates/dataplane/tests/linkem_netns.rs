@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use dataplane::linkem::{Capacity, LinkConfig};
+use dataplane::linkem::{Capacity, IcmpPolicy, LinkConfig};
 use dataplane::linkem_lab::{Lab, Running, Shape};
 use dataplane::BridgeConfig;
 use qdisc::quantile::rounded_rank;
@@ -136,8 +136,69 @@ fn tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live() {
     assert!(text.contains("capacity 20Mbit"), "{text}");
 }
 
+/// `purple linkem --icmp apart`: under a bulk upload through a 10 Mbit/s droptail link, UDP
+/// round trips sit behind the data queue while ICMP echo, queued apart and served first, does
+/// not (what Starlink users see: pings low while transfers bloat).
+fn icmp_apart_keeps_pings_out_of_the_bloated_queue() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = lab_or_skip!();
+    let up = LinkConfig {
+        capacity: Capacity::Rate(1_250_000),
+        buffer_packets: Some(200),
+        icmp: IcmpPolicy::Apart,
+        ..LinkConfig::default()
+    };
+    let down = LinkConfig {
+        icmp: IcmpPolicy::Apart,
+        ..LinkConfig::default()
+    };
+    let em = start(&lab, up, down, None);
+    let lab = std::sync::Arc::new(lab);
+    let l2 = lab.clone();
+    let bulk = std::thread::spawn(move || {
+        l2.tcp_goodput(
+            7006,
+            Duration::from_millis(1000),
+            Duration::from_millis(2500),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(1200));
+    let dst = lab.server;
+    let pings = lab.spawn('c', move || {
+        let mut c = daemon::probe::echo::EchoClient::new(dst, 0)?;
+        let mut rtts = Vec::new();
+        for _ in 0..20 {
+            if let Some(r) = c.ping(Duration::from_millis(500))? {
+                rtts.push(r.as_nanos() as u64);
+            }
+            std::thread::sleep(Duration::from_millis(40));
+        }
+        rtts.sort_unstable();
+        Ok::<_, std::io::Error>(rtts)
+    });
+    let udp = lab.udp_rtts(7007, 20, Duration::from_millis(50)).unwrap();
+    let icmp = pings.join().unwrap().unwrap().unwrap();
+    let goodput = bulk.join().unwrap().unwrap();
+    em.stop().unwrap();
+    assert!(icmp.len() >= 15, "{} ICMP replies of 20", icmp.len());
+    assert!(udp.len() >= 15, "{} UDP replies of 20", udp.len());
+    let ms = |v: &[u64], q| rounded_rank(v, q).expect("samples") as f64 / 1e6;
+    let (i50, u50, umax) = (ms(&icmp, 0.5), ms(&udp, 0.5), ms(&udp, 1.0));
+    eprintln!(
+        "goodput {:.2} Mbit/s; under load ICMP p50 {i50:.2} ms, UDP p50 {u50:.2} max {umax:.2} ms",
+        goodput / 1e6
+    );
+    assert!((0.90..=1.0).contains(&(goodput / 10e6)), "{goodput}");
+    assert!(umax > 10.0, "no bloat for UDP: p50 {u50} max {umax} ms");
+    assert!(
+        i50 < u50 / 2.0,
+        "ICMP p50 {i50} ms is not clear of the data queue (UDP p50 {u50} ms)"
+    );
+}
+
 testkit::harness! {
     [Netns] => {
+        icmp_apart_keeps_pings_out_of_the_bloated_queue,
         twenty_ms_each_way_gives_a_forty_ms_round_trip,
         tcp_at_10mbit_fills_the_buffer_and_set_rate_changes_capacity_live,
     },

@@ -86,11 +86,18 @@ pub enum Fault {
     /// an ICMP probe fails naming it rather than reporting a latency; on a scenario whose
     /// daemons probe with ICMP echo (`starlink`), every daemon probe is lost.
     NoIcmpEcho,
+    /// The link emulator queues ICMP apart from data and serves it first (`purple linkem
+    /// --icmp apart`), as Starlink users observe: ICMP echo probes see no bloat while downloads
+    /// do. Needs the `purple linkem` delay stage.
+    IcmpApart,
 }
 
 impl Fault {
     /// Every fault with its command-line name.
-    pub const ALL: [(&'static str, Fault); 1] = [("no-icmp-echo", Fault::NoIcmpEcho)];
+    pub const ALL: [(&'static str, Fault); 2] = [
+        ("no-icmp-echo", Fault::NoIcmpEcho),
+        ("icmp-apart", Fault::IcmpApart),
+    ];
 
     /// The fault called `name`, or an error naming the accepted ones.
     pub fn parse(name: &str) -> Result<Fault, Error> {

@@ -80,10 +80,18 @@ pub fn run_one(
             contender.name
         )));
     }
+    let icmp_apart = opts.faults.contains(&Fault::IcmpApart);
+    if icmp_apart && !matches!(opts.delay, DelayStage::Linkem(_)) {
+        return Err(Error::Unsupported(
+            "fault icmp-apart needs `purple linkem` as the delay stage (it queues ICMP apart)"
+                .into(),
+        ));
+    }
     let t = Topo::build()?;
     for f in &opts.faults {
         match f {
             Fault::NoIcmpEcho => t.server.sysctl("net.ipv4.icmp_echo_ignore_all", "1")?,
+            Fault::IcmpApart => {}
         }
     }
     if opts.echo_reflectors {
@@ -92,7 +100,8 @@ pub fn run_one(
                 .ip(&["addr", "add", &format!("{a}/24"), "dev", "s0"])?;
         }
     }
-    let (mut delay_proc, delay_stage, delay_started) = start_delay(scn, &t, &opts.delay)?;
+    let (mut delay_proc, delay_stage, delay_started) =
+        start_delay(scn, &t, &opts.delay, icmp_apart)?;
     let ctl_sock = (algorithm.is_some() || script.is_some())
         .then(|| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
     let bridge = match opts.router {

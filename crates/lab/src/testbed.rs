@@ -74,6 +74,7 @@ pub(crate) fn start_delay(
     scn: &Scenario,
     t: &Topo,
     stage: &DelayStage,
+    icmp_apart: bool,
 ) -> Result<(Option<Proc>, String, Option<std::time::Instant>), Error> {
     match stage {
         DelayStage::Passthrough => {
@@ -171,6 +172,9 @@ pub(crate) fn start_delay(
                 "--seed".into(),
                 "1".into(),
             ]);
+            if icmp_apart {
+                args.extend(["--icmp".into(), "apart".into()]);
+            }
             let a: Vec<&str> = args.iter().map(String::as_str).collect();
             let bin = bin.display().to_string();
             // The lab is the I/O boundary: its clock anchors the emulator's trace.
@@ -200,7 +204,15 @@ pub(crate) fn start_delay(
             }
             Ok((
                 Some(p),
-                format!("purple linkem, {} ms each way", scn.one_way_ms),
+                format!(
+                    "purple linkem, {} ms each way{}",
+                    scn.one_way_ms,
+                    if icmp_apart {
+                        ", ICMP queued apart"
+                    } else {
+                        ""
+                    }
+                ),
                 Some(started),
             ))
         }

@@ -9,7 +9,9 @@
 //!    `mm-loss` in front of the link);
 //! 2. **the buffer**: an unmanaged droptail queue of at most `buffer_packets` frames and
 //!    `buffer_bytes` bytes (the arriving frame is dropped when it would not fit) — the radio's
-//!    queue whose backlog and sojourn time the stats report;
+//!    queue whose backlog and sojourn time the stats report. ICMP (v4 and v6) follows the
+//!    link's [`IcmpPolicy`]: like any frame, in a queue of its own served first (a radio whose
+//!    scheduler keeps pings apart from data, so pings miss the data's queue), or dropped;
 //! 3. **the link**: frames leave the buffer one at a time at the capacity: a fixed rate, a
 //!    step/ramp [`RateSchedule`] (the rate when a frame starts is used for all of it), unlimited,
 //!    or a [`MahimahiTrace`] with mahimahi's semantics (each trace line is one opportunity to send
@@ -140,6 +142,74 @@ pub const CAPACITY_WINDOW: Duration = Duration::from_millis(100);
 /// How long the link waits before looking again when the capacity is zero.
 const STALL_RECHECK: Duration = Duration::from_millis(1);
 
+/// How a link's buffer treats ICMP (v4 and v6). Every backend's links take it: the simulator's
+/// and [`LinkModel`] (`purple linkem --icmp`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IcmpPolicy {
+    /// Like any packet.
+    #[default]
+    Shared,
+    /// A queue of its own, served first: the radio's scheduler treats pings apart from data
+    /// (as Starlink users observe: ping stays low while downloads bloat). Up to
+    /// [`ICMP_APART_LIMIT`] ICMP packets wait there, whatever the data queue holds. A frame the
+    /// link has started sending (on a trace, over several opportunities) is finished first.
+    Apart,
+    /// Dropped on entry (counted as buffer drops): ICMP blocked on the path.
+    Blocked,
+}
+
+impl IcmpPolicy {
+    /// Every policy with its command-line name.
+    pub const ALL: [(&'static str, IcmpPolicy); 3] = [
+        ("shared", IcmpPolicy::Shared),
+        ("apart", IcmpPolicy::Apart),
+        ("blocked", IcmpPolicy::Blocked),
+    ];
+
+    /// Its command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            IcmpPolicy::Shared => "shared",
+            IcmpPolicy::Apart => "apart",
+            IcmpPolicy::Blocked => "blocked",
+        }
+    }
+
+    /// The policy called `name`, or an error naming the accepted ones.
+    pub fn parse(name: &str) -> Result<IcmpPolicy, UnknownIcmpPolicy> {
+        IcmpPolicy::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, p)| p)
+            .ok_or_else(|| UnknownIcmpPolicy(name.to_string()))
+    }
+}
+
+/// A name that is not an [`IcmpPolicy`]'s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownIcmpPolicy(pub String);
+
+impl std::fmt::Display for UnknownIcmpPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "unknown ICMP policy {:?} (accepted: ", self.0)?;
+        for (i, (n, _)) in IcmpPolicy::ALL.iter().enumerate() {
+            write!(f, "{}{n}", if i == 0 { "" } else { ", " })?;
+        }
+        write!(f, ")")
+    }
+}
+
+impl std::error::Error for UnknownIcmpPolicy {}
+
+/// Most ICMP packets waiting in a link's own ICMP queue ([`IcmpPolicy::Apart`]).
+pub const ICMP_APART_LIMIT: usize = 64;
+
+/// Whether `pkt` is ICMP or ICMPv6 (what [`IcmpPolicy`] applies to).
+#[inline]
+pub fn is_icmp(pkt: &Packet) -> bool {
+    matches!(pkt.headers().ip.map(|i| i.tuple.proto), Some(1 | 58))
+}
+
 /// What to emulate in one direction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkConfig {
@@ -160,6 +230,8 @@ pub struct LinkConfig {
     pub capacity_noise: f64,
     /// Relative bias of the capacity estimate: multiplied by `1 + bias` (e.g. 0.2 = 20% high).
     pub capacity_bias: f64,
+    /// How the buffer treats ICMP.
+    pub icmp: IcmpPolicy,
 }
 
 impl Default for LinkConfig {
@@ -174,6 +246,7 @@ impl Default for LinkConfig {
             seed: 1,
             capacity_noise: 0.0,
             capacity_bias: 0.0,
+            icmp: IcmpPolicy::Shared,
         }
     }
 }
@@ -235,6 +308,9 @@ pub struct LinkModel {
     origin: Instant,
     last_now: Instant,
     queue: VecDeque<Queued>,
+    icmp: IcmpPolicy,
+    /// [`IcmpPolicy::Apart`]: the ICMP queue, served before `queue`.
+    icmp_queue: VecDeque<Queued>,
     line: VecDeque<InFlight>,
     /// Rate modes: when the link finished the previous frame.
     link_free: Instant,
@@ -242,6 +318,11 @@ pub struct LinkModel {
     next_opp: u64,
     /// Trace mode: bytes of the head frame already sent.
     head_sent: u32,
+    /// Trace mode: bytes of the ICMP queue's head frame already sent.
+    icmp_sent: u32,
+    /// Frames, bytes and wire segments in the ICMP queue (part of the backlog, not of the
+    /// data queue's limits).
+    icmp_backlog: Counter,
     rng: Rng,
     stats: QdiscStats,
     link: LinkStats,
@@ -302,10 +383,14 @@ impl LinkModel {
             origin,
             last_now: origin,
             queue: VecDeque::with_capacity(1024),
+            icmp: cfg.icmp,
+            icmp_queue: VecDeque::new(),
             line: VecDeque::with_capacity(1024),
             link_free: origin,
             next_opp: 0,
             head_sent: 0,
+            icmp_sent: 0,
+            icmp_backlog: Counter::default(),
             rng: Rng::new(cfg.seed),
             stats: QdiscStats::default(),
             link: LinkStats::default(),
@@ -337,6 +422,11 @@ impl LinkModel {
         self.loss
     }
 
+    /// How the buffer treats ICMP.
+    pub fn icmp_policy(&self) -> IcmpPolicy {
+        self.icmp
+    }
+
     /// Replaces the capacity at `now`, keeping queued frames. The head frame restarts its
     /// transmission; a trace or schedule keeps its time origin.
     pub fn set_capacity(&mut self, now: Instant, capacity: Capacity) {
@@ -344,6 +434,7 @@ impl LinkModel {
         self.capacity = capacity;
         self.link_free = self.link_free.max(now);
         self.head_sent = 0;
+        self.icmp_sent = 0;
         if let Capacity::Trace(t) = &self.capacity {
             self.next_opp = t.count_before(Instant::from_nanos(self.rel(now).as_nanos() + 1));
         }
@@ -398,15 +489,26 @@ impl LinkModel {
         self.last_now = self.last_now.max(now);
         match &self.capacity {
             Capacity::Unlimited => {
-                while let Some(q) = self.queue.pop_front() {
-                    let at = q.arrival;
-                    self.finish(q, at);
+                while let Some(icmp) = self.pick(false) {
+                    if let Some(q) = self.pop(icmp) {
+                        let at = q.arrival;
+                        self.finish(q, at);
+                    }
                 }
             }
             Capacity::Rate(_) | Capacity::Schedule(_) => {
-                while let Some(h) = self.queue.front() {
+                while let Some(icmp) = self.pick(false) {
+                    if !icmp && self.yield_at_segment() {
+                        continue;
+                    }
+                    let Some(h) = self.front(icmp) else { break };
+                    let left = if icmp {
+                        h.wire
+                    } else {
+                        h.wire - self.head_sent
+                    };
                     let start = h.arrival.max(self.link_free);
-                    let Some(tx) = self.serialisation(h.wire, start) else {
+                    let Some(tx) = self.serialisation(left, start) else {
                         let resume = start.saturating_add(STALL_RECHECK);
                         if resume > now {
                             break;
@@ -419,7 +521,10 @@ impl LinkModel {
                         break;
                     }
                     self.link_free = end;
-                    if let Some(q) = self.queue.pop_front() {
+                    if !icmp {
+                        self.head_sent = 0;
+                    }
+                    if let Some(q) = self.pop(icmp) {
                         self.finish(q, end);
                     }
                 }
@@ -437,7 +542,7 @@ impl LinkModel {
 
     fn advance_trace(&mut self, trace: &MahimahiTrace, now: Instant) {
         loop {
-            if self.queue.is_empty() {
+            if self.queue.is_empty() && self.icmp_queue.is_empty() {
                 let seen = trace.count_before(Instant::from_nanos(
                     self.rel(now).as_nanos().saturating_add(1),
                 ));
@@ -450,18 +555,114 @@ impl LinkModel {
             }
             let mut bytes = MAHIMAHI_MTU;
             while bytes > 0 {
-                let Some(h) = self.queue.front() else { break };
-                let take = (h.wire - self.head_sent).min(bytes);
-                self.head_sent += take;
+                let Some(icmp) = self.pick(true) else { break };
+                let Some((wire, segs)) = self.front(icmp).map(|h| (h.wire, h.segs)) else {
+                    break;
+                };
+                let sent = if icmp { self.icmp_sent } else { self.head_sent };
+                // With ICMP waiting, a data head goes one wire segment at a time (ICMP may go
+                // between two).
+                let to_send = if icmp || self.icmp_queue.is_empty() {
+                    wire - sent
+                } else {
+                    let seg = wire.div_ceil(segs);
+                    ((sent / seg + 1) * seg).min(wire) - sent
+                };
+                let take = to_send.min(bytes);
+                let sent = sent + take;
                 bytes -= take;
-                if self.head_sent >= h.wire {
-                    self.head_sent = 0;
-                    if let Some(q) = self.queue.pop_front() {
+                let done = sent >= wire;
+                let kept = if done { 0 } else { sent };
+                if icmp {
+                    self.icmp_sent = kept;
+                } else {
+                    self.head_sent = kept;
+                }
+                if done {
+                    if let Some(q) = self.pop(icmp) {
                         self.finish(q, t);
                     }
                 }
             }
             self.next_opp += 1;
+        }
+    }
+
+    /// At a rate, with an ICMP head waiting that arrived while the data head (a GSO
+    /// super-packet) is on the link: stops the data head at the first segment boundary after
+    /// that arrival, so the ICMP frame goes between two of its wire segments, as it would on a
+    /// link that sends segments; `true` when it did (the ICMP head is then next). A single
+    /// segment is never cut.
+    fn yield_at_segment(&mut self) -> bool {
+        let (Some(i), Some(d)) = (self.icmp_queue.front(), self.queue.front()) else {
+            return false;
+        };
+        let start = d.arrival.max(self.link_free);
+        if d.segs < 2 || i.arrival <= start {
+            return false;
+        }
+        let rate = match &self.capacity {
+            Capacity::Rate(r) => *r as f64,
+            Capacity::Schedule(s) => s.rate_at(Instant::from_nanos(self.rel(start).as_nanos())),
+            Capacity::Unlimited | Capacity::Trace(_) => return false,
+        };
+        if rate < 1.0 {
+            return false;
+        }
+        let elapsed = (i.arrival - start).as_nanos() as f64;
+        let sent = u64::from(self.head_sent) + (elapsed * rate / 1e9) as u64;
+        let seg = u64::from(d.wire.div_ceil(d.segs));
+        let boundary = sent.div_ceil(seg) * seg;
+        if boundary >= u64::from(d.wire) {
+            return false;
+        }
+        // `boundary` < `d.wire`, a u32.
+        let boundary = boundary as u32;
+        let (wire, arrival) = (d.wire, i.arrival);
+        let Some(tx) = self.serialisation(boundary - self.head_sent, start) else {
+            return false;
+        };
+        debug_assert!(boundary < wire);
+        self.head_sent = boundary;
+        // Not before the ICMP frame is there (rounding), so it is picked next.
+        self.link_free = start.saturating_add(tx).max(arrival);
+        true
+    }
+
+    /// Which queue's head the link sends next (`true`: the ICMP queue's; `None`: both empty).
+    /// ICMP goes first unless the data head started first: `on_trace`, it is partly sent and
+    /// not at one of its wire segments' boundaries; otherwise, the link could start it before
+    /// the ICMP head arrived (and [`LinkModel::yield_at_segment`] did not cut it).
+    fn pick(&self, on_trace: bool) -> Option<bool> {
+        let (Some(i), Some(d)) = (self.icmp_queue.front(), self.queue.front()) else {
+            return match (self.icmp_queue.is_empty(), self.queue.is_empty()) {
+                (true, true) => None,
+                (icmp_empty, _) => Some(!icmp_empty),
+            };
+        };
+        Some(if on_trace {
+            // Between two of the data head's wire segments, or before it.
+            self.icmp_sent > 0 || self.head_sent.is_multiple_of(d.wire.div_ceil(d.segs))
+        } else {
+            i.arrival <= d.arrival.max(self.link_free)
+        })
+    }
+
+    fn front(&self, icmp: bool) -> Option<&Queued> {
+        if icmp {
+            self.icmp_queue.front()
+        } else {
+            self.queue.front()
+        }
+    }
+
+    fn pop(&mut self, icmp: bool) -> Option<Queued> {
+        if icmp {
+            let q = self.icmp_queue.pop_front()?;
+            sub(&mut self.icmp_backlog, q.pkt.len());
+            Some(q)
+        } else {
+            self.queue.pop_front()
         }
     }
 
@@ -483,15 +684,33 @@ impl LinkModel {
 
     /// When the head of the buffer will have finished on the link (`None`: buffer empty).
     fn head_end(&self) -> Option<Instant> {
-        let h = self.queue.front()?;
+        let on_trace = matches!(self.capacity, Capacity::Trace(_));
+        let icmp = self.pick(on_trace)?;
+        let h = self.front(icmp)?;
         Some(match &self.capacity {
             Capacity::Unlimited => h.arrival,
             Capacity::Rate(_) | Capacity::Schedule(_) => {
                 let start = h.arrival.max(self.link_free);
-                start.saturating_add(self.serialisation(h.wire, start).unwrap_or(STALL_RECHECK))
+                let left = if icmp {
+                    h.wire
+                } else {
+                    h.wire - self.head_sent
+                };
+                start.saturating_add(self.serialisation(left, start).unwrap_or(STALL_RECHECK))
             }
             Capacity::Trace(t) => {
-                let left = h.wire.saturating_sub(self.head_sent).max(1);
+                let left = match (icmp, self.icmp_queue.front()) {
+                    (true, _) => h.wire.saturating_sub(self.icmp_sent),
+                    // The ICMP head goes at the data head's next segment boundary, if it has
+                    // another.
+                    (false, Some(i)) => {
+                        let seg = h.wire.div_ceil(h.segs);
+                        let to_boundary = ((self.head_sent / seg + 1) * seg).min(h.wire);
+                        to_boundary - self.head_sent + if to_boundary < h.wire { i.wire } else { 0 }
+                    }
+                    (false, None) => h.wire.saturating_sub(self.head_sent),
+                }
+                .max(1);
                 let n = u64::from(left.div_ceil(MAHIMAHI_MTU));
                 self.at_rel(t.opportunity(self.next_opp + n - 1))
             }
@@ -531,13 +750,34 @@ impl Qdisc for LinkModel {
         if self.loss > 0.0 && self.rng.next_f64() < self.loss {
             return self.drop_arrival(pkt, DropReason::Aqm, drops);
         }
+        let icmp = self.icmp != IcmpPolicy::Shared && is_icmp(&pkt);
+        if icmp && self.icmp == IcmpPolicy::Blocked {
+            return self.drop_arrival(pkt, DropReason::Overflow, drops);
+        }
         let (wire, segs) = wire_and_segments(&pkt);
-        let full_p = self
-            .buffer_packets
-            .is_some_and(|l| self.link.backlog_segments + u64::from(segs) > u64::from(l));
-        let full_b = self
-            .buffer_bytes
-            .is_some_and(|l| self.link.backlog.bytes + u64::from(len) > l);
+        if icmp {
+            // Apart: its own queue, whatever the data queue holds.
+            if self.icmp_queue.len() >= ICMP_APART_LIMIT {
+                return self.drop_arrival(pkt, DropReason::Overflow, drops);
+            }
+            self.link.backlog_segments += u64::from(segs);
+            self.stats.backlog.add(len);
+            self.link.backlog.add(len);
+            self.icmp_backlog.add(len);
+            self.icmp_queue.push_back(Queued {
+                pkt,
+                arrival: now,
+                wire,
+                segs,
+            });
+            return;
+        }
+        let full_p = self.buffer_packets.is_some_and(|l| {
+            self.link.backlog_segments - self.icmp_backlog.packets + u64::from(segs) > u64::from(l)
+        });
+        let full_b = self.buffer_bytes.is_some_and(|l| {
+            self.link.backlog.bytes - self.icmp_backlog.bytes + u64::from(len) > l
+        });
         if full_p || full_b {
             return self.drop_arrival(pkt, DropReason::Overflow, drops);
         }
@@ -615,23 +855,24 @@ mod tests {
     /// Drives the model: frames offered at `arrivals` (ns), dequeued at every asked-for time;
     /// returns the delivery times in ns.
     fn run(m: &mut LinkModel, arrivals: &[(u64, usize)]) -> Vec<u64> {
+        let frames = arrivals.iter().map(|&(t, len)| (t, frame(len))).collect();
+        run_frames(m, frames).into_iter().map(|(t, _)| t).collect()
+    }
+
+    /// [`run`] with given frames; returns each delivery's time in ns and the frame.
+    fn run_frames(m: &mut LinkModel, arrivals: Vec<(u64, Packet)>) -> Vec<(u64, Packet)> {
         let mut drops = Vec::new();
         let mut out = Vec::new();
-        let mut i = 0;
+        let mut arrivals = arrivals.into_iter().peekable();
         let mut now = 0u64;
         loop {
-            while i < arrivals.len() && arrivals[i].0 <= now {
-                m.enqueue(
-                    Instant::from_nanos(arrivals[i].0),
-                    frame(arrivals[i].1),
-                    &mut drops,
-                );
-                i += 1;
+            while let Some((t, p)) = arrivals.next_if(|a| a.0 <= now) {
+                m.enqueue(Instant::from_nanos(t), p, &mut drops);
             }
-            let next_arrival = arrivals.get(i).map(|a| a.0);
+            let next_arrival = arrivals.peek().map(|a| a.0);
             match m.dequeue(Instant::from_nanos(now), &mut drops) {
-                Dequeue::Packet(_) => {
-                    out.push(now);
+                Dequeue::Packet(p) => {
+                    out.push((now, p));
                     continue;
                 }
                 Dequeue::NotBefore(t) => {
@@ -643,6 +884,223 @@ mod tests {
                 },
             }
         }
+    }
+
+    /// Each delivery's time and whether it was ICMP.
+    fn kinds(out: Vec<(u64, Packet)>) -> Vec<(u64, bool)> {
+        out.into_iter().map(|(t, p)| (t, is_icmp(&p))).collect()
+    }
+
+    /// An ICMP echo request of 84 IP bytes (a default ping).
+    fn ping() -> Packet {
+        let a = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+        FrameSpec::icmp_echo(a, b, 7, 1).with_payload(56).packet()
+    }
+
+    /// Ten 1500-byte data frames at 0 and a ping at 0.5 ms on a link of `capacity` with
+    /// `icmp`; the ping's delivery time in ns (`None`: it never arrived) and the model.
+    fn ping_behind_data(capacity: Capacity, icmp: IcmpPolicy) -> (Option<u64>, LinkModel) {
+        let mut m = link(LinkConfig {
+            capacity,
+            icmp,
+            ..LinkConfig::default()
+        });
+        let mut arrivals: Vec<(u64, Packet)> = (0..10).map(|_| (0, frame(1500))).collect();
+        arrivals.push((500_000, ping()));
+        let out = kinds(run_frames(&mut m, arrivals));
+        assert_eq!(out.iter().filter(|o| !o.1).count(), 10, "every data frame");
+        (out.iter().find(|o| o.1).map(|o| o.0), m)
+    }
+
+    #[test]
+    fn icmp_apart_overtakes_the_data_queue_but_not_the_frame_on_the_link() {
+        // 1500 bytes take 1.2 ms, the 84-byte ping 67.2 us.
+        let rate = Capacity::Rate(1_250_000);
+        let (shared, _) = ping_behind_data(rate.clone(), IcmpPolicy::Shared);
+        assert_eq!(shared, Some(12_000_000 + 67_200), "behind all ten");
+        let (apart, m) = ping_behind_data(rate, IcmpPolicy::Apart);
+        assert_eq!(
+            apart,
+            Some(1_200_000 + 67_200),
+            "behind the frame being sent only"
+        );
+        let st = m.stats();
+        assert_eq!(st.enqueued.packets, 11);
+        assert_eq!(st.dequeued.packets, 11);
+        assert_eq!(st.backlog.packets, 0);
+        // A trace: one 1500-byte opportunity per ms. The ping (arriving at 0.5 ms) shares the
+        // first opportunity with the first data frame; shared, it waits for all ten.
+        let trace = || Capacity::Trace(MahimahiTrace::from_offsets((1..=20).collect()).unwrap());
+        let (shared, _) = ping_behind_data(trace(), IcmpPolicy::Shared);
+        assert_eq!(shared, Some(11_000_000));
+        let (apart, _) = ping_behind_data(trace(), IcmpPolicy::Apart);
+        assert_eq!(apart, Some(1_000_000));
+        // Unlimited: nothing waits.
+        let (apart, _) = ping_behind_data(Capacity::Unlimited, IcmpPolicy::Apart);
+        assert_eq!(apart, Some(500_000));
+    }
+
+    #[test]
+    fn icmp_apart_waits_for_a_frame_partly_sent_over_trace_opportunities() {
+        let mut m = link(LinkConfig {
+            capacity: Capacity::Trace(MahimahiTrace::from_offsets((1..=20).collect()).unwrap()),
+            icmp: IcmpPolicy::Apart,
+            ..LinkConfig::default()
+        });
+        // A 1000-byte frame and a 1500-byte one at 0: the 1 ms opportunity sends the first
+        // and 500 bytes of the second. A ping at 1.5 ms waits for the second's last 1000
+        // bytes (2 ms's opportunity, which it then shares).
+        let out = kinds(run_frames(
+            &mut m,
+            vec![(0, frame(1000)), (0, frame(1500)), (1_500_000, ping())],
+        ));
+        assert_eq!(
+            out,
+            vec![(1_000_000, false), (2_000_000, false), (2_000_000, true)]
+        );
+    }
+
+    #[test]
+    fn icmp_apart_goes_between_the_wire_segments_of_a_gso_super_packet() {
+        let a = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+        let b = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+        let mut sup = FrameSpec::tcp(a, b, 1, 2).with_payload(14_480).packet();
+        sup.meta.gso = Some(crate::packet::Gso {
+            kind: crate::packet::GsoKind::TcpV4,
+            size: 1448,
+        });
+        let seg = u64::from(wire_bytes(&sup)) / 10;
+        let go = |capacity, at| {
+            let mut m = link(LinkConfig {
+                capacity,
+                icmp: IcmpPolicy::Apart,
+                ..LinkConfig::default()
+            });
+            kinds(run_frames(&mut m, vec![(0, sup.clone()), (at, ping())]))
+        };
+        // 1,250,000 B/s (800 ns a byte): a ping at 0.5 ms goes after the first segment.
+        let out = go(Capacity::Rate(1_250_000), 500_000);
+        let ping_at = seg * 800 + 84 * 800;
+        assert_eq!(
+            out,
+            vec![(ping_at, true), (10 * seg * 800 + 84 * 800, false)]
+        );
+        // A trace of one 1500-byte opportunity per ms: a ping at 1.5 ms waits for the second
+        // segment to end in the 2 ms opportunity, sends its first bytes there and the rest at
+        // 3 ms; the super-packet's last bytes still fit the 10 ms opportunity.
+        let trace = || Capacity::Trace(MahimahiTrace::from_offsets((1..=20).collect()).unwrap());
+        assert_eq!(seg, 1488, "the arithmetic below");
+        let out = go(trace(), 1_500_000);
+        assert_eq!(out, vec![(3_000_000, true), (10_000_000, false)]);
+    }
+
+    proptest::proptest! {
+        /// Whatever the mix of frames, GSO super-packets and pings, and whatever the capacity,
+        /// every frame offered is delivered or dropped (and counted), each queue stays FIFO,
+        /// and the model never stalls or loops.
+        #[test]
+        fn icmp_apart_loses_nothing_and_keeps_each_queue_in_order(
+            arrivals in proptest::collection::vec((0u64..20_000_000, 0u8..4), 1..60),
+            cap in 0u8..4,
+            limit in 1u32..30,
+        ) {
+            let capacity = match cap {
+                0 => Capacity::Rate(1_250_000),
+                1 => Capacity::Trace(MahimahiTrace::from_offsets(vec![1, 1, 3, 4, 4, 4, 9]).unwrap()),
+                2 => Capacity::Unlimited,
+                _ => Capacity::from_trace_text("0 step 8mbit\n0.01 ramp 1mbit\n").unwrap(),
+            };
+            let mut m = link(LinkConfig {
+                capacity,
+                buffer_packets: Some(limit),
+                icmp: IcmpPolicy::Apart,
+                ..LinkConfig::default()
+            });
+            let a = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+            let b = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+            let mut sorted = arrivals.clone();
+            sorted.sort_by_key(|x| x.0);
+            let frames: Vec<(u64, Packet)> = sorted
+                .iter()
+                .enumerate()
+                .map(|(n, &(t, kind))| {
+                    let n = n as u16;
+                    let p = match kind {
+                        0 => FrameSpec::icmp_echo(a, b, 7, n).with_payload(56).packet(),
+                        1 => FrameSpec::udp(a, b, n, 2).with_payload(1472).packet(),
+                        2 => FrameSpec::udp(a, b, n, 2).with_payload(10).packet(),
+                        _ => {
+                            let mut p = FrameSpec::tcp(a, b, n, 2).with_payload(5000).packet();
+                            p.meta.gso = Some(crate::packet::Gso {
+                                kind: crate::packet::GsoKind::TcpV4,
+                                size: 1448,
+                            });
+                            p
+                        }
+                    };
+                    (t, p)
+                })
+                .collect();
+            // Each frame's identity: its index (ICMP sequence number or source port).
+            let id = |p: &Packet| {
+                let d = &p.data;
+                let l4 = 14 + 20;
+                u16::from_be_bytes(if is_icmp(p) { [d[l4 + 6], d[l4 + 7]] } else { [d[l4], d[l4 + 1]] })
+            };
+            let offered = frames.len() as u64;
+            let out = run_frames(&mut m, frames);
+            for icmp in [true, false] {
+                let ids: Vec<u16> = out.iter().filter(|o| is_icmp(&o.1) == icmp).map(|o| id(&o.1)).collect();
+                proptest::prop_assert!(ids.windows(2).all(|w| w[0] < w[1]), "out of order: {:?}", ids);
+            }
+            let mut st = m.stats();
+            proptest::prop_assert_eq!(st.enqueued.packets, offered);
+            proptest::prop_assert_eq!(
+                st.dequeued.packets + st.drop_counter(DropReason::Overflow).packets,
+                offered
+            );
+            proptest::prop_assert_eq!(out.len() as u64, st.dequeued.packets);
+            proptest::prop_assert_eq!(st.backlog.packets, 0);
+            proptest::prop_assert!(out.windows(2).all(|w| w[0].0 <= w[1].0));
+        }
+    }
+
+    #[test]
+    fn icmp_apart_does_not_use_the_data_queue_limit_and_blocked_icmp_is_dropped() {
+        let mut m = link(LinkConfig {
+            capacity: Capacity::Rate(1_250_000),
+            buffer_packets: Some(2),
+            icmp: IcmpPolicy::Apart,
+            ..LinkConfig::default()
+        });
+        let mut drops = Vec::new();
+        for _ in 0..3 {
+            m.enqueue(Instant::ZERO, ping(), &mut drops);
+        }
+        for _ in 0..3 {
+            m.enqueue(Instant::ZERO, frame(1500), &mut drops);
+        }
+        assert_eq!(drops.len(), 1, "the third data frame only");
+        assert!(!is_icmp(&drops[0].packet));
+        assert_eq!(m.link_stats().backlog.packets, 5);
+        let (blocked, m) = ping_behind_data(Capacity::Rate(1_250_000), IcmpPolicy::Blocked);
+        assert_eq!(blocked, None);
+        assert_eq!(m.link_stats().buffer_drops.packets, 1);
+        assert_eq!(m.stats().drop_counter(DropReason::Overflow).packets, 1);
+    }
+
+    #[test]
+    fn icmp_policies_parse_by_name_and_errors_name_the_accepted_ones() {
+        for (n, p) in IcmpPolicy::ALL {
+            assert_eq!(IcmpPolicy::parse(n), Ok(p));
+            assert_eq!(p.name(), n);
+        }
+        let e = IcmpPolicy::parse("apartt").unwrap_err().to_string();
+        assert!(
+            e.contains("\"apartt\"") && e.contains("shared, apart, blocked"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@ use crate::app::{Application, Outbox, TimerCmd};
 use crate::events::{Ev, EventQueue, What};
 use crate::metrics::{FlowMetrics, LinkMetrics};
 use cake::AnyQdisc;
-use qdisc::link::{serialisation_nanos, Capacity};
+use qdisc::link::{is_icmp, serialisation_nanos, Capacity};
+pub use qdisc::link::{IcmpPolicy, ICMP_APART_LIMIT};
 use qdisc::trace::MAHIMAHI_MTU;
 use qdisc::{Dequeue, Dropped, Duration, Instant, Packet, Qdisc, Rng};
 use std::collections::{HashMap, VecDeque};
@@ -130,24 +131,6 @@ pub struct LinkConfig {
     /// How the buffer treats ICMP (v4 and v6). Default [`IcmpPolicy::Shared`].
     pub icmp: IcmpPolicy,
 }
-
-/// How a link's buffer treats ICMP.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum IcmpPolicy {
-    /// Like any packet.
-    #[default]
-    Shared,
-    /// A queue of its own, served first: the radio's scheduler treats pings apart from data
-    /// (as Starlink users observe: ping stays low while downloads bloat). Up to
-    /// [`ICMP_APART_LIMIT`] ICMP packets wait there, whatever the data queue holds. On a trace
-    /// link an ICMP packet still waits for the head packet being sent.
-    Apart,
-    /// Dropped on entry (counted as buffer drops): ICMP blocked on the path.
-    Blocked,
-}
-
-/// Most ICMP packets waiting in a link's own ICMP queue ([`IcmpPolicy::Apart`]).
-pub const ICMP_APART_LIMIT: usize = 64;
 
 /// Bytes of each frame a tap keeps ([`Sim::add_tap`]).
 pub const TAP_SNAP: usize = 128;
@@ -1241,10 +1224,6 @@ fn owner_of(owner: &HashMap<IpAddr, NodeId, FastHash>, pkt: &Packet, off: usize)
 /// request or reply (types 13/14, which carry an identifier at the same place: delivered to the
 /// application bound to it, which answers like a host would); `None` otherwise.
 /// Whether `pkt` is ICMP or ICMPv6.
-fn is_icmp(pkt: &Packet) -> bool {
-    matches!(pkt.headers().ip.map(|i| i.tuple.proto), Some(1 | 58))
-}
-
 fn icmp_echo(d: &mut [u8], off: usize) -> Option<(bool, u16)> {
     let v = d.get(off)? >> 4;
     let (l4, req, rep, a, alen) = match v {
