@@ -103,6 +103,9 @@ const TREND_SPAN: u32 = 20;
 /// A probe's answer needs CAKE to hold at least this much of our rate at the end of the
 /// interval (and `busy_bytes`): a few packets are no evidence that CAKE was the limit.
 const DEEP: Duration = Duration::from_millis(2);
+/// Weight with which a delay sample below the learnt noise lowers it (see
+/// `PurpleParams::noise_rise` for the other side).
+const NOISE_FALL: f64 = 0.05;
 
 /// Loaded intervals' deliveries kept for the capacity estimate on a volatile link.
 const READINGS: usize = 8;
@@ -229,6 +232,11 @@ purple_params! {
     /// our rate and CAKE holds the queue: the link's own scheduling, not a queue of ours).
     /// Default 100 ms.
     max_noise: Duration = ms(100), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+    /// Weight with which a delay sample above the learnt noise raises it (a sample below
+    /// lowers it with weight 0.05): above 0.05 the noise tracks the upper envelope of the
+    /// link's own delay variation rather than its mean, so that a sample of that variation is
+    /// not read as a queue (and the delivery beside it as the capacity). Default 0.3.
+    noise_rise: f64 = 0.3, 0.0, 1.0, "0 ..= 1";
     /// CAKE backlog (bytes) that shows CAKE had more to send than our rate allowed. Default
     /// 3000.
     busy_bytes: u64 = 3_000, 1, 1 << 32, "1 ..= 2^32";
@@ -648,7 +656,9 @@ impl Law for Purple {
         };
         // Delay noise: learnt only while the link keeps up at our rate with CAKE holding the
         // queue (no queue can be building in the bottleneck then), slowly, and only below the
-        // target (a learnt noise above it would hide a real queue).
+        // target (a learnt noise above it would hide a real queue). It rises faster than it
+        // falls (`noise_rise` against `NOISE_FALL`), so it follows the top of the link's own
+        // variation: compared with its mean, every other noise sample would look like a queue.
         // On a volatile link the delay varies without any queue of ours (a cellular scheduler
         // leaves the link silent for tens of ms), so there the noise may grow up to
         // `max_noise`; on a calm link only up to the target.
@@ -656,7 +666,8 @@ impl Law for Purple {
             let v = (st.volatility / p.volatile).min(1.0);
             let cap = target + v * (p.max_noise.as_secs_f64() - target).max(0.0);
             let x = (q - p.queue_floor.as_secs_f64()).clamp(0.0, cap);
-            st.noise += 0.05 * (x - st.noise);
+            let a = if x > st.noise { p.noise_rise } else { NOISE_FALL };
+            st.noise += a * (x - st.noise);
         }
         if let (Some(d), true) = (d, backlogged || keeps_up || queue) {
             if busy {
@@ -962,6 +973,36 @@ mod tests {
             rate = last.rate.clamp(cfg.min.down, cfg.max.down);
         }
         last
+    }
+
+    #[test]
+    fn the_learnt_delay_noise_follows_the_top_of_the_links_own_variation_not_its_mean() {
+        // The link keeps up with our rate (whatever the law sets), CAKE backlogged, while its
+        // own scheduling makes the delay alternate between 1 and 2 ms (0 and 1 ms above the 1 ms floor): the noise
+        // learnt is near the top (1 ms), where its mean (0.5 ms) would have every other
+        // sample read as a queue.
+        let learnt = |rise: f64| {
+            let mut law = Purple::new(PurpleParams {
+                noise_rise: rise,
+                ..PurpleParams::default()
+            });
+            let cfg = Config::default();
+            let mut rate = 10_000_000;
+            for i in 0..400 {
+                let s = law.step(
+                    at(i * 50),
+                    Direction::Down,
+                    &sig(rate, 1 + i % 2, rate, 50_000),
+                    &cfg,
+                );
+                rate = s.rate.clamp(cfg.min.down, cfg.max.down);
+            }
+            law.st[Direction::Down].noise * 1e3
+        };
+        let top = learnt(PurpleParams::default().noise_rise);
+        assert!((0.8..=1.0).contains(&top), "{top} ms");
+        let mean = learnt(NOISE_FALL);
+        assert!((0.4..=0.6).contains(&mean), "{mean} ms");
     }
 
     #[test]
@@ -1431,3 +1472,4 @@ mod tests {
         assert_eq!(law.fast_delay(at(230), Direction::Up, w), None);
     }
 }
+

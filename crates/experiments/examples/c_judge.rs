@@ -30,6 +30,7 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
             "recent_quantile" => p.recent_quantile = f,
             "volatile_drain" => p.volatile_drain = f,
             "max_noise" => p.max_noise = Duration::from_nanos((f * 1e6) as u64),
+            "noise_rise" => p.noise_rise = f,
             _ => eprintln!("unknown key {k}"),
         }
     }
