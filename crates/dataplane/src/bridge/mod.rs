@@ -23,6 +23,7 @@ pub use stats::{BridgeStats, DirStats};
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cake::AnyQdisc;
 use controller::passive::PassiveDelay;
@@ -78,6 +79,34 @@ pub struct BridgeConfig {
     pub seed: u64,
 }
 
+impl BridgeConfig {
+    /// Refuses a bridge between an interface and itself ([`Error::Io`], `InvalidInput`).
+    pub(crate) fn check_interfaces(&self) -> Result<(), Error> {
+        if self.if_a == self.if_b {
+            return Err(Error::Io {
+                what: format!("bridge {}", self.name),
+                err: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the two interfaces must differ",
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Binds the control socket at [`ctl_path`](Self::ctl_path), admitting
+    /// [`ctl_group`](Self::ctl_group); `None` without a path.
+    pub(crate) fn bind_ctl(&self) -> Result<Option<CtlSocket>, Error> {
+        let access = Access {
+            group: self.ctl_group,
+        };
+        self.ctl_path
+            .as_deref()
+            .map(|p| CtlSocket::bind(p, access))
+            .transpose()
+    }
+}
+
 /// Errors from building or running a bridge.
 #[derive(Debug)]
 pub enum Error {
@@ -92,6 +121,17 @@ pub enum Error {
         /// The error.
         err: io::Error,
     },
+    /// A multi-queue bridge's coordinator could not hand a job to queue `queue`: its
+    /// forwarding loop has ended.
+    QueueGone {
+        /// The queue's index.
+        queue: usize,
+    },
+    /// Not every queue of a multi-queue bridge answered its coordinator within `waited`.
+    QueueTimeout {
+        /// How long the coordinator waited.
+        waited: Duration,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -99,6 +139,12 @@ impl std::fmt::Display for Error {
         match self {
             Error::Qdisc(e) | Error::Passive(e) => write!(f, "{e}"),
             Error::Io { what, err } => write!(f, "{what}: {err}"),
+            Error::QueueGone { queue } => write!(f, "queue {queue} is not running"),
+            Error::QueueTimeout { waited } => write!(
+                f,
+                "not every queue answered within {} ms",
+                waited.as_millis()
+            ),
         }
     }
 }
@@ -230,15 +276,7 @@ impl Bridge {
             AnyQdisc::from_tc(spec, seed)
                 .map_err(|e| Error::Qdisc(format!("bridge {}: qdisc {spec:?}: {e}", cfg.name)))
         };
-        if cfg.if_a == cfg.if_b {
-            return Err(Error::Io {
-                what: format!("bridge {}", cfg.name),
-                err: io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "the two interfaces must differ",
-                ),
-            });
-        }
+        cfg.check_interfaces()?;
         let egress = q(&cfg.egress, cfg.seed)?;
         let ingress = q(&cfg.ingress, cfg.seed.wrapping_add(1))?;
         Bridge::with_stages(cfg, egress, ingress)
@@ -262,15 +300,7 @@ impl<Q: Stage> Bridge<Q> {
         ingress: Q,
         fanout: Fanout,
     ) -> Result<(Bridge<Q>, [u16; 2]), Error> {
-        if cfg.if_a == cfg.if_b {
-            return Err(Error::Io {
-                what: format!("bridge {}", cfg.name),
-                err: io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "the two interfaces must differ",
-                ),
-            });
-        }
+        cfg.check_interfaces()?;
         let a = PacketSocket::open(&cfg.if_a, SOCK_BUF)
             .map_err(io_err(format!("open {}", cfg.if_a)))?;
         let b = PacketSocket::open(&cfg.if_b, SOCK_BUF)
@@ -299,15 +329,7 @@ impl<Q: Stage> Bridge<Q> {
         add(b.raw_fd(), TOK_B)?;
         add(timer.raw_fd(), TOK_TIMER)?;
         add(stop.raw_fd(), TOK_STOP)?;
-        let ctl = match &cfg.ctl_path {
-            Some(p) => Some(CtlSocket::bind(
-                p,
-                Access {
-                    group: cfg.ctl_group,
-                },
-            )?),
-            None => None,
-        };
+        let ctl = cfg.bind_ctl()?;
         let dir = |d, qdisc: Q, tx| Dir {
             dir: d,
             qdisc,
@@ -438,20 +460,30 @@ pub trait Forwarder {
     fn run_cpu_ns(&self) -> u64;
 }
 
-impl<Q: Stage> Forwarder for Bridge<Q> {
-    fn stopper(&self) -> Stopper {
-        Bridge::stopper(self)
-    }
-    fn run(&mut self) -> Result<(), Error> {
-        Bridge::run(self)
-    }
-    fn stats_json(&self) -> String {
-        Bridge::stats_json(self)
-    }
-    fn run_cpu_ns(&self) -> u64 {
-        Bridge::run_cpu_ns(self)
-    }
+/// Implements [`Forwarder`] for a type by its inherent methods of the same names (which
+/// callers use without the trait): `forwarder_by_inherent_methods!(MqBridge)`, or with a type
+/// parameter `forwarder_by_inherent_methods!(Bridge<Q> where Q: Stage)`.
+macro_rules! forwarder_by_inherent_methods {
+    ($t:ty $(where $p:ident: $bound:path)?) => {
+        impl$(<$p: $bound>)? $crate::Forwarder for $t {
+            fn stopper(&self) -> $crate::Stopper {
+                <$t>::stopper(self)
+            }
+            fn run(&mut self) -> Result<(), $crate::Error> {
+                <$t>::run(self)
+            }
+            fn stats_json(&self) -> String {
+                <$t>::stats_json(self)
+            }
+            fn run_cpu_ns(&self) -> u64 {
+                <$t>::run_cpu_ns(self)
+            }
+        }
+    };
 }
+pub(crate) use forwarder_by_inherent_methods;
+
+forwarder_by_inherent_methods!(Bridge<Q> where Q: Stage);
 
 /// The forwarding loop's timing and batching options, for [`Bridge`] and
 /// [`MqBridge`](crate::MqBridge) alike (each method is documented on [`Bridge`]'s of the same

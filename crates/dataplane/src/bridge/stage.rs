@@ -33,19 +33,7 @@ impl Stage for AnyQdisc {
                 let t = stats_text(&cfg, &c.cake_stats(), QdiscHeader::for_config(&cfg));
                 on_dev(&t, dev)
             }
-            None => {
-                let q = self.stats();
-                format!(
-                    "qdisc {} 0: dev {dev} root refcnt 2\n Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)\n backlog {}b {}p requeues 0\n",
-                    self.kind(),
-                    q.dequeued.bytes,
-                    q.dequeued.packets,
-                    q.dropped_total().packets,
-                    q.overlimits,
-                    q.backlog.bytes,
-                    q.backlog.packets
-                )
-            }
+            None => root_text(self.kind(), dev, 2, &self.stats()),
         }
     }
 
@@ -76,6 +64,22 @@ pub(crate) fn first_object(json: &str) -> Option<Value> {
         Ok(Value::Array(mut v)) if !v.is_empty() => Some(v.swap_remove(0)),
         _ => None,
     }
+}
+
+/// `tc -s qdisc show`'s text for a root qdisc of `kind` on `dev` with no statistics of its own
+/// beyond the common counters `q`, handle `0:` and reference count `refcnt` (three lines, no
+/// blank line after them).
+pub(crate) fn root_text(kind: &str, dev: &str, refcnt: usize, q: &QdiscStats) -> String {
+    format!(
+        "qdisc {kind} 0: dev {dev} root refcnt {refcnt}\n Sent {} bytes {} pkt (dropped {}, \
+         overlimits {} requeues 0)\n backlog {}b {}p requeues 0\n",
+        q.dequeued.bytes,
+        q.dequeued.packets,
+        q.dropped_total().packets,
+        q.overlimits,
+        q.backlog.bytes,
+        q.backlog.packets
+    )
 }
 
 /// `tc -j -s qdisc show`'s object for a root qdisc of `kind` with no statistics of its own
