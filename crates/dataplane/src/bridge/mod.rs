@@ -21,6 +21,7 @@ pub use stage::Stage;
 pub use stats::{BridgeStats, DirStats};
 
 use std::io;
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +31,7 @@ use controller::passive::PassiveDelay;
 use controller::Direction;
 use qdisc::{Dropped, Packet};
 
-use crate::ctl_server::{Access, CtlSocket};
+use crate::ctl_server::{Access, CtlServer, CtlSocket};
 use crate::pool::{Pool, RX_BUF};
 use crate::rejoin::Rejoiner;
 use os::{Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
@@ -155,6 +156,20 @@ impl std::error::Error for Error {}
 pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
     let what = what.into();
     move |err| Error::Io { what, err }
+}
+
+/// Adds `fd` to `epoll`, to be reported readable under `token`.
+pub(crate) fn watch(epoll: &Epoll, fd: RawFd, token: u64) -> Result<(), Error> {
+    epoll
+        .add(fd, os::READABLE, token)
+        .map_err(io_err("epoll_ctl"))
+}
+
+/// Starts serving `ctl`, when there is a control socket, in a thread of its own
+/// ([`CtlSocket::serve`]); the server stops when dropped.
+pub(crate) fn serve_ctl(ctl: Option<&CtlSocket>) -> Result<Option<CtlServer>, Error> {
+    ctl.map(|c| c.serve().map_err(io_err("control socket thread")))
+        .transpose()
 }
 
 /// A handle that stops a running [`Bridge`] from any thread.
@@ -320,15 +335,10 @@ impl<Q: Stage> Bridge<Q> {
         let epoll = Epoll::new().map_err(io_err("epoll"))?;
         let timer = TimerFd::new().map_err(io_err("timerfd"))?;
         let stop = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
-        let add = |fd, tok| {
-            epoll
-                .add(fd, os::READABLE, tok)
-                .map_err(io_err("epoll_ctl"))
-        };
-        add(a.raw_fd(), TOK_A)?;
-        add(b.raw_fd(), TOK_B)?;
-        add(timer.raw_fd(), TOK_TIMER)?;
-        add(stop.raw_fd(), TOK_STOP)?;
+        watch(&epoll, a.raw_fd(), TOK_A)?;
+        watch(&epoll, b.raw_fd(), TOK_B)?;
+        watch(&epoll, timer.raw_fd(), TOK_TIMER)?;
+        watch(&epoll, stop.raw_fd(), TOK_STOP)?;
         let ctl = cfg.bind_ctl()?;
         let dir = |d, qdisc: Q, tx| Dir {
             dir: d,
@@ -430,9 +440,7 @@ impl<Q: Stage> Bridge<Q> {
     /// thread, so call it before spawning threads that should inherit that.
     pub fn stop_on_signals(&mut self) -> Result<(), Error> {
         let s = SignalFd::termination().map_err(io_err("signalfd"))?;
-        self.epoll
-            .add(s.raw_fd(), os::READABLE, TOK_SIG)
-            .map_err(io_err("epoll_ctl"))?;
+        watch(&self.epoll, s.raw_fd(), TOK_SIG)?;
         self.signals = Some(s);
         Ok(())
     }

@@ -13,7 +13,7 @@ use os::{Epoll, EventFd};
 
 use super::report::report;
 use super::{DirKind, MqBridge, QueueStage};
-use crate::bridge::{dir_index, io_err};
+use crate::bridge::{dir_index, io_err, serve_ctl, watch};
 use crate::{Bridge, Error, LoopOptions};
 
 /// How long the coordinator waits for every queue's loop to answer a control command.
@@ -33,24 +33,16 @@ impl MqBridge {
     /// or until a forwarding thread ends with an error, which is returned. Packets still queued
     /// at the end are discarded; the statistics stay readable.
     pub fn run(&mut self) -> Result<(), Error> {
-        let server = match &self.ctl {
-            Some(c) => Some(c.serve().map_err(io_err("control socket thread"))?),
-            None => None,
-        };
+        let server = serve_ctl(self.ctl.as_ref())?;
         let epoll = Epoll::new().map_err(io_err("epoll"))?;
         let exited = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
-        let add = |fd, tok| {
-            epoll
-                .add(fd, os::READABLE, tok)
-                .map_err(io_err("epoll_ctl"))
-        };
-        add(self.stop.raw_fd(), TOK_STOP)?;
-        add(exited.raw_fd(), TOK_EXIT)?;
+        watch(&epoll, self.stop.raw_fd(), TOK_STOP)?;
+        watch(&epoll, exited.raw_fd(), TOK_EXIT)?;
         if let Some(s) = &self.signals {
-            add(s.raw_fd(), TOK_SIG)?;
+            watch(&epoll, s.raw_fd(), TOK_SIG)?;
         }
         if let Some(s) = &server {
-            add(s.wake_fd(), TOK_CTL)?;
+            watch(&epoll, s.wake_fd(), TOK_CTL)?;
         }
         let cpu0 = os::thread_cpu_ns();
         self.run_cpu_ns = 0;

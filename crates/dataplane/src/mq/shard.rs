@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use cake::mq::{Shard, ShardActivity, ShardPeers};
 use cake::tc::{stats_json, stats_text, QdiscHeader};
-use cake::CakeConfig;
+use cake::{CakeConfig, CakeStats};
 use qdisc::tc_units::format_rate;
 use qdisc::{Dequeue, Dropped, Instant, NoShaper, Packet, Qdisc, QdiscStats};
 use serde_json::{json, Value};
 
-use crate::bridge::stage::{first_object, on_dev};
+use crate::bridge::stage::{cake_tc, first_object, on_dev};
 use crate::Stage;
 
 /// One shard's published activity, on a cache line of its own so that a shard's writes do not
@@ -123,11 +123,10 @@ impl SharedShard {
         self.board.publish(self.index, self.shard.activity());
     }
 
-    /// The shard's configuration, with the group's configured rate.
-    fn display_config(&self) -> CakeConfig {
-        let mut c = self.shard.cake().config().clone();
-        c.rate_bps = self.shard.configured_rate();
-        c
+    /// `render` (tc's text or JSON) of the shard's statistics, showing the group's configured
+    /// rate.
+    fn tc<R>(&self, render: fn(&CakeConfig, &CakeStats, QdiscHeader) -> R) -> R {
+        cake_tc(self.shard.cake(), self.shard.configured_rate(), render)
     }
 }
 
@@ -171,13 +170,7 @@ impl Stage for SharedShard {
     /// The shard's `tc -s qdisc show` text (with the group's configured rate), then a line with
     /// the shards it counted active at its last sync and the rate it shapes at.
     fn stage_text(&self, dev: &str, _now: Instant) -> String {
-        let cfg = self.display_config();
-        let t = stats_text(
-            &cfg,
-            &self.shard.cake().cake_stats(),
-            QdiscHeader::for_config(&cfg),
-        );
-        let mut t = on_dev(&t, dev);
+        let mut t = on_dev(&self.tc(stats_text), dev);
         // tc ends each qdisc with a blank line: the extra line goes before it.
         if t.ends_with("\n\n") {
             t.pop();
@@ -193,13 +186,7 @@ impl Stage for SharedShard {
     /// The shard's `tc -j -s qdisc show` object plus `active_queues` (Linux's name) and `share`
     /// (bytes/s).
     fn stage_json(&self, _dev: &str, _now: Instant) -> Value {
-        let cfg = self.display_config();
-        let t = stats_json(
-            &cfg,
-            &self.shard.cake().cake_stats(),
-            QdiscHeader::for_config(&cfg),
-        );
-        let mut v = first_object(&t).unwrap_or_else(|| json!({"kind": "cake"}));
+        let mut v = first_object(&self.tc(stats_json)).unwrap_or_else(|| json!({"kind": "cake"}));
         if let Value::Object(m) = &mut v {
             m.insert("active_queues".into(), json!(self.shard.active_shards()));
             m.insert("share".into(), json!(self.shard.share()));
