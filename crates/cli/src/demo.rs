@@ -585,28 +585,18 @@ pub fn lab_text(d: &LabDemo) -> String {
             s.push_str(&format!("Fault injected: {name}.\n\n"));
         }
     }
-    let mut t = experiments::Table::new(&[
-        "contender",
-        "mean",
-        "median",
-        "min",
-        "max",
-        "std",
-        "p95",
-        "p99",
-        "down Mbit/s",
-        "up Mbit/s",
-        "share",
-        "seed (slides)",
-    ]);
+    let mut h = vec!["contender"];
+    h.extend(experiments::LATENCY_COLUMNS);
+    h.extend(["down Mbit/s", "up Mbit/s", "share", "seed (slides)"]);
+    let mut t = experiments::Table::new(&h);
     for r in &d.rows {
-        let f2 = |x: f64| format!("{x:.2}");
         let mut row = vec![r.run.contender.clone()];
         match &r.latency {
-            Some(l) => row.extend([l.mean, l.median, l.min, l.max, l.std, l.p95, l.p99].map(f2)),
+            Some(l) => row.extend(experiments::latency_cells(l)),
             None => {
                 row.push("no samples".into());
-                row.extend(std::iter::repeat_n("-".to_string(), 6));
+                let rest = experiments::LATENCY_COLUMNS.len() - 1;
+                row.extend(std::iter::repeat_n("-".to_string(), rest));
             }
         }
         row.extend([
@@ -836,4 +826,85 @@ pub fn run_lab(o: &LabDemoOpts) -> Result<String, String> {
 /// A reaction time with one decimal, or "-" when there was none (no drop followed).
 fn secs_or_dash(s: Option<f64>) -> String {
     s.map_or_else(|| "-".to_string(), |s| format!("{s:.1}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use sim::tally::LatencyStats;
+
+    /// A lab demo of two contenders, the second without a loaded-latency sample.
+    fn two_rows() -> LabDemo {
+        let row = |contender: &str, samples: &[f64]| DemoRow {
+            run: lab::LabRun {
+                contender: contender.into(),
+                test: "radio".into(),
+                summary: sim::RunSummary::default(),
+                induced: Vec::new(),
+                up_mbit: 31.25,
+                down_mbit: 96.5,
+                delay_stage: String::new(),
+                warnings: Vec::new(),
+                namespaces: Vec::new(),
+                capacity_down_mbit: Vec::new(),
+                control: None,
+            },
+            latency: (!samples.is_empty()).then(|| LatencyStats::of(samples)),
+            samples: samples.to_vec(),
+            capacity_down_mbit: Some(120.0),
+            tracking: None,
+        };
+        LabDemo {
+            scenario: lab::scenario::find("radio").unwrap(),
+            seconds: 30.0,
+            idle_s: 5.0,
+            rows: vec![
+                row("CAKE static", &[1.0, 2.5, 4.0, 8.25]),
+                row("silent", &[]),
+            ],
+            faults: Vec::new(),
+        }
+    }
+
+    /// The latency columns come from `experiments::LATENCY_COLUMNS`; a contender without a
+    /// sample says so in the first and fills the rest with "-", keeping every column aligned.
+    #[test]
+    fn the_lab_table_keeps_its_columns_for_a_contender_without_samples() {
+        let text = lab_text(&two_rows());
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.starts_with("contender"))
+            .unwrap();
+        let cells = |l: &str| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let h = cells(lines[header]);
+        assert_eq!(h[1..8], experiments::LATENCY_COLUMNS);
+        assert_eq!(
+            cells(lines[header + 1]),
+            [
+                "CAKE static",
+                "3.94",
+                "4.00",
+                "1.00",
+                "8.25",
+                "2.71",
+                "8.25",
+                "8.25",
+                "96.5",
+                "31.2",
+                "80%",
+                "-"
+            ]
+        );
+        let silent = cells(lines[header + 2]);
+        assert_eq!(silent.len(), h.len(), "{silent:?}");
+        assert_eq!(silent[1..8], ["no samples", "-", "-", "-", "-", "-", "-"]);
+    }
 }

@@ -29,7 +29,7 @@ pub mod matrix;
 pub mod probe;
 pub mod scenario;
 
-use crate::{Claim, Experiment, Report, RunOpts, Table};
+use crate::{latency_cells, Claim, Experiment, Report, RunOpts, Table, LATENCY_COLUMNS};
 use closed_loop::{Contender, LoopResult, LoopSpec};
 use scenario::Scenario;
 
@@ -189,41 +189,24 @@ pub fn late_oracle_claims(results: &[LoopResult], contenders: &[Contender]) -> V
 /// The comparison table of `results` with their row `labels` (as from [`run_all`] and
 /// [`labels`]); slide figures beside C1..C5 when `slides`.
 pub fn table(results: &[LoopResult], labels: &[&str], slides: bool) -> Table {
-    let mut h = vec![
-        "id",
-        "contender",
-        "mean",
-        "median",
-        "min",
-        "max",
-        "std",
-        "p95",
-        "p99",
-        "down Mbit/s",
-        "up Mbit/s",
-        "share",
-    ];
+    let mut h = vec!["id", "contender"];
+    h.extend(LATENCY_COLUMNS);
+    h.extend(["down Mbit/s", "up Mbit/s", "share"]);
     if slides {
         h.extend(["slides mean/median/max ms", "slides Mbit/s"]);
     }
     let mut t = Table::new(&h);
     for (i, r) in results.iter().enumerate() {
-        let l = &r.latency;
-        let f2 = |x: f64| format!("{x:.2}");
         let mut row = vec![
             labels.get(i).copied().unwrap_or("").to_string(),
             r.name.clone(),
-            f2(l.mean),
-            f2(l.median),
-            f2(l.min),
-            f2(l.max),
-            f2(l.std),
-            f2(l.p95),
-            f2(l.p99),
+        ];
+        row.extend(latency_cells(&r.latency));
+        row.extend([
             format!("{:.1}", r.throughput.down),
             format!("{:.1}", r.throughput.up),
             format!("{:.2}", r.share()),
-        ];
+        ]);
         if slides {
             match SLIDES.get(i) {
                 Some((_, s)) => {

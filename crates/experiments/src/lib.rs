@@ -22,6 +22,7 @@ pub mod d;
 pub mod testbed;
 
 use serde::Serialize;
+use sim::tally::LatencyStats;
 use sim::RunSummary;
 
 /// How to run an experiment.
@@ -41,6 +42,15 @@ impl Default for RunOpts {
             time_scale: 1.0,
         }
     }
+}
+
+/// The loaded-latency columns of the comparison tables (section C's [`c::table`] and
+/// `purple demo --lab`'s), in the order of [`latency_cells`].
+pub const LATENCY_COLUMNS: [&str; 7] = ["mean", "median", "min", "max", "std", "p95", "p99"];
+
+/// `l`'s figures as the cells of [`LATENCY_COLUMNS`]: ms to two decimals.
+pub fn latency_cells(l: &LatencyStats) -> [String; 7] {
+    [l.mean, l.median, l.min, l.max, l.std, l.p95, l.p99].map(|x| format!("{x:.2}"))
 }
 
 /// A plain table: a header row and rows of cells, printed as text or Markdown.

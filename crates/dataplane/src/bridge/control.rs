@@ -10,7 +10,7 @@ use controller::Direction;
 use os::EventFd;
 use qdisc::Instant;
 
-use super::{dir_index, io_err, now_ns, Bridge, Error, Stage, TOK_JOBS};
+use super::{dir_index, io_err, now_ns, watch, Bridge, Error, Stage, TOK_JOBS};
 use crate::ctl_server::CtlServer;
 
 /// Work another thread hands to a bridge's forwarding loop, run between two of its passes
@@ -59,9 +59,7 @@ impl<Q: Stage> Bridge<Q> {
         if let Some(old) = self.jobs.take() {
             let _ = self.epoll.delete(old.wake.raw_fd());
         }
-        self.epoll
-            .add(wake.raw_fd(), os::READABLE, TOK_JOBS)
-            .map_err(io_err("epoll_ctl"))?;
+        watch(&self.epoll, wake.raw_fd(), TOK_JOBS)?;
         let (tx, rx) = mpsc::channel();
         self.jobs = Some(JobInbox {
             rx,

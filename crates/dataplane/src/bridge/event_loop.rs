@@ -4,8 +4,8 @@
 use qdisc::{Dequeue, Instant, Packet, PacketMeta};
 
 use super::{
-    io_err, now_ns, Bridge, Error, Stage, BUDGET, RELEASE_THRESHOLD, TOK_A, TOK_B, TOK_CTL,
-    TOK_JOBS, TOK_SIG, TOK_STOP, TOK_TIMER,
+    io_err, now_ns, serve_ctl, watch, Bridge, Error, Stage, BUDGET, RELEASE_THRESHOLD, TOK_A,
+    TOK_B, TOK_CTL, TOK_JOBS, TOK_SIG, TOK_STOP, TOK_TIMER,
 };
 use crate::ctl_server::CtlServer;
 use crate::pool::{self};
@@ -28,14 +28,9 @@ impl<Q: Stage> Bridge<Q> {
     /// problems on single frames are counted instead. The control socket is served, by a
     /// thread of its own, while this runs.
     pub fn run(&mut self) -> Result<(), Error> {
-        let server = match &self.ctl {
-            Some(c) => Some(c.serve().map_err(io_err("control socket thread"))?),
-            None => None,
-        };
+        let server = serve_ctl(self.ctl.as_ref())?;
         if let Some(s) = &server {
-            self.epoll
-                .add(s.wake_fd(), os::READABLE, TOK_CTL)
-                .map_err(io_err("epoll_ctl"))?;
+            watch(&self.epoll, s.wake_fd(), TOK_CTL)?;
         }
         let cpu0 = os::thread_cpu_ns();
         let r = self.forward(server.as_ref());

@@ -21,15 +21,17 @@ pub use stage::Stage;
 pub use stats::{BridgeStats, DirStats};
 
 use std::io;
+use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cake::AnyQdisc;
 use controller::passive::PassiveDelay;
 use controller::Direction;
 use qdisc::{Dropped, Packet};
 
-use crate::ctl_server::{Access, CtlSocket};
+use crate::ctl_server::{Access, CtlServer, CtlSocket};
 use crate::pool::{Pool, RX_BUF};
 use crate::rejoin::Rejoiner;
 use os::{Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
@@ -78,6 +80,34 @@ pub struct BridgeConfig {
     pub seed: u64,
 }
 
+impl BridgeConfig {
+    /// Refuses a bridge between an interface and itself ([`Error::Io`], `InvalidInput`).
+    pub(crate) fn check_interfaces(&self) -> Result<(), Error> {
+        if self.if_a == self.if_b {
+            return Err(Error::Io {
+                what: format!("bridge {}", self.name),
+                err: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the two interfaces must differ",
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Binds the control socket at [`ctl_path`](Self::ctl_path), admitting
+    /// [`ctl_group`](Self::ctl_group); `None` without a path.
+    pub(crate) fn bind_ctl(&self) -> Result<Option<CtlSocket>, Error> {
+        let access = Access {
+            group: self.ctl_group,
+        };
+        self.ctl_path
+            .as_deref()
+            .map(|p| CtlSocket::bind(p, access))
+            .transpose()
+    }
+}
+
 /// Errors from building or running a bridge.
 #[derive(Debug)]
 pub enum Error {
@@ -92,6 +122,17 @@ pub enum Error {
         /// The error.
         err: io::Error,
     },
+    /// A multi-queue bridge's coordinator could not hand a job to queue `queue`: its
+    /// forwarding loop has ended.
+    QueueGone {
+        /// The queue's index.
+        queue: usize,
+    },
+    /// Not every queue of a multi-queue bridge answered its coordinator within `waited`.
+    QueueTimeout {
+        /// How long the coordinator waited.
+        waited: Duration,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -99,6 +140,12 @@ impl std::fmt::Display for Error {
         match self {
             Error::Qdisc(e) | Error::Passive(e) => write!(f, "{e}"),
             Error::Io { what, err } => write!(f, "{what}: {err}"),
+            Error::QueueGone { queue } => write!(f, "queue {queue} is not running"),
+            Error::QueueTimeout { waited } => write!(
+                f,
+                "not every queue answered within {} ms",
+                waited.as_millis()
+            ),
         }
     }
 }
@@ -109,6 +156,20 @@ impl std::error::Error for Error {}
 pub(crate) fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
     let what = what.into();
     move |err| Error::Io { what, err }
+}
+
+/// Adds `fd` to `epoll`, to be reported readable under `token`.
+pub(crate) fn watch(epoll: &Epoll, fd: RawFd, token: u64) -> Result<(), Error> {
+    epoll
+        .add(fd, os::READABLE, token)
+        .map_err(io_err("epoll_ctl"))
+}
+
+/// Starts serving `ctl`, when there is a control socket, in a thread of its own
+/// ([`CtlSocket::serve`]); the server stops when dropped.
+pub(crate) fn serve_ctl(ctl: Option<&CtlSocket>) -> Result<Option<CtlServer>, Error> {
+    ctl.map(|c| c.serve().map_err(io_err("control socket thread")))
+        .transpose()
 }
 
 /// A handle that stops a running [`Bridge`] from any thread.
@@ -230,15 +291,7 @@ impl Bridge {
             AnyQdisc::from_tc(spec, seed)
                 .map_err(|e| Error::Qdisc(format!("bridge {}: qdisc {spec:?}: {e}", cfg.name)))
         };
-        if cfg.if_a == cfg.if_b {
-            return Err(Error::Io {
-                what: format!("bridge {}", cfg.name),
-                err: io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "the two interfaces must differ",
-                ),
-            });
-        }
+        cfg.check_interfaces()?;
         let egress = q(&cfg.egress, cfg.seed)?;
         let ingress = q(&cfg.ingress, cfg.seed.wrapping_add(1))?;
         Bridge::with_stages(cfg, egress, ingress)
@@ -262,15 +315,7 @@ impl<Q: Stage> Bridge<Q> {
         ingress: Q,
         fanout: Fanout,
     ) -> Result<(Bridge<Q>, [u16; 2]), Error> {
-        if cfg.if_a == cfg.if_b {
-            return Err(Error::Io {
-                what: format!("bridge {}", cfg.name),
-                err: io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "the two interfaces must differ",
-                ),
-            });
-        }
+        cfg.check_interfaces()?;
         let a = PacketSocket::open(&cfg.if_a, SOCK_BUF)
             .map_err(io_err(format!("open {}", cfg.if_a)))?;
         let b = PacketSocket::open(&cfg.if_b, SOCK_BUF)
@@ -290,24 +335,11 @@ impl<Q: Stage> Bridge<Q> {
         let epoll = Epoll::new().map_err(io_err("epoll"))?;
         let timer = TimerFd::new().map_err(io_err("timerfd"))?;
         let stop = Arc::new(EventFd::new().map_err(io_err("eventfd"))?);
-        let add = |fd, tok| {
-            epoll
-                .add(fd, os::READABLE, tok)
-                .map_err(io_err("epoll_ctl"))
-        };
-        add(a.raw_fd(), TOK_A)?;
-        add(b.raw_fd(), TOK_B)?;
-        add(timer.raw_fd(), TOK_TIMER)?;
-        add(stop.raw_fd(), TOK_STOP)?;
-        let ctl = match &cfg.ctl_path {
-            Some(p) => Some(CtlSocket::bind(
-                p,
-                Access {
-                    group: cfg.ctl_group,
-                },
-            )?),
-            None => None,
-        };
+        watch(&epoll, a.raw_fd(), TOK_A)?;
+        watch(&epoll, b.raw_fd(), TOK_B)?;
+        watch(&epoll, timer.raw_fd(), TOK_TIMER)?;
+        watch(&epoll, stop.raw_fd(), TOK_STOP)?;
+        let ctl = cfg.bind_ctl()?;
         let dir = |d, qdisc: Q, tx| Dir {
             dir: d,
             qdisc,
@@ -408,9 +440,7 @@ impl<Q: Stage> Bridge<Q> {
     /// thread, so call it before spawning threads that should inherit that.
     pub fn stop_on_signals(&mut self) -> Result<(), Error> {
         let s = SignalFd::termination().map_err(io_err("signalfd"))?;
-        self.epoll
-            .add(s.raw_fd(), os::READABLE, TOK_SIG)
-            .map_err(io_err("epoll_ctl"))?;
+        watch(&self.epoll, s.raw_fd(), TOK_SIG)?;
         self.signals = Some(s);
         Ok(())
     }
@@ -438,20 +468,30 @@ pub trait Forwarder {
     fn run_cpu_ns(&self) -> u64;
 }
 
-impl<Q: Stage> Forwarder for Bridge<Q> {
-    fn stopper(&self) -> Stopper {
-        Bridge::stopper(self)
-    }
-    fn run(&mut self) -> Result<(), Error> {
-        Bridge::run(self)
-    }
-    fn stats_json(&self) -> String {
-        Bridge::stats_json(self)
-    }
-    fn run_cpu_ns(&self) -> u64 {
-        Bridge::run_cpu_ns(self)
-    }
+/// Implements [`Forwarder`] for a type by its inherent methods of the same names (which
+/// callers use without the trait): `forwarder_by_inherent_methods!(MqBridge)`, or with a type
+/// parameter `forwarder_by_inherent_methods!(Bridge<Q> where Q: Stage)`.
+macro_rules! forwarder_by_inherent_methods {
+    ($t:ty $(where $p:ident: $bound:path)?) => {
+        impl$(<$p: $bound>)? $crate::Forwarder for $t {
+            fn stopper(&self) -> $crate::Stopper {
+                <$t>::stopper(self)
+            }
+            fn run(&mut self) -> Result<(), $crate::Error> {
+                <$t>::run(self)
+            }
+            fn stats_json(&self) -> String {
+                <$t>::stats_json(self)
+            }
+            fn run_cpu_ns(&self) -> u64 {
+                <$t>::run_cpu_ns(self)
+            }
+        }
+    };
 }
+pub(crate) use forwarder_by_inherent_methods;
+
+forwarder_by_inherent_methods!(Bridge<Q> where Q: Stage);
 
 /// The forwarding loop's timing and batching options, for [`Bridge`] and
 /// [`MqBridge`](crate::MqBridge) alike (each method is documented on [`Bridge`]'s of the same

@@ -2,7 +2,7 @@
 //! statistics that the single- and multi-queue bridges share.
 
 use cake::tc::{stats_json, stats_text, QdiscHeader};
-use cake::AnyQdisc;
+use cake::{AnyQdisc, Cake, CakeConfig, CakeStats};
 use controller::ctl::DirNames;
 use qdisc::{Instant, Qdisc, QdiscStats};
 use serde_json::{json, Value};
@@ -27,40 +27,31 @@ impl Stage for AnyQdisc {
     /// `tc -s qdisc show` text.
     fn stage_text(&self, dev: &str, _now: Instant) -> String {
         match self.as_cake() {
-            Some(c) => {
-                let mut cfg = c.config().clone();
-                cfg.rate_bps = c.rate();
-                let t = stats_text(&cfg, &c.cake_stats(), QdiscHeader::for_config(&cfg));
-                on_dev(&t, dev)
-            }
-            None => {
-                let q = self.stats();
-                format!(
-                    "qdisc {} 0: dev {dev} root refcnt 2\n Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)\n backlog {}b {}p requeues 0\n",
-                    self.kind(),
-                    q.dequeued.bytes,
-                    q.dequeued.packets,
-                    q.dropped_total().packets,
-                    q.overlimits,
-                    q.backlog.bytes,
-                    q.backlog.packets
-                )
-            }
+            Some(c) => on_dev(&cake_tc(c, c.rate(), stats_text), dev),
+            None => root_text(self.kind(), dev, 2, &self.stats()),
         }
     }
 
     /// `tc -j -s qdisc show`'s object.
     fn stage_json(&self, _dev: &str, _now: Instant) -> Value {
         match self.as_cake() {
-            Some(c) => {
-                let mut cfg = c.config().clone();
-                cfg.rate_bps = c.rate();
-                let t = stats_json(&cfg, &c.cake_stats(), QdiscHeader::for_config(&cfg));
-                first_object(&t).unwrap_or_else(|| json!({"kind": "cake"}))
-            }
+            Some(c) => first_object(&cake_tc(c, c.rate(), stats_json))
+                .unwrap_or_else(|| json!({"kind": "cake"})),
             None => root_json(self.kind(), 2, &self.stats()),
         }
     }
+}
+
+/// `render` (tc's [`stats_text`] or [`stats_json`]) of `cake`'s statistics, its configuration
+/// showing `rate_bps` as the bandwidth (the rate it shapes at, or a cake_mq group's).
+pub(crate) fn cake_tc<R>(
+    cake: &Cake,
+    rate_bps: u64,
+    render: fn(&CakeConfig, &CakeStats, QdiscHeader) -> R,
+) -> R {
+    let mut cfg = cake.config().clone();
+    cfg.rate_bps = rate_bps;
+    render(&cfg, &cake.cake_stats(), QdiscHeader::for_config(&cfg))
 }
 
 /// `tc -s qdisc show` text (which names no device) with ` dev DEV` put before its first
@@ -76,6 +67,22 @@ pub(crate) fn first_object(json: &str) -> Option<Value> {
         Ok(Value::Array(mut v)) if !v.is_empty() => Some(v.swap_remove(0)),
         _ => None,
     }
+}
+
+/// `tc -s qdisc show`'s text for a root qdisc of `kind` on `dev` with no statistics of its own
+/// beyond the common counters `q`, handle `0:` and reference count `refcnt` (three lines, no
+/// blank line after them).
+pub(crate) fn root_text(kind: &str, dev: &str, refcnt: usize, q: &QdiscStats) -> String {
+    format!(
+        "qdisc {kind} 0: dev {dev} root refcnt {refcnt}\n Sent {} bytes {} pkt (dropped {}, \
+         overlimits {} requeues 0)\n backlog {}b {}p requeues 0\n",
+        q.dequeued.bytes,
+        q.dequeued.packets,
+        q.dropped_total().packets,
+        q.overlimits,
+        q.backlog.bytes,
+        q.backlog.packets
+    )
 }
 
 /// `tc -j -s qdisc show`'s object for a root qdisc of `kind` with no statistics of its own
