@@ -666,7 +666,11 @@ impl Law for Purple {
             let v = (st.volatility / p.volatile).min(1.0);
             let cap = target + v * (p.max_noise.as_secs_f64() - target).max(0.0);
             let x = (q - p.queue_floor.as_secs_f64()).clamp(0.0, cap);
-            let a = if x > st.noise { p.noise_rise } else { NOISE_FALL };
+            let a = if x > st.noise {
+                p.noise_rise
+            } else {
+                NOISE_FALL
+            };
             st.noise += a * (x - st.noise);
         }
         if let (Some(d), true) = (d, backlogged || keeps_up || queue) {
@@ -1472,4 +1476,3 @@ mod tests {
         assert_eq!(law.fast_delay(at(230), Direction::Up, w), None);
     }
 }
-
