@@ -152,7 +152,8 @@ pub enum IcmpPolicy {
     /// A queue of its own, served first: the radio's scheduler treats pings apart from data
     /// (as Starlink users observe: ping stays low while downloads bloat). Up to
     /// [`ICMP_APART_LIMIT`] ICMP packets wait there, whatever the data queue holds. A frame the
-    /// link has started sending (on a trace, over several opportunities) is finished first.
+    /// link has started sending is finished first, but a GSO super-packet yields between two of
+    /// its wire segments (the simulator's links, which have no GSO, only finish the frame).
     Apart,
     /// Dropped on entry (counted as buffer drops): ICMP blocked on the path.
     Blocked,
