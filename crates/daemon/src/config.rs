@@ -573,8 +573,8 @@ pub struct DaemonConfig {
     pub cake_stats_interval_ms: u64,
     /// Where the queueing delay comes from: `"probes"` (the reflectors), `"passive"` (the
     /// users' TCP timestamps, see `[passive]`; no probe is sent and `probe.reflectors` may be
-    /// empty) or `"both"` (default: the larger of the two where both are fresh, else whichever
-    /// is; when the reflectors stop answering, control goes on with the passive signal, and
+    /// empty) or `"both"` (default: the passive estimate where it is fresh, else the probes; see
+    /// [`controller::DelaySource::Both`]; when the reflectors stop answering, control goes on with the passive signal, and
     /// when the passive capture cannot start, with the probes alone).
     pub delay_source: String,
     /// Download shaping.
