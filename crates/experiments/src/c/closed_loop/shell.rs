@@ -30,7 +30,6 @@ pub fn agent_config(cfg: Config, servers: &[IpAddr]) -> AgentConfig {
         .collect::<Vec<_>>();
     let mut c = AgentConfig::new(cfg, refl, WALL);
     c.ident = IDENT;
-    c.log.every_step = std::env::var_os("PDBG").is_some();
     c.probe = ProbeParams {
         rate_hz: servers.len() as f64 * 1e9 / PROBE_INTERVAL.as_nanos() as f64,
         active: servers.len(),
@@ -286,17 +285,6 @@ impl Shell {
             }
             a.handle_rate_applied(w, s, res);
         }
-        while let Some((t, e)) = a.poll_event() {
-            if std::env::var_os("PDBG").is_some() {
-                if let controller::agent::Event::Decision { down, up } = e {
-                    eprintln!(
-                        "{:.2} D {:.2} {:?} thr {:.2} q {:?} bl {:?} | U {:.2} {:?} thr {:.2} q {:?} bl {:?}",
-                        t.as_nanos() as f64 / 1e9,
-                        down.rate as f64 * 8e-6, down.reason, down.throughput as f64 * 8e-6, down.delay_ms, down.cake_backlog,
-                        up.rate as f64 * 8e-6, up.reason, up.throughput as f64 * 8e-6, up.delay_ms, up.cake_backlog
-                    );
-                }
-            }
-        }
+        while a.poll_event().is_some() {}
     }
 }
