@@ -756,41 +756,37 @@ impl Qdisc for LinkModel {
             return self.drop_arrival(pkt, DropReason::Overflow, drops);
         }
         let (wire, segs) = wire_and_segments(&pkt);
-        if icmp {
-            // Apart: its own queue, whatever the data queue holds.
-            if self.icmp_queue.len() >= ICMP_APART_LIMIT {
-                return self.drop_arrival(pkt, DropReason::Overflow, drops);
-            }
-            self.link.backlog_segments += u64::from(segs);
-            self.stats.backlog.add(len);
-            self.link.backlog.add(len);
-            self.icmp_backlog.add(len);
-            self.icmp_queue.push_back(Queued {
-                pkt,
-                arrival: now,
-                wire,
-                segs,
+        // Apart, ICMP has its own queue and limit, whatever the data queue holds.
+        let full = if icmp {
+            self.icmp_queue.len() >= ICMP_APART_LIMIT
+        } else {
+            let full_p = self.buffer_packets.is_some_and(|l| {
+                self.link.backlog_segments - self.icmp_backlog.packets + u64::from(segs)
+                    > u64::from(l)
             });
-            return;
-        }
-        let full_p = self.buffer_packets.is_some_and(|l| {
-            self.link.backlog_segments - self.icmp_backlog.packets + u64::from(segs) > u64::from(l)
-        });
-        let full_b = self.buffer_bytes.is_some_and(|l| {
-            self.link.backlog.bytes - self.icmp_backlog.bytes + u64::from(len) > l
-        });
-        if full_p || full_b {
+            let full_b = self.buffer_bytes.is_some_and(|l| {
+                self.link.backlog.bytes - self.icmp_backlog.bytes + u64::from(len) > l
+            });
+            full_p || full_b
+        };
+        if full {
             return self.drop_arrival(pkt, DropReason::Overflow, drops);
         }
         self.link.backlog_segments += u64::from(segs);
         self.stats.backlog.add(len);
         self.link.backlog.add(len);
-        self.queue.push_back(Queued {
+        let q = Queued {
             pkt,
             arrival: now,
             wire,
             segs,
-        });
+        };
+        if icmp {
+            self.icmp_backlog.add(len);
+            self.icmp_queue.push_back(q);
+        } else {
+            self.queue.push_back(q);
+        }
     }
 
     fn dequeue(&mut self, now: Instant, _drops: &mut Vec<Dropped>) -> Dequeue {
