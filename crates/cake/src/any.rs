@@ -7,6 +7,7 @@ use qdisc::dualpi2::{DualPi2, DualPi2Config, EcnClassifier, StepThreshold};
 use qdisc::fifo::{Fifo, FifoConfig};
 use qdisc::fq_codel::{FqCodel, FqCodelConfig};
 use qdisc::htb::{Htb, HtbConfig};
+use qdisc::packet::Buffers;
 use qdisc::pie::{Pie, PieConfig};
 use qdisc::sfb::{Sfb, SfbConfig};
 use qdisc::sfq::{Sfq, SfqConfig};
@@ -187,6 +188,16 @@ impl Qdisc for AnyQdisc {
     #[inline]
     fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
         dispatch!(self, q => q.enqueue(now, pkt, drops))
+    }
+    #[inline]
+    fn enqueue_with(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn Buffers,
+    ) {
+        dispatch!(self, q => q.enqueue_with(now, pkt, drops, bufs))
     }
     #[inline]
     fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {

@@ -575,7 +575,13 @@ impl Cake {
         }
     }
 
-    fn enqueue_inner(&mut self, now: Instant, mut pkt: Packet, drops: &mut Vec<Dropped>) {
+    fn enqueue_inner(
+        &mut self,
+        now: Instant,
+        mut pkt: Packet,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn packet::Buffers,
+    ) {
         let h = FlowHeaders::parse(&pkt.data);
         let tin = self.select_tin(&mut pkt, &h);
         let tuple = self.hash_tuple(&pkt, &h);
@@ -604,7 +610,7 @@ impl Cake {
         let mut added_bytes = 0u64;
         if pkt.meta.gso.is_some() && self.cfg.split_gso {
             let mut segs = std::mem::take(&mut self.seg_buf);
-            packet::segment(pkt, &mut segs);
+            packet::segment_with(pkt, &mut segs, bufs);
             for seg in segs.drain(..) {
                 let slen = seg.len();
                 let adj = self
@@ -1047,7 +1053,17 @@ const _: fn(u32, u32, u32) -> u32 = ewma;
 
 impl Qdisc for Cake {
     fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
-        self.enqueue_inner(now, pkt, drops);
+        self.enqueue_inner(now, pkt, drops, &mut packet::Unpooled);
+    }
+
+    fn enqueue_with(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn packet::Buffers,
+    ) {
+        self.enqueue_inner(now, pkt, drops, bufs);
     }
 
     fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {

@@ -34,6 +34,7 @@ use crate::params::DerivedParams;
 use crate::stats::{CakeStats, TinStats};
 use crate::tc::TcError;
 use crate::{Cake, CakeConfig};
+use qdisc::packet::Buffers;
 use qdisc::{
     Counter, Dequeue, Dropped, Duration, Instant, NoShaper, Packet, Qdisc, QdiscStats, Rng,
 };
@@ -209,6 +210,17 @@ impl Shard {
     /// Offers `pkt` at `now` (see [`Qdisc::enqueue`]).
     pub fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
         self.cake.enqueue(now, pkt, drops);
+    }
+
+    /// Offers `pkt` at `now`, segments' buffers from `bufs` (see [`Qdisc::enqueue_with`]).
+    pub fn enqueue_with(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn Buffers,
+    ) {
+        self.cake.enqueue_with(now, pkt, drops, bufs);
     }
 
     /// Takes the next packet at `now`, first syncing with `peers` when a sync is due (see
@@ -467,6 +479,18 @@ impl Qdisc for CakeMq {
     fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
         let i = self.shard_for(&pkt);
         self.shards[i].enqueue(now, pkt, drops);
+    }
+
+    /// As `enqueue`, segments' buffers from `bufs`.
+    fn enqueue_with(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn Buffers,
+    ) {
+        let i = self.shard_for(&pkt);
+        self.shards[i].enqueue_with(now, pkt, drops, bufs);
     }
 
     /// Serves the shards in turn, starting after the one that sent last: the first packet any

@@ -126,3 +126,102 @@ fn cake_mq_steady_state_with_syncs_and_rate_changes_does_not_allocate() {
     assert!(mq.shards().iter().all(|s| s.active_shards() == 4));
     assert_eq!(allocations_during(|| steps(&mut mq, 20_000)), 0);
 }
+
+/// One step of CAKE's default `split-gso` path as the dataplane bridge drives it: a 64 KiB TCP
+/// super-packet (45 segments of 1,448 bytes, one of 4 flows) copied into a receive-slot buffer,
+/// enqueued (CAKE cuts it into 45 frames), and 45 frames dequeued at 1 Gbit/s, each frame's
+/// buffer given back once "sent". With `pool`, buffers come from and go back to it and the
+/// segments' through `enqueue_with`; without, plain `enqueue`.
+struct SplitGso {
+    cake: cake::Cake,
+    templates: Vec<Vec<u8>>,
+    pool: qdisc::packet::Pool,
+    drops: Vec<qdisc::Dropped>,
+    now: qdisc::Instant,
+    step: usize,
+    sent: u64,
+}
+
+impl SplitGso {
+    const SEGS: usize = 45;
+
+    fn new() -> Self {
+        use qdisc::packet::FrameSpec;
+        let templates = (0..4u16)
+            .map(|f| {
+                FrameSpec::tcp([10, 0, 0, 1].into(), [10, 0, 1, 1].into(), 40_000 + f, 5201)
+                    .with_tcp_options(vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2])
+                    .with_payload(Self::SEGS * 1448)
+                    .build()
+            })
+            .collect();
+        SplitGso {
+            cake: cake::Cake::new(cake::CakeConfig::with_rate(125_000_000), 1),
+            templates,
+            pool: qdisc::packet::Pool::default(),
+            drops: Vec::with_capacity(256),
+            now: qdisc::Instant::ZERO,
+            step: 0,
+            sent: 0,
+        }
+    }
+
+    fn run(&mut self, steps: usize, pooled: bool) {
+        use qdisc::packet::{Gso, GsoKind, Packet, PacketMeta};
+        use qdisc::{Dequeue, Qdisc};
+        for _ in 0..steps {
+            let mut data = self.pool.slot();
+            data.extend_from_slice(&self.templates[self.step % self.templates.len()]);
+            self.step += 1;
+            let pkt = Packet {
+                data,
+                meta: PacketMeta {
+                    gso: Some(Gso {
+                        kind: GsoKind::TcpV4,
+                        size: 1448,
+                    }),
+                    ..PacketMeta::default()
+                },
+            };
+            if pooled {
+                self.cake
+                    .enqueue_with(self.now, pkt, &mut self.drops, &mut self.pool);
+            } else {
+                self.cake.enqueue(self.now, pkt, &mut self.drops);
+            }
+            let mut got = 0;
+            while got < Self::SEGS {
+                match self.cake.dequeue(self.now, &mut self.drops) {
+                    Dequeue::Packet(p) => {
+                        got += 1;
+                        self.sent += 1;
+                        self.pool.put(p.data);
+                    }
+                    Dequeue::NotBefore(t) => self.now = t,
+                    Dequeue::Empty => panic!("the queue ran empty"),
+                }
+            }
+            for d in self.drops.drain(..) {
+                self.pool.put(d.packet.data);
+            }
+        }
+    }
+}
+
+/// Split-gso of super-packets into pooled buffers (`Qdisc::enqueue_with`, as the bridge does)
+/// allocates nothing once the pool and CAKE's storage are warm: no buffer per segment, and the
+/// super-packet's buffer goes back to the pool. The same loop through plain `enqueue` allocates
+/// every segment (so the count can fail).
+#[test]
+fn cake_split_gso_into_pooled_buffers_does_not_allocate() {
+    let mut pooled = SplitGso::new();
+    pooled.run(50, true);
+    assert_eq!(allocations_during(|| pooled.run(200, true)), 0);
+    assert_eq!(pooled.sent, 250 * SplitGso::SEGS as u64);
+    assert_eq!(qdisc::Qdisc::stats(&pooled.cake).dropped_total().packets, 0);
+
+    let mut unpooled = SplitGso::new();
+    unpooled.run(50, false);
+    let n = allocations_during(|| unpooled.run(200, false));
+    assert!(n >= 200 * SplitGso::SEGS as u64, "{n} allocations");
+}

@@ -41,7 +41,9 @@
 //!   by a lockless sync every 200 µs (docs/cake-mq.md).
 //! - No allocation per packet in steady state, and memory bounded by the qdisc's limit: frames
 //!   are received into 64 KiB slots and copied into pooled buffers of the smallest size class
-//!   that holds them (128 B to 32 KiB); longer ones swap the slot for a pooled one. A queued
+//!   that holds them (128 B to 32 KiB); longer ones swap the slot for a pooled one, and the
+//!   segments CAKE's `split-gso` cuts from them are built in pooled buffers too
+//!   ([`qdisc::Qdisc::enqueue_with`], the pool is [`qdisc::packet::Pool`]). A queued
 //!   frame thus pins at most twice its length, and CAKE's `memlimit` charges that buffer
 //!   ([`qdisc::Packet::truesize`]). Buffers of sent and dropped packets go back to the pool; once
 //!   the queues drain after a burst, the pool and the qdiscs' storage shrink and the memory is
@@ -75,7 +77,6 @@ pub mod ctl_server;
 pub mod linkem;
 pub mod linkem_lab;
 pub mod mq;
-mod pool;
 pub mod rejoin;
 pub mod vnet;
 

@@ -14,21 +14,14 @@
 //! they grow when it falls behind (overdue segments are released together), which is exactly
 //! when joining saves the work that made it fall behind.
 
-use qdisc::packet::{finish_joined, join, joinable};
+use qdisc::packet::buffers::RX_BUF;
+use qdisc::packet::{finish_joined, join, joinable, Buffers};
 use qdisc::Packet;
 
 use crate::vnet::{VnetHdr, GSO_ECN, GSO_NONE, GSO_TCPV4, GSO_TCPV6};
 
 /// Groups still open to joining at once (a batch interleaves at most this many flows usefully).
 const OPEN: usize = 8;
-
-/// Where the pass gets and returns frame buffers.
-pub trait Buffers {
-    /// A buffer with room for a 64 KiB frame (empty).
-    fn spare(&mut self) -> Vec<u8>;
-    /// Takes back a buffer no longer needed.
-    fn recycle(&mut self, v: Vec<u8>);
-}
 
 /// The rejoining pass's reusable state.
 #[derive(Debug, Default)]
@@ -53,9 +46,10 @@ impl Rejoiner {
     /// of one flow become one super-packet, and pushes for each packet of the result its
     /// virtio-net header onto `hdrs` and the number of dequeued packets it carries onto `segs`
     /// (so `segs` sums to the batch's length before the call). A group's first segment moves
-    /// into a [`Buffers::spare`] buffer when a second joins it; the buffers of segments joined
-    /// into another go back to [`Buffers::recycle`]. With `enabled` false nothing
-    /// is joined and every packet gets the header [`VnetHdr::for_send`] gives.
+    /// into a buffer with room for a 64 KiB frame ([`Buffers::take`] of [`RX_BUF`] bytes) when a
+    /// second joins it; the buffers of segments joined into another go back to
+    /// [`Buffers::recycle`]. With `enabled` false nothing is joined and every packet gets the
+    /// header [`VnetHdr::for_send`] gives.
     pub fn run(
         &mut self,
         enabled: bool,
@@ -103,7 +97,7 @@ impl Rejoiner {
 }
 
 /// Joins `seg` onto `q` if allowed; returns whether it did. A frame without room for the
-/// segment (a group's first segment, in its exact-size buffer) moves into a spare 64 KiB buffer
+/// segment (a group's first segment, in a buffer sized for one segment) moves into a 64 KiB buffer
 /// first, once the join is known to be allowed; otherwise the headers are parsed once.
 fn append(q: &mut Vec<u8>, seg: &[u8], size: u16, bufs: &mut dyn Buffers) -> bool {
     if q.capacity() >= q.len() + seg.len() {
@@ -112,7 +106,7 @@ fn append(q: &mut Vec<u8>, seg: &[u8], size: u16, bufs: &mut dyn Buffers) -> boo
     if !joinable(q, seg, size) {
         return false;
     }
-    let mut big = bufs.spare();
+    let mut big = bufs.take(RX_BUF);
     big.extend_from_slice(q);
     bufs.recycle(std::mem::replace(q, big));
     // Joinable was just checked, so this joins.
@@ -163,8 +157,8 @@ mod tests {
     struct Count(usize);
 
     impl Buffers for Count {
-        fn spare(&mut self) -> Vec<u8> {
-            Vec::with_capacity(70_000)
+        fn take(&mut self, len: usize) -> Vec<u8> {
+            Vec::with_capacity(len)
         }
         fn recycle(&mut self, _: Vec<u8>) {
             self.0 += 1;

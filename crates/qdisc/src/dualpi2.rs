@@ -555,10 +555,20 @@ impl DualPi2 {
 
 impl Qdisc for DualPi2 {
     fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
+        self.enqueue_with(now, pkt, drops, &mut packet::Unpooled);
+    }
+
+    fn enqueue_with(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn packet::Buffers,
+    ) {
         self.run_updates(now);
         if self.config.split_gso && pkt.meta.gso.is_some() {
             let mut segs = std::mem::take(&mut self.segs);
-            packet::segment(pkt, &mut segs);
+            packet::segment_with(pkt, &mut segs, bufs);
             for seg in segs.drain(..) {
                 self.enqueue_one(now, seg, drops);
             }

@@ -1,7 +1,7 @@
 //! The `Qdisc` trait: the one interface between queue managers and everything that drives them
 //! (the simulator, the dataplane, benchmarks).
 
-use crate::packet::Packet;
+use crate::packet::{Buffers, Packet};
 use crate::time::Instant;
 
 /// Why a packet was dropped.
@@ -144,6 +144,24 @@ pub trait Qdisc {
     /// Offers `pkt` at `now`. Packets dropped because of it (it, or others to make room, or ACKs
     /// it made redundant) are appended to `drops`.
     fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>);
+
+    /// As [`Qdisc::enqueue`], for a caller that pools its frame buffers: a qdisc that cuts GSO
+    /// super-packets (CAKE's and DualPI2's `split-gso`) takes the segments' buffers from `bufs`
+    /// and gives the super-packet's back to it (see [`segment_with`](crate::packet::segment_with)), so that
+    /// segmenting allocates nothing once the pool is warm; the caller returns each segment's
+    /// buffer to its pool when it is sent or dropped, as it does any frame's. Queueing decisions
+    /// are those of `enqueue` except that a memory limit sees the segments' buffer capacities
+    /// ([`Packet::truesize`]). The default ignores `bufs` and calls `enqueue`.
+    fn enqueue_with(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn Buffers,
+    ) {
+        let _ = bufs;
+        self.enqueue(now, pkt, drops);
+    }
 
     /// Takes the next packet to send at `now`. Packets the AQM drops on the way are appended to
     /// `drops`.

@@ -222,3 +222,47 @@ fn ipv4_lengths_of_super_packets_over_64k_are_fixed_per_segment() {
         1448
     );
 }
+
+/// Cutting into pooled buffers gives the same segments as exact allocations (bytes and
+/// metadata), takes each segment's buffer from the pool, and gives the super-packet's buffer
+/// back to it; a packet that is not cut keeps its buffer and takes none.
+#[test]
+fn segments_cut_into_pooled_buffers_equal_exact_ones_and_the_super_packet_is_recycled() {
+    use qdisc::packet::{segment_with, Buffers, Pool};
+    let spec = FrameSpec::tcp(ip("10.0.0.1"), ip("10.0.0.2"), 5000, 80)
+        .with_tcp_options(vec![1, 1, 8, 10, 0, 0, 0, 1, 0, 0, 0, 2])
+        .with_payload(10 * 1448 + 100);
+    let mut pool = Pool::default();
+    // A pooled super-packet buffer, and one earlier segment-sized buffer to be reused.
+    let len = spec.build().len();
+    let mut buf = pool.take(len);
+    buf.extend_from_slice(&spec.build());
+    let super_ptr = buf.as_ptr();
+    let reused = pool.take(66 + 1448);
+    let reused_ptr = reused.as_ptr();
+    pool.recycle(reused);
+    let p = gso(with_pattern(Packet::new(buf), 66), GsoKind::TcpV4, 1448);
+    let exact = segs(p.clone());
+    let mut pooled = Vec::new();
+    segment_with(p, &mut pooled, &mut pool);
+    assert_eq!(pooled.len(), 11);
+    for (a, b) in pooled.iter().zip(&exact) {
+        assert_eq!((&a.data, a.meta), (&b.data, b.meta));
+        assert_eq!(b.data.capacity(), b.data.len(), "exact allocation");
+        assert!(a.data.capacity() >= a.data.len() && a.data.capacity() <= 2 * a.data.len());
+    }
+    assert!(
+        pooled.iter().any(|s| s.data.as_ptr() == reused_ptr),
+        "the free segment buffer was not reused"
+    );
+    assert_eq!(
+        pool.take(len).as_ptr(),
+        super_ptr,
+        "super-packet buffer not recycled"
+    );
+
+    let plain = FrameSpec::udp(ip("10.0.0.1"), ip("10.0.0.2"), 1, 2).packet();
+    let mut out = Vec::new();
+    segment_with(plain.clone(), &mut out, &mut pool);
+    assert_eq!(out, vec![plain]);
+}

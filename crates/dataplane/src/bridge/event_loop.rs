@@ -8,10 +8,10 @@ use super::{
     TOK_B, TOK_CTL, TOK_JOBS, TOK_SIG, TOK_STOP, TOK_TIMER,
 };
 use crate::ctl_server::CtlServer;
-use crate::pool::{self};
 use crate::vnet::VnetHdr;
 use controller::passive::Side;
 use os::MAX_BATCH;
+use qdisc::packet::buffers as pool;
 
 /// True when a qdisc asked to be dequeued at or before now.
 fn due(next: Option<u64>) -> bool {
@@ -213,7 +213,10 @@ impl<Q: Stage> Bridge<Q> {
                     },
                 };
                 d.stats.offered += 1;
-                d.qdisc.enqueue(now, pkt, &mut self.drops);
+                // Segments CAKE cuts (split-gso) go into pooled buffers, and the super-packet's
+                // own buffer back to the pool.
+                d.qdisc
+                    .enqueue_with(now, pkt, &mut self.drops, &mut self.pool);
                 for dr in self.drops.drain(..) {
                     self.pool.put(dr.packet.data);
                 }

@@ -32,9 +32,9 @@ use controller::Direction;
 use qdisc::{Dropped, Packet};
 
 use crate::ctl_server::{Access, CtlServer, CtlSocket};
-use crate::pool::{Pool, RX_BUF};
 use crate::rejoin::Rejoiner;
 use os::{Epoll, EventFd, PacketSocket, SignalFd, TimerFd, MAX_BATCH, VNET_HDR_LEN};
+use qdisc::packet::buffers::{Pool, RX_BUF};
 
 /// Bytes freed since the allocator last returned memory to the system, above which the bridge
 /// asks it to ([`os::release_free_memory`]) once its queues have drained.

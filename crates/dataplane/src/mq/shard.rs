@@ -7,6 +7,7 @@ use std::sync::Arc;
 use cake::mq::{Shard, ShardActivity, ShardPeers};
 use cake::tc::{stats_json, stats_text, QdiscHeader};
 use cake::{CakeConfig, CakeStats};
+use qdisc::packet::Buffers;
 use qdisc::tc_units::format_rate;
 use qdisc::{Dequeue, Dropped, Instant, NoShaper, Packet, Qdisc, QdiscStats};
 use serde_json::{json, Value};
@@ -133,6 +134,17 @@ impl SharedShard {
 impl Qdisc for SharedShard {
     fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
         self.shard.enqueue(now, pkt, drops);
+        self.publish();
+    }
+
+    fn enqueue_with(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn Buffers,
+    ) {
+        self.shard.enqueue_with(now, pkt, drops, bufs);
         self.publish();
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use cake::mq::{self as cmq, Shard};
 use cake::{AnyQdisc, CakeConfig};
+use qdisc::packet::Buffers;
 use qdisc::{Dequeue, Dropped, Instant, NoShaper, Packet, Qdisc, QdiscStats};
 use serde_json::Value;
 
@@ -33,6 +34,16 @@ impl Qdisc for QueueStage {
     #[inline]
     fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
         each!(self, q => q.enqueue(now, pkt, drops))
+    }
+    #[inline]
+    fn enqueue_with(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn Buffers,
+    ) {
+        each!(self, q => q.enqueue_with(now, pkt, drops, bufs))
     }
     #[inline]
     fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {

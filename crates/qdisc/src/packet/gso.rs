@@ -17,16 +17,30 @@
 //! A packet is appended unchanged if it has no GSO descriptor, `gso.size` is 0, the kind does
 //! not match the headers (TcpV4 needs TCP over IPv4, TcpV6 TCP over IPv6, Udp UDP over either),
 //! it is tunnelled (6in4) or an IP fragment, or a segment would not fit the IP length fields.
+use super::buffers::{Buffers, Unpooled};
 use super::build::{checksum, pseudo_header_sum, sum_words};
 use super::parse::{IPPROTO_TCP, IPPROTO_UDP};
 use super::{tcp_flags, GsoKind, Headers, NetKind, Packet, PacketMeta};
 
 /// Cuts a GSO super-packet into wire-sized segments appended to `out` (fixing IP lengths, IPv4
 /// ids and checksums, TCP sequence numbers, flags and checksums). A packet without a GSO
-/// descriptor, or one that cannot be segmented, is appended unchanged. See the module docs.
+/// descriptor, or one that cannot be segmented, is appended unchanged. Each segment's buffer
+/// is allocated at exactly its length ([`Unpooled`]). See the module docs.
 pub fn segment(pkt: Packet, out: &mut Vec<Packet>) {
+    segment_with(pkt, out, &mut Unpooled);
+}
+
+/// As [`segment`], with each segment's buffer taken from `bufs` (one [`Buffers::take`] per
+/// segment, for exactly the bytes it holds) and the super-packet's buffer, once cut, given back
+/// to it ([`Buffers::recycle`]). A packet appended unchanged keeps its buffer. The segments'
+/// bytes are the same whatever `bufs` is; only their buffers' capacities (their
+/// [`truesize`](Packet::truesize)) depend on it.
+pub fn segment_with(pkt: Packet, out: &mut Vec<Packet>, bufs: &mut (impl Buffers + ?Sized)) {
     match plan(&pkt) {
-        Some(plan) => emit(&pkt, &plan, out),
+        Some(plan) => {
+            emit(&pkt, &plan, out, bufs);
+            bufs.recycle(pkt.data);
+        }
         None => out.push(pkt),
     }
 }
@@ -125,7 +139,7 @@ fn udp_offset(f: &[u8], ip_off: usize, v6: bool) -> Option<usize> {
 /// Emits the segments. Invariant (checked by [`plan`]): `p.hdr_end <= pkt.data.len()`, and the
 /// IP header at `p.ip_off` and transport header at `p.l4_off` lie inside `..p.hdr_end` (the parser
 /// read them in full), so the fixed-offset indexing below is in bounds.
-fn emit(pkt: &Packet, p: &Plan, out: &mut Vec<Packet>) {
+fn emit(pkt: &Packet, p: &Plan, out: &mut Vec<Packet>, bufs: &mut (impl Buffers + ?Sized)) {
     let data = &pkt.data;
     let materialised = data.len() - p.hdr_end;
     let total = materialised + pkt.meta.pad as usize;
@@ -157,7 +171,8 @@ fn emit(pkt: &Packet, p: &Plan, out: &mut Vec<Packet>) {
         let copy_end = (start + seg_len).min(materialised);
         let copy_start = start.min(copy_end);
         let copied = copy_end - copy_start;
-        let mut f = Vec::with_capacity(p.hdr_end + copied);
+        let mut f = bufs.take(p.hdr_end + copied);
+        f.clear();
         f.extend_from_slice(hdr);
         f.extend_from_slice(&data[p.hdr_end + copy_start..p.hdr_end + copy_end]);
         let l4_len = p.hdr_end - p.l4_off + seg_len;

@@ -5,6 +5,7 @@
 //! whatever layers could be read in full (at worst [`NetKind::Other`] with no IP header), and is
 //! then queued as non-IP traffic.
 
+pub mod buffers;
 mod build;
 mod gso;
 mod join;
@@ -12,8 +13,9 @@ mod parse;
 mod rewrite;
 mod tcp_options;
 
+pub use buffers::{Buffers, Pool, Unpooled};
 pub use build::{FrameSpec, L4Spec, DST_MAC, SRC_MAC};
-pub use gso::segment;
+pub use gso::{segment, segment_with};
 pub use join::{finish as finish_joined, join, joinable, Joined};
 pub use rewrite::{mark_ce, set_dscp};
 pub use tcp_options::{TcpOption, TcpOptions};
