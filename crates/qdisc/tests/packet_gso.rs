@@ -255,8 +255,9 @@ fn segments_cut_into_pooled_buffers_equal_exact_ones_and_the_super_packet_is_rec
         pooled.iter().any(|s| s.data.as_ptr() == reused_ptr),
         "the free segment buffer was not reused"
     );
+    let again = pool.take(len);
     assert_eq!(
-        pool.take(len).as_ptr(),
+        again.as_ptr(),
         super_ptr,
         "super-packet buffer not recycled"
     );

@@ -72,7 +72,7 @@ pub const LOW_WATER: usize = 4 << 20;
 /// Free buffers of one class [`Pool::trim`] keeps at most: two batches. Few, because small
 /// buffers left scattered over the heap would each keep a whole page from going back to the
 /// system.
-const KEEP_PER_CLASS: usize = 128;
+pub const KEEP_PER_CLASS: usize = 128;
 
 /// The pool: one free list per class plus one of receive-slot buffers. Owned by one dataplane
 /// thread; the frames it hands out go to the qdiscs and come back with [`Pool::put`] once sent
