@@ -4,7 +4,8 @@
 //!
 //! `cargo run --release -p purple-experiments --example c_judge -- radio,step 1..=10 [VARIANT ..]`
 //! where a variant is `key=value,...` over `target` (ms) or `-` for the defaults; `SECS=x` scales
-//! the scenario length. The matrix command (`purple demo --matrix`) is the user-facing version.
+//! the scenario length; `OWD_MS=x` sets the radio hop's one-way delay
+//! both ways, `AT_ROUTER=1` shapes the download at the router after the radio. The matrix command (`purple demo --matrix`) is the user-facing version.
 use controller::PurpleParams;
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
 use experiments::c::scenario::scenario;
@@ -64,6 +65,14 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
+    // `OWD_MS=x`: the radio hop's one-way delay both ways (a longer round trip than the
+    // scenario's own).
+    let owd: Option<Duration> = std::env::var("OWD_MS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map(|ms| Duration::from_nanos((ms * 1e6) as u64));
+    // `AT_ROUTER=1`: the download CAKE at the router after the radio (ingress shaping).
+    let at_router = std::env::var("AT_ROUTER").is_ok_and(|v| v == "1");
     // Jobs: (scenario, seed, variant index or None for the late oracle).
     let mut jobs = Vec::new();
     for n in &names {
@@ -89,10 +98,17 @@ fn main() {
                 let Some((name, seed, var)) = jobs.get(i) else {
                     return;
                 };
-                let Some(s) = scenario(name, *seed) else {
+                let Some(mut s) = scenario(name, *seed) else {
                     eprintln!("unknown scenario {name}");
                     return;
                 };
+                if at_router {
+                    s.shaper_at_router = true;
+                }
+                if let Some(owd) = owd {
+                    s.delay_down = owd;
+                    s.delay_up = owd;
+                }
                 let c = if var.is_some() {
                     Contender::Purple
                 } else {

@@ -9,8 +9,12 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
-    let sc = scenario(a.get(1).map_or("radio", String::as_str), seed)
+    let mut sc = scenario(a.get(1).map_or("radio", String::as_str), seed)
         .unwrap_or_else(|| std::process::exit(2));
+    // `AT_ROUTER=1`: the download CAKE at the router after the radio (ingress shaping).
+    if std::env::var("AT_ROUTER").is_ok_and(|v| v == "1") {
+        sc.shaper_at_router = true;
+    }
     let i: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(9);
     let secs: f64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(sc.secs);
     // Index 99: the one-interval-late oracle (not in the tables).

@@ -252,6 +252,7 @@ pub const NAMES: &[&str] = &[
     "tmobile-lte",
     "tmobile-umts",
     "starlink",
+    "tmobile-lte-router",
 ];
 
 /// The Starlink variants for the passive delay signal (not in [`NAMES`], so not in the
@@ -568,6 +569,20 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                 probe_path: ProbePath::Shared,
                 shaper_at_router: false,
             }
+        }
+        "tmobile-lte-router" => {
+            // The same link as `tmobile-lte` (the same stretch for a seed), with the download
+            // shaped where a home router shapes it and where the lab's `tmobile` run shapes
+            // it: at the router, after the radio.
+            let mut s = scenario("tmobile-lte", seed)?;
+            s.shaper_at_router = true;
+            s.name = name.into();
+            s.description = format!(
+                "{}; download shaped at the router after the radio (a home router's ingress \
+                 shaping, as in the lab)",
+                s.description
+            );
+            s
         }
         "starlink-router" | "starlink-icmp-apart" | "starlink-no-probes" => {
             // The same link as `starlink` (the same draw for a seed), with the download CAKE
