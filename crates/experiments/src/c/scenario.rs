@@ -714,6 +714,30 @@ mod tests {
     }
 
     #[test]
+    fn the_home_router_variant_is_the_same_link_shaped_and_counted_as_a_router_does() {
+        for seed in [1, 4] {
+            let (a, b) = (
+                scenario("tmobile-lte", seed).expect("tmobile-lte"),
+                scenario("tmobile-lte-router", seed).expect("tmobile-lte-router"),
+            );
+            assert!(!a.shaper_at_router && !a.throughput_from_shaper);
+            assert!(b.shaper_at_router && b.throughput_from_shaper);
+            // The same stretch of the same trace, both ways, and the same controllers' setup.
+            assert_eq!(a.down.rates_per_second(60.0), b.down.rates_per_second(60.0));
+            assert_eq!(a.up.rates_per_second(60.0), b.up.rates_per_second(60.0));
+            assert_eq!(
+                (a.range_down, a.range_up, a.radio_buffer, a.secs),
+                (b.range_down, b.range_up, b.radio_buffer, b.secs)
+            );
+        }
+        // Every other built-in scenario keeps the slides' deployment.
+        for name in NAMES.iter().filter(|n| **n != "tmobile-lte-router") {
+            let s = scenario(name, 1).expect(name);
+            assert!(!s.shaper_at_router && !s.throughput_from_shaper, "{name}");
+        }
+    }
+
+    #[test]
     fn a_recorded_trace_starts_where_the_seed_says() {
         let Capacity::Trace(whole) = trace(VZ_DOWN, 0) else {
             panic!("verizon parses")
