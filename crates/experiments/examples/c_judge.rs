@@ -5,7 +5,8 @@
 //! `cargo run --release -p purple-experiments --example c_judge -- radio,step 1..=10 [VARIANT ..]`
 //! where a variant is `key=value,...` over `target` (ms) or `-` for the defaults; `SECS=x` scales
 //! the scenario length; `OWD_MS=x` sets the radio hop's one-way delay
-//! both ways, `AT_ROUTER=1` shapes the download at the router after the radio. The matrix command (`purple demo --matrix`) is the user-facing version.
+//! both ways, `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
+//! throughput from CAKE's sent bytes as the daemon does. The matrix command (`purple demo --matrix`) is the user-facing version.
 use controller::PurpleParams;
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
 use experiments::c::scenario::scenario;
@@ -73,6 +74,8 @@ fn main() {
         .map(|ms| Duration::from_nanos((ms * 1e6) as u64));
     // `AT_ROUTER=1`: the download CAKE at the router after the radio (ingress shaping).
     let at_router = std::env::var("AT_ROUTER").is_ok_and(|v| v == "1");
+    // `FROM_SHAPER=1`: throughput from CAKE's sent bytes, as the daemon reads it.
+    let from_shaper = std::env::var("FROM_SHAPER").is_ok_and(|v| v == "1");
     // Jobs: (scenario, seed, variant index or None for the late oracle).
     let mut jobs = Vec::new();
     for n in &names {
@@ -104,6 +107,9 @@ fn main() {
                 };
                 if at_router {
                     s.shaper_at_router = true;
+                }
+                if from_shaper {
+                    s.throughput_from_shaper = true;
                 }
                 if let Some(owd) = owd {
                     s.delay_down = owd;

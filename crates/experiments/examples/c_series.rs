@@ -15,6 +15,10 @@ fn main() {
     if std::env::var("AT_ROUTER").is_ok_and(|v| v == "1") {
         sc.shaper_at_router = true;
     }
+    // `FROM_SHAPER=1`: throughput from CAKE's sent bytes, as the daemon reads it.
+    if std::env::var("FROM_SHAPER").is_ok_and(|v| v == "1") {
+        sc.throughput_from_shaper = true;
+    }
     let i: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(9);
     let secs: f64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(sc.secs);
     // Index 99: the one-interval-late oracle (not in the tables).

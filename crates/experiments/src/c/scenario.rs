@@ -162,6 +162,11 @@ pub struct Scenario {
     /// without the shaper's own (`closed_loop` taps the frames as they leave the router's
     /// upload CAKE and as they arrive from the radio). Default false.
     pub shaper_at_router: bool,
+    /// The agent measures throughput from CAKE's own sent bytes, as `purple control` does from
+    /// kernel CAKE's or `purple bridge`'s statistics (what a router sees), instead of the
+    /// radio's delivered bytes (what a controller on the radio itself sees, the slides'
+    /// deployment). Default false.
+    pub throughput_from_shaper: bool,
 }
 
 /// How the agent's probes fare on a link.
@@ -231,6 +236,7 @@ impl Scenario {
             delay_up,
             probe_path: ProbePath::Shared,
             shaper_at_router: false,
+            throughput_from_shaper: false,
         }
     }
 }
@@ -411,6 +417,7 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
         delay_up: RADIO_DELAY,
         probe_path: ProbePath::Shared,
         shaper_at_router: false,
+        throughput_from_shaper: false,
     };
     // A recorded trace pair, started at the seed's offset; 300-packet buffer, 60 s.
     let mut recorded = |name: &str,
@@ -434,6 +441,7 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
             delay_up: RADIO_DELAY,
             probe_path: ProbePath::Shared,
             shaper_at_router: false,
+            throughput_from_shaper: false,
         }
     };
     let s = match name {
@@ -568,18 +576,21 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                 delay_up: delay,
                 probe_path: ProbePath::Shared,
                 shaper_at_router: false,
+                throughput_from_shaper: false,
             }
         }
         "tmobile-lte-router" => {
             // The same link as `tmobile-lte` (the same stretch for a seed), with the download
             // shaped where a home router shapes it and where the lab's `tmobile` run shapes
-            // it: at the router, after the radio.
+            // it: at the router, after the radio; and the agent reads throughput where a
+            // router's daemon reads it, from CAKE's own sent bytes.
             let mut s = scenario("tmobile-lte", seed)?;
             s.shaper_at_router = true;
+            s.throughput_from_shaper = true;
             s.name = name.into();
             s.description = format!(
                 "{}; download shaped at the router after the radio (a home router's ingress \
-                 shaping, as in the lab)",
+                 shaping, as in the lab), throughput read from CAKE's sent bytes both ways",
                 s.description
             );
             s

@@ -86,6 +86,8 @@ pub(super) struct Shell {
     links: PerDir<sim::LinkId>,
     /// The radio links (their queue metrics).
     radio_links: PerDir<sim::LinkId>,
+    /// Throughput from CAKE's sent bytes ([`Scenario::throughput_from_shaper`]).
+    from_shaper: bool,
     radio: Option<RadioFeed>,
     /// The passive delay signal: the estimator the taps feed (tap 0: leaving the router for
     /// the WAN; tap 1: arriving from it).
@@ -154,6 +156,7 @@ impl Shell {
                     client: client_addr,
                     links: net.shaped,
                     radio_links: links,
+                    from_shaper: sc.throughput_from_shaper,
                     radio,
                     passive,
                 }
@@ -250,6 +253,7 @@ impl Shell {
             }
         }
         if r.cake_stats {
+            let from_shaper = self.from_shaper;
             let cake = |l: sim::LinkId| {
                 sim.qdisc(l).map(|q| {
                     let s = q.stats();
@@ -257,7 +261,7 @@ impl Shell {
                         backlog_bytes: s.backlog.bytes,
                         drops: s.dropped_total().packets,
                         ecn_marks: s.ecn_marks,
-                        sent_bytes: None,
+                        sent_bytes: from_shaper.then_some(s.dequeued.bytes),
                     }
                 })
             };
