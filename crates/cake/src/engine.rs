@@ -101,6 +101,35 @@ impl std::ops::IndexMut<usize> for Tins {
     }
 }
 
+/// The tin classifier's tables, fixed by the configuration (the tin count depends only on the
+/// diffserv mode, which never changes): built once, so that a packet's tin is one table read.
+#[derive(Clone, Copy, Debug)]
+struct TinMap {
+    /// The kernel tin of each DSCP, already 0 where the table names a tin the mode lacks.
+    of_dscp: [u8; 64],
+    /// `order[user_index] = kernel index` for the fwmark and priority overrides.
+    order: [u8; MAX_TINS],
+    /// Tins in use.
+    count: usize,
+}
+
+impl TinMap {
+    fn new(mode: DiffservMode) -> Self {
+        let count = mode.tin_count();
+        let mut of_dscp = *dscp_table(mode);
+        for t in &mut of_dscp {
+            if usize::from(*t) >= count {
+                *t = 0;
+            }
+        }
+        TinMap {
+            of_dscp,
+            order: *tin_order(mode),
+            count,
+        }
+    }
+}
+
 /// Autorate-ingress state.
 #[derive(Clone, Copy, Debug, Default)]
 struct Autorate {
@@ -122,6 +151,7 @@ pub struct Cake {
     heap: OverflowHeap,
     hasher: FlowHasher,
     rng: Rng,
+    tin_map: TinMap,
     time_next: Instant,
     failsafe_next: Instant,
     rate_bps: u64,
@@ -131,6 +161,9 @@ pub struct Cake {
     cur_tin: usize,
     sizes: SizeStats,
     autorate: Autorate,
+    /// The qdisc counters, except `enqueued` and `backlog`: those are derived on read
+    /// ([`Qdisc::stats`]) from the tins' packet and byte counts, the tins' backlogs and `qlen`,
+    /// which every enqueue and dequeue updates anyway.
     stats: QdiscStats,
     seg_buf: Vec<Packet>,
 }
@@ -143,6 +176,7 @@ impl Cake {
         let mut rng = Rng::new(seed);
         let hasher = FlowHasher::new(&mut rng);
         let tins = Tins::new(&params);
+        let tin_map = TinMap::new(cfg.diffserv);
         let autorate = Autorate {
             avg_peak_bandwidth: cfg.rate_bps,
             ..Autorate::default()
@@ -157,6 +191,7 @@ impl Cake {
             heap: OverflowHeap::default(),
             hasher,
             rng,
+            tin_map,
             time_next: Instant::ZERO,
             failsafe_next: Instant::ZERO,
             buffer_used: 0,
@@ -228,7 +263,7 @@ impl Cake {
     #[inline]
     fn select_tin(&self, pkt: &mut Packet, h: &FlowHeaders) -> usize {
         let cfg = &self.cfg;
-        let tin_count = self.params.tin_count;
+        let map = &self.tin_map;
         let mut dscp = None;
         if cfg.wash {
             dscp = Some(Self::diffserv(pkt, h, true));
@@ -236,27 +271,21 @@ impl Cake {
         if cfg.diffserv == DiffservMode::Besteffort {
             return 0;
         }
-        let order = tin_order(cfg.diffserv);
         let mark = if cfg.fwmark_mask != 0 {
             (pkt.meta.mark & cfg.fwmark_mask) >> cfg.fwmark_mask.trailing_zeros()
         } else {
             0
         };
-        if mark != 0 && mark as usize <= tin_count {
-            return order[mark as usize - 1] as usize;
+        if mark != 0 && mark as usize <= map.count {
+            return map.order[(mark as usize - 1) % MAX_TINS] as usize;
         }
         let prio = pkt.meta.priority;
         let minor = (prio & 0xFFFF) as usize;
-        if (prio >> 16) as u16 == cfg.handle_major && minor > 0 && minor <= tin_count {
-            return order[minor - 1] as usize;
+        if (prio >> 16) as u16 == cfg.handle_major && minor > 0 && minor <= map.count {
+            return map.order[(minor - 1) % MAX_TINS] as usize;
         }
         let dscp = dscp.unwrap_or_else(|| Self::diffserv(pkt, h, false));
-        let tin = dscp_table(cfg.diffserv)[dscp as usize & 63] as usize;
-        if tin >= tin_count {
-            0
-        } else {
-            tin
-        }
+        map.of_dscp[dscp as usize & 63] as usize
     }
 
     /// Reads the DSCP (ARP counts as 56, other non-IP as 0), clearing it when washing.
@@ -385,8 +414,6 @@ impl Cake {
         self.tins[tin].backlog += u64::from(len);
         self.buffer_used += u64::from(mem);
         self.qlen += 1;
-        self.stats.enqueued.add(len);
-        self.stats.backlog.add(len);
     }
 
     /// Removes the head packet of a flow queue, updating backlogs.
@@ -424,8 +451,6 @@ impl Cake {
         self.tins[tin].backlog -= u64::from(len);
         self.buffer_used -= u64::from(mem);
         self.qlen -= 1;
-        self.stats.backlog.packets -= 1;
-        self.stats.backlog.bytes -= u64::from(len);
     }
 
     /// Removes the packet at `pos` (0 = head) of a flow's queue (used by the ACK filter).
@@ -976,7 +1001,7 @@ impl Cake {
             })
             .collect();
         CakeStats {
-            qdisc: self.stats,
+            qdisc: self.stats(),
             capacity_estimate: self.autorate.avg_peak_bandwidth,
             memory_used: self.buffer_max_used,
             memory_limit: u64::from(self.params.buffer_limit),
@@ -1076,11 +1101,25 @@ impl Qdisc for Cake {
     }
 
     fn stats(&self) -> QdiscStats {
-        self.stats
+        // Every packet (GSO segment) enqueued is counted in its tin's `packets` and `bytes`, with
+        // the length the backlog is charged: the sums are the qdisc's `enqueued`.
+        let mut enqueued = Counter::default();
+        for t in self.tins.iter() {
+            enqueued.packets += t.packets;
+            enqueued.bytes += t.bytes;
+        }
+        QdiscStats {
+            enqueued,
+            backlog: self.backlog(),
+            ..self.stats
+        }
     }
 
     fn backlog(&self) -> Counter {
-        self.stats.backlog
+        Counter {
+            packets: u64::from(self.qlen),
+            bytes: self.tins.iter().map(|t| t.backlog).sum(),
+        }
     }
 
     fn kind(&self) -> &'static str {

@@ -2,17 +2,28 @@
 
 use crate::config::{AtmMode, CakeConfig};
 
-/// The overhead settings, copied out of the config (per-packet path reads only this).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The overhead settings, copied out of the config (per-packet path reads only this). Built by
+/// [`Overhead::new`] or [`Overhead::from_config`], which also note whether the settings leave
+/// every length as it is, so that the per-packet path tests one flag instead of four settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Overhead {
     /// Subtract the MAC header before adding `overhead`.
-    pub subtract_mac: bool,
+    subtract_mac: bool,
     /// Signed per-packet overhead.
-    pub overhead: i32,
+    overhead: i32,
     /// Minimum packet unit.
-    pub mpu: u32,
+    mpu: u32,
     /// Cell framing.
-    pub atm: AtmMode,
+    atm: AtmMode,
+    /// The adjusted length is the length itself: no MAC subtraction, overhead, MPU or framing.
+    identity: bool,
+}
+
+impl Default for Overhead {
+    /// `raw` with nothing else: lengths are charged as they are.
+    fn default() -> Self {
+        Overhead::new(false, 0, 0, AtmMode::None)
+    }
 }
 
 /// Size statistics the kernel reports (`min/max network layer size`, ...).
@@ -52,20 +63,35 @@ impl SizeStats {
 }
 
 impl Overhead {
+    /// The settings: subtract the MAC header first (`subtract_mac`), then add `overhead`, raise
+    /// to `mpu`, then apply cell framing `atm`.
+    pub fn new(subtract_mac: bool, overhead: i32, mpu: u32, atm: AtmMode) -> Self {
+        Overhead {
+            subtract_mac,
+            overhead,
+            mpu,
+            atm,
+            identity: !subtract_mac && overhead == 0 && mpu == 0 && atm == AtmMode::None,
+        }
+    }
+
     /// The overhead settings of `cfg`.
     pub fn from_config(cfg: &CakeConfig) -> Self {
-        Overhead {
-            subtract_mac: cfg.overhead_set,
-            overhead: cfg.overhead,
-            mpu: cfg.mpu,
-            atm: cfg.atm,
-        }
+        Overhead::new(cfg.overhead_set, cfg.overhead, cfg.mpu, cfg.atm)
     }
 
     /// The adjusted length of one (segment) of `len` bytes whose network header starts at
     /// `net_off`, updating the size statistics.
     #[inline(always)]
     pub fn calc(&self, stats: &mut SizeStats, len: u32, net_off: u32) -> u32 {
+        if self.identity {
+            // The steps below with nothing to do: the network and the adjusted length are `len`.
+            stats.max_netlen = stats.max_netlen.max(len);
+            stats.min_netlen = stats.min_netlen.min(len);
+            stats.max_adjlen = stats.max_adjlen.max(len);
+            stats.min_adjlen = stats.min_adjlen.min(len);
+            return len;
+        }
         let mut len = if self.subtract_mac {
             len.saturating_sub(net_off)
         } else {
@@ -132,12 +158,7 @@ mod tests {
     use super::*;
 
     fn oh(overhead: i32, mpu: u32, atm: AtmMode) -> Overhead {
-        Overhead {
-            subtract_mac: true,
-            overhead,
-            mpu,
-            atm,
-        }
+        Overhead::new(true, overhead, mpu, atm)
     }
 
     #[test]
@@ -161,5 +182,35 @@ mod tests {
     fn raw_uses_the_l2_length_as_is() {
         let mut s = SizeStats::default();
         assert_eq!(Overhead::default().calc(&mut s, 1514, 14), 1514);
+    }
+
+    #[test]
+    fn the_identity_shortcut_equals_the_general_steps() {
+        let fast = Overhead::default();
+        let general = Overhead {
+            identity: false,
+            ..fast
+        };
+        assert!(fast.identity);
+        assert!(!Overhead::new(false, 0, 1, AtmMode::None).identity);
+        assert!(!Overhead::new(true, 0, 0, AtmMode::None).identity);
+        let (mut a, mut b) = (SizeStats::default(), SizeStats::default());
+        for len in [0, 1, 14, 60, 64, 1514, 9000, 65_535, 70_000, u32::MAX] {
+            assert_eq!(
+                fast.calc(&mut a, len, 14),
+                general.calc(&mut b, len, 14),
+                "{len}"
+            );
+            assert_eq!(a, b, "{len}");
+            // GSO super-packets up to 64 KiB plus padding (4 GiB ones overflow the kernel's
+            // arithmetic as they would ours).
+            let gso = Some((1448, 66)).filter(|_| len <= 70_000);
+            assert_eq!(
+                fast.packet_len(&mut a, len, 14, gso),
+                general.packet_len(&mut b, len, 14, gso),
+                "{len}"
+            );
+            assert_eq!(a, b, "{len}");
+        }
     }
 }

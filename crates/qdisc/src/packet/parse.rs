@@ -122,8 +122,9 @@ struct IpHdr {
 #[inline(always)]
 fn mapped_v4(b: [u8; 4]) -> [u8; 16] {
     // ::ffff:a.b.c.d, built as one integer (byte-wise array literals compile to one store per
-    // byte on the per-packet path).
-    ((0xffff_u128 << 32) | u128::from(u32::from_be_bytes(b))).to_be_bytes()
+    // byte on the per-packet path), little-endian so that no byte is swapped: the address is
+    // bytes 12..16, the 0xffff bytes 10..12.
+    ((u128::from(u32::from_le_bytes(b)) << 96) | (0xffff_u128 << 80)).to_le_bytes()
 }
 
 #[inline(always)]
@@ -456,6 +457,26 @@ mod tests {
     use crate::packet::FrameSpec;
     use crate::Rng;
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+    #[test]
+    fn mapped_v4_is_the_ipv4_mapped_ipv6_address() {
+        let mut rng = Rng::new(7);
+        let fixed = [
+            [0; 4],
+            [255; 4],
+            [10, 1, 2, 3],
+            [192, 168, 0, 1],
+            [1, 0, 0, 0],
+        ];
+        let random = (0..1000).map(|_| rng.next_u32().to_be_bytes());
+        for a in fixed.into_iter().chain(random) {
+            assert_eq!(
+                mapped_v4(a),
+                Ipv4Addr::from(a).to_ipv6_mapped().octets(),
+                "{a:?}"
+            );
+        }
+    }
 
     fn frames() -> Vec<Vec<u8>> {
         let v4 = |a| IpAddr::V4(Ipv4Addr::new(10, 0, 0, a));
