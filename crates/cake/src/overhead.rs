@@ -103,8 +103,10 @@ impl Overhead {
         len = len.max(self.mpu);
         match self.atm {
             AtmMode::None => {}
-            AtmMode::Atm => len = len.div_ceil(48) * 53,
-            AtmMode::Ptm => len += len.div_ceil(64),
+            // Unsigned arithmetic that wraps, as the kernel's: a length near 4 GiB (only a
+            // corrupt or hostile metadata pad makes one) must not panic.
+            AtmMode::Atm => len = len.div_ceil(48).wrapping_mul(53),
+            AtmMode::Ptm => len = len.wrapping_add(len.div_ceil(64)),
         }
         stats.max_adjlen = stats.max_adjlen.max(len);
         stats.min_adjlen = stats.min_adjlen.min(len);
@@ -123,7 +125,7 @@ impl Overhead {
     ) -> u32 {
         stats.avg_netoff_q16 = ewma(stats.avg_netoff_q16, net_off << 16, 8);
         match gso {
-            Some((gso_size, hdr_len)) if gso_size > 0 && len > hdr_len + gso_size => {
+            Some((gso_size, hdr_len)) if gso_size > 0 && len > hdr_len.saturating_add(gso_size) => {
                 self.gso_len(stats, len, net_off, gso_size, hdr_len)
             }
             _ => self.calc(stats, len, net_off),
@@ -143,7 +145,10 @@ impl Overhead {
     ) -> u32 {
         let segs = (len - hdr_len).div_ceil(gso_size);
         let last = len - gso_size * (segs - 1);
-        self.calc(stats, gso_size + hdr_len, net_off) * (segs - 1) + self.calc(stats, last, net_off)
+        // Wrapping, as the kernel's u32 arithmetic: a super-packet near 4 GiB must not panic.
+        self.calc(stats, gso_size + hdr_len, net_off)
+            .wrapping_mul(segs - 1)
+            .wrapping_add(self.calc(stats, last, net_off))
     }
 }
 
@@ -159,6 +164,24 @@ mod tests {
 
     fn oh(overhead: i32, mpu: u32, atm: AtmMode) -> Overhead {
         Overhead::new(true, overhead, mpu, atm)
+    }
+
+    #[test]
+    fn lengths_near_4_gib_wrap_as_the_kernel_does_instead_of_panicking() {
+        for atm in [AtmMode::None, AtmMode::Atm, AtmMode::Ptm] {
+            let o = oh(64, 0, atm);
+            let mut st = SizeStats::default();
+            for len in [u32::MAX, u32::MAX - 1_000, 4_000_000_000] {
+                // A plain frame, and a GSO super-packet of 1,448-byte segments.
+                let plain = o.packet_len(&mut st, len, 14, None);
+                let gso = o.packet_len(&mut st, len, 14, Some((1_448, 66)));
+                // A segment count times a segment's adjusted length, in wrapping u32: what
+                // the kernel computes, whatever it is; only no panic is asked.
+                let _ = (plain, gso);
+                // Nor with a header length or segment size at the top of the range.
+                let _ = o.packet_len(&mut st, len, 14, Some((u32::MAX, u32::MAX)));
+            }
+        }
     }
 
     #[test]
