@@ -54,6 +54,9 @@ pub struct DemoOpts {
     pub json: bool,
     /// Where plots, `results.json` and `index.html` go (`None`: write nothing).
     pub out: Option<PathBuf>,
+    /// The link deployed as a home router (`--home-router`,
+    /// `Scenario::as_home_router`).
+    pub home_router: bool,
 }
 
 /// The demo's results: every contender's measurements and the claims checked on them.
@@ -104,7 +107,10 @@ pub fn link_scenario(
 
 /// Runs the comparison.
 pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
-    let sc = link_scenario(&o.link, o.seed, o.seconds)?;
+    let mut sc = link_scenario(&o.link, o.seed, o.seconds)?;
+    if o.home_router {
+        sc = sc.as_home_router();
+    }
     let secs = o.seconds.unwrap_or(sc.secs);
     if !(1.0..=3600.0).contains(&secs) {
         return Err(format!("--seconds {secs}: accepted 1 ..= 3600"));

@@ -130,7 +130,8 @@ struct DemoArgs {
     #[command(subcommand)]
     cake: Option<DemoCommand>,
     /// Variable-link scenario: radio, step, fade, fast, outage, att-lte, verizon-lte,
-    /// tmobile-lte, tmobile-umts, starlink; and for the passive delay signal starlink-router,
+    /// tmobile-lte, tmobile-umts, starlink, tmobile-lte-router (tmobile-lte deployed as a home
+    /// router, see --home-router); and for the passive delay signal starlink-router,
     /// starlink-icmp-apart, starlink-no-probes (download shaped at the router).
     #[arg(long, default_value = "radio")]
     scenario: String,
@@ -197,6 +198,12 @@ struct DemoArgs {
     /// (default 30).
     #[arg(long, conflicts_with_all = ["matrix", "down_trace", "link"])]
     lab: bool,
+    /// Deploy the link as a home router deploys CAKE and `purple control`: the download
+    /// shaped at the router after the radio, every controller's throughput read from CAKE's
+    /// own sent bytes both ways. Default: each scenario's own (CAKE in front of the radio, the
+    /// radio's delivered bytes). With --matrix: every link. (The lab is always a router.)
+    #[arg(long, conflicts_with = "lab")]
+    home_router: bool,
     /// With --lab: inject a fault into the testbed: `no-icmp-echo` (the server ignores ICMP
     /// echo: on starlink every daemon probe is lost) or `icmp-apart` (the link emulator serves
     /// ICMP in a queue of its own first: on starlink the daemons' probes miss the download's
@@ -546,6 +553,7 @@ fn main() {
                         };
                         o.seconds = a.seconds;
                         o.threads = a.threads;
+                        o.home_router = a.home_router;
                         o.json = a.json;
                         o.out = (!a.no_out).then(|| a.out.join("matrix"));
                         matrix::run(&o)
@@ -558,6 +566,7 @@ fn main() {
                     seconds: a.seconds,
                     json: a.json,
                     out: (!a.no_out).then_some(a.out),
+                    home_router: a.home_router,
                 })
             };
             match r {

@@ -33,6 +33,8 @@ pub struct MatrixOpts {
     pub out: Option<PathBuf>,
     /// No progress on stderr.
     pub quiet: bool,
+    /// Every link deployed as a home router (`--home-router`).
+    pub home_router: bool,
 }
 
 impl MatrixOpts {
@@ -67,6 +69,7 @@ impl MatrixOpts {
         }
         s.secs = self.seconds;
         s.threads = self.threads.unwrap_or(0);
+        s.home_router = self.home_router;
         Ok(s)
     }
 }

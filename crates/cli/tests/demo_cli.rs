@@ -214,3 +214,61 @@ fn demo_runs_on_a_users_traces_with_every_contender_and_names_a_broken_line() {
     assert!(err.contains("bad.down: line 2"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--home-router` deploys any link as `tmobile-lte-router` deploys `tmobile-lte`: the same
+/// figures for every contender, and not the figures of the scenario's own deployment.
+#[test]
+fn home_router_deploys_a_link_as_the_router_scenario_does() {
+    let run = |args: &[&str]| -> serde_json::Value {
+        let mut a = vec!["demo", "--json", "--no-out", "--seconds", "6"];
+        a.extend_from_slice(args);
+        serde_json::from_str(&ok(&purple(&a))).expect("JSON")
+    };
+    let flag = run(&["--scenario", "tmobile-lte", "--home-router"]);
+    let named = run(&["--scenario", "tmobile-lte-router"]);
+    let own = run(&["--scenario", "tmobile-lte"]);
+    assert_eq!(flag["contenders"], named["contenders"]);
+    assert_ne!(flag["contenders"], own["contenders"]);
+    assert!(
+        flag["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("deployed as a home router")),
+        "{}",
+        flag["description"]
+    );
+    // The lab is a router already: the flag is refused there, naming both options.
+    let o = purple(&["demo", "--lab", "--home-router"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--lab") && e.contains("--home-router"), "{e}");
+}
+
+/// `--home-router` with `--matrix` deploys every link that way: its description says so and
+/// purple's figures are not those of the scenario's own deployment.
+#[test]
+fn matrix_home_router_deploys_every_link_as_a_router() {
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut a = vec![
+            "demo",
+            "--matrix",
+            "--seeds",
+            "1",
+            "--scenarios",
+            "step",
+            "--contenders",
+            "purple",
+            "--targets",
+            "none",
+            "--seconds",
+            "4",
+            "--json",
+            "--no-out",
+        ];
+        a.extend_from_slice(extra);
+        serde_json::from_str(&ok(&purple(&a))).expect("JSON")
+    };
+    let (router, own) = (run(&["--home-router"]), run(&[]));
+    let d = router["scenarios"][0]["description"].as_str().unwrap_or("");
+    assert!(d.contains("deployed as a home router"), "{d}");
+    assert_ne!(router["scenarios"][0]["rows"], own["scenarios"][0]["rows"]);
+}

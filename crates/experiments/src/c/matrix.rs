@@ -223,14 +223,15 @@ pub enum MatrixLink {
 }
 
 impl MatrixLink {
-    /// The link's scenario for `seed`.
-    fn build(&self, seed: u64) -> Result<Scenario, MatrixError> {
-        match self {
-            MatrixLink::Named(n) => {
-                scenario::scenario(n, seed).ok_or_else(|| MatrixError::UnknownScenario(n.clone()))
-            }
-            MatrixLink::Link(s) => Ok((**s).clone()),
-        }
+    /// The link's scenario for `seed`, deployed as a home router when `home_router`
+    /// ([`Scenario::as_home_router`]).
+    fn build(&self, seed: u64, home_router: bool) -> Result<Scenario, MatrixError> {
+        let s = match self {
+            MatrixLink::Named(n) => scenario::scenario(n, seed)
+                .ok_or_else(|| MatrixError::UnknownScenario(n.clone()))?,
+            MatrixLink::Link(s) => (**s).clone(),
+        };
+        Ok(if home_router { s.as_home_router() } else { s })
     }
 }
 
@@ -250,6 +251,9 @@ pub struct MatrixSpec {
     pub secs: Option<f64>,
     /// Worker threads (0: `std::thread::available_parallelism`). Results do not depend on it.
     pub threads: usize,
+    /// Every link deployed as a home router ([`Scenario::as_home_router`]). Default false:
+    /// each scenario's own deployment.
+    pub home_router: bool,
 }
 
 impl MatrixSpec {
@@ -265,6 +269,7 @@ impl MatrixSpec {
             targets_ms: DEFAULT_TARGETS_MS.to_vec(),
             secs: None,
             threads: 0,
+            home_router: false,
         }
     }
 
@@ -311,7 +316,7 @@ impl MatrixSpec {
         self.links
             .iter()
             .map(|l| {
-                let sc = l.build(first)?;
+                let sc = l.build(first, self.home_router)?;
                 let mut rows: Vec<Row> = self
                     .roles
                     .iter()
@@ -668,7 +673,7 @@ pub fn run(
         let (li, si, ri) = items[i];
         let (p, seed) = (&plan[li], spec.seeds[si]);
         let row = p.rows[ri];
-        let sc = spec.links[li].build(seed)?;
+        let sc = spec.links[li].build(seed, spec.home_router)?;
         let mut ls = LoopSpec::new(sc, row.contender(), seed);
         if let Some(secs) = spec.secs {
             ls.secs = secs;

@@ -195,6 +195,26 @@ fn percentile(v: &[f64], p: f64) -> f64 {
 }
 
 impl Scenario {
+    /// This link deployed as a home router deploys CAKE and its controller (sqm-scripts'
+    /// layout, the lab's, `purple control`'s): the download shaped at the router after the
+    /// radio ([`Scenario::shaper_at_router`]) and the controllers' throughput read from CAKE's
+    /// own sent bytes both ways ([`Scenario::throughput_from_shaper`]). The built-in scenarios
+    /// otherwise put CAKE in front of the radio and hand the controllers the radio's delivered
+    /// bytes (a controller on the radio itself, the slides' deployment).
+    #[must_use]
+    pub fn as_home_router(mut self) -> Scenario {
+        if !(self.shaper_at_router && self.throughput_from_shaper) {
+            self.shaper_at_router = true;
+            self.throughput_from_shaper = true;
+            self.description = format!(
+                "{}; deployed as a home router: download shaped at the router after the radio, \
+                 throughput read from CAKE's sent bytes both ways",
+                self.description
+            );
+        }
+        self
+    }
+
     /// A scenario on any link (a user's recorded traces, a fixed rate, a schedule), with the
     /// controllers' range and the static rates derived from its capacity over `secs` as the
     /// built-in traces' were chosen: per direction, C2 (safe) = the median and C3 (optimistic) =
@@ -580,19 +600,10 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
             }
         }
         "tmobile-lte-router" => {
-            // The same link as `tmobile-lte` (the same stretch for a seed), with the download
-            // shaped where a home router shapes it and where the lab's `tmobile` run shapes
-            // it: at the router, after the radio; and the agent reads throughput where a
-            // router's daemon reads it, from CAKE's own sent bytes.
-            let mut s = scenario("tmobile-lte", seed)?;
-            s.shaper_at_router = true;
-            s.throughput_from_shaper = true;
+            // The same link as `tmobile-lte` (the same stretch for a seed), deployed as a home
+            // router and the lab's `tmobile` run deploy it.
+            let mut s = scenario("tmobile-lte", seed)?.as_home_router();
             s.name = name.into();
-            s.description = format!(
-                "{}; download shaped at the router after the radio (a home router's ingress \
-                 shaping, as in the lab), throughput read from CAKE's sent bytes both ways",
-                s.description
-            );
             s
         }
         "starlink-router" | "starlink-icmp-apart" | "starlink-no-probes" => {
