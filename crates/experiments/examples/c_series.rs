@@ -1,5 +1,6 @@
 //! Prints one contender's time series (development aid): `c_series SCENARIO CONTENDER_INDEX SECS
-//! [EVERY_NTH_STEP] [FROM_S]` (index 99: the one-interval-late oracle).
+//! [EVERY_NTH_STEP] [FROM_S]` (index 99: the one-interval-late oracle); `DECISIONS=1` also prints
+//! every control step's decision from `FROM_S` on, `SEED=n` picks the seed.
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::scenario;
 
@@ -29,6 +30,8 @@ fn main() {
     };
     let mut s = LoopSpec::new(sc, c, seed);
     s.secs = secs;
+    // `DECISIONS=1`: also print every control step's decision (as the daemon logs it).
+    s.record_decisions = std::env::var("DECISIONS").is_ok_and(|v| v == "1");
     let r = run(&s);
     let nth: usize = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(10);
     let from: f64 = a.get(5).and_then(|s| s.parse().ok()).unwrap_or(0.0);
@@ -37,6 +40,19 @@ fn main() {
             "{:5.1} cap {:6.2}/{:6.2} rate {:6.2}/{:6.2} thr {:6.2}/{:6.2} rtt {:7.1}",
             p.t, p.cap.down, p.cap.up, p.rate.down, p.rate.up, p.thr.down, p.thr.up, p.rtt_ms
         );
+    }
+    let dir = |d: &controller::agent::DirStep| {
+        format!(
+            "{:7.2} Mbit/s {:?} thr {:.2} backlog {:?} delay {:?}",
+            d.rate as f64 * 8e-6,
+            d.reason,
+            d.throughput as f64 * 8e-6,
+            d.cake_backlog,
+            d.delay_ms
+        )
+    };
+    for (t, down, up) in r.decisions.iter().filter(|d| d.0 >= from) {
+        println!("D {t:6.2} down {} | up {}", dir(down), dir(up));
     }
     println!(
         "{} mean {:.2} p99 {:.2} down {:.2} up {:.2}",

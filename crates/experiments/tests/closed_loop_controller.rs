@@ -74,3 +74,31 @@ fn purple_aimd_reacts_within_10s_and_climbs_only_additively_after_capacity_retur
     assert!(gained > 1.0, "gained {gained}");
     assert!(at(34.9) < 80.0, "{}", at(34.9));
 }
+
+/// Recording the decisions (a tool for studying a law) keeps one per control step, each with
+/// the signals the law saw, and changes none of the run's figures.
+#[test]
+fn recording_decisions_keeps_every_step_and_changes_nothing() {
+    let mut spec = drop_spec(Contender::Purple);
+    spec.secs = 12.0;
+    let plain = run(&spec);
+    spec.record_decisions = true;
+    let rec = run(&spec);
+    assert!(plain.decisions.is_empty());
+    assert_eq!(
+        serde_json::to_string(&plain).unwrap(),
+        serde_json::to_string(&rec).unwrap()
+    );
+    // A step every 50 ms from 0 to 12 s: 240, give or take the first and the last.
+    let n = rec.decisions.len();
+    assert!((238..=242).contains(&n), "{n} decisions");
+    assert!(rec.decisions.windows(2).all(|w| w[1].0 > w[0].0));
+    // After the drop to 30 Mbit/s at 10 s the law acts on what it saw: some decision after
+    // the drop sets the download below 40 Mbit/s, with a delay or a throughput behind it.
+    let cut = rec
+        .decisions
+        .iter()
+        .find(|(t, d, _)| *t > DROP && (d.rate as f64) * 8e-6 < 40.0)
+        .unwrap_or_else(|| panic!("no cut after the drop: {:?}", &rec.decisions[200..]));
+    assert!(cut.1.delay_ms.is_some() || cut.1.throughput > 0, "{cut:?}");
+}

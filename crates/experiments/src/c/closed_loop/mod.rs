@@ -119,6 +119,10 @@ pub struct LoopSpec {
     pub config: Option<Config>,
     /// Parameters of [`Contender::Purple`]; `None`: [`LoopSpec::purple_params`].
     pub purple: Option<PurpleParams>,
+    /// Keep every control step's decision (both directions, with its reason and the signals
+    /// it saw) in [`LoopResult::decisions`], as the daemon's log writes them with
+    /// `every_step`. For studying a law; the run's figures do not change. Default false.
+    pub record_decisions: bool,
 }
 
 impl LoopSpec {
@@ -134,6 +138,7 @@ impl LoopSpec {
             capacity_noise: 0.15,
             config: None,
             purple: None,
+            record_decisions: false,
         }
     }
 
@@ -178,10 +183,14 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
         lp.step(spec, &mut net, shell.as_mut(), &mut rec);
     }
     let (warm, end) = (rec.warm, rec.end);
-    rec.finish(
+    let mut r = rec.finish(
         spec.contender.name(),
         PerDir::new(sc.down.mean(warm, end), sc.up.mean(warm, end)),
-    )
+    );
+    if let Some(sh) = shell.as_mut() {
+        r.decisions = sh.take_decisions();
+    }
+    r
 }
 
 /// CAKE's rate at the start, Mbit/s, as the series shows it (NaN when unshaped).

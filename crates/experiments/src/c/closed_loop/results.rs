@@ -4,6 +4,7 @@
 use super::super::probe::Prober;
 use super::topology::ProbeState;
 use super::STEP;
+use controller::agent::DirStep;
 use controller::{Direction, PerDir};
 use qdisc::Instant;
 use serde::Serialize;
@@ -57,6 +58,11 @@ pub struct LoopResult {
     pub series: Vec<Point>,
     /// Idle round-trip time of a probe, ms.
     pub base_rtt_ms: f64,
+    /// Every control step's decision, `(seconds, download, upload)`, when the run was asked
+    /// for them ([`LoopSpec::record_decisions`](super::LoopSpec::record_decisions)); empty
+    /// otherwise and for contenders that run no law. Not serialised.
+    #[serde(skip_serializing)]
+    pub decisions: Vec<(f64, DirStep, DirStep)>,
 }
 
 impl LoopResult {
@@ -186,6 +192,7 @@ impl Recorder {
             base_owd_ms: self.base_owd_ms,
             series: self.series,
             base_rtt_ms: self.base_rtt_ms,
+            decisions: Vec::new(),
         }
     }
 }

@@ -9,7 +9,8 @@ use super::{
     WALL,
 };
 use controller::agent::{
-    Agent, AgentConfig, CakeCounters, Method, ProbeParams, RadioReading, ReflectorSpec,
+    Agent, AgentConfig, CakeCounters, DirStep, Event, Method, ProbeParams, RadioReading,
+    ReflectorSpec,
 };
 use controller::passive::{PassiveDelay, PassiveParams, Side};
 use controller::{Config, Controller, Direction, Law, PerDir};
@@ -88,6 +89,8 @@ pub(super) struct Shell {
     radio_links: PerDir<sim::LinkId>,
     /// Throughput from CAKE's sent bytes ([`Scenario::throughput_from_shaper`]).
     from_shaper: bool,
+    /// The decisions kept ([`LoopSpec::record_decisions`]); `None`: not kept.
+    decisions: Option<Vec<(f64, DirStep, DirStep)>>,
     radio: Option<RadioFeed>,
     /// The passive delay signal: the estimator the taps feed (tap 0: leaving the router for
     /// the WAN; tap 1: arriving from it).
@@ -120,7 +123,10 @@ impl Shell {
         spec.contender
             .law(seed, spec.purple_params())
             .and_then(|law| {
-                Agent::new(agent_config(agent_cfg, &server_addrs), law, Instant::ZERO).ok()
+                let mut ac = agent_config(agent_cfg, &server_addrs);
+                // Recording wants every step, as the daemon's log with `every_step`.
+                ac.log.every_step |= spec.record_decisions;
+                Agent::new(ac, law, Instant::ZERO).ok()
             })
             .map(|agent| {
                 for (i, &(n, a)) in net.servers.iter().enumerate() {
@@ -157,10 +163,16 @@ impl Shell {
                     links: net.shaped,
                     radio_links: links,
                     from_shaper: sc.throughput_from_shaper,
+                    decisions: spec.record_decisions.then(Vec::new),
                     radio,
                     passive,
                 }
             })
+    }
+
+    /// The decisions kept so far (empty unless [`LoopSpec::record_decisions`]); leaves none.
+    pub(super) fn take_decisions(&mut self) -> Vec<(f64, DirStep, DirStep)> {
+        self.decisions.take().unwrap_or_default()
     }
 
     /// The time of the agent's next wake-up: its own timeout, not before `now` and `floor`
@@ -289,6 +301,10 @@ impl Shell {
             }
             a.handle_rate_applied(w, s, res);
         }
-        while a.poll_event().is_some() {}
+        while let Some((at, e)) = a.poll_event() {
+            if let (Some(v), Event::Decision { down, up }) = (self.decisions.as_mut(), e) {
+                v.push((at.as_secs_f64(), down, up));
+            }
+        }
     }
 }
