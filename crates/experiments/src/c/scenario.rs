@@ -741,6 +741,17 @@ mod tests {
                 (b.range_down, b.range_up, b.radio_buffer, b.secs)
             );
         }
+        // Deploying twice is deploying once; a link already at the router (the passive
+        // signal's Starlink) only gains the shaper's counter.
+        let twice = scenario("radio", 1).expect("radio").as_home_router();
+        assert_eq!(
+            twice.clone().as_home_router().description,
+            twice.description
+        );
+        let sr = scenario("starlink-router", 1)
+            .expect("starlink-router")
+            .as_home_router();
+        assert!(sr.shaper_at_router && sr.throughput_from_shaper);
         // Every other built-in scenario keeps the slides' deployment.
         for name in NAMES.iter().filter(|n| **n != "tmobile-lte-router") {
             let s = scenario(name, 1).expect(name);
