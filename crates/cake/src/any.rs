@@ -7,11 +7,9 @@ use qdisc::dualpi2::{DualPi2, DualPi2Config, EcnClassifier, StepThreshold};
 use qdisc::fifo::{Fifo, FifoConfig};
 use qdisc::fq_codel::{FqCodel, FqCodelConfig};
 use qdisc::htb::{Htb, HtbConfig};
-use qdisc::packet::Buffers;
 use qdisc::pie::{Pie, PieConfig};
 use qdisc::sfb::{Sfb, SfbConfig};
 use qdisc::sfq::{Sfq, SfqConfig};
-use qdisc::{Counter, Dequeue, Dropped, Instant, NoShaper, Packet, Qdisc, QdiscStats};
 
 /// One of the queue managers purple implements.
 ///
@@ -167,58 +165,17 @@ impl From<Htb<AnyQdisc>> for AnyQdisc {
     }
 }
 
-/// Expands `$body` once per variant with `$q` bound to the inner qdisc.
-macro_rules! dispatch {
-    ($self:expr, $q:ident => $body:expr) => {
-        match $self {
-            AnyQdisc::Cake($q) => $body,
-            AnyQdisc::Fifo($q) => $body,
-            AnyQdisc::Codel($q) => $body,
-            AnyQdisc::FqCodel($q) => $body,
-            AnyQdisc::Pie($q) => $body,
-            AnyQdisc::Sfq($q) => $body,
-            AnyQdisc::Sfb($q) => $body,
-            AnyQdisc::DualPi2($q) => $body,
-            AnyQdisc::Htb($q) => $body,
-        }
-    };
-}
-
-impl Qdisc for AnyQdisc {
-    #[inline]
-    fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
-        dispatch!(self, q => q.enqueue(now, pkt, drops))
-    }
-    #[inline]
-    fn enqueue_with(
-        &mut self,
-        now: Instant,
-        pkt: Packet,
-        drops: &mut Vec<Dropped>,
-        bufs: &mut dyn Buffers,
-    ) {
-        dispatch!(self, q => q.enqueue_with(now, pkt, drops, bufs))
-    }
-    #[inline]
-    fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
-        dispatch!(self, q => q.dequeue(now, drops))
-    }
-    fn set_rate(&mut self, rate: Option<u64>) -> Result<(), NoShaper> {
-        dispatch!(self, q => q.set_rate(rate))
-    }
-    fn stats(&self) -> QdiscStats {
-        dispatch!(self, q => q.stats())
-    }
-    fn backlog(&self) -> Counter {
-        dispatch!(self, q => q.backlog())
-    }
-    fn kind(&self) -> &'static str {
-        dispatch!(self, q => q.kind())
-    }
-    fn shrink(&mut self) -> usize {
-        dispatch!(self, q => q.shrink())
-    }
-}
+qdisc::qdisc_by_variants!(AnyQdisc {
+    AnyQdisc::Cake,
+    AnyQdisc::Fifo,
+    AnyQdisc::Codel,
+    AnyQdisc::FqCodel,
+    AnyQdisc::Pie,
+    AnyQdisc::Sfq,
+    AnyQdisc::Sfb,
+    AnyQdisc::DualPi2,
+    AnyQdisc::Htb,
+});
 
 /// Why a tc-style qdisc string could not be parsed ([`AnyQdisc::from_tc`]).
 #[derive(Clone, Debug, PartialEq, Eq)]

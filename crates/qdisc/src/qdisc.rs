@@ -194,3 +194,58 @@ pub trait Qdisc {
         0
     }
 }
+
+/// Implements [`Qdisc`] for an enum whose every variant holds one qdisc (or a box of one), each
+/// method forwarded to the variant's: the one home of enum dispatch over qdiscs
+/// (`cake::AnyQdisc`, the dataplane's per-queue stages). `qdisc_by_variants!(Enum { Enum::A,
+/// Enum::B })`. A variant's own defaults (`enqueue_with`, `set_rate`, `backlog`, `shrink`) are
+/// the ones that run, so the enum behaves exactly as the qdisc it holds.
+#[macro_export]
+macro_rules! qdisc_by_variants {
+    ($ty:ty { $($v:path),+ $(,)? }) => {
+        impl $crate::Qdisc for $ty {
+            #[inline]
+            fn enqueue(
+                &mut self,
+                now: $crate::Instant,
+                pkt: $crate::Packet,
+                drops: &mut Vec<$crate::Dropped>,
+            ) {
+                match self { $($v(q) => q.enqueue(now, pkt, drops)),+ }
+            }
+            #[inline]
+            fn enqueue_with(
+                &mut self,
+                now: $crate::Instant,
+                pkt: $crate::Packet,
+                drops: &mut Vec<$crate::Dropped>,
+                bufs: &mut dyn $crate::packet::Buffers,
+            ) {
+                match self { $($v(q) => q.enqueue_with(now, pkt, drops, bufs)),+ }
+            }
+            #[inline]
+            fn dequeue(
+                &mut self,
+                now: $crate::Instant,
+                drops: &mut Vec<$crate::Dropped>,
+            ) -> $crate::Dequeue {
+                match self { $($v(q) => q.dequeue(now, drops)),+ }
+            }
+            fn set_rate(&mut self, rate: Option<u64>) -> Result<(), $crate::NoShaper> {
+                match self { $($v(q) => q.set_rate(rate)),+ }
+            }
+            fn stats(&self) -> $crate::QdiscStats {
+                match self { $($v(q) => q.stats()),+ }
+            }
+            fn backlog(&self) -> $crate::Counter {
+                match self { $($v(q) => q.backlog()),+ }
+            }
+            fn kind(&self) -> &'static str {
+                match self { $($v(q) => q.kind()),+ }
+            }
+            fn shrink(&mut self) -> usize {
+                match self { $($v(q) => q.shrink()),+ }
+            }
+        }
+    };
+}

@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use cake::mq::{self as cmq, Shard};
 use cake::{AnyQdisc, CakeConfig};
-use qdisc::packet::Buffers;
-use qdisc::{Dequeue, Dropped, Instant, NoShaper, Packet, Qdisc, QdiscStats};
+use qdisc::{Instant, Qdisc};
 use serde_json::Value;
 
 use super::{ShardBoard, SharedShard};
@@ -30,38 +29,10 @@ macro_rules! each {
     };
 }
 
-impl Qdisc for QueueStage {
-    #[inline]
-    fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
-        each!(self, q => q.enqueue(now, pkt, drops))
-    }
-    #[inline]
-    fn enqueue_with(
-        &mut self,
-        now: Instant,
-        pkt: Packet,
-        drops: &mut Vec<Dropped>,
-        bufs: &mut dyn Buffers,
-    ) {
-        each!(self, q => q.enqueue_with(now, pkt, drops, bufs))
-    }
-    #[inline]
-    fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
-        each!(self, q => q.dequeue(now, drops))
-    }
-    fn set_rate(&mut self, rate: Option<u64>) -> Result<(), NoShaper> {
-        each!(self, q => q.set_rate(rate))
-    }
-    fn stats(&self) -> QdiscStats {
-        each!(self, q => q.stats())
-    }
-    fn kind(&self) -> &'static str {
-        each!(self, q => q.kind())
-    }
-    fn shrink(&mut self) -> usize {
-        each!(self, q => q.shrink())
-    }
-}
+qdisc::qdisc_by_variants!(QueueStage {
+    QueueStage::Shard,
+    QueueStage::Qdisc,
+});
 
 impl Stage for QueueStage {
     fn stage_text(&self, dev: &str, now: Instant) -> String {
