@@ -13,7 +13,7 @@ use qdisc::sfq::{Sfq, SfqConfig};
 
 /// One of the queue managers purple implements.
 ///
-/// `AnyQdisc` implements [`Qdisc`] by forwarding every call to the wrapped qdisc, so it behaves
+/// `AnyQdisc` implements [`Qdisc`](qdisc::Qdisc) by forwarding every call to the wrapped qdisc, so it behaves
 /// exactly like it (same drops, same statistics, same `kind()`).
 // CAKE is ~1 KiB inline; an AnyQdisc is built once and driven in place, so keeping it unboxed
 // saves a pointer chase per packet at the cost of a larger (rarely moved) value.
