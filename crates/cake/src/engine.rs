@@ -576,6 +576,13 @@ impl Cake {
             // configuration never changes: nothing to keep.
             return;
         }
+        self.autorate_sample(now, bytes);
+    }
+
+    /// One packet's autorate-ingress step: the packet clock and the rate window, and a new
+    /// shaped rate at a gap. Out of line (only with `autorate-ingress`).
+    #[inline(never)]
+    fn autorate_sample(&mut self, now: Instant, bytes: u64) {
         let a = &mut self.autorate;
         a.avg_window_bytes += bytes;
         let interval = (now - a.last_packet_time).as_nanos().min(1_000_000_000);
@@ -598,6 +605,81 @@ impl Cake {
             let rate = (a.avg_peak_bandwidth * 15) >> 4;
             self.reconfigure(rate);
         }
+    }
+
+    /// Splits a GSO super-packet and queues its segments (`split-gso`); returns the bytes
+    /// queued. Out of line: most packets are not GSO, and keeping the loop apart keeps the
+    /// common enqueue path's registers free.
+    #[inline(never)]
+    fn enqueue_segments(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        pkt: Packet,
+        now: Instant,
+        net_off: u32,
+        bufs: &mut dyn packet::Buffers,
+    ) -> u64 {
+        let mut added_bytes = 0u64;
+        let mut segs = std::mem::take(&mut self.seg_buf);
+        packet::segment_with(pkt, &mut segs, bufs);
+        for seg in segs.drain(..) {
+            let slen = seg.len();
+            let adj = self
+                .overhead
+                .packet_len(&mut self.sizes, slen, net_off, None);
+            self.queue_push(tin, flow, seg, now, adj);
+            let t = &mut self.tins[tin];
+            t.packets += 1;
+            t.bytes += u64::from(slen);
+            added_bytes += u64::from(slen);
+        }
+        self.seg_buf = segs;
+        added_bytes
+    }
+
+    /// Runs the ACK filter over flow `flow` after a packet of `added` bytes joined it, dropping
+    /// the ACK it makes redundant; returns the bytes this enqueue added net. Out of line (only
+    /// with `ack-filter`).
+    #[inline(never)]
+    fn filter_acks(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        now: Instant,
+        added: u64,
+        drops: &mut Vec<Dropped>,
+    ) -> u64 {
+        let Some(pos) = self.run_ack_filter(tin, flow) else {
+            return added;
+        };
+        let Some(ack) = self.queue_remove_at(tin, flow, pos) else {
+            return added;
+        };
+        self.tins[tin].ack_drops += 1;
+        if self.cfg.ingress {
+            self.advance_shaper(tin, ack.adj_len, now, true);
+        }
+        // The bytes this enqueue added net, floored at 0: the dropped ACK can be longer than
+        // the one that replaced it (more options, more padding). The kernel's
+        // `len -= qdisc_pkt_len(ack)` wraps its u32 there and autorate-ingress counts ~4 GiB
+        // (docs/fidelity.md).
+        let net = added.saturating_sub(u64::from(ack.pkt.len()));
+        self.hand_back(ack.pkt, DropReason::AckFilter, drops);
+        net
+    }
+
+    /// Drops from the fattest flows until the queued memory is back under the limit; returns
+    /// the packets dropped. Out of line: only an overfull queue gets here.
+    #[cold]
+    #[inline(never)]
+    fn drop_overlimit(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> u64 {
+        let mut dropped = 0;
+        while self.buffer_used > u64::from(self.params.buffer_limit) && self.qlen > 0 {
+            dropped += 1;
+            self.drop_fattest(now, drops);
+        }
+        dropped
     }
 
     fn enqueue_inner(
@@ -632,22 +714,8 @@ impl Cake {
         t.max_skblen = t.max_skblen.max(len);
         let net_off = u32::from(h.network_offset);
 
-        let mut added_bytes = 0u64;
-        if pkt.meta.gso.is_some() && self.cfg.split_gso {
-            let mut segs = std::mem::take(&mut self.seg_buf);
-            packet::segment_with(pkt, &mut segs, bufs);
-            for seg in segs.drain(..) {
-                let slen = seg.len();
-                let adj = self
-                    .overhead
-                    .packet_len(&mut self.sizes, slen, net_off, None);
-                self.queue_push(tin, flow, seg, now, adj);
-                let t = &mut self.tins[tin];
-                t.packets += 1;
-                t.bytes += u64::from(slen);
-                added_bytes += u64::from(slen);
-            }
-            self.seg_buf = segs;
+        let added_bytes = if pkt.meta.gso.is_some() && self.cfg.split_gso {
+            self.enqueue_segments(tin, flow, pkt, now, net_off, bufs)
         } else {
             let gso = pkt
                 .meta
@@ -658,24 +726,12 @@ impl Cake {
             let t = &mut self.tins[tin];
             t.packets += 1;
             t.bytes += u64::from(len);
-            added_bytes += u64::from(len);
             if self.cfg.ack_filter != AckFilterMode::None {
-                if let Some(pos) = self.run_ack_filter(tin, flow) {
-                    if let Some(ack) = self.queue_remove_at(tin, flow, pos) {
-                        self.tins[tin].ack_drops += 1;
-                        // The bytes this enqueue added net, floored at 0: the dropped ACK
-                        // can be longer than the one that replaced it (more options, more
-                        // padding). The kernel's `len -= qdisc_pkt_len(ack)` wraps its u32
-                        // there and autorate-ingress counts ~4 GiB (docs/fidelity.md).
-                        added_bytes = added_bytes.saturating_sub(u64::from(ack.pkt.len()));
-                        if self.cfg.ingress {
-                            self.advance_shaper(tin, ack.adj_len, now, true);
-                        }
-                        self.hand_back(ack.pkt, DropReason::AckFilter, drops);
-                    }
-                }
+                self.filter_acks(tin, flow, now, u64::from(len), drops)
+            } else {
+                u64::from(len)
             }
-        }
+        };
         self.heap_up(tin, flow);
         self.update_autorate(now, added_bytes);
 
@@ -705,12 +761,10 @@ impl Cake {
         }
 
         self.buffer_max_used = self.buffer_max_used.max(self.buffer_used);
-        let mut dropped = 0;
-        while self.buffer_used > u64::from(self.params.buffer_limit) && self.qlen > 0 {
-            dropped += 1;
-            self.drop_fattest(now, drops);
+        if self.buffer_used > u64::from(self.params.buffer_limit) {
+            let dropped = self.drop_overlimit(now, drops);
+            self.tins[tin].drop_overlimit += dropped;
         }
-        self.tins[tin].drop_overlimit += dropped;
     }
 
     /// Picks the tin to serve; `None` when nothing can be sent.

@@ -467,15 +467,28 @@ impl Tin {
         let idx = (outer + k) % QUEUES;
         self.tags[idx] = flow_hash;
         if allocate && (dsrc(mode) || ddst(mode)) {
-            let (src_host, dst_host) = host_hashes();
-            if dsrc(mode) {
-                self.flows[idx].srchost = self.host_slot(src_host, true);
-            }
-            if ddst(mode) {
-                self.flows[idx].dsthost = self.host_slot(dst_host, false);
-            }
+            self.allocate_hosts(idx, host_hashes, mode);
         }
         idx as u16
+    }
+
+    /// Gives queue `idx` (newly allocated) its host slots. Out of line: only a packet that
+    /// starts a queue gets here, and the host hashes and set searches would otherwise crowd
+    /// the per-packet lookup.
+    #[inline(never)]
+    fn allocate_hosts(
+        &mut self,
+        idx: usize,
+        host_hashes: impl FnOnce() -> (u32, u32),
+        mode: FlowMode,
+    ) {
+        let (src_host, dst_host) = host_hashes();
+        if dsrc(mode) {
+            self.flows[idx % QUEUES].srchost = self.host_slot(src_host, true);
+        }
+        if ddst(mode) {
+            self.flows[idx % QUEUES].dsthost = self.host_slot(dst_host, false);
+        }
     }
 
     fn host_slot(&mut self, hash: u32, src: bool) -> u16 {
