@@ -745,7 +745,7 @@ impl Cake {
                     t.decaying_flow_count -= 1;
                 }
                 t.move_tail(flow, ListId::New);
-                t.flows[qi(flow)].set = FlowSet::Sparse;
+                t.set_flow_set(flow, FlowSet::Sparse);
                 t.sparse_flow_count += 1;
                 let q = self.flow_quantum(tin, flow);
                 self.tins[tin].flows[qi(flow)].deficit = q;
@@ -893,7 +893,7 @@ impl Cake {
                 }
                 _ => t.decaying_flow_count -= 1,
             }
-            t.flows[qi(flow)].set = FlowSet::None;
+            t.set_flow_set(flow, FlowSet::None);
         }
     }
 

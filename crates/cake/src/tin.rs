@@ -10,6 +10,8 @@ use qdisc::Instant;
 pub const QUEUES: usize = 1024;
 /// Ways per set.
 pub const SET_WAYS: usize = 8;
+/// Sets of the flow table.
+const SETS: usize = QUEUES / SET_WAYS;
 /// "No packet" in the packet slab's links.
 pub const NIL: u32 = u32::MAX;
 const NIL16: u16 = u16::MAX;
@@ -77,7 +79,7 @@ pub struct Flow {
     pub backlog: u32,
     /// DRR deficit.
     pub deficit: i32,
-    /// DRR++ state.
+    /// DRR++ state. A change to or from [`FlowSet::None`] goes through [`Tin::set_flow_set`].
     pub set: FlowSet,
     /// Source host slot.
     pub srchost: u16,
@@ -160,6 +162,11 @@ pub struct Tin {
     pub hosts: Box<Hosts>,
     /// Packets dropped from each flow queue (AQM and overflow), by queue.
     pub flow_drops: Box<[u32; QUEUES]>,
+    /// The ways in use of each set: bit `k` of `busy[s]` is set exactly when queue
+    /// `s * SET_WAYS + k` is on a DRR++ list (its [`Flow::set`] is not [`FlowSet::None`]), so
+    /// that the lookup finds a free way without reading the set's 8 flows (8 cache lines).
+    /// Kept by [`Tin::set_flow_set`].
+    busy: [u8; SETS],
     new: List,
     old: List,
     decaying: List,
@@ -231,6 +238,7 @@ impl Tin {
             tags: table(0),
             hosts: Box::default(),
             flow_drops: table(0),
+            busy: [0; SETS],
             new: List::default(),
             old: List::default(),
             decaying: List::default(),
@@ -263,6 +271,32 @@ impl Tin {
     #[inline]
     pub fn active_flows(&self) -> u32 {
         self.sparse_flow_count + self.bulk_flow_count
+    }
+
+    /// Puts flow `i` in DRR++ state `set`. Every change of a flow's state to or from
+    /// [`FlowSet::None`] must go through here (it keeps the lookup's busy-way masks); other
+    /// changes may write [`Flow::set`] directly.
+    #[inline]
+    pub fn set_flow_set(&mut self, i: u16, set: FlowSet) {
+        let (s, bit) = (qi(i) / SET_WAYS, 1u8 << (qi(i) % SET_WAYS));
+        if set == FlowSet::None {
+            self.busy[s] &= !bit;
+        } else {
+            self.busy[s] |= bit;
+        }
+        self.flows[qi(i)].set = set;
+    }
+
+    /// Debug builds: checks that the busy-way mask of the set starting at queue `outer` matches
+    /// its flows' states.
+    #[inline]
+    fn debug_check_busy(&self, outer: usize) {
+        if cfg!(debug_assertions) {
+            let mask = (0..SET_WAYS).fold(0u8, |m, k| {
+                m | (u8::from(self.flows[(outer + k) % QUEUES].set != FlowSet::None) << k)
+            });
+            debug_assert_eq!(self.busy[outer / SET_WAYS % SETS], mask, "set {outer}");
+        }
     }
 
     fn list_mut(&mut self, id: ListId) -> Option<&mut List> {
@@ -425,12 +459,15 @@ impl Tin {
             return 0;
         }
         let reduced = flow_hash as usize % QUEUES;
+        // The direct way: its flow's line is read anyway when the packet is queued.
         if self.tags[reduced] == flow_hash && self.flows[reduced].set != FlowSet::None {
             self.way_directs += 1;
             return reduced as u16;
         }
         let inner = reduced % SET_WAYS;
         let outer = reduced - inner;
+        let busy = self.busy[reduced / SET_WAYS % SETS];
+        self.debug_check_busy(outer);
         // The ways are visited from `inner` on, circularly: first for the tag, then for a free
         // queue; with neither, the collision takes way `inner`.
         let tags = &self.tags[outer..outer + SET_WAYS];
@@ -441,26 +478,22 @@ impl Tin {
                         self.way_hits += 1;
                     }
                     let k = (inner + off) % SET_WAYS;
-                    (k, self.flows[(outer + k) % QUEUES].set == FlowSet::None)
+                    (k, busy & (1 << k) == 0)
                 }
                 None => {
-                    // Visited one by one: each way is a cache line of its own.
-                    let free = (0..SET_WAYS)
-                        .map(|off| (inner + off) % SET_WAYS)
-                        .find(|&k| self.flows[(outer + k) % QUEUES].set == FlowSet::None);
-                    match free {
-                        Some(k) => {
-                            self.way_misses += 1;
-                            (k, true)
+                    // The free ways rotated so that bit 0 is way `inner`: the lowest set bit
+                    // is the first free way visited from `inner` on.
+                    let free = (!busy).rotate_right(inner as u32);
+                    if free != 0 {
+                        self.way_misses += 1;
+                        ((inner + free.trailing_zeros() as usize) % SET_WAYS, true)
+                    } else {
+                        // No free way: accept the collision in the original slot.
+                        self.way_collisions += 1;
+                        if self.flows[(outer + inner) % QUEUES].set == FlowSet::Bulk {
+                            self.dec_host_bulk((outer + inner) as u16, mode);
                         }
-                        None => {
-                            // No free way: accept the collision in the original slot.
-                            self.way_collisions += 1;
-                            if self.flows[(outer + inner) % QUEUES].set == FlowSet::Bulk {
-                                self.dec_host_bulk((outer + inner) as u16, mode);
-                            }
-                            (inner, true)
-                        }
+                        (inner, true)
                     }
                 }
             };
