@@ -159,6 +159,10 @@ pub struct Cake {
     buffer_max_used: u64,
     qlen: u32,
     cur_tin: usize,
+    /// The tins with flows to schedule: bit `i` is set exactly when tin `i` has sparse or bulk
+    /// flows ([`Tin::active_flows`] above 0). Set when a flow joins the new list, cleared when
+    /// the last one retires; the shaped tin choice visits only these tins.
+    active_tins: u8,
     sizes: SizeStats,
     autorate: Autorate,
     /// The qdisc counters, except `enqueued` and `backlog`: those are derived on read
@@ -198,6 +202,7 @@ impl Cake {
             buffer_max_used: 0,
             qlen: 0,
             cur_tin: 0,
+            active_tins: 0,
             sizes: SizeStats::default(),
             autorate,
             stats: QdiscStats::default(),
@@ -747,6 +752,7 @@ impl Cake {
                 t.move_tail(flow, ListId::New);
                 t.set_flow_set(flow, FlowSet::Sparse);
                 t.sparse_flow_count += 1;
+                self.active_tins |= 1 << tin;
                 let q = self.flow_quantum(tin, flow);
                 self.tins[tin].flows[qi(flow)].deficit = q;
             }
@@ -799,11 +805,27 @@ impl Cake {
             self.cur_tin = b;
             Some(b)
         } else {
-            let mut best_time = i64::MAX;
-            let mut best = 0;
-            for (i, t) in self.tins.iter().enumerate() {
-                if t.active_flows() > 0 {
-                    let dt = t.time_next.as_nanos() as i64 - now.as_nanos() as i64;
+            // The active tins in index order (the kernel scans every tin and skips the idle
+            // ones): the one whose clock is due, or due soonest; the last on a tie.
+            debug_assert!(self
+                .tins
+                .iter()
+                .enumerate()
+                .all(|(i, t)| (t.active_flows() > 0) == (self.active_tins >> i & 1 == 1)));
+            let mut active = self.active_tins;
+            if active == 0 {
+                self.cur_tin = 0;
+                return None;
+            }
+            let mut best = active.trailing_zeros() as usize;
+            active &= active - 1;
+            if active != 0 {
+                let mut best_time =
+                    self.tins[best].time_next.as_nanos() as i64 - now.as_nanos() as i64;
+                while active != 0 {
+                    let i = active.trailing_zeros() as usize;
+                    active &= active - 1;
+                    let dt = self.tins[i].time_next.as_nanos() as i64 - now.as_nanos() as i64;
                     if dt <= 0 || dt <= best_time {
                         best_time = dt;
                         best = i;
@@ -811,7 +833,7 @@ impl Cake {
                 }
             }
             self.cur_tin = best;
-            (self.tins[best].active_flows() > 0).then_some(best)
+            Some(best)
         }
     }
 
@@ -894,6 +916,9 @@ impl Cake {
                 _ => t.decaying_flow_count -= 1,
             }
             t.set_flow_set(flow, FlowSet::None);
+        }
+        if self.tins[tin].active_flows() == 0 {
+            self.active_tins &= !(1 << tin);
         }
     }
 
