@@ -315,17 +315,25 @@ impl Cake {
         packet::set_dscp(&mut pkt.data, &h, 0);
     }
 
-    /// The tuple CAKE hashes: the caller's pre-NAT tuple with `nat`, else the parsed one;
-    /// `None` for non-IP.
-    #[inline]
-    fn hash_tuple<'a>(&self, pkt: &'a Packet, h: &'a FlowHeaders) -> Option<&'a FlowTuple> {
-        match &pkt.meta.nat {
-            Some(t) if self.cfg.nat => Some(t),
-            _ => h.ip.as_ref().map(|ip| &ip.tuple),
+    /// Picks the flow queue for a packet in `tin` from the tuple CAKE hashes: the caller's
+    /// pre-NAT tuple with `nat`, else the parsed one (`None` for non-IP).
+    #[inline(always)]
+    fn classify_packet(&mut self, tin: usize, pkt: &Packet, h: &FlowHeaders) -> u16 {
+        if self.cfg.nat && pkt.meta.nat.is_some() {
+            return self.classify_nat(tin, pkt);
         }
+        self.classify(tin, h.ip.as_ref().map(|ip| &ip.tuple))
+    }
+
+    /// [`Cake::classify_packet`] with the caller's pre-NAT tuple: out of line, so that the
+    /// common path reads its tuple from the parsed headers without choosing between the two.
+    #[inline(never)]
+    fn classify_nat(&mut self, tin: usize, pkt: &Packet) -> u16 {
+        self.classify(tin, pkt.meta.nat.as_ref())
     }
 
     /// Picks the flow queue for a packet in `tin`.
+    #[inline(always)]
     fn classify(&mut self, tin: usize, tuple: Option<&FlowTuple>) -> u16 {
         let mode = self.cfg.flow_mode;
         if mode == FlowMode::Flowblind {
@@ -696,8 +704,7 @@ impl Cake {
     ) {
         let h = FlowHeaders::parse(&pkt.data);
         let tin = self.select_tin(&mut pkt, &h);
-        let tuple = self.hash_tuple(&pkt, &h);
-        let flow = self.classify(tin, tuple);
+        let flow = self.classify_packet(tin, &pkt, &h);
         let len = pkt.len();
 
         // Ensure the shaper state isn't stale.
