@@ -412,8 +412,7 @@ impl Cake {
     #[inline(always)]
     fn queue_push(&mut self, tin: usize, flow: u16, pkt: Packet, now: Instant, adj_len: u32) {
         let len = pkt.len();
-        let i = self.slab.insert(pkt, now, adj_len);
-        let mem = self.slab.get(i).mem;
+        let (i, mem) = self.slab.insert(pkt, now, adj_len);
         let f = &mut self.tins[tin].flows[qi(flow)];
         if f.tail == NIL {
             f.head = i;
@@ -432,15 +431,16 @@ impl Cake {
     /// Removes the head packet of a flow queue, updating backlogs.
     #[inline]
     fn queue_pop(&mut self, tin: usize, flow: u16) -> Option<crate::slab::Slot> {
-        let i = self.queue_unlink_head(tin, flow)?;
+        let (i, ..) = self.queue_unlink_head(tin, flow)?;
         Some(self.slab.remove(i))
     }
 
     /// Unlinks the head packet of a flow queue and updates backlogs, leaving the packet in its
     /// slab slot: the caller must [`Slab::free`] slot `i` before the next enqueue (dequeue
-    /// takes the packet out only once, when it hands it over).
+    /// takes the packet out only once, when it hands it over). Returns the slot `i` with the
+    /// packet's enqueue time and adjusted length, read from the slot in the same access.
     #[inline(always)]
-    fn queue_unlink_head(&mut self, tin: usize, flow: u16) -> Option<u32> {
+    fn queue_unlink_head(&mut self, tin: usize, flow: u16) -> Option<(u32, Instant, u32)> {
         let f = &mut self.tins[tin].flows[qi(flow)];
         if f.head == NIL {
             return None;
@@ -451,9 +451,9 @@ impl Cake {
         if f.head == NIL {
             f.tail = NIL;
         }
-        let (len, mem) = (slot.pkt.len(), slot.mem);
+        let (len, mem, enqueued, adj) = (slot.pkt.len(), slot.mem, slot.enqueued, slot.adj_len);
         self.unaccount(tin, flow, len, mem);
-        Some(i)
+        Some((i, enqueued, adj))
     }
 
     #[inline]
@@ -980,16 +980,12 @@ impl Cake {
                 // Retrieve a packet via the AQM. The packet stays in its slab slot until it
                 // is handed over (or dropped): it is moved once.
                 let (i, enqueued, adj) = loop {
-                    let Some(i) = self.queue_unlink_head(tin, flow) else {
+                    let Some((i, enqueued, adj)) = self.queue_unlink_head(tin, flow) else {
                         self.heap_down(tin, flow);
                         self.retire_empty_flow(tin, flow, now);
                         continue 'begin;
                     };
                     self.heap_down(tin, flow);
-                    let (enqueued, adj) = {
-                        let s = self.slab.get(i);
-                        (s.enqueued, s.adj_len)
-                    };
                     let t = &mut self.tins[tin];
                     let bulk = if self.cfg.ingress {
                         t.bulk_flow_count

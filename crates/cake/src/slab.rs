@@ -47,9 +47,9 @@ impl Slab {
         }
     }
 
-    /// Stores a packet, returning its index.
+    /// Stores a packet, returning its index and the memory charged for it (the slot's `mem`).
     #[inline(always)]
-    pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> u32 {
+    pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> (u32, u32) {
         let mem = pkt.truesize().saturating_add(SLOT_OVERHEAD);
         if self.free != NIL {
             // Written field by field into the free slot: no slot-sized temporary.
@@ -61,7 +61,7 @@ impl Slab {
             s.enqueued = enqueued;
             s.adj_len = adj_len;
             s.mem = mem;
-            i
+            (i, mem)
         } else {
             self.slots.push(Slot {
                 pkt,
@@ -70,7 +70,7 @@ impl Slab {
                 adj_len,
                 mem,
             });
-            (self.slots.len() - 1) as u32
+            ((self.slots.len() - 1) as u32, mem)
         }
     }
 
@@ -141,7 +141,7 @@ mod tests {
     fn shrink_empty_releases_all_but_the_reserve() {
         let mut s = Slab::new();
         let ids: Vec<u32> = (0..5_000)
-            .map(|_| s.insert(Packet::new(vec![0; 60]), Instant::ZERO, 60))
+            .map(|_| s.insert(Packet::new(vec![0; 60]), Instant::ZERO, 60).0)
             .collect();
         for i in ids {
             s.remove(i);
@@ -152,7 +152,8 @@ mod tests {
             "{freed}"
         );
         assert_eq!(s.shrink_empty(), 0);
-        let i = s.insert(Packet::new(vec![1; 10]), Instant::ZERO, 10);
+        let (i, mem) = s.insert(Packet::new(vec![1; 10]), Instant::ZERO, 10);
+        assert_eq!(mem, 10 + SLOT_OVERHEAD);
         assert_eq!(s.get(i).pkt.data, vec![1; 10]);
         assert_eq!(s.get(i).mem, 10 + SLOT_OVERHEAD);
     }
