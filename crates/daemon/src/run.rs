@@ -387,7 +387,7 @@ impl Daemon {
             }
         }
         if reads.cake_stats {
-            let read = self.act.cake_stats().map_err(|e| e.to_string());
+            let read = self.act.cake_stats();
             self.record(|| match &read {
                 Ok(st) => Input::CakeStats {
                     t_ns: now.as_nanos(),
@@ -397,7 +397,7 @@ impl Daemon {
                 Err(e) => Input::CakeStats {
                     t_ns: now.as_nanos(),
                     ok: None,
-                    error: Some(e.clone()),
+                    error: Some(e.to_string()),
                 },
             });
             self.agent.handle_cake_stats(now, read);
@@ -527,13 +527,13 @@ impl Daemon {
     }
 
     fn apply(&mut self, now: Instant, s: SetRate) {
-        let res = self.act.set_rate(s.dir, s.bps).map_err(|e| e.to_string());
+        let res = self.act.set_rate(s.dir, s.bps);
         self.record(|| Input::RateApplied {
             t_ns: now.as_nanos(),
             dir: s.dir,
             bps: s.bps,
             safe: s.safe,
-            error: res.as_ref().err().cloned(),
+            error: res.as_ref().err().map(ToString::to_string),
         });
         self.agent.handle_rate_applied(now, s, res);
     }

@@ -769,13 +769,14 @@ impl<L: Law> Agent<L> {
     }
 
     /// CAKE's statistics read at `now`: per direction the shaper's counters (`None` where there
-    /// is no shaper to read), or the read's error message. Call when [`Agent::reads_due`] asks.
+    /// is no shaper to read), or the shell's own error for the read (any type that displays;
+    /// the agent keeps only its message, for the log). Call when [`Agent::reads_due`] asks.
     /// The first failure of a run is logged ([`Event::CakeStatsError`]) and reads pause for
     /// `readings.cake_stats_retry`; the first success after is logged too.
-    pub fn handle_cake_stats(
+    pub fn handle_cake_stats<E: std::fmt::Display>(
         &mut self,
         now: Instant,
-        read: Result<PerDir<Option<CakeCounters>>, String>,
+        read: Result<PerDir<Option<CakeCounters>>, E>,
     ) {
         let now = self.clock(now);
         self.cake_last = Some(now);
@@ -822,6 +823,7 @@ impl<L: Law> Agent<L> {
                 }
                 if !self.cake_failing {
                     self.cake_failing = true;
+                    let error = error.to_string();
                     self.push_event(now, Event::CakeStatsError { error });
                 }
             }
@@ -1050,11 +1052,18 @@ impl<L: Law> Agent<L> {
     }
 
     /// The result of applying `set` (from [`Agent::poll_rate`]) at `now`: `Err` with the
-    /// error's message when the actuator failed. Call once for every [`SetRate`] polled, right
-    /// after applying it. A failure is logged ([`Event::ActuatorError`]); the rate in force
-    /// then stays the previous one, and the law is told so.
-    pub fn handle_rate_applied(&mut self, now: Instant, set: SetRate, result: Result<(), String>) {
+    /// actuator's own error (any type that displays; the agent keeps only its message, for the
+    /// log) when it failed. Call once for every [`SetRate`] polled, right after applying it. A
+    /// failure is logged ([`Event::ActuatorError`]); the rate in force then stays the previous
+    /// one, and the law is told so.
+    pub fn handle_rate_applied<E: std::fmt::Display>(
+        &mut self,
+        now: Instant,
+        set: SetRate,
+        result: Result<(), E>,
+    ) {
         let now = self.clock(now);
+        let result = result.map_err(|e| e.to_string());
         let ok = result.is_ok();
         if set.safe {
             if ok {

@@ -1017,7 +1017,7 @@ fn probes_and_steps_of_equal_periods_share_wake_ups_through_lateness_and_a_stall
             probes += 1;
         }
         while let Some(s) = a.poll_rate() {
-            a.handle_rate_applied(now, s, Ok(()));
+            a.handle_rate_applied(now, s, Ok::<(), String>(()));
         }
         while a.poll_event().is_some() {}
         let late = if wakes == 100 { 333_000_000 } else { 700_000 };

@@ -278,7 +278,7 @@ impl Shell {
                 })
             };
             let st = PerDir::new(cake(self.links.down), cake(self.links.up));
-            a.handle_cake_stats(w, Ok(st));
+            a.handle_cake_stats(w, Ok::<_, std::convert::Infallible>(st));
         }
         if r.passive {
             if let Some(p) = self.passive.as_mut() {
