@@ -3,10 +3,12 @@
 //! fraction of the late oracle's and its p99 minus the late oracle's (seed median and worst).
 //!
 //! `cargo run --release -p purple-experiments --example c_judge -- radio,step 1..=10 [VARIANT ..]`
-//! where a variant is `key=value,...` over `target` (ms) or `-` for the defaults; `SECS=x` scales
+//! where a variant is `key=value,...` over `target` (ms) or `-` for the defaults, or
+//! `contender=i` for `Contender::all`'s i-th contender instead of purple; `SECS=x` scales
 //! the scenario length; `OWD_MS=x` sets the radio hop's one-way delay
-//! both ways, `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
-//! throughput from CAKE's sent bytes as the daemon does. The matrix command (`purple demo --matrix`) is the user-facing version.
+//! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
+//! throughput from CAKE's sent bytes as the daemon does. Beside the round-trip p99 it prints
+//! the one-way p99 per direction minus the late oracle's (`dn99-L`, `up99-L`). The matrix command (`purple demo --matrix`) is the user-facing version.
 use controller::PurpleParams;
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
 use experiments::c::scenario::scenario;
@@ -33,6 +35,7 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
             "volatile_drain" => p.volatile_drain = f,
             "max_noise" => p.max_noise = Duration::from_nanos((f * 1e6) as u64),
             "noise_rise" => p.noise_rise = f,
+            "contender" => {}
             _ => eprintln!("unknown key {k}"),
         }
     }
@@ -76,6 +79,11 @@ fn main() {
     let at_router = std::env::var("AT_ROUTER").is_ok_and(|v| v == "1");
     // `FROM_SHAPER=1`: throughput from CAKE's sent bytes, as the daemon reads it.
     let from_shaper = std::env::var("FROM_SHAPER").is_ok_and(|v| v == "1");
+    // `ORACLE_LAG=n`: the late oracle is told the capacity n intervals late (default 1).
+    let oracle_lag: u32 = std::env::var("ORACLE_LAG")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     // Jobs: (scenario, seed, variant index or None for the late oracle).
     let mut jobs = Vec::new();
     for n in &names {
@@ -115,13 +123,24 @@ fn main() {
                     s.delay_down = owd;
                     s.delay_up = owd;
                 }
-                let c = if var.is_some() {
-                    Contender::Purple
-                } else {
-                    Contender::OracleLagged
+                // A variant `contender=i` runs `Contender::all`'s i-th contender instead of purple.
+                let pick = var.and_then(|k| {
+                    variants[k]
+                        .split(',')
+                        .find_map(|kv| kv.strip_prefix("contender="))
+                        .and_then(|i| i.parse::<usize>().ok())
+                });
+                let c = match (var, pick) {
+                    (Some(_), Some(i)) => Contender::all(&s)
+                        .get(i)
+                        .cloned()
+                        .unwrap_or(Contender::Purple),
+                    (Some(_), None) => Contender::Purple,
+                    (None, _) => Contender::OracleLagged,
                 };
                 let mut spec = LoopSpec::new(s.clone(), c, *seed);
                 spec.secs = s.secs * scale;
+                spec.oracle_lag = oracle_lag;
                 if let Some(k) = var {
                     spec.purple = Some(parse(spec.purple_params(), &variants[*k]));
                 }
@@ -132,13 +151,29 @@ fn main() {
     });
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     println!(
-        "{:12} {:24} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>6}",
-        "scenario", "variant", "thr/L", "worst", "p99", "p99-L", "worstd", "mean", "up/L"
+        "{:12} {:24} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>7} {:>8}",
+        "scenario",
+        "variant",
+        "thr/L",
+        "worst",
+        "p99",
+        "p99-L",
+        "worstd",
+        "mean",
+        "up/L",
+        "dn99-L",
+        "up99-L",
+        "Mbit/s",
+        "L Mbit/s"
     );
     for n in &names {
         for (k, v) in variants.iter().enumerate() {
             let (mut fr, mut dp, mut p99, mut mean, mut up) =
                 (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            // One-way p99 per direction minus the late oracle's.
+            let (mut odn, mut oup) = (Vec::new(), Vec::new());
+            // Download Mbit/s of purple and of the late oracle.
+            let (mut mp, mut ml) = (Vec::new(), Vec::new());
             for seed in s0..=s1 {
                 let find = |var: Option<usize>| {
                     jobs.iter()
@@ -153,18 +188,26 @@ fn main() {
                 dp.push(p.latency.p99 - l.latency.p99);
                 p99.push(p.latency.p99);
                 mean.push(p.latency.mean);
+                odn.push(p.owd_down.p99 - l.owd_down.p99);
+                oup.push(p.owd_up.p99 - l.owd_up.p99);
+                mp.push(p.throughput.down);
+                ml.push(l.throughput.down);
             }
             let worst = fr.iter().copied().fold(f64::INFINITY, f64::min);
             let worst_d = dp.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             println!(
-                "{n:12} {v:24} {:6.3} {:6.3} {:7.2} {:7.2} {:7.2} {:7.2} {:6.3}",
+                "{n:12} {v:24} {:6.3} {:6.3} {:7.2} {:7.2} {:7.2} {:7.2} {:6.3} {:7.2} {:7.2} {:7.2} {:8.2}",
                 median(fr),
                 worst,
                 median(p99),
                 median(dp),
                 worst_d,
                 median(mean),
-                median(up)
+                median(up),
+                median(odn),
+                median(oup),
+                median(mp),
+                median(ml)
             );
         }
     }

@@ -1,6 +1,7 @@
 //! Prints one contender's time series (development aid): `c_series SCENARIO CONTENDER_INDEX SECS
 //! [EVERY_NTH_STEP] [FROM_S]` (index 99: the one-interval-late oracle); `DECISIONS=1` also prints
-//! every control step's decision from `FROM_S` on, `SEED=n` picks the seed.
+//! every control step's decision from `FROM_S` on, `SEED=n` picks the seed, `OWD_MS=x` sets the
+//! radio hop's one-way delay both ways.
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::scenario;
 
@@ -19,6 +20,15 @@ fn main() {
     // `FROM_SHAPER=1`: throughput from CAKE's sent bytes, as the daemon reads it.
     if std::env::var("FROM_SHAPER").is_ok_and(|v| v == "1") {
         sc.throughput_from_shaper = true;
+    }
+    // `OWD_MS=x`: the radio hop's one-way delay both ways.
+    if let Some(ms) = std::env::var("OWD_MS")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+    {
+        let owd = qdisc::Duration::from_nanos((ms * 1e6) as u64);
+        sc.delay_down = owd;
+        sc.delay_up = owd;
     }
     let i: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(9);
     let secs: f64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(sc.secs);

@@ -223,6 +223,26 @@ fn an_oracle_one_interval_late_misses_the_oracles_p99_by_more_than_5ms_on_fast_f
     }
 }
 
+/// `LoopSpec::oracle_lag` tells the oracle the capacity that many intervals late: at 3 it sets
+/// 95% of the capacity three intervals back, and on fast fluctuation that costs it p99 against
+/// the oracle one interval late.
+#[test]
+fn an_oracle_told_three_intervals_late_sets_the_capacity_of_three_intervals_back() {
+    let late = run(&short("fast", Contender::OracleLagged, 15.0));
+    let mut spec = short("fast", Contender::OracleLagged, 15.0);
+    spec.oracle_lag = 3;
+    let later = run(&spec);
+    eprintln!(
+        "one interval late p99 {:.2}, three intervals late p99 {:.2}",
+        late.latency.p99, later.latency.p99
+    );
+    assert!(later.latency.p99 > late.latency.p99);
+    for w in later.series.windows(4) {
+        let want = (w[0].cap.down * 0.95 * 1e6 / 8.0).floor() * 8e-6;
+        assert!((w[3].rate.down - want).abs() < 1e-3, "{:?}", w[3]);
+    }
+}
+
 /// Every reflector's clock steps by +1 h at 5 s (the agent's validation sees both one-way delays
 /// jump by ±1 h, discards those replies as a clock step and re-bases each reflector after three
 /// agreeing ones): purple keeps its rate and throughput, where before the rate was pinned at the

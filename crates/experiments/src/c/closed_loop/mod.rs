@@ -123,6 +123,11 @@ pub struct LoopSpec {
     /// it saw) in [`LoopResult::decisions`], as the daemon's log writes them with
     /// `every_step`. For studying a law; the run's figures do not change. Default false.
     pub record_decisions: bool,
+    /// How many control intervals ([`STEP`]) late [`Contender::OracleLagged`] is told the
+    /// capacity: 1 is the matrix's reference; larger lags show what a later capacity reading
+    /// costs (a law that learns the capacity from the delay alone learns it later). Default 1;
+    /// 0 is the oracle told at once.
+    pub oracle_lag: u32,
 }
 
 impl LoopSpec {
@@ -139,6 +144,7 @@ impl LoopSpec {
             config: None,
             purple: None,
             record_decisions: false,
+            oracle_lag: 1,
         }
     }
 
@@ -289,7 +295,10 @@ impl Loop {
                 let r = match spec.contender {
                     Contender::OracleLookahead => capd.rate_over(t, Duration::from_millis(200)),
                     Contender::OracleLagged => capd.rate_over(
-                        Instant::from_nanos(t.as_nanos().saturating_sub(STEP.as_nanos())),
+                        Instant::from_nanos(
+                            t.as_nanos()
+                                .saturating_sub(STEP.as_nanos() * u64::from(spec.oracle_lag)),
+                        ),
                         STEP,
                     ),
                     _ => caps[d],
