@@ -34,8 +34,6 @@ pub enum LinkChoice {
         up: PathBuf,
         /// The radio's buffer, packets (`--buffer-packets`).
         buffer_packets: Option<u32>,
-        /// Idle RTT, ms (`--base-rtt-ms`).
-        base_rtt_ms: Option<f64>,
     },
     /// A link file (`--link FILE.toml`).
     File(PathBuf),
@@ -57,6 +55,9 @@ pub struct DemoOpts {
     /// The link deployed as a home router (`--home-router`,
     /// `Scenario::as_home_router`).
     pub home_router: bool,
+    /// The link's idle round trip, ms (`--base-rtt-ms`, `Scenario::with_radio_delay`;
+    /// `None`: the link's own).
+    pub base_rtt_ms: Option<f64>,
 }
 
 /// The demo's results: every contender's measurements and the claims checked on them.
@@ -98,9 +99,7 @@ pub fn link_scenario(
             down,
             up,
             buffer_packets,
-            base_rtt_ms,
-        } => link::from_traces(down, up, *buffer_packets, seconds, *base_rtt_ms)
-            .map_err(|e| e.to_string()),
+        } => link::from_traces(down, up, *buffer_packets, seconds).map_err(|e| e.to_string()),
         LinkChoice::File(p) => link::from_file(p, seconds).map_err(|e| e.to_string()),
     }
 }
@@ -110,6 +109,9 @@ pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
     let mut sc = link_scenario(&o.link, o.seed, o.seconds)?;
     if o.home_router {
         sc = sc.as_home_router();
+    }
+    if let Some(rtt) = o.base_rtt_ms {
+        sc = sc.with_radio_delay(link::radio_delay_for_rtt(rtt).map_err(|e| e.to_string())?);
     }
     let secs = o.seconds.unwrap_or(sc.secs);
     if !(1.0..=3600.0).contains(&secs) {

@@ -151,9 +151,10 @@ struct DemoArgs {
     /// With --down-trace: the radio's droptail buffer in packets (default 300).
     #[arg(long, value_name = "N", requires = "down_trace")]
     buffer_packets: Option<u32>,
-    /// With --down-trace: the link's idle RTT in ms (default 10.4; at least 8.4, the rest of
-    /// the simulated path).
-    #[arg(long, value_name = "MS", requires = "down_trace")]
+    /// The link's idle RTT in ms, on a built-in scenario or your traces (with --matrix: every
+    /// link): the radio hop's delay each way is set so that the path has it (default: the
+    /// link's own, 10.4 for the built-in ones; at least 8.4, the rest of the simulated path).
+    #[arg(long, value_name = "MS", conflicts_with_all = ["link", "lab"])]
     base_rtt_ms: Option<f64>,
     /// Your own link as a TOML file: `[down]` and `[up]` each with `trace`, `rate` or
     /// `schedule` and `delay_ms`; `duration_s`, `buffer_packets` (docs/matrix.md).
@@ -539,7 +540,6 @@ fn main() {
                     down,
                     up,
                     buffer_packets: a.buffer_packets,
-                    base_rtt_ms: a.base_rtt_ms,
                 }),
                 (_, _, Some(f)) => Some(demo::LinkChoice::File(f)),
                 _ => None,
@@ -554,6 +554,7 @@ fn main() {
                         o.seconds = a.seconds;
                         o.threads = a.threads;
                         o.home_router = a.home_router;
+                        o.base_rtt_ms = a.base_rtt_ms;
                         o.json = a.json;
                         o.out = (!a.no_out).then(|| a.out.join("matrix"));
                         matrix::run(&o)
@@ -567,6 +568,7 @@ fn main() {
                     json: a.json,
                     out: (!a.no_out).then_some(a.out),
                     home_router: a.home_router,
+                    base_rtt_ms: a.base_rtt_ms,
                 })
             };
             match r {

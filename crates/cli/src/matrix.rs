@@ -35,6 +35,8 @@ pub struct MatrixOpts {
     pub quiet: bool,
     /// Every link deployed as a home router (`--home-router`).
     pub home_router: bool,
+    /// Every link's idle round trip, ms (`--base-rtt-ms`; `None`: each link's own).
+    pub base_rtt_ms: Option<f64>,
 }
 
 impl MatrixOpts {
@@ -70,6 +72,11 @@ impl MatrixOpts {
         s.secs = self.seconds;
         s.threads = self.threads.unwrap_or(0);
         s.home_router = self.home_router;
+        s.radio_delay = self
+            .base_rtt_ms
+            .map(experiments::c::link::radio_delay_for_rtt)
+            .transpose()
+            .map_err(|e| e.to_string())?;
         Ok(s)
     }
 }
@@ -134,19 +141,26 @@ pub fn text(r: &MatrixResult) -> String {
 }
 
 fn header(r: &MatrixResult) -> String {
+    let sweep = if r.targets_ms.is_empty() {
+        "no sweep of purple's target".to_string()
+    } else {
+        format!(
+            "purple's sweep: targets {} ms",
+            r.targets_ms
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     format!(
-        "matrix: seeds {}; purple's sweep: targets {} ms.\n\
+        "matrix: seeds {}; {sweep}.\n\
          Each cell is median/worst over the seeds (worst: the lowest throughput or share, the \
          highest latency, each figure's own worst seed). Shares: delivered / mean true \
          capacity. RTT: loaded latency = probe RTT minus the idle RTT, ms. down/up: one-way \
          queueing delay per direction (true send, reflect and receive times minus the idle \
          one-way delay), ms.\n\n",
         seeds_words(&r.seeds),
-        r.targets_ms
-            .iter()
-            .map(|t| t.to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
     )
 }
 

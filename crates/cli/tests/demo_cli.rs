@@ -272,3 +272,49 @@ fn matrix_home_router_deploys_every_link_as_a_router() {
     assert!(d.contains("deployed as a home router"), "{d}");
     assert_ne!(router["scenarios"][0]["rows"], own["scenarios"][0]["rows"]);
 }
+
+/// `--base-rtt-ms` sets the idle round trip of a built-in link (the radio hop's delay each way):
+/// the scenario's own 10.4 ms changes nothing, a longer one says so in the description and
+/// changes the figures, one below the rest of the path is refused naming the option and the
+/// accepted range, and with `--matrix` every link gets it.
+#[test]
+fn base_rtt_sets_a_built_in_links_round_trip() {
+    let run = |args: &[&str]| -> serde_json::Value {
+        let mut a = vec!["demo", "--json", "--no-out", "--seconds", "6"];
+        a.extend_from_slice(args);
+        serde_json::from_str(&ok(&purple(&a))).expect("JSON")
+    };
+    let own = run(&["--scenario", "step"]);
+    let same = run(&["--scenario", "step", "--base-rtt-ms", "10.4"]);
+    let long = run(&["--scenario", "step", "--base-rtt-ms", "48.4"]);
+    assert_eq!(own["contenders"], same["contenders"]);
+    assert_eq!(own["description"], same["description"]);
+    assert_ne!(own["contenders"], long["contenders"]);
+    let d = long["description"].as_str().unwrap_or("");
+    assert!(d.ends_with("idle round trip 48.4 ms"), "{d}");
+    let o = purple(&["demo", "--no-out", "--base-rtt-ms", "2"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--base-rtt-ms") && e.contains("8.4"), "{e}");
+    let m: serde_json::Value = serde_json::from_str(&ok(&purple(&[
+        "demo",
+        "--matrix",
+        "--seeds",
+        "1",
+        "--scenarios",
+        "step",
+        "--contenders",
+        "purple",
+        "--targets",
+        "none",
+        "--seconds",
+        "4",
+        "--base-rtt-ms",
+        "48.4",
+        "--json",
+        "--no-out",
+    ])))
+    .expect("JSON");
+    let d = m["scenarios"][0]["description"].as_str().unwrap_or("");
+    assert!(d.contains("idle round trip 48.4 ms"), "{d}");
+}

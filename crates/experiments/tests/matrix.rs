@@ -154,7 +154,9 @@ fn trace(mbit: f64, secs: u64) -> String {
 fn a_users_traces_make_a_link_and_a_broken_one_names_the_file_and_line() {
     let down = temp("ok.down", &trace(12.0, 10));
     let up = temp("ok.up", &trace(3.0, 10));
-    let sc = link::from_traces(&down, &up, Some(120), Some(20.0), Some(30.0)).unwrap();
+    let sc = link::from_traces(&down, &up, Some(120), Some(20.0))
+        .unwrap()
+        .with_radio_delay(link::radio_delay_for_rtt(30.0).unwrap());
     assert_eq!((sc.secs, sc.radio_buffer), (20.0, 120));
     // 12 Mbit/s throughout: both static rates 12 (still labelled C2 and C3), the range up to
     // 1.2 x that.
@@ -165,14 +167,17 @@ fn a_users_traces_make_a_link_and_a_broken_one_names_the_file_and_line() {
     assert!((sc.range_down.1 as f64 - controller::mbit(14.4) as f64).abs() < 100.0);
     let rtt = experiments::c::closed_loop::PATH_RTT + sc.delay_down + sc.delay_up;
     assert!((rtt.as_millis_f64() - 30.0).abs() < 0.01, "{rtt:?}");
+    assert!(
+        sc.description.ends_with("idle round trip 30.0 ms"),
+        "{}",
+        sc.description
+    );
     let bad = temp("bad.down", "1\n2\nthree\n4\n");
-    let e = link::from_traces(&bad, &up, None, None, None)
+    let e = link::from_traces(&bad, &up, None, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("bad.down") && e.contains("line 3"), "{e}");
-    let e = link::from_traces(&down, &up, None, None, Some(2.0))
-        .unwrap_err()
-        .to_string();
+    let e = link::radio_delay_for_rtt(2.0).unwrap_err().to_string();
     assert!(e.contains("--base-rtt-ms") && e.contains("8.4"), "{e}");
 }
 

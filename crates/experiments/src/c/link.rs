@@ -161,40 +161,41 @@ fn mean_words(c: &Capacity, secs: f64) -> String {
     format!("{:.1}", r.iter().sum::<f64>() / r.len().max(1) as f64)
 }
 
+/// The radio hop's one-way delay, each way, that gives the simulated path an idle round trip of
+/// `base_rtt_ms` (`purple demo --base-rtt-ms`, on any link: apply it with
+/// [`Scenario::with_radio_delay`]). Accepted: the rest of the simulated path's [`PATH_RTT`]
+/// (8.4 ms) to 20 s above it; the built-in scenarios' own round trip is 10.4 ms.
+pub fn radio_delay_for_rtt(base_rtt_ms: f64) -> Result<Duration, LinkError> {
+    let path = PATH_RTT.as_millis_f64();
+    if !(base_rtt_ms.is_finite() && base_rtt_ms >= path && base_rtt_ms <= path + 20_000.0) {
+        return Err(LinkError::Option {
+            option: "--base-rtt-ms",
+            value: base_rtt_ms.to_string(),
+            accepted: format!(
+                "{path} ..= {} ms (the simulated path without the radio hop has {path})",
+                path + 20_000.0
+            ),
+        });
+    }
+    Ok(Duration::from_secs_f64((base_rtt_ms - path) / 2e3))
+}
+
 /// A user's link from two mahimahi traces (`purple demo --down-trace F --up-trace F`): the
 /// radio buffer `buffer_packets` (default [`DEFAULT_BUFFER_PACKETS`]), `secs` simulated seconds
-/// (default [`DEFAULT_SECS`]) and an idle RTT of `base_rtt_ms` (default: the built-in scenarios'
-/// 10.4 ms; at least the rest of the simulated path's [`PATH_RTT`]), split evenly between the
-/// directions' radio hops.
+/// (default [`DEFAULT_SECS`]) and the built-in scenarios' radio hop ([`RADIO_DELAY`] each way;
+/// another round trip: [`radio_delay_for_rtt`]).
 pub fn from_traces(
     down: &Path,
     up: &Path,
     buffer_packets: Option<u32>,
     secs: Option<f64>,
-    base_rtt_ms: Option<f64>,
 ) -> Result<Scenario, LinkError> {
     let secs = check_secs(secs.unwrap_or(DEFAULT_SECS), "--seconds")?;
     let buffer = check_buffer(
         buffer_packets.unwrap_or(DEFAULT_BUFFER_PACKETS),
         "--buffer-packets",
     )?;
-    let radio = match base_rtt_ms {
-        None => RADIO_DELAY,
-        Some(rtt) => {
-            let path = PATH_RTT.as_millis_f64();
-            if !(rtt.is_finite() && rtt >= path && rtt <= path + 20_000.0) {
-                return Err(LinkError::Option {
-                    option: "--base-rtt-ms",
-                    value: rtt.to_string(),
-                    accepted: format!(
-                        "{path} ..= {} ms (the simulated path without the radio hop has {path})",
-                        path + 20_000.0
-                    ),
-                });
-            }
-            Duration::from_secs_f64((rtt - path) / 2e3)
-        }
-    };
+    let radio = RADIO_DELAY;
     let here = Path::new("");
     let d = capacity(None, Some(&down.to_string_lossy()), None, here, secs)?;
     let u = capacity(None, Some(&up.to_string_lossy()), None, here, secs)?;

@@ -223,15 +223,22 @@ pub enum MatrixLink {
 }
 
 impl MatrixLink {
-    /// The link's scenario for `seed`, deployed as a home router when `home_router`
-    /// ([`Scenario::as_home_router`]).
-    fn build(&self, seed: u64, home_router: bool) -> Result<Scenario, MatrixError> {
-        let s = match self {
+    /// The link's scenario for `seed`, deployed as `spec` says: as a home router when
+    /// [`MatrixSpec::home_router`] ([`Scenario::as_home_router`]), with
+    /// [`MatrixSpec::radio_delay`] ([`Scenario::with_radio_delay`]).
+    fn build(&self, seed: u64, spec: &MatrixSpec) -> Result<Scenario, MatrixError> {
+        let mut s = match self {
             MatrixLink::Named(n) => scenario::scenario(n, seed)
                 .ok_or_else(|| MatrixError::UnknownScenario(n.clone()))?,
             MatrixLink::Link(s) => (**s).clone(),
         };
-        Ok(if home_router { s.as_home_router() } else { s })
+        if spec.home_router {
+            s = s.as_home_router();
+        }
+        if let Some(d) = spec.radio_delay {
+            s = s.with_radio_delay(d);
+        }
+        Ok(s)
     }
 }
 
@@ -254,6 +261,9 @@ pub struct MatrixSpec {
     /// Every link deployed as a home router ([`Scenario::as_home_router`]). Default false:
     /// each scenario's own deployment.
     pub home_router: bool,
+    /// Every link's radio hop with this one-way delay each way ([`Scenario::with_radio_delay`];
+    /// `purple demo --matrix --base-rtt-ms`). `None` (default): each link's own.
+    pub radio_delay: Option<Duration>,
 }
 
 impl MatrixSpec {
@@ -270,6 +280,7 @@ impl MatrixSpec {
             secs: None,
             threads: 0,
             home_router: false,
+            radio_delay: None,
         }
     }
 
@@ -316,7 +327,7 @@ impl MatrixSpec {
         self.links
             .iter()
             .map(|l| {
-                let sc = l.build(first, self.home_router)?;
+                let sc = l.build(first, self)?;
                 let mut rows: Vec<Row> = self
                     .roles
                     .iter()
@@ -673,7 +684,7 @@ pub fn run(
         let (li, si, ri) = items[i];
         let (p, seed) = (&plan[li], spec.seeds[si]);
         let row = p.rows[ri];
-        let sc = spec.links[li].build(seed, spec.home_router)?;
+        let sc = spec.links[li].build(seed, spec)?;
         let mut ls = LoopSpec::new(sc, row.contender(), seed);
         if let Some(secs) = spec.secs {
             ls.secs = secs;

@@ -215,6 +215,26 @@ impl Scenario {
         self
     }
 
+    /// This link with the radio hop's one-way propagation delay `one_way` in each direction, so
+    /// that the idle round trip is [`closed_loop::PATH_RTT`](super::closed_loop::PATH_RTT) plus
+    /// twice `one_way` (`purple demo --base-rtt-ms`; the delay for a round trip comes from
+    /// [`link::radio_delay_for_rtt`](super::link::radio_delay_for_rtt)). The capacity, buffer
+    /// and deployment are unchanged; the description says the new round trip.
+    #[must_use]
+    pub fn with_radio_delay(mut self, one_way: Duration) -> Scenario {
+        if self.delay_down != one_way || self.delay_up != one_way {
+            self.delay_down = one_way;
+            self.delay_up = one_way;
+            let rtt = super::closed_loop::PATH_RTT + one_way + one_way;
+            self.description = format!(
+                "{}; idle round trip {:.1} ms",
+                self.description,
+                rtt.as_millis_f64()
+            );
+        }
+        self
+    }
+
     /// A scenario on any link (a user's recorded traces, a fixed rate, a schedule), with the
     /// controllers' range and the static rates derived from its capacity over `secs` as the
     /// built-in traces' were chosen: per direction, C2 (safe) = the median and C3 (optimistic) =
