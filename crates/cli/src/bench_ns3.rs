@@ -447,10 +447,13 @@ pub fn to_table(ours: &SimResult, ns3: Option<&Ns3Result>) -> String {
 /// "cpu_ratio":..|null,"packets_per_cpu_ratio":..|null}`.
 pub fn to_json(ours: &SimResult, ns3: Result<&Ns3Result, &Ns3Error>) -> String {
     let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    // CPU seconds to the microsecond: a short run takes well under a millisecond, and a
+    // measured time must not print as 0.
+    let r6 = |x: f64| (x * 1e6).round() / 1e6;
     let side = |cpu: f64, packets: u64, goodput: f64, progress: usize, sim_s: f64| {
         serde_json::json!({
             "simulated_s": r3(sim_s),
-            "cpu_s": r3(cpu),
+            "cpu_s": r6(cpu),
             "packets": packets,
             "packets_per_cpu_s": (packets as f64 / cpu.max(1e-9)).round(),
             "goodput_mbit": r3(goodput * 8.0 / 1e6),
