@@ -243,31 +243,33 @@ fn home_router_deploys_a_link_as_the_router_scenario_does() {
     assert!(e.contains("--lab") && e.contains("--home-router"), "{e}");
 }
 
+/// A one-seed, 4 s matrix of purple alone on `step`, with `extra` options, as JSON.
+fn small_matrix(extra: &[&str]) -> serde_json::Value {
+    let mut a = vec![
+        "demo",
+        "--matrix",
+        "--seeds",
+        "1",
+        "--scenarios",
+        "step",
+        "--contenders",
+        "purple",
+        "--targets",
+        "none",
+        "--seconds",
+        "4",
+        "--json",
+        "--no-out",
+    ];
+    a.extend_from_slice(extra);
+    serde_json::from_str(&ok(&purple(&a))).expect("JSON")
+}
+
 /// `--home-router` with `--matrix` deploys every link that way: its description says so and
 /// purple's figures are not those of the scenario's own deployment.
 #[test]
 fn matrix_home_router_deploys_every_link_as_a_router() {
-    let run = |extra: &[&str]| -> serde_json::Value {
-        let mut a = vec![
-            "demo",
-            "--matrix",
-            "--seeds",
-            "1",
-            "--scenarios",
-            "step",
-            "--contenders",
-            "purple",
-            "--targets",
-            "none",
-            "--seconds",
-            "4",
-            "--json",
-            "--no-out",
-        ];
-        a.extend_from_slice(extra);
-        serde_json::from_str(&ok(&purple(&a))).expect("JSON")
-    };
-    let (router, own) = (run(&["--home-router"]), run(&[]));
+    let (router, own) = (small_matrix(&["--home-router"]), small_matrix(&[]));
     let d = router["scenarios"][0]["description"].as_str().unwrap_or("");
     assert!(d.contains("deployed as a home router"), "{d}");
     assert_ne!(router["scenarios"][0]["rows"], own["scenarios"][0]["rows"]);
@@ -296,25 +298,7 @@ fn base_rtt_sets_a_built_in_links_round_trip() {
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(e.contains("--base-rtt-ms") && e.contains("8.4"), "{e}");
-    let m: serde_json::Value = serde_json::from_str(&ok(&purple(&[
-        "demo",
-        "--matrix",
-        "--seeds",
-        "1",
-        "--scenarios",
-        "step",
-        "--contenders",
-        "purple",
-        "--targets",
-        "none",
-        "--seconds",
-        "4",
-        "--base-rtt-ms",
-        "48.4",
-        "--json",
-        "--no-out",
-    ])))
-    .expect("JSON");
+    let m = small_matrix(&["--base-rtt-ms", "48.4"]);
     let d = m["scenarios"][0]["description"].as_str().unwrap_or("");
     assert!(d.contains("idle round trip 48.4 ms"), "{d}");
 }
