@@ -215,18 +215,20 @@ fn demo_runs_on_a_users_traces_with_every_contender_and_names_a_broken_line() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `purple demo --json --no-out --seconds 6` with `args`, as JSON.
+fn demo_json(args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["demo", "--json", "--no-out", "--seconds", "6"];
+    a.extend_from_slice(args);
+    serde_json::from_str(&ok(&purple(&a))).expect("JSON")
+}
+
 /// `--home-router` deploys any link as `tmobile-lte-router` deploys `tmobile-lte`: the same
 /// figures for every contender, and not the figures of the scenario's own deployment.
 #[test]
 fn home_router_deploys_a_link_as_the_router_scenario_does() {
-    let run = |args: &[&str]| -> serde_json::Value {
-        let mut a = vec!["demo", "--json", "--no-out", "--seconds", "6"];
-        a.extend_from_slice(args);
-        serde_json::from_str(&ok(&purple(&a))).expect("JSON")
-    };
-    let flag = run(&["--scenario", "tmobile-lte", "--home-router"]);
-    let named = run(&["--scenario", "tmobile-lte-router"]);
-    let own = run(&["--scenario", "tmobile-lte"]);
+    let flag = demo_json(&["--scenario", "tmobile-lte", "--home-router"]);
+    let named = demo_json(&["--scenario", "tmobile-lte-router"]);
+    let own = demo_json(&["--scenario", "tmobile-lte"]);
     assert_eq!(flag["contenders"], named["contenders"]);
     assert_ne!(flag["contenders"], own["contenders"]);
     assert!(
@@ -281,14 +283,9 @@ fn matrix_home_router_deploys_every_link_as_a_router() {
 /// accepted range, and with `--matrix` every link gets it.
 #[test]
 fn base_rtt_sets_a_built_in_links_round_trip() {
-    let run = |args: &[&str]| -> serde_json::Value {
-        let mut a = vec!["demo", "--json", "--no-out", "--seconds", "6"];
-        a.extend_from_slice(args);
-        serde_json::from_str(&ok(&purple(&a))).expect("JSON")
-    };
-    let own = run(&["--scenario", "step"]);
-    let same = run(&["--scenario", "step", "--base-rtt-ms", "10.4"]);
-    let long = run(&["--scenario", "step", "--base-rtt-ms", "48.4"]);
+    let own = demo_json(&["--scenario", "step"]);
+    let same = demo_json(&["--scenario", "step", "--base-rtt-ms", "10.4"]);
+    let long = demo_json(&["--scenario", "step", "--base-rtt-ms", "48.4"]);
     assert_eq!(own["contenders"], same["contenders"]);
     assert_eq!(own["description"], same["description"]);
     assert_ne!(own["contenders"], long["contenders"]);
