@@ -122,7 +122,7 @@ pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
         time_scale: secs / sc.secs,
     };
     let contenders = demo_contenders(&sc);
-    let results = run_contenders(&sc, &contenders, &opts);
+    let results = run_contenders(&sc, &contenders, &opts).map_err(|e| e.to_string())?;
     let slides = matches!(&o.link, LinkChoice::Scenario(n) if n == "radio");
     let mut claims = if slides {
         slides_claims(&results)
@@ -858,7 +858,7 @@ mod tests {
                 capacity_down_mbit: Vec::new(),
                 control: None,
             },
-            latency: (!samples.is_empty()).then(|| LatencyStats::of(samples)),
+            latency: LatencyStats::of(samples),
             samples: samples.to_vec(),
             capacity_down_mbit: Some(120.0),
             tracking: None,

@@ -144,7 +144,7 @@ fn main() {
                 if let Some(k) = var {
                     spec.purple = Some(parse(spec.purple_params(), &variants[*k]));
                 }
-                let r = run(&spec);
+                let r = run(&spec).expect("probe samples");
                 results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
             });
         }

@@ -42,7 +42,7 @@ fn main() {
     s.secs = secs;
     // `DECISIONS=1`: also print every control step's decision (as the daemon logs it).
     s.record_decisions = std::env::var("DECISIONS").is_ok_and(|v| v == "1");
-    let r = run(&s);
+    let r = run(&s).expect("probe samples");
     let nth: usize = a.get(4).and_then(|s| s.parse().ok()).unwrap_or(10);
     let from: f64 = a.get(5).and_then(|s| s.parse().ok()).unwrap_or(0.0);
     for p in r.series.iter().filter(|p| p.t >= from).step_by(nth.max(1)) {

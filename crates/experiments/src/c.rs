@@ -30,7 +30,7 @@ pub mod probe;
 pub mod scenario;
 
 use crate::{latency_cells, Claim, Experiment, Report, RunOpts, Table, LATENCY_COLUMNS};
-use closed_loop::{Contender, LoopResult, LoopSpec};
+use closed_loop::{Contender, LoopResult, LoopSpec, NoSamples};
 use scenario::Scenario;
 
 /// The section's experiments.
@@ -99,8 +99,9 @@ pub const SLIDES: [(&str, [f64; 6]); 5] = [
 ];
 
 /// Runs every contender of [`Contender::all`] on `scenario` (time-scaled), in parallel threads,
-/// in table order.
-pub fn run_all(scenario: &Scenario, opts: &RunOpts) -> Vec<LoopResult> {
+/// in table order; [`NoSamples`] names the first contender whose latency probe measured
+/// nothing.
+pub fn run_all(scenario: &Scenario, opts: &RunOpts) -> Result<Vec<LoopResult>, NoSamples> {
     run_contenders(scenario, &Contender::all(scenario), opts)
 }
 
@@ -112,12 +113,13 @@ pub fn demo_contenders(scenario: &Scenario) -> Vec<Contender> {
 }
 
 /// Runs `contenders` on `scenario` (time-scaled) on every available core; results in the order
-/// of `contenders`, each depending only on its own run.
+/// of `contenders`, each depending only on its own run; [`NoSamples`] names the first
+/// contender (in that order) whose latency probe measured nothing.
 pub fn run_contenders(
     scenario: &Scenario,
     contenders: &[Contender],
     opts: &RunOpts,
-) -> Vec<LoopResult> {
+) -> Result<Vec<LoopResult>, NoSamples> {
     let specs: Vec<LoopSpec> = contenders
         .iter()
         .map(|&c| {
@@ -134,6 +136,24 @@ pub fn run_contenders(
         &|i| closed_loop::run(&specs[i]),
         &|_, _| {},
     )
+    .into_iter()
+    .collect()
+}
+
+/// The report of a section C run that could not measure: its one claim, failed, names the
+/// contender and the probe.
+fn unmeasured(id: String, title: String, e: &NoSamples) -> Report {
+    Report {
+        id,
+        title,
+        claims: vec![Claim::new(
+            "every contender's latency probes measured after the warm-up",
+            e.to_string(),
+            "samples from every probe",
+            false,
+        )],
+        ..Report::default()
+    }
 }
 
 /// The row labels of `contenders` (in [`Contender::all`] order): the slides' C1..C5 (the first
@@ -349,7 +369,10 @@ pub fn scenario_report(name: &str, opts: &RunOpts) -> Report {
             ..Report::default()
         };
     };
-    let results = run_all(&sc, opts);
+    let results = match run_all(&sc, opts) {
+        Ok(r) => r,
+        Err(e) => return unmeasured(format!("C-{name}"), sc.description.to_string(), &e),
+    };
     let radio = name == "radio";
     let mut claims = if radio {
         slides_claims(&results)
@@ -410,12 +433,18 @@ pub fn passive_report(name: &str, opts: &RunOpts) -> Report {
         };
     };
     let contenders = Contender::all(&sc);
-    let results = run_contenders(&sc, &contenders, opts);
-    let refs = run_contenders(
-        &reference,
-        &[Contender::Purple, Contender::PurplePassive],
-        opts,
-    );
+    let measured = run_contenders(&sc, &contenders, opts).and_then(|r| {
+        let refs = run_contenders(
+            &reference,
+            &[Contender::Purple, Contender::PurplePassive],
+            opts,
+        )?;
+        Ok((r, refs))
+    });
+    let (results, refs) = match measured {
+        Ok(m) => m,
+        Err(e) => return unmeasured(format!("C-{name}"), sc.description.to_string(), &e),
+    };
     let find = |c: Contender| {
         contenders
             .iter()

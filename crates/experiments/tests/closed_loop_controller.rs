@@ -48,7 +48,7 @@ fn reaction(r: &LoopResult) -> Option<f64> {
 
 #[test]
 fn purple_reacts_to_a_capacity_drop_within_2s_and_recovers_within_10s() {
-    let r = run(&drop_spec(Contender::Purple));
+    let r = run(&drop_spec(Contender::Purple)).expect("probe samples");
     let react = reaction(&r);
     let recover = time_until(&r, BACK, |x| x.rate.down >= 80.0);
     eprintln!("purple: reaction {react:?} s, recovery {recover:?} s");
@@ -58,7 +58,7 @@ fn purple_reacts_to_a_capacity_drop_within_2s_and_recovers_within_10s() {
 
 #[test]
 fn purple_aimd_reacts_within_10s_and_climbs_only_additively_after_capacity_returns() {
-    let r = run(&drop_spec(Contender::PurpleAimd));
+    let r = run(&drop_spec(Contender::PurpleAimd)).expect("probe samples");
     let react = reaction(&r);
     assert!(react.is_some_and(|s| s <= 10.0), "reaction {react:?}");
     // Additive increase: 15 s after the capacity returns it has gained something, but is far
@@ -81,9 +81,9 @@ fn purple_aimd_reacts_within_10s_and_climbs_only_additively_after_capacity_retur
 fn recording_decisions_keeps_every_step_and_changes_nothing() {
     let mut spec = drop_spec(Contender::Purple);
     spec.secs = 12.0;
-    let plain = run(&spec);
+    let plain = run(&spec).expect("probe samples");
     spec.record_decisions = true;
-    let rec = run(&spec);
+    let rec = run(&spec).expect("probe samples");
     assert!(plain.decisions.is_empty());
     assert_eq!(
         serde_json::to_string(&plain).unwrap(),

@@ -11,7 +11,7 @@ use experiments::c::passive_claims;
 use experiments::c::scenario::scenario;
 
 fn run_on(name: &str, c: Contender) -> LoopResult {
-    run(&LoopSpec::new(scenario(name, 1).unwrap(), c, 1))
+    run(&LoopSpec::new(scenario(name, 1).unwrap(), c, 1)).expect("probe samples")
 }
 
 /// `C-starlink-*`'s claims from only the runs they compare (the report adds the other
@@ -82,6 +82,6 @@ fn the_passive_contenders_are_listed_only_where_the_shaper_is_at_the_router() {
     let mut s = LoopSpec::new(sc, Contender::PurplePassive, 1);
     s.secs = 10.0;
     s.warmup = 3.0;
-    let r = run(&s);
+    let r = run(&s).expect("probe samples");
     assert!(r.share() < 0.2, "{:.2}", r.share());
 }

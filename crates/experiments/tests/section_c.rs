@@ -24,7 +24,7 @@ fn short(name: &str, c: Contender, secs: f64) -> LoopSpec {
 #[test]
 fn demo_ordering_on_the_radio_holds_within_tolerances() {
     let sc = scenario("radio", 1).unwrap();
-    let r = run_all(&sc, &RunOpts::default());
+    let r = run_all(&sc, &RunOpts::default()).expect("probe samples");
     assert_eq!(r.len(), 10);
     for x in &r {
         eprintln!(
@@ -68,7 +68,7 @@ fn oracle_sets_95_percent_of_the_current_intervals_capacity() {
     use qdisc::{Duration, Instant};
     let spec = short("verizon-lte", Contender::Oracle, 6.0);
     let sc = spec.scenario.clone();
-    let r = run(&spec);
+    let r = run(&spec).expect("probe samples");
     for p in &r.series {
         let start = Instant::from_nanos(((p.t - 0.05) * 1e9).round() as u64);
         let cap = sc.down.rate_over(start, Duration::from_millis(50)) as f64 * 8e-6;
@@ -94,7 +94,7 @@ fn oracle_sets_95_percent_of_the_current_intervals_capacity() {
 fn purple_cuts_to_the_new_capacity_within_200ms_of_a_step_drop() {
     let mut spec = short("step", Contender::Purple, 17.0);
     spec.warmup = 5.0;
-    let r = run(&spec);
+    let r = run(&spec).expect("probe samples");
     let react = first_after(&r, 15.0, |rate, cap, _| rate <= cap);
     eprintln!("reaction {react:?} s");
     assert!(react.is_some_and(|s| s <= 0.2 + 1e-9), "reaction {react:?}");
@@ -112,7 +112,7 @@ fn every_controller_keeps_its_rate_within_bounds_on_fast_fluctuation() {
     ] {
         let spec = short("fast", c, 8.0);
         let cfg = spec.config();
-        let r = run(&spec);
+        let r = run(&spec).expect("probe samples");
         for p in &r.series {
             for (v, lo, hi) in [
                 (p.rate.down, cfg.min.down, cfg.max.down),
@@ -137,7 +137,7 @@ fn purple_falls_back_to_the_safe_rate_when_every_reflector_dies() {
     let mut spec = short("radio", Contender::Purple, 10.0);
     spec.faults = (0..3).map(|i| Fault::Dead(i, 5.0)).collect();
     let safe = spec.config().safe;
-    let r = run(&spec);
+    let r = run(&spec).expect("probe samples");
     let after: Vec<_> = r.series.iter().filter(|p| p.t >= 8.0).collect();
     assert!(!after.is_empty());
     for p in after {
@@ -158,10 +158,10 @@ fn purple_falls_back_to_the_safe_rate_when_every_reflector_dies() {
 /// outvotes it, so the download keeps at least 85% of the honest run's throughput.
 #[test]
 fn purple_ignores_one_lying_reflector() {
-    let honest = run(&short("radio", Contender::Purple, 12.0));
+    let honest = run(&short("radio", Contender::Purple, 12.0)).expect("probe samples");
     let mut spec = short("radio", Contender::Purple, 12.0);
     spec.faults = vec![Fault::Lying(1, 3.0, 20.0)];
-    let lied = run(&spec);
+    let lied = run(&spec).expect("probe samples");
     eprintln!(
         "honest {:.1} Mbit/s, with a liar {:.1} Mbit/s",
         honest.throughput.down, lied.throughput.down
@@ -175,7 +175,7 @@ fn purple_keeps_working_when_one_reflector_dies() {
     let mut spec = short("radio", Contender::Purple, 12.0);
     spec.faults = vec![Fault::Dead(0, 3.0)];
     let safe = spec.config().safe.down as f64 * 8e-6;
-    let r = run(&spec);
+    let r = run(&spec).expect("probe samples");
     assert!(r
         .series
         .iter()
@@ -197,7 +197,7 @@ fn first_after(r: &LoopResult, from: f64, pred: impl Fn(f64, f64, f64) -> bool) 
 fn purple_reacts_within_1s_to_a_step_drop_and_recovers_within_10s() {
     let mut spec = short("step", Contender::Purple, 42.0);
     spec.warmup = 5.0;
-    let r = run(&spec);
+    let r = run(&spec).expect("probe samples");
     let react = first_after(&r, 15.0, |rate, cap, _| rate <= cap);
     let recover = first_after(&r, 30.0, |rate, _, _| rate >= 0.8 * 120.0);
     eprintln!("reaction {react:?} s, recovery {recover:?} s");
@@ -210,8 +210,8 @@ fn purple_reacts_within_1s_to_a_step_drop_and_recovers_within_10s() {
 /// fluctuation, and sets exactly 95% of the previous interval's capacity.
 #[test]
 fn an_oracle_one_interval_late_misses_the_oracles_p99_by_more_than_5ms_on_fast_fluctuation() {
-    let now = run(&short("fast", Contender::Oracle, 15.0));
-    let late = run(&short("fast", Contender::OracleLagged, 15.0));
+    let now = run(&short("fast", Contender::Oracle, 15.0)).expect("probe samples");
+    let late = run(&short("fast", Contender::OracleLagged, 15.0)).expect("probe samples");
     eprintln!(
         "oracle p99 {:.2}, one interval late p99 {:.2}",
         now.latency.p99, late.latency.p99
@@ -228,10 +228,10 @@ fn an_oracle_one_interval_late_misses_the_oracles_p99_by_more_than_5ms_on_fast_f
 /// the oracle one interval late.
 #[test]
 fn an_oracle_told_three_intervals_late_sets_the_capacity_of_three_intervals_back() {
-    let late = run(&short("fast", Contender::OracleLagged, 15.0));
+    let late = run(&short("fast", Contender::OracleLagged, 15.0)).expect("probe samples");
     let mut spec = short("fast", Contender::OracleLagged, 15.0);
     spec.oracle_lag = 3;
-    let later = run(&spec);
+    let later = run(&spec).expect("probe samples");
     eprintln!(
         "one interval late p99 {:.2}, three intervals late p99 {:.2}",
         late.latency.p99, later.latency.p99
@@ -249,13 +249,13 @@ fn an_oracle_told_three_intervals_late_sets_the_capacity_of_three_intervals_back
 /// minimum for the rest of the run (issue 15).
 #[test]
 fn purple_absorbs_a_one_hour_clock_step_on_every_reflector() {
-    let honest = run(&short("radio", Contender::Purple, 12.0));
+    let honest = run(&short("radio", Contender::Purple, 12.0)).expect("probe samples");
     let mut spec = short("radio", Contender::Purple, 12.0);
     spec.faults = (0..3)
         .map(|i| Fault::ClockStep(i, 5.0, 3_600_000.0))
         .collect();
     let min = spec.config().min.down as f64 * 8e-6;
-    let r = run(&spec);
+    let r = run(&spec).expect("probe samples");
     eprintln!(
         "honest {:.1} Mbit/s, with the step {:.1} Mbit/s",
         honest.throughput.down, r.throughput.down
@@ -266,4 +266,16 @@ fn purple_absorbs_a_one_hour_clock_step_on_every_reflector() {
         .iter()
         .filter(|p| p.t >= 5.0)
         .all(|p| p.rate.down > 2.0 * min));
+}
+
+/// A run that measures nothing after its warm-up is an error naming the contender and the
+/// probe, not a latency of 0 ms.
+#[test]
+fn a_run_without_latency_samples_is_an_error_naming_the_probe() {
+    let mut spec = short("radio", Contender::Purple, 4.0);
+    spec.warmup = spec.secs;
+    let e = run(&spec).expect_err("no sample after a warm-up as long as the run");
+    assert_eq!(e.probe, "round-trip");
+    assert_eq!(e.contender, Contender::Purple.name());
+    assert!(e.to_string().contains("no sample after the warm-up"), "{e}");
 }

@@ -191,7 +191,7 @@ pub fn demo_row(run: LabRun, idle_s: f64, warm_s: f64) -> Result<DemoRow, Analys
     let capacity_down_mbit = mean_capacity_mbit(&run.capacity_down_mbit, from);
     let tracking = tracking(&run, idle_s);
     Ok(DemoRow {
-        latency: (!samples.is_empty()).then(|| LatencyStats::of(&samples)),
+        latency: LatencyStats::of(&samples),
         samples,
         capacity_down_mbit,
         tracking,

@@ -114,10 +114,10 @@ pub struct LatencyStats {
 }
 
 impl LatencyStats {
-    /// Statistics of `v` (ms); all zero for an empty slice.
-    pub fn of(v: &[f64]) -> Self {
+    /// Statistics of `v` (ms); `None` for an empty slice (no sample is not a latency of 0).
+    pub fn of(v: &[f64]) -> Option<Self> {
         if v.is_empty() {
-            return LatencyStats::default();
+            return None;
         }
         let mut s = v.to_vec();
         s.sort_by(f64::total_cmp);
@@ -125,7 +125,7 @@ impl LatencyStats {
         let mean = s.iter().sum::<f64>() / n as f64;
         let var = s.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
         let q = |p: f64| s[(((n - 1) as f64) * p).round() as usize];
-        LatencyStats {
+        Some(LatencyStats {
             n,
             mean,
             median: q(0.5),
@@ -134,7 +134,7 @@ impl LatencyStats {
             std: var.sqrt(),
             p95: q(0.95),
             p99: q(0.99),
-        }
+        })
     }
 }
 
@@ -163,6 +163,14 @@ mod tests {
         assert_eq!(d.p50, 2.5);
         assert_eq!(d.p99, 4.0);
         assert_eq!((f.drops, f.marks), (1, 2));
+    }
+
+    #[test]
+    fn latency_statistics_need_a_sample() {
+        assert_eq!(LatencyStats::of(&[]), None);
+        let l = LatencyStats::of(&[3.0, 1.0, 2.0]).expect("three samples");
+        assert_eq!((l.n, l.min, l.median, l.max), (3, 1.0, 2.0, 3.0));
+        assert!((l.mean - 2.0).abs() < 1e-12, "{l:?}");
     }
 
     #[test]

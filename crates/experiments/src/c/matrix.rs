@@ -455,23 +455,9 @@ pub struct SeedMetrics {
 }
 
 impl SeedMetrics {
-    fn of(r: &LoopResult, scenario: &str, seed: u64) -> Result<SeedMetrics, MatrixError> {
-        for (probe, n) in [
-            ("round-trip", r.latency.n),
-            ("one-way down", r.owd_down.n),
-            ("one-way up", r.owd_up.n),
-        ] {
-            if n == 0 {
-                return Err(MatrixError::NoSamples {
-                    scenario: scenario.to_string(),
-                    contender: r.name.clone(),
-                    seed,
-                    probe,
-                });
-            }
-        }
+    fn of(r: &LoopResult, seed: u64) -> SeedMetrics {
         let share = |t: f64, c: f64| if c > 0.0 { t / c } else { f64::NAN };
-        Ok(SeedMetrics {
+        SeedMetrics {
             seed,
             down_mbit: r.throughput.down,
             up_mbit: r.throughput.up,
@@ -480,7 +466,7 @@ impl SeedMetrics {
             rtt: Tail::of(&r.latency),
             owd_down: Tail::of(&r.owd_down),
             owd_up: Tail::of(&r.owd_up),
-        })
+        }
     }
 }
 
@@ -693,7 +679,15 @@ pub fn run(
         if let Row::Sweep(t) = row {
             ls.purple = Some(sweep_params(ls.purple_params(), t));
         }
-        SeedMetrics::of(&closed_loop::run(&ls), &p.name, seed)
+        match closed_loop::run(&ls) {
+            Ok(r) => Ok(SeedMetrics::of(&r, seed)),
+            Err(e) => Err(MatrixError::NoSamples {
+                scenario: p.name.clone(),
+                contender: e.contender,
+                seed,
+                probe: e.probe,
+            }),
+        }
     };
     let results = parallel(items.len(), threads, &one, progress);
     let mut metrics = results.into_iter();

@@ -52,7 +52,7 @@ mod shell;
 mod topology;
 
 pub use contender::Contender;
-pub use results::{LatencyStats, LoopResult, Point};
+pub use results::{LatencyStats, LoopResult, NoSamples, Point};
 pub use shell::agent_config;
 pub use topology::PATH_RTT;
 
@@ -173,8 +173,9 @@ impl LoopSpec {
     }
 }
 
-/// Runs one closed loop. Deterministic in `spec`.
-pub fn run(spec: &LoopSpec) -> LoopResult {
+/// Runs one closed loop. Deterministic in `spec`. Fails only when a latency probe measured
+/// nothing after the warm-up ([`NoSamples`]).
+pub fn run(spec: &LoopSpec) -> Result<LoopResult, NoSamples> {
     let sc = &spec.scenario;
     let cfg = spec.config();
     let mut net = Topology::build(spec, &cfg);
@@ -192,11 +193,11 @@ pub fn run(spec: &LoopSpec) -> LoopResult {
     let mut r = rec.finish(
         spec.contender.name(),
         PerDir::new(sc.down.mean(warm, end), sc.up.mean(warm, end)),
-    );
+    )?;
     if let Some(sh) = shell.as_mut() {
         r.decisions = sh.take_decisions();
     }
-    r
+    Ok(r)
 }
 
 /// CAKE's rate at the start, Mbit/s, as the series shows it (NaN when unshaped).

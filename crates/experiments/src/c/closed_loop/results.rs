@@ -27,6 +27,28 @@ pub struct Point {
 
 pub use sim::tally::LatencyStats;
 
+/// A run whose latency probe measured nothing after the warm-up (a run shorter than its
+/// warm-up, or a probe path that lost everything): its latency is unknown, not 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoSamples {
+    /// The contender.
+    pub contender: String,
+    /// Which measurement: `round-trip`, `one-way down` or `one-way up`.
+    pub probe: &'static str,
+}
+
+impl std::fmt::Display for NoSamples {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: the {} latency probe has no sample after the warm-up",
+            self.contender, self.probe
+        )
+    }
+}
+
+impl std::error::Error for NoSamples {}
+
 /// What a run measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoopResult {
@@ -170,29 +192,43 @@ impl Recorder {
     }
 
     /// The result of contender `name` on a link whose mean capacity after the warm-up was
-    /// `capacity` (bytes/s).
-    pub(super) fn finish(self, name: String, capacity: PerDir<f64>) -> LoopResult {
+    /// `capacity` (bytes/s); [`NoSamples`] when a latency probe (round trip or one way)
+    /// measured nothing after the warm-up.
+    pub(super) fn finish(
+        self,
+        name: String,
+        capacity: PerDir<f64>,
+    ) -> Result<LoopResult, NoSamples> {
         let (warm, end) = (self.warm, self.end);
         let span = (end.as_secs_f64() - warm.as_secs_f64()).max(1e-3);
         let delivered = self.delivered;
         let owd_samples = self.owd_samples;
-        LoopResult {
+        let stats = |v: &[f64], probe: &'static str| {
+            LatencyStats::of(v).ok_or_else(|| NoSamples {
+                contender: name.clone(),
+                probe,
+            })
+        };
+        let latency = stats(&self.samples, "round-trip")?;
+        let owd_down = stats(&owd_samples.down, "one-way down")?;
+        let owd_up = stats(&owd_samples.up, "one-way up")?;
+        Ok(LoopResult {
             name,
-            latency: LatencyStats::of(&self.samples),
+            latency,
             throughput: PerDir::new(
                 delivered.down as f64 * 8e-6 / span,
                 delivered.up as f64 * 8e-6 / span,
             ),
             capacity: PerDir::new(capacity.down * 8e-6, capacity.up * 8e-6),
             samples: self.samples,
-            owd_down: LatencyStats::of(&owd_samples.down),
-            owd_up: LatencyStats::of(&owd_samples.up),
+            owd_down,
+            owd_up,
             owd_down_samples: owd_samples.down,
             owd_up_samples: owd_samples.up,
             base_owd_ms: self.base_owd_ms,
             series: self.series,
             base_rtt_ms: self.base_rtt_ms,
             decisions: Vec::new(),
-        }
+        })
     }
 }
