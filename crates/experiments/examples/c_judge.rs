@@ -6,7 +6,7 @@
 //! where a variant is `key=value,...` over `target` (ms) or `-` for the defaults, or
 //! `contender=i` for `Contender::all`'s i-th contender instead of purple; `SECS=x` scales
 //! the scenario length; `OWD_MS=x` sets the radio hop's one-way delay
-//! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
+//! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `MIN_MBIT=x` sets the controllers' configured minimum rate (both directions), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
 //! throughput from CAKE's sent bytes as the daemon does. Beside the round-trip p99 it prints
 //! the one-way p99 per direction minus the late oracle's (`dn99-L`, `up99-L`). The matrix command (`purple demo --matrix`) is the user-facing version.
 use controller::PurpleParams;
@@ -75,6 +75,10 @@ fn main() {
         .ok()
         .and_then(|s| s.parse::<f64>().ok())
         .map(|ms| Duration::from_nanos((ms * 1e6) as u64));
+    // `MIN_MBIT=x`: the controllers' configured minimum rate, both directions.
+    let min_mbit: Option<f64> = std::env::var("MIN_MBIT")
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok());
     // `AT_ROUTER=1`: the download CAKE at the router after the radio (ingress shaping).
     let at_router = std::env::var("AT_ROUTER").is_ok_and(|v| v == "1");
     // `FROM_SHAPER=1`: throughput from CAKE's sent bytes, as the daemon reads it.
@@ -122,6 +126,10 @@ fn main() {
                 if let Some(owd) = owd {
                     s.delay_down = owd;
                     s.delay_up = owd;
+                }
+                if let Some(m) = min_mbit {
+                    s.range_down.0 = qdisc::rate::mbit(m);
+                    s.range_up.0 = qdisc::rate::mbit(m);
                 }
                 // A variant `contender=i` runs `Contender::all`'s i-th contender instead of purple.
                 let pick = var.and_then(|k| {
