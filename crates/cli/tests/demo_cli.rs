@@ -299,3 +299,31 @@ fn base_rtt_sets_a_built_in_links_round_trip() {
     let d = m["scenarios"][0]["description"].as_str().unwrap_or("");
     assert!(d.contains("idle round trip 48.4 ms"), "{d}");
 }
+
+/// The lab's radio as a link file (`scenarios/links/lab-radio.toml`, the reference for the
+/// lab's target in docs/purple.md) loads and runs: its capacity after the 6 s run's 1.5 s
+/// warm-up is the schedule's (3.5 s at 130 Mbit/s, 1 s at 80) and the fixed 50 Mbit/s uplink,
+/// both static rates sit at 130/50, and the late oracle is listed.
+#[test]
+fn the_lab_radio_link_file_runs_with_every_contender() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/links/lab-radio.toml"
+    );
+    let d = demo_json(&["--link", file]);
+    let c = d["contenders"].as_array().expect("contenders");
+    let cap = &c[0]["capacity_mbit"];
+    let down = cap["down"].as_f64().expect("down capacity");
+    assert!((down - (130.0 * 3.5 + 80.0) / 4.5).abs() < 0.1, "{cap}");
+    assert_eq!(cap["up"].as_f64(), Some(50.0), "{cap}");
+    let names: Vec<&str> = c.iter().filter_map(|x| x["name"].as_str()).collect();
+    assert_eq!(
+        names
+            .iter()
+            .filter(|n| n.starts_with("CAKE static 130/50"))
+            .count(),
+        2,
+        "{names:?}"
+    );
+    assert!(names.contains(&"oracle, one interval late"), "{names:?}");
+}
