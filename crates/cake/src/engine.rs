@@ -19,7 +19,8 @@ use crate::stats::{CakeStats, FlowStats, TinStats};
 use crate::tin::{qi, FlowSet, ListId, Tin, NIL, QUEUES};
 use qdisc::packet::{self, FlowHeaders, FlowTuple, Headers, NetKind, Packet};
 use qdisc::{
-    Counter, Dequeue, DropReason, Dropped, Duration, Instant, NoShaper, Qdisc, QdiscStats, Rng,
+    Counter, Dequeue, DropReason, Dropped, Duration, Instant, NoShaper, Qdisc, QdiscStats, Rate,
+    Rng,
 };
 
 /// `65535 / i` (and 65535 for 0): the host-load quantum divisors.
@@ -1177,8 +1178,8 @@ impl Qdisc for Cake {
         self.dequeue_inner(now, drops)
     }
 
-    fn set_rate(&mut self, rate: Option<u64>) -> Result<(), NoShaper> {
-        self.reconfigure(rate.unwrap_or(0));
+    fn set_rate(&mut self, rate: Option<Rate>) -> Result<(), NoShaper> {
+        self.reconfigure(rate.map_or(0, Rate::bytes_per_s));
         Ok(())
     }
 

@@ -36,7 +36,7 @@ use crate::tc::TcError;
 use crate::{Cake, CakeConfig};
 use qdisc::packet::Buffers;
 use qdisc::{
-    Counter, Dequeue, Dropped, Duration, Instant, NoShaper, Packet, Qdisc, QdiscStats, Rng,
+    Counter, Dequeue, Dropped, Duration, Instant, NoShaper, Packet, Qdisc, QdiscStats, Rate, Rng,
 };
 
 /// How often a shard recounts the active shards: Linux's fixed 200 µs.
@@ -245,8 +245,8 @@ impl Shard {
     /// reconfigured for it as [`Cake::set_rate`](Qdisc::set_rate) does, then shapes at its
     /// share under the count of the last sync at once (Linux runs every shard at the full new
     /// rate until its next sync). Nothing queued is lost.
-    pub fn set_rate(&mut self, rate: Option<u64>) {
-        self.configured = rate.unwrap_or(0);
+    pub fn set_rate(&mut self, rate: Option<Rate>) {
+        self.configured = rate.map_or(0, Rate::bytes_per_s);
         // CAKE accepts every rate.
         let _ = self.cake.set_rate(rate);
         if self.active > 0 {
@@ -515,8 +515,8 @@ impl Qdisc for CakeMq {
         earliest.map_or(Dequeue::Empty, Dequeue::NotBefore)
     }
 
-    fn set_rate(&mut self, rate: Option<u64>) -> Result<(), NoShaper> {
-        self.cfg.rate_bps = rate.unwrap_or(0);
+    fn set_rate(&mut self, rate: Option<Rate>) -> Result<(), NoShaper> {
+        self.cfg.rate_bps = rate.map_or(0, Rate::bytes_per_s);
         for s in &mut self.shards {
             s.set_rate(rate);
         }

@@ -507,7 +507,9 @@ fn set_rate_changes_the_aggregate_live() {
         );
     }
     rig.run_until(Instant::from_millis(100));
-    rig.mq.set_rate(Some(40 * MBIT)).unwrap();
+    rig.mq
+        .set_rate(Some(qdisc::Rate::from_bytes_per_s(40 * MBIT)))
+        .unwrap();
     for s in rig.mq.shards() {
         assert_eq!(s.configured_rate(), 40 * MBIT);
         assert_eq!(s.share(), 40 * MBIT / 3);
@@ -555,7 +557,9 @@ fn every_shard_accounts_for_every_packet_under_floods_and_rate_changes() {
     {
         rig.run_until(Instant::from_millis(150 * (i as u64 + 1)));
         rig.check_accounting();
-        rig.mq.set_rate(r).unwrap();
+        rig.mq
+            .set_rate(r.map(qdisc::Rate::from_bytes_per_s))
+            .unwrap();
     }
     rig.run_until(Instant::from_millis(600));
     rig.check_accounting();

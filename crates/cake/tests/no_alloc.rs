@@ -112,7 +112,7 @@ fn cake_mq_steady_state_with_syncs_and_rate_changes_does_not_allocate() {
                 } else {
                     125_000_000
                 };
-                let _ = mq.set_rate(Some(r));
+                let _ = mq.set_rate(Some(qdisc::Rate::from_bytes_per_s(r)));
             }
             match mq.dequeue(now, &mut drops) {
                 Dequeue::Packet(p) => mq.enqueue(now, p, &mut drops),

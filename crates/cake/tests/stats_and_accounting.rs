@@ -199,7 +199,8 @@ fn set_rate_at_run_time_keeps_queued_packets_and_applies_the_new_rate() {
         );
     }
     assert_eq!(q.backlog().packets, 50);
-    q.set_rate(Some(1_250_000)).expect("cake has a shaper"); // 10 Mbit
+    q.set_rate(Some(qdisc::Rate::from_bytes_per_s(1_250_000)))
+        .expect("cake has a shaper"); // 10 Mbit
     assert_eq!(q.backlog().packets, 50, "no packet lost on reconfiguration");
     assert_eq!(q.rate(), 1_250_000);
     let out = drain(&mut q, Instant::ZERO);

@@ -103,7 +103,7 @@ fn set_bandwidth(dev: &str, rate: &str) -> Result<(), String> {
             };
             let request = Request::SetBandwidth {
                 dir,
-                rate: Some(bytes),
+                rate: Some(controller::Rate::from_bytes_per_s(bytes)),
             };
             dataplane::ctl::request(std::path::Path::new(&sock), &request)
                 .map(drop)

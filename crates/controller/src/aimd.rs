@@ -13,7 +13,7 @@
 
 use crate::config::{check, check_f, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
-use crate::{mbit, Direction, Duration, Instant, PerDir, Reason};
+use crate::{mbit, Direction, Duration, Instant, PerDir, Rate, Reason};
 
 /// PURPLE-AIMD parameters (published defaults vary; these are the middle of the ranges).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -157,7 +157,7 @@ impl Law for Aimd {
         let p = self.p;
         let st = &mut self.st[dir];
         if st.c <= 0.0 {
-            st.c = sig.current as f64;
+            st.c = sig.current.bytes_per_s_f64();
         }
         let lat = sig.delay.unwrap_or(Duration::ZERO);
         let mut reason = Reason::Hold;
@@ -183,16 +183,23 @@ impl Law for Aimd {
         if reason != Reason::Increase {
             st.last_inc = None;
         }
-        st.c = st.c.clamp(cfg.min[dir] as f64, cfg.max[dir] as f64);
+        st.c = st.c.clamp(
+            cfg.min[dir].bytes_per_s_f64(),
+            cfg.max[dir].bytes_per_s_f64(),
+        );
         let c = st.c as u64;
-        let diff = c.abs_diff(sig.current);
-        let big = diff >= p.min_change || diff as f64 >= p.min_change_ratio * sig.current as f64;
+        let diff = c.abs_diff(sig.current.bytes_per_s());
+        let big = diff >= p.min_change
+            || diff as f64 >= p.min_change_ratio * sig.current.bytes_per_s_f64();
         let due = st
             .last_apply
             .is_none_or(|t| now.saturating_duration_since(t) >= p.apply_every);
         if diff > 0 && big && due {
             st.last_apply = Some(now);
-            Step { rate: c, reason }
+            Step {
+                rate: Rate::from_bytes_per_s(c),
+                reason,
+            }
         } else {
             Step {
                 rate: sig.current,

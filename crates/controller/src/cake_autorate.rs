@@ -17,7 +17,7 @@
 
 use crate::config::{check, check_f, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
-use crate::{Direction, Duration, Instant, PerDir, Reason, ReflectorId, Sample};
+use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, ReflectorId, Sample};
 
 /// Samples in the bufferbloat window.
 const WINDOW: usize = 6;
@@ -291,11 +291,11 @@ impl Law for CakeAutorate {
         let p = self.p;
         let ser = self.ser_ms(dir);
         let w = &mut self.win[dir];
-        w.rate = sig.current;
+        w.rate = sig.current.bytes_per_s();
         let n = w.n.max(1);
         let delayed = w.delayed[..w.n].iter().filter(|&&d| d).count();
         let avg = w.delta_ms[..w.n].iter().sum::<f64>() / n as f64;
-        let cur = sig.current as f64;
+        let cur = sig.current.bytes_per_s_f64();
         let load = sig.load.unwrap_or(0.0);
         if delayed >= p.bufferbloat_detection_thr {
             if w.last_decrease
@@ -311,7 +311,7 @@ impl Law for CakeAutorate {
                 );
                 let delay = Duration::from_secs_f64(avg.max(0.0) / 1e3);
                 return Step {
-                    rate: (cur * f) as u64,
+                    rate: Rate::from_bytes_per_s_f64(cur * f),
                     reason: Reason::Decrease { delay },
                 };
             }
@@ -329,19 +329,19 @@ impl Law for CakeAutorate {
                 1.0,
             );
             return Step {
-                rate: (cur * f).ceil() as u64,
+                rate: Rate::from_bytes_per_s_f64((cur * f).ceil()),
                 reason: Reason::Increase,
             };
         }
         let dt = p.interval.as_secs_f64();
-        let base = cfg.base[dir] as f64;
+        let base = cfg.base[dir].bytes_per_s_f64();
         let rate = if cur > base {
             (cur * (1.0 - p.drift_per_s).powf(dt)).max(base)
         } else {
             (cur * (1.0 + p.drift_per_s).powf(dt)).min(base)
         };
         Step {
-            rate: rate as u64,
+            rate: Rate::from_bytes_per_s_f64(rate),
             reason: Reason::DriftToBase,
         }
     }

@@ -3,7 +3,7 @@
 use crate::baseline::BaselineParams;
 use crate::reflectors::ReflectorParams;
 use crate::safety::SafetyParams;
-use crate::{mbit, PerDir};
+use crate::{PerDir, Rate};
 use std::fmt;
 
 /// An option outside its accepted range.
@@ -121,16 +121,16 @@ impl fmt::Display for DelaySource {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// Lowest rate ever set. Default 5 / 5 Mbit/s (cake-autorate's minimum). Must be > 0.
-    pub min: PerDir<u64>,
+    pub min: PerDir<Rate>,
     /// Rate at start and the rate lightly loaded links drift to. Default 20 / 20 Mbit/s.
     /// Must lie in `[min, max]`.
-    pub base: PerDir<u64>,
+    pub base: PerDir<Rate>,
     /// Highest rate ever set. Default 80 / 35 Mbit/s (cake-autorate's maxima). Must be
     /// `>= min`.
-    pub max: PerDir<u64>,
+    pub max: PerDir<Rate>,
     /// The rate used when the controller has no usable signal. Default = `min` (what
     /// cake-autorate and sqm-autorate do on a stall). Must lie in `[min, max]`.
-    pub safe: PerDir<u64>,
+    pub safe: PerDir<Rate>,
     /// Reflector pool parameters.
     pub reflectors: ReflectorParams,
     /// Baseline (clock offset and drift) parameters.
@@ -144,10 +144,10 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            min: PerDir::both(mbit(5.0)),
-            base: PerDir::both(mbit(20.0)),
-            max: PerDir::new(mbit(80.0), mbit(35.0)),
-            safe: PerDir::both(mbit(5.0)),
+            min: PerDir::both(Rate::from_mbit(5.0)),
+            base: PerDir::both(Rate::from_mbit(20.0)),
+            max: PerDir::new(Rate::from_mbit(80.0), Rate::from_mbit(35.0)),
+            safe: PerDir::both(Rate::from_mbit(5.0)),
             reflectors: ReflectorParams::default(),
             baseline: BaselineParams::default(),
             safety: SafetyParams::default(),
@@ -159,10 +159,12 @@ impl Default for Config {
 impl Config {
     /// A configuration for the range `[min, max]` per direction: `base` is the midpoint and
     /// `safe` is `min`; everything else at its default.
-    pub fn with_range(min: PerDir<u64>, max: PerDir<u64>) -> Self {
+    pub fn with_range(min: PerDir<Rate>, max: PerDir<Rate>) -> Self {
+        let mid =
+            |a: Rate, b: Rate| Rate::from_bytes_per_s(a.bytes_per_s() / 2 + b.bytes_per_s() / 2);
         Config {
             min,
-            base: PerDir::new(min.down / 2 + max.down / 2, min.up / 2 + max.up / 2),
+            base: PerDir::new(mid(min.down, max.down), mid(min.up, max.up)),
             max,
             safe: min,
             ..Config::default()
@@ -172,43 +174,45 @@ impl Config {
     /// Checks every option; the error names the first bad one and its accepted range.
     pub fn validate(&self) -> Result<(), ConfigError> {
         const RATE: &str = "1 ..= 2^40 bytes/s";
-        for (name, v) in [("min.down", self.min.down), ("min.up", self.min.up)] {
+        let b = |r: PerDir<Rate>| PerDir::new(r.down.bytes_per_s(), r.up.bytes_per_s());
+        let (min, base, max, safe) = (b(self.min), b(self.base), b(self.max), b(self.safe));
+        for (name, v) in [("min.down", min.down), ("min.up", min.up)] {
             check((1..=1 << 40).contains(&v), name, v, RATE)?;
         }
         check(
-            self.max.down >= self.min.down && self.max.down <= 1 << 40,
+            max.down >= min.down && max.down <= 1 << 40,
             "max.down",
-            self.max.down,
+            max.down,
             "min.down ..= 2^40 bytes/s",
         )?;
         check(
-            self.max.up >= self.min.up && self.max.up <= 1 << 40,
+            max.up >= min.up && max.up <= 1 << 40,
             "max.up",
-            self.max.up,
+            max.up,
             "min.up ..= 2^40 bytes/s",
         )?;
         check(
-            (self.min.down..=self.max.down).contains(&self.base.down),
+            (min.down..=max.down).contains(&base.down),
             "base.down",
-            self.base.down,
+            base.down,
             "min.down ..= max.down",
         )?;
         check(
-            (self.min.up..=self.max.up).contains(&self.base.up),
+            (min.up..=max.up).contains(&base.up),
             "base.up",
-            self.base.up,
+            base.up,
             "min.up ..= max.up",
         )?;
         check(
-            (self.min.down..=self.max.down).contains(&self.safe.down),
+            (min.down..=max.down).contains(&safe.down),
             "safe.down",
-            self.safe.down,
+            safe.down,
             "min.down ..= max.down",
         )?;
         check(
-            (self.min.up..=self.max.up).contains(&self.safe.up),
+            (min.up..=max.up).contains(&safe.up),
             "safe.up",
-            self.safe.up,
+            safe.up,
             "min.up ..= max.up",
         )?;
         self.reflectors.validate()?;
@@ -229,12 +233,12 @@ mod tests {
     #[test]
     fn validate_names_the_bad_option_and_range() {
         let mut c = Config::default();
-        c.base.up = c.max.up + 1;
+        c.base.up = c.max.up + Rate::from_bytes_per_s(1);
         let e = c.validate().unwrap_err();
         assert_eq!(e.option, "base.up");
         assert_eq!(e.accepted, "min.up ..= max.up");
         let mut c = Config::default();
-        c.min.down = 0;
+        c.min.down = Rate::ZERO;
         assert_eq!(c.validate().unwrap_err().option, "min.down");
         assert!(c
             .validate()

@@ -29,7 +29,7 @@ use qdisc::tc_units::{self, UnitError};
 
 use crate::agent::CakeCounters;
 use crate::passive::ReadingWire;
-use crate::{Direction, PerDir};
+use crate::{Direction, PerDir, Rate};
 
 /// How a bridge names its directions in answers and statistics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -110,15 +110,15 @@ pub enum Request {
     SetBandwidth {
         /// The direction (`egress` = [`Direction::Up`]).
         dir: Direction,
-        /// The new rate in bytes per second; `None` = unlimited.
-        rate: Option<u64>,
+        /// The new rate; `None` = unlimited.
+        rate: Option<Rate>,
     },
     /// `set-rate up|down RATE`: the same change, as the link emulator spells it.
     SetRate {
         /// The direction (`up` = [`Direction::Up`]).
         dir: Direction,
-        /// The new rate in bytes per second; `None` = unlimited.
-        rate: Option<u64>,
+        /// The new rate; `None` = unlimited.
+        rate: Option<Rate>,
     },
     /// `passive`: a reading of the passive delay estimator (and a new interval).
     Passive,
@@ -187,12 +187,12 @@ impl std::error::Error for RequestError {
 }
 
 /// `unlimited`, or a rate in tc syntax within the shapers' accepted range.
-fn parse_rate_word(word: &str) -> Result<Option<u64>, RequestError> {
+fn parse_rate_word(word: &str) -> Result<Option<Rate>, RequestError> {
     if word == "unlimited" {
         return Ok(None);
     }
     tc_units::parse_shaper_rate(word)
-        .map(Some)
+        .map(|b| Some(Rate::from_bytes_per_s(b)))
         .map_err(|err| RequestError::BadRate {
             word: word.to_string(),
             err,
@@ -200,14 +200,14 @@ fn parse_rate_word(word: &str) -> Result<Option<u64>, RequestError> {
 }
 
 /// A request's rate as it is written: bits per second (exact), or `unlimited`.
-struct RateWord(Option<u64>);
+struct RateWord(Option<Rate>);
 
 impl fmt::Display for RateWord {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.0 {
             // Saturating: a rate beyond 2^61 B/s is out of the shapers' range anyway, and
             // reads back as an error rather than as a small rate.
-            Some(r) => write!(f, "{}bit", r.saturating_mul(8)),
+            Some(r) => write!(f, "{}bit", r.bits_per_s()),
             None => f.write_str("unlimited"),
         }
     }
@@ -292,8 +292,8 @@ pub enum Response {
         names: DirNames,
         /// Which command was answered.
         verb: RateVerb,
-        /// The rate in force, bytes per second; `None` = unlimited.
-        rate: Option<u64>,
+        /// The rate in force; `None` = unlimited.
+        rate: Option<Rate>,
     },
     /// The answer to `stats`: tc-style text, written and read as it is.
     StatsText(String),
@@ -368,7 +368,9 @@ impl Response {
                 verb,
                 rate,
             } => {
-                let r = rate.map_or("unlimited".to_string(), tc_units::format_rate);
+                let r = rate.map_or("unlimited".to_string(), |r| {
+                    tc_units::format_rate(r.bytes_per_s())
+                });
                 format!("{} {} {r}\n", names.name(*dir), verb.word())
             }
             Response::StatsText(t) | Response::StatsJson(t) => t.clone(),
@@ -414,10 +416,10 @@ impl Response {
                 };
                 let rate = match r {
                     "unlimited" => None,
-                    r => Some(
+                    r => Some(Rate::from_bytes_per_s(
                         tc_units::parse_rate(r)
                             .map_err(|e| ResponseError::malformed(EXPECTED, e, text))?,
-                    ),
+                    )),
                 };
                 Ok(Response::RateSet {
                     dir,

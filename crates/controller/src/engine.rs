@@ -5,7 +5,9 @@ use crate::config::{check, Config, ConfigError};
 use crate::purple::{Phase, Transition};
 use crate::reflectors::{Health, Pool};
 use crate::safety::{Safety, SafetyParams};
-use crate::{Controller, Decision, Direction, Duration, Instant, PerDir, Reason, Sample, Signal};
+use crate::{
+    Controller, Decision, Direction, Duration, Instant, PerDir, Rate, Reason, Sample, Signal,
+};
 
 /// What a law needs to run; without it the engine moves to the safe rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,27 +31,25 @@ pub struct RadioView {
     pub new_drops: u64,
     /// Recent sojourn time.
     pub sojourn: Duration,
-    /// The radio's capacity estimate, bytes per second.
-    pub capacity_bps: Option<u64>,
+    /// The radio's capacity estimate.
+    pub capacity: Option<Rate>,
 }
 
 /// Everything a law sees for one direction at a control step. Stale inputs (older than
 /// `safety.stall_after`) are `None`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DirSignals {
-    /// The current shaper rate (the last decision), bytes per second: what a law's next rate
-    /// builds on.
-    pub current: u64,
-    /// The rate the shaper runs at now, bytes per second: `current` unless the caller reported
-    /// another with [`Sample::RateInForce`]. What throughput is
-    /// compared with.
-    pub in_force: u64,
+    /// The current shaper rate (the last decision): what a law's next rate builds on.
+    pub current: Rate,
+    /// The rate the shaper runs at now: `current` unless the caller reported another with
+    /// [`Sample::RateInForce`]. What throughput is compared with.
+    pub in_force: Rate,
     /// Consensus queueing delay of the reflector pool.
     pub delay: Option<Duration>,
     /// Reflectors behind `delay`.
     pub reflectors: usize,
-    /// Achieved throughput, bytes per second.
-    pub throughput: Option<u64>,
+    /// Achieved throughput.
+    pub throughput: Option<Rate>,
     /// `throughput / in_force`.
     pub load: Option<f64>,
     /// CAKE's backlog in bytes.
@@ -63,8 +63,8 @@ pub struct DirSignals {
 /// What a law proposes for one direction.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Step {
-    /// Proposed rate, bytes per second (the engine clamps and rate-limits it).
-    pub rate: u64,
+    /// Proposed rate (the engine clamps and rate-limits it).
+    pub rate: Rate,
     /// Why.
     pub reason: Reason,
 }
@@ -185,14 +185,14 @@ pub const PASSIVE_QUIET_LOAD: f64 = 0.2;
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Inputs {
-    throughput: Option<(Instant, u64)>,
+    throughput: Option<(Instant, Rate)>,
     cake: Option<(Instant, u64)>,
     cake_drops: u64,
     cake_drops_seen: u64,
     radio: Option<(Instant, RadioView)>,
     radio_drops: u64,
     radio_drops_seen: u64,
-    in_force: Option<u64>,
+    in_force: Option<Rate>,
     /// The last passive reading (even an empty one), and the last one with an estimate.
     passive_read: Option<Instant>,
     passive: Option<(Instant, Duration)>,
@@ -291,7 +291,8 @@ impl<L: Law> Engine<L> {
         let cur = self.last.rate[dir];
         let in_force = inp.in_force.unwrap_or(cur);
         let throughput = inp.throughput.filter(|x| ok(x.0)).map(|x| x.1);
-        let load = throughput.map(|t| t as f64 / in_force.max(1) as f64);
+        let load =
+            throughput.map(|t| t.bytes_per_s() as f64 / in_force.bytes_per_s().max(1) as f64);
         let passive = inp
             .passive
             .filter(|x| src.passive() && young(x.0))
@@ -367,7 +368,7 @@ impl<L: Law> Controller for Engine<L> {
                     && self.pool.health(reflector, now) == Some(Health::Good);
             }
             Sample::ProbeLost { reflector, .. } => self.pool.on_lost(now, reflector),
-            Sample::Throughput { dir, bps } => self.inputs[dir].throughput = Some((now, bps)),
+            Sample::Throughput { dir, rate } => self.inputs[dir].throughput = Some((now, rate)),
             Sample::CakeStats {
                 dir,
                 backlog_bytes,
@@ -389,7 +390,7 @@ impl<L: Law> Controller for Engine<L> {
                 backlog_packets,
                 drops,
                 sojourn,
-                capacity_bps,
+                capacity,
             } => {
                 let inp = &mut self.inputs[dir];
                 if inp.radio.is_none() || drops < inp.radio_drops {
@@ -403,11 +404,11 @@ impl<L: Law> Controller for Engine<L> {
                         backlog_packets,
                         new_drops: 0,
                         sojourn,
-                        capacity_bps,
+                        capacity,
                     },
                 ));
             }
-            Sample::RateInForce { dir, bps } => self.inputs[dir].in_force = Some(bps),
+            Sample::RateInForce { dir, rate } => self.inputs[dir].in_force = Some(rate),
             Sample::Passive { dir, queue, .. } => {
                 let inp = &mut self.inputs[dir];
                 inp.passive_read = Some(now);
@@ -584,7 +585,7 @@ mod tests {
             backlog_packets: 0,
             drops: 0,
             sojourn: Duration::ZERO,
-            capacity_bps: None,
+            capacity: None,
         }
     }
 
@@ -598,18 +599,39 @@ mod tests {
             e.on_sample(t, &radio(dir));
         }
         let dir = Direction::Down;
-        e.on_sample(t, &Sample::Throughput { dir, bps: base / 2 });
+        e.on_sample(
+            t,
+            &Sample::Throughput {
+                dir,
+                rate: base / 2,
+            },
+        );
         let _ = e.poll(t);
         let s = e.law().seen.expect("stepped");
         assert_eq!((s.current, s.in_force), (base, base));
-        assert_eq!(s.load, Some((base / 2) as f64 / base as f64));
+        assert_eq!(
+            s.load,
+            Some((base / 2).bytes_per_s_f64() / base.bytes_per_s_f64())
+        );
         // The actuator reports the shaper still at half the decided rate.
         let t = t + Duration::from_millis(50);
         for dir in Direction::ALL {
             e.on_sample(t, &radio(dir));
         }
-        e.on_sample(t, &Sample::Throughput { dir, bps: base / 2 });
-        e.on_sample(t, &Sample::RateInForce { dir, bps: base / 2 });
+        e.on_sample(
+            t,
+            &Sample::Throughput {
+                dir,
+                rate: base / 2,
+            },
+        );
+        e.on_sample(
+            t,
+            &Sample::RateInForce {
+                dir,
+                rate: base / 2,
+            },
+        );
         let _ = e.poll(t);
         let s = e.law().seen.expect("stepped");
         assert_eq!((s.current, s.in_force), (base, base / 2));
@@ -632,7 +654,7 @@ mod tests {
         t: Instant,
         probe_ms: Option<i64>,
         passive_ms: Option<Option<u64>>,
-        thr: u64,
+        thr: Rate,
     ) -> (DirSignals, DelayInForce) {
         for dir in Direction::ALL {
             e.on_sample(t, &radio(dir));
@@ -653,7 +675,7 @@ mod tests {
             if let Some(q) = passive_ms {
                 e.on_sample(t, &passive(dir, q));
             }
-            e.on_sample(t, &Sample::Throughput { dir, bps: thr });
+            e.on_sample(t, &Sample::Throughput { dir, rate: thr });
         }
         let _ = e.poll(t);
         (
@@ -731,7 +753,7 @@ mod tests {
         assert_eq!((s.delay, why), (None, DelayInForce::None));
         // No passive feed at all: no signal either, however idle.
         let mut e = engine(DelaySource::Passive);
-        let (s, _) = step_with(&mut e, t, None, None, 0);
+        let (s, _) = step_with(&mut e, t, None, None, Rate::ZERO);
         assert_eq!(s.delay, None);
     }
 

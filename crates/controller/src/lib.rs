@@ -39,18 +39,19 @@
 //! - [`engine`]: [`Engine`], which glues the signal front end, one law and the safety rules into
 //!   a [`Controller`].
 //!
-//! All rates are in **bytes per second** (what [`qdisc::Qdisc::set_rate`] takes); [`mbit`]
-//! converts from Mbit/s.
+//! Every rate the controllers are configured in, decide, measure and report is a [`Rate`]
+//! (bytes per second, shown in Mbit/s; `Rate::from_mbit` converts from Mbit/s);
+//! [`qdisc::Qdisc::set_rate`] takes its bytes per second.
 //!
 //! ```
-//! use controller::{mbit, Controller, Direction, Engine, Purple, Sample, ReflectorId, Config};
+//! use controller::{Controller, Direction, Engine, Purple, Rate, Sample, ReflectorId, Config};
 //! use qdisc::{Duration, Instant};
 //! let mut c = Engine::new(Config::default(), Purple::default()).unwrap();
 //! let t = Instant::from_millis(100);
 //! c.on_sample(t, &Sample::Owd { reflector: ReflectorId(1), dir: Direction::Down,
 //!     sent: Instant::from_millis(90), owd_ns: 10_000_000 });
 //! let d = c.poll(t);
-//! assert!(d.rate.down >= Config::default().min.down && d.rate.down <= mbit(80.0));
+//! assert!(d.rate.down >= Config::default().min.down && d.rate.down <= Rate::from_mbit(80.0));
 //! assert!(c.next_wakeup() > t);
 //! ```
 #![deny(unsafe_code)]
@@ -90,6 +91,8 @@ use std::ops::{Index, IndexMut};
 /// Bytes per second of `m` Mbit/s: [`qdisc::rate::mbit`], re-exported because every
 /// controller parameter is given this way.
 pub use qdisc::rate::mbit;
+/// A rate in bytes per second: what the controllers decide and are configured in.
+pub use qdisc::Rate;
 
 /// A traffic direction as seen from the shaping box: the workspace's one direction type (the
 /// bridge's `egress` is [`Direction::Up`], its `ingress` [`Direction::Down`]; see
@@ -203,12 +206,12 @@ pub enum Sample {
         /// When the probe left.
         sent: Instant,
     },
-    /// Achieved throughput in `dir` over the last measurement interval, bytes per second.
+    /// Achieved throughput in `dir` over the last measurement interval.
     Throughput {
         /// Direction.
         dir: Direction,
-        /// Bytes per second delivered.
-        bps: u64,
+        /// What was delivered.
+        rate: Rate,
     },
     /// CAKE's own statistics for the shaper of `dir`.
     CakeStats {
@@ -233,9 +236,8 @@ pub enum Sample {
         drops: u64,
         /// Recent queue sojourn time (mean over the radio's reporting interval).
         sojourn: Duration,
-        /// The radio's own capacity estimate, bytes per second (often wrong; never trusted
-        /// blindly).
-        capacity_bps: Option<u64>,
+        /// The radio's own capacity estimate (often wrong; never trusted blindly).
+        capacity: Option<Rate>,
     },
     /// The passive estimator's reading for `dir` ([`passive::PassiveReading`]): the queueing
     /// delay the users' TCP connections saw since the previous reading (`None`: no connection
@@ -258,8 +260,8 @@ pub enum Sample {
     RateInForce {
         /// Direction.
         dir: Direction,
-        /// Bytes per second.
-        bps: u64,
+        /// The shaper's rate.
+        rate: Rate,
     },
 }
 
@@ -301,8 +303,8 @@ pub enum Reason {
     /// CAKE was backlogged yet the link delivered less than our rate), so its delivery is its
     /// capacity: the rate goes just below it, less what drains the queue above the target.
     Capacity {
-        /// The capacity read from the delivery, bytes per second.
-        capacity_bps: u64,
+        /// The capacity read from the delivery.
+        capacity: Rate,
         /// The queueing delay seen.
         queue: Duration,
     },
@@ -316,8 +318,8 @@ pub enum Reason {
     /// with CAKE empty: a capacity drop whose queue the probes have not crossed yet, or the
     /// senders stopping. Cut to the delivery now; restored if the demand stopped.
     Shortfall {
-        /// What the link delivered, bytes per second.
-        delivered_bps: u64,
+        /// What the link delivered.
+        delivered: Rate,
     },
     /// PURPLE: nothing delivered on a loaded link while a queue stands: an outage.
     Outage,
@@ -329,8 +331,8 @@ pub enum Reason {
     },
     /// PURPLE: between readings, following the capacity's trend (a fade) from the last reading.
     Trend {
-        /// The capacity the trend predicts now, bytes per second.
-        capacity_bps: u64,
+        /// The capacity the trend predicts now.
+        capacity: Rate,
     },
     /// The algorithm asked for more than `max` or less than `min`: clamped.
     Clamped,
@@ -367,30 +369,23 @@ impl fmt::Display for Reason {
             Reason::Restored => {
                 f.write_str("restored: the demand stopped, not the capacity (delay stayed low)")
             }
-            Reason::Capacity {
-                capacity_bps,
-                queue,
-            } => write!(
+            Reason::Capacity { capacity, queue } => write!(
                 f,
-                "capacity: the link delivered {:.2} Mbit/s with {queue:?} of queue",
-                *capacity_bps as f64 * 8e-6
+                "capacity: the link delivered {capacity} with {queue:?} of queue"
             ),
             Reason::Probe { gain } => write!(f, "probe: +{:.1}% (the link kept up)", gain * 100.0),
-            Reason::Shortfall { delivered_bps } => write!(
+            Reason::Shortfall { delivered } => write!(
                 f,
-                "shortfall: {:.2} Mbit/s delivered after a saturated interval",
-                *delivered_bps as f64 * 8e-6
+                "shortfall: {delivered} delivered after a saturated interval"
             ),
             Reason::Outage => f.write_str("outage: nothing delivered while a queue stands"),
             Reason::Standing { queue } => write!(
                 f,
                 "standing queue: {queue:?} while the link keeps up with our rate"
             ),
-            Reason::Trend { capacity_bps } => write!(
-                f,
-                "trend: the capacity's trend predicts {:.2} Mbit/s",
-                *capacity_bps as f64 * 8e-6
-            ),
+            Reason::Trend { capacity } => {
+                write!(f, "trend: the capacity's trend predicts {capacity}")
+            }
             Reason::Clamped => f.write_str("clamped to [min, max]"),
             Reason::RateLimited => f.write_str("change held back by the rate-of-change limit"),
         }
@@ -400,8 +395,8 @@ impl fmt::Display for Reason {
 /// What the controller wants now.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Decision {
-    /// Shaper rate per direction, bytes per second; always within the configured `[min, max]`.
-    pub rate: PerDir<u64>,
+    /// Shaper rate per direction; always within the configured `[min, max]`.
+    pub rate: PerDir<Rate>,
     /// Why, per direction.
     pub reason: PerDir<Reason>,
     /// Whether the rate changed at this poll (apply it to the shaper when true).

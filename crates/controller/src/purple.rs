@@ -77,7 +77,7 @@ use crate::baseline::{Baseline, BaselineParams};
 use crate::config::{check, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::safety::SafetyParams;
-use crate::{Direction, Duration, Instant, PerDir, Reason, ReflectorId, Sample};
+use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, ReflectorId, Sample};
 
 /// Reflectors whose raw samples the fast delay estimate tracks (more are replaced, oldest first).
 const FAST_SLOTS: usize = 8;
@@ -357,7 +357,7 @@ struct DirState {
     /// The delay noise floor learnt while the link keeps up without a queue building, s.
     noise: f64,
     /// A sudden-shortfall cut awaiting confirmation: when, and the rate before it.
-    suspect: Option<(Instant, u64)>,
+    suspect: Option<(Instant, Rate)>,
     /// The delay seen in the previous interval, s.
     last_q: f64,
 }
@@ -590,15 +590,15 @@ impl Law for Purple {
             .max()
             .unwrap_or(Duration::ZERO)
             .as_secs_f64();
-        let cur = sig.current as f64;
+        let cur = sig.current.bytes_per_s_f64();
         // What the link saw during the interval: the rate in force (the decided one unless the
         // actuator did not apply it). New rates build on it too.
-        let r = (sig.in_force as f64).max(1.0);
+        let r = (sig.in_force.bytes_per_s_f64()).max(1.0);
         let target = p.target.as_secs_f64();
         // A probe may wait behind a frame in the bottleneck even with no queue to speak of: at
         // low rates that is a delay the law cannot remove (24 ms at 0.5 Mbit/s).
         let serial = (MTU / r).min(1.0);
-        let d = sig.throughput.map(|t| t as f64);
+        let d = sig.throughput.map(Rate::bytes_per_s_f64);
         let backlogged =
             sig.cake_backlog.is_some_and(|b| b >= p.busy_bytes) || sig.cake_new_drops > 0;
         let eps = p.shortfall + MTU / (r * t_s);
@@ -712,7 +712,10 @@ impl Law for Purple {
                 let reason = Reason::Outage;
                 self.set_phase(now, dir, Phase::Outage, reason);
                 // The engine clamps to the configured minimum.
-                Step { rate: 0, reason }
+                Step {
+                    rate: Rate::ZERO,
+                    reason,
+                }
             }
             Regime::CapacityLimited(c) => {
                 if let Some(prev) = st.capacity {
@@ -770,7 +773,7 @@ impl Law for Purple {
                 // leftover, drained over a few intervals rather than by starving the link.
                 let rate = (c * (1.0 - m - drain)).max(0.5 * c);
                 let reason = Reason::Capacity {
-                    capacity_bps: c as u64,
+                    capacity: Rate::from_bytes_per_s_f64(c),
                     queue: Duration::from_secs_f64(q),
                 };
                 let phase = if excess > 0.0 {
@@ -780,7 +783,7 @@ impl Law for Purple {
                 };
                 self.set_phase(now, dir, phase, reason);
                 Step {
-                    rate: rate as u64,
+                    rate: Rate::from_bytes_per_s_f64(rate),
                     reason,
                 }
             }
@@ -796,11 +799,11 @@ impl Law for Purple {
                     st.suspect = Some((now, sig.current));
                     let m = margin(&p);
                     let reason = Reason::Shortfall {
-                        delivered_bps: d as u64,
+                        delivered: Rate::from_bytes_per_s_f64(d),
                     };
                     self.set_phase(now, dir, Phase::Suspect, reason);
                     return Step {
-                        rate: (d * (1.0 - m)) as u64,
+                        rate: Rate::from_bytes_per_s_f64(d * (1.0 - m)),
                         reason,
                     };
                 }
@@ -822,11 +825,11 @@ impl Law for Purple {
                         let cruise = c * (st.trend * k).exp() * (1.0 - margin(&p));
                         if st.trend.abs() > TREND_MIN && (cruise - cur).abs() > TREND_MIN * cur {
                             let reason = Reason::Trend {
-                                capacity_bps: (cruise / (1.0 - margin(&p))) as u64,
+                                capacity: Rate::from_bytes_per_s_f64(cruise / (1.0 - margin(&p))),
                             };
                             self.set_phase(now, dir, Phase::Cruise, reason);
                             return Step {
-                                rate: cruise as u64,
+                                rate: Rate::from_bytes_per_s_f64(cruise),
                                 reason,
                             };
                         }
@@ -893,7 +896,7 @@ impl Law for Purple {
                 };
                 self.set_phase(now, dir, phase, reason);
                 Step {
-                    rate: asked as u64,
+                    rate: Rate::from_bytes_per_s_f64(asked),
                     reason,
                 }
             }
@@ -906,7 +909,7 @@ impl Law for Purple {
                 };
                 self.set_phase(now, dir, Phase::Drain, reason);
                 Step {
-                    rate: (r * (1.0 - drain)) as u64,
+                    rate: Rate::from_bytes_per_s_f64(r * (1.0 - drain)),
                     reason,
                 }
             }
@@ -920,7 +923,7 @@ impl Law for Purple {
                     };
                     self.set_phase(now, dir, Phase::Drain, reason);
                     Step {
-                        rate: (cur * (1.0 - p.beta * x)) as u64,
+                        rate: Rate::from_bytes_per_s_f64(cur * (1.0 - p.beta * x)),
                         reason,
                     }
                 } else {
@@ -940,11 +943,11 @@ mod tests {
 
     fn sig(current: u64, delay_ms: u64, thr: u64, backlog: u64) -> DirSignals {
         DirSignals {
-            current,
-            in_force: current,
+            current: Rate::from_bytes_per_s(current),
+            in_force: Rate::from_bytes_per_s(current),
             delay: Some(Duration::from_millis(delay_ms)),
             reflectors: 3,
-            throughput: Some(thr),
+            throughput: Some(Rate::from_bytes_per_s(thr)),
             load: Some(thr as f64 / current as f64),
             cake_backlog: Some(backlog),
             cake_new_drops: 0,
@@ -961,7 +964,7 @@ mod tests {
     fn run_link(law: &mut Purple, cfg: &Config, t0: u64, n: u64, start: u64, cap: u64) -> Step {
         let mut rate = start;
         let mut last = Step {
-            rate,
+            rate: Rate::from_bytes_per_s(rate),
             reason: Reason::Start,
         };
         for i in 0..n {
@@ -974,7 +977,7 @@ mod tests {
                 &sig(rate, delay, thr, 50_000),
                 cfg,
             );
-            rate = last.rate.clamp(cfg.min.down, cfg.max.down);
+            rate = last.rate.clamp(cfg.min.down, cfg.max.down).bytes_per_s();
         }
         last
     }
@@ -999,7 +1002,7 @@ mod tests {
                     &sig(rate, 1 + i % 2, rate, 50_000),
                     &cfg,
                 );
-                rate = s.rate.clamp(cfg.min.down, cfg.max.down);
+                rate = s.rate.clamp(cfg.min.down, cfg.max.down).bytes_per_s();
             }
             law.st[Direction::Down].noise * 1e3
         };
@@ -1021,7 +1024,10 @@ mod tests {
             &cfg,
         );
         assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
-        assert!(s.rate < 5_000_000 && s.rate >= 4_500_000, "{s:?}");
+        assert!(
+            s.rate.bytes_per_s() < 5_000_000 && s.rate.bytes_per_s() >= 4_500_000,
+            "{s:?}"
+        );
         assert_eq!(law.capacity(Direction::Down), Some(5_000_000));
         assert_eq!(law.phase(Direction::Down), Phase::Cruise);
     }
@@ -1038,7 +1044,7 @@ mod tests {
             &sig(10_000_000, 0, 8_500_000, 80_000),
             &cfg,
         );
-        assert_eq!((s.rate, s.reason), (10_000_000, Reason::Hold));
+        assert_eq!((s.rate.bytes_per_s(), s.reason), (10_000_000, Reason::Hold));
         assert_eq!(law.capacity(Direction::Down), None);
     }
 
@@ -1054,13 +1060,17 @@ mod tests {
             &cfg,
         );
         assert!(matches!(s.reason, Reason::Probe { .. }), "{s:?}");
-        let probed = s.rate;
+        let probed = s.rate.bytes_per_s();
         // The probe is in force and the link delivers less with CAKE empty and no queue: bulk
         // TCP has not answered the increase yet (it takes a round trip or more). No reading:
         // the probed rate is held.
         let mut other = law.clone();
         let s = other.step(at(50), Direction::Down, &sig(probed, 0, 5_000_000, 0), &cfg);
-        assert_eq!((s.rate, s.reason), (probed, Reason::Hold), "{s:?}");
+        assert_eq!(
+            (s.rate.bytes_per_s(), s.reason),
+            (probed, Reason::Hold),
+            "{s:?}"
+        );
         assert_eq!(other.capacity(Direction::Down), None);
         // With CAKE still holding a deep backlog (it sent our rate and the link took less) the
         // shortfall is the probe's answer: the capacity is below it.
@@ -1082,7 +1092,7 @@ mod tests {
         assert_ne!(
             s.reason,
             Reason::Capacity {
-                capacity_bps: 5_000_000,
+                capacity: Rate::from_bytes_per_s(5_000_000),
                 queue: Duration::ZERO
             }
         );
@@ -1102,7 +1112,11 @@ mod tests {
             &cfg,
         );
         assert!(matches!(s.reason, Reason::Standing { .. }), "{s:?}");
-        assert_eq!(s.rate, 9_600_000, "4 ms / 100 ms below our rate");
+        assert_eq!(
+            s.rate.bytes_per_s(),
+            9_600_000,
+            "4 ms / 100 ms below our rate"
+        );
         assert_eq!(law.capacity(Direction::Down), None);
         assert_eq!(law.phase(Direction::Down), Phase::Drain);
     }
@@ -1126,7 +1140,7 @@ mod tests {
             &cfg,
         );
         assert_eq!(law.capacity(Direction::Down), None, "{s:?}");
-        assert!(s.rate >= 10_000_000 * 96 / 100, "{s:?}");
+        assert!(s.rate.bytes_per_s() >= 10_000_000 * 96 / 100, "{s:?}");
         // The same delivery under a queue that is not falling is a reading.
         let s = law.step(
             at(100),
@@ -1151,7 +1165,7 @@ mod tests {
             &cfg,
         );
         assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
-        assert!(s.rate < (9_700_000.0 * 0.9) as u64, "{s:?}");
+        assert!(s.rate.bytes_per_s() < (9_700_000.0 * 0.9) as u64, "{s:?}");
         assert_eq!(law.phase(Direction::Down), Phase::Drain);
     }
 
@@ -1163,9 +1177,9 @@ mod tests {
         run_link(&mut law, &cfg, 0, 40, 2_500_000, 2_500_000);
         let s = run_link(&mut law, &cfg, 2000, 60, 2_500_000, 5_000_000);
         assert!(
-            (4_250_000..=5_250_000).contains(&s.rate),
+            (4_250_000..=5_250_000).contains(&s.rate.bytes_per_s()),
             "after 3 s the rate is {} for a 5 MB/s capacity",
-            s.rate
+            s.rate.bytes_per_s()
         );
     }
 
@@ -1185,7 +1199,7 @@ mod tests {
             if let Reason::Probe { gain } = s.reason {
                 gains.push(gain);
             }
-            rate = s.rate;
+            rate = s.rate.bytes_per_s();
         }
         assert_eq!(gains.len(), 5, "startup probes every interval");
         // Doubling up to the calm-link cap, the target's worth per interval.
@@ -1208,7 +1222,7 @@ mod tests {
             &sig(10_000_000, 0, 4_000_000, 0),
             &cfg,
         );
-        assert_eq!((s.rate, s.reason), (10_000_000, Reason::Hold));
+        assert_eq!((s.rate.bytes_per_s(), s.reason), (10_000_000, Reason::Hold));
         assert_eq!(law.phase(Direction::Down), Phase::Idle);
     }
 
@@ -1218,9 +1232,13 @@ mod tests {
         let cfg = Config::default();
         // Idle (a few kB/s of probes and ACKs, CAKE empty), then a 20 ms jitter spike.
         let s = law.step(at(0), Direction::Down, &sig(10_000_000, 20, 2_000, 0), &cfg);
-        assert_eq!(s.rate, 10_000_000, "{s:?}");
+        assert_eq!(s.rate.bytes_per_s(), 10_000_000, "{s:?}");
         let s = law.step(at(50), Direction::Down, &sig(10_000_000, 20, 0, 0), &cfg);
-        assert_eq!(s.rate, 10_000_000, "an idle link is no outage: {s:?}");
+        assert_eq!(
+            s.rate.bytes_per_s(),
+            10_000_000,
+            "an idle link is no outage: {s:?}"
+        );
     }
 
     #[test]
@@ -1244,7 +1262,11 @@ mod tests {
             &cfg,
         );
         assert!(matches!(s.reason, Reason::Capacity { .. }), "{s:?}");
-        assert!(s.rate <= 3_000_000, "only cut to {}", s.rate);
+        assert!(
+            s.rate.bytes_per_s() <= 3_000_000,
+            "only cut to {}",
+            s.rate.bytes_per_s()
+        );
     }
 
     #[test]
@@ -1287,20 +1309,23 @@ mod tests {
             &cfg,
         );
         assert!(matches!(s.reason, Reason::Shortfall { .. }), "{s:?}");
-        assert!(s.rate < 1_500_000, "{s:?}");
+        assert!(s.rate.bytes_per_s() < 1_500_000, "{s:?}");
         let mut last = s;
         for i in 1..=3 {
             last = law.step(
                 at(500 + i * 50),
                 Direction::Down,
-                &sig(last.rate, 0, 2_000, 0),
+                &sig(last.rate.bytes_per_s(), 0, 2_000, 0),
                 &cfg,
             );
             if last.reason == Reason::Restored {
                 break;
             }
         }
-        assert_eq!((last.reason, last.rate), (Reason::Restored, 10_000_000));
+        assert_eq!(
+            (last.reason, last.rate.bytes_per_s()),
+            (Reason::Restored, 10_000_000)
+        );
     }
 
     #[test]
@@ -1322,9 +1347,9 @@ mod tests {
             &cfg,
         );
         assert!(matches!(s.reason, Reason::Shortfall { .. }), "{s:?}");
-        assert!(s.rate < 4_000_000, "{s:?}");
+        assert!(s.rate.bytes_per_s() < 4_000_000, "{s:?}");
         // The link delivers the new capacity, about the cut rate: the drop was real.
-        let mut rate = s.rate;
+        let mut rate = s.rate.bytes_per_s();
         for i in 1..=10 {
             let d = law.step(
                 at(500 + i * 50),
@@ -1333,7 +1358,7 @@ mod tests {
                 &cfg,
             );
             assert_ne!(d.reason, Reason::Restored, "step {i}: {d:?}");
-            rate = d.rate;
+            rate = d.rate.bytes_per_s();
         }
         assert!(rate < 5_500_000, "{rate}");
     }
@@ -1360,7 +1385,7 @@ mod tests {
             &blind(10_000_000, 0, 5_000_000),
             &cfg,
         );
-        assert_eq!(s.rate, 10_000_000, "{s:?}");
+        assert_eq!(s.rate.bytes_per_s(), 10_000_000, "{s:?}");
         // With a queue it is a reading.
         let s = law.step(
             at(550),
@@ -1377,13 +1402,13 @@ mod tests {
         // Decided 12.5 MB/s, but the actuator kept the shaper at 10 MB/s; the link delivers
         // those 10 MB/s with CAKE backlogged and no queue: rate-limited, not a reading.
         let held = DirSignals {
-            in_force: 10_000_000,
+            in_force: Rate::from_bytes_per_s(10_000_000),
             ..sig(12_500_000, 0, 10_000_000, 50_000)
         };
         let mut law = Purple::default();
         let s = law.step(at(0), Direction::Down, &held, &cfg);
         assert!(matches!(s.reason, Reason::Probe { .. }), "{s:?}");
-        assert!(s.rate > 12_500_000, "{s:?}");
+        assert!(s.rate.bytes_per_s() > 12_500_000, "{s:?}");
         // The same delivery against a rate in force of 12.5 MB/s with a queue is a reading.
         let mut law = Purple::default();
         let s = law.step(

@@ -15,7 +15,7 @@ use qdisc::quantile;
 
 use crate::config::{check, check_f, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
-use crate::{Direction, Duration, Instant, PerDir, Reason};
+use crate::{Direction, Duration, Instant, PerDir, Rate, Reason};
 
 /// Window of samples for the medians.
 const WINDOW: usize = 10;
@@ -181,8 +181,8 @@ impl Law for QueueMetrics {
                 reason: Reason::Hold,
             };
         };
-        let cap_now = r.capacity_bps.unwrap_or(cfg.max[dir]);
-        st.tx[st.i] = sig.throughput.unwrap_or(0);
+        let cap_now = r.capacity.unwrap_or(cfg.max[dir]).bytes_per_s();
+        st.tx[st.i] = sig.throughput.map_or(0, Rate::bytes_per_s);
         st.cap[st.i] = cap_now;
         st.i = (st.i + 1) % WINDOW;
         st.n = (st.n + 1).min(WINDOW);
@@ -190,7 +190,7 @@ impl Law for QueueMetrics {
             st.started = true;
             let rate = (cap_now as f64 * p.start_fraction) as u64;
             return Step {
-                rate,
+                rate: Rate::from_bytes_per_s(rate),
                 reason: Reason::Start,
             };
         }
@@ -212,19 +212,19 @@ impl Law for QueueMetrics {
         }
         let tx_med = median(&st.tx[..st.n]) as f64;
         let cap_med = median(&st.cap[..st.n]) as f64;
-        let cur = sig.current as f64;
+        let cur = sig.current.bytes_per_s_f64();
         if st.congested {
-            let floor = 0.95 * sig.throughput.unwrap_or(0) as f64;
+            let floor = 0.95 * sig.throughput.map_or(0.0, Rate::bytes_per_s_f64);
             let rate = (tx_med * (1.0 - 0.5 * st.p)).max(floor);
             Step {
-                rate: rate as u64,
+                rate: Rate::from_bytes_per_s_f64(rate),
                 reason: Reason::Congested { p: st.p },
             }
         } else {
             let target = p.target_fraction * cap_med;
             let rate = cur + p.recover_gain * (target - cur);
             Step {
-                rate: rate.max(0.0) as u64,
+                rate: Rate::from_bytes_per_s_f64(rate.max(0.0)),
                 reason: Reason::Recover,
             }
         }

@@ -13,7 +13,7 @@
 //!    beyond the change interval: cutting is the safe direction.
 
 use crate::config::{check, check_f, Config, ConfigError};
-use crate::{Direction, Duration, Instant, PerDir, Reason, Signal};
+use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, Signal};
 
 /// Safety parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -128,11 +128,11 @@ impl Safety {
         now: Instant,
         dir: Direction,
         cfg: &Config,
-        cur: u64,
-        proposed: u64,
+        cur: Rate,
+        proposed: Rate,
         reason: Reason,
         forced: bool,
-    ) -> (u64, Reason) {
+    ) -> (Rate, Reason) {
         let (lo, hi) = (cfg.min[dir], cfg.max[dir].max(cfg.min[dir]));
         let mut rate = proposed.clamp(lo, hi);
         let mut why = if rate != proposed {
@@ -154,8 +154,8 @@ impl Safety {
                     return (cur.clamp(lo, hi), Reason::RateLimited);
                 }
                 let dt = since.map_or(1.0, |d| d.as_secs_f64().min(1.0));
-                let cap = cur as f64 * (1.0 + self.p.max_increase_per_s * dt);
-                let cap = (cap.min(hi as f64) as u64).max(cur);
+                let cap = cur.bytes_per_s() as f64 * (1.0 + self.p.max_increase_per_s * dt);
+                let cap = Rate::from_bytes_per_s_f64(cap.min(hi.bytes_per_s() as f64)).max(cur);
                 if rate > cap {
                     rate = cap;
                     why = Reason::RateLimited;
@@ -176,7 +176,10 @@ impl Safety {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mbit;
+
+    fn mbit(m: f64) -> Rate {
+        Rate::from_mbit(m)
+    }
 
     #[test]
     fn no_increase_right_after_a_decrease() {

@@ -12,7 +12,7 @@
 
 use crate::config::{check, check_f, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
-use crate::{Direction, Duration, Instant, PerDir, Reason, ReflectorId, Sample, Signal};
+use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, ReflectorId, Sample, Signal};
 use qdisc::Rng;
 
 /// Remembered safe rates per direction.
@@ -219,17 +219,18 @@ impl Law for SqmAutorate {
         }
         self.scratch.sort_unstable_by(f64::total_cmp);
         let stat = self.scratch[self.p.rank.min(n) - 1];
-        let cur = sig.current as f64;
+        let cur = sig.current.bytes_per_s_f64();
         let load = sig.load.unwrap_or(0.0);
         let safe = &mut self.safe[dir];
         if stat < self.p.threshold.as_millis_f64() && load > self.p.high_load {
             safe.rates[safe.i] = (cur * load) as u64;
             safe.i = (safe.i + 1) % SAFE_RATES;
             safe.n = (safe.n + 1).min(SAFE_RATES);
-            let max = cfg.max[dir] as f64;
-            let next = cur * (1.0 + 0.1 * (1.0 - cur / max).max(0.0)) + 0.03 * cfg.base[dir] as f64;
+            let max = cfg.max[dir].bytes_per_s_f64();
+            let next = cur * (1.0 + 0.1 * (1.0 - cur / max).max(0.0))
+                + 0.03 * cfg.base[dir].bytes_per_s_f64();
             Step {
-                rate: next as u64,
+                rate: Rate::from_bytes_per_s_f64(next),
                 reason: Reason::Increase,
             }
         } else if stat > self.p.threshold.as_millis_f64() {
@@ -240,7 +241,7 @@ impl Law for SqmAutorate {
             }
             let delay = Duration::from_secs_f64(stat.max(0.0) / 1e3);
             Step {
-                rate: next as u64,
+                rate: Rate::from_bytes_per_s_f64(next),
                 reason: Reason::Decrease { delay },
             }
         } else {

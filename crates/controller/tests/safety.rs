@@ -34,8 +34,14 @@ fn sample_strategy() -> impl Strategy<Value = (u64, u8, Sample)> {
             reflector: ReflectorId(r),
             sent: Instant::ZERO
         }),
-        (dir.clone(), any::<u64>()).prop_map(|(dir, bps)| Sample::Throughput { dir, bps }),
-        (dir.clone(), any::<u64>()).prop_map(|(dir, bps)| Sample::RateInForce { dir, bps }),
+        (dir.clone(), any::<u64>()).prop_map(|(dir, b)| Sample::Throughput {
+            dir,
+            rate: Rate::from_bytes_per_s(b)
+        }),
+        (dir.clone(), any::<u64>()).prop_map(|(dir, b)| Sample::RateInForce {
+            dir,
+            rate: Rate::from_bytes_per_s(b)
+        }),
         (dir.clone(), any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(dir, b, d, e)| {
             Sample::CakeStats {
                 dir,
@@ -58,7 +64,7 @@ fn sample_strategy() -> impl Strategy<Value = (u64, u8, Sample)> {
                 backlog_packets: p,
                 drops: d,
                 sojourn: Duration::from_nanos(s),
-                capacity_bps: c
+                capacity: c.map(Rate::from_bytes_per_s)
             }),
     ];
     (0u64..300_000_000, any::<u8>(), s)
@@ -89,7 +95,7 @@ proptest! {
 #[test]
 fn no_signal_moves_every_variant_to_the_safe_rate_and_says_why() {
     let mut cfg = Config::default();
-    cfg.safe = PerDir::new(mbit(7.0), mbit(6.0));
+    cfg.safe = PerDir::new(Rate::from_mbit(7.0), Rate::from_mbit(6.0));
     for mut c in all(&cfg) {
         let t0 = Instant::from_secs(1);
         // Some signal at first, then silence.
@@ -108,7 +114,12 @@ fn no_signal_moves_every_variant_to_the_safe_rate_and_says_why() {
             t = c.next_wakeup();
             last = c.poll(t);
         }
-        assert_eq!(last.rate, PerDir::new(mbit(7.0), mbit(6.0)), "{}", c.name());
+        assert_eq!(
+            last.rate,
+            PerDir::new(Rate::from_mbit(7.0), Rate::from_mbit(6.0)),
+            "{}",
+            c.name()
+        );
         for dir in Direction::ALL {
             match last.reason[dir] {
                 Reason::NoSignal { missing_for, .. } => {
@@ -151,7 +162,7 @@ fn feed(c: &mut dyn Controller, from: u64, to: u64, q: impl Fn(u16, u64) -> Opti
                 t,
                 &Sample::Throughput {
                     dir,
-                    bps: d.rate[dir],
+                    rate: d.rate[dir],
                 },
             );
             c.on_sample(

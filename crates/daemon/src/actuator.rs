@@ -8,15 +8,15 @@ use crate::config::{ActuatorKind, DaemonConfig};
 use crate::netlink::{self, CakeNetlink};
 use controller::ctl::{self, Request, Response, ResponseError};
 use controller::passive::PassiveReading;
-use controller::{Direction, PerDir};
+use controller::{Direction, PerDir, Rate};
 use std::io::{self, BufRead, Write};
 
 pub use controller::agent::CakeCounters;
 
 /// Something that sets a shaper's rate.
 pub trait Actuator: std::fmt::Debug {
-    /// Sets `dir`'s rate to `bytes_per_s`.
-    fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()>;
+    /// Sets `dir`'s rate to `rate`.
+    fn set_rate(&mut self, dir: Direction, rate: Rate) -> io::Result<()>;
     /// Short name for logs.
     fn name(&self) -> &'static str;
     /// Reads each direction's CAKE counters now. A direction is `None` when this actuator has
@@ -55,9 +55,9 @@ impl Netlink {
 }
 
 impl Actuator for Netlink {
-    fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()> {
+    fn set_rate(&mut self, dir: Direction, rate: Rate) -> io::Result<()> {
         let (idx, parent) = self.target[dir];
-        self.nl.set_rate(idx, parent, bytes_per_s)
+        self.nl.set_rate(idx, parent, rate.bytes_per_s())
     }
     /// One `RTM_GETQDISC` per direction (see [`CakeNetlink::qdisc_stats`]); a failure in
     /// either direction is an error.
@@ -105,10 +105,10 @@ impl Bridge {
     }
 
     /// The request for a change.
-    pub fn command(dir: Direction, bytes_per_s: u64) -> Request {
+    pub fn command(dir: Direction, rate: Rate) -> Request {
         Request::SetBandwidth {
             dir,
-            rate: Some(bytes_per_s),
+            rate: Some(rate),
         }
     }
 
@@ -189,8 +189,8 @@ impl Actuator for Bridge {
     fn passive(&mut self) -> io::Result<Option<PassiveReading>> {
         parse_bridge_passive(&self.ask(&Request::Passive)?).map(Some)
     }
-    fn set_rate(&mut self, dir: Direction, bytes_per_s: u64) -> io::Result<()> {
-        let request = Self::command(dir, bytes_per_s);
+    fn set_rate(&mut self, dir: Direction, rate: Rate) -> io::Result<()> {
+        let request = Self::command(dir, rate);
         match self.try_once(&request) {
             Err(e) if e.kind() != io::ErrorKind::Other => {
                 self.conn = None;
@@ -212,7 +212,7 @@ pub struct DryRun {
 }
 
 impl Actuator for DryRun {
-    fn set_rate(&mut self, _dir: Direction, _bytes_per_s: u64) -> io::Result<()> {
+    fn set_rate(&mut self, _dir: Direction, _rate: Rate) -> io::Result<()> {
         self.calls += 1;
         Ok(())
     }
@@ -238,10 +238,10 @@ mod tests {
     #[test]
     fn bridge_commands_use_bits_per_second() {
         assert_eq!(
-            Bridge::command(Direction::Up, 1_250_000).line(),
+            Bridge::command(Direction::Up, Rate::from_bytes_per_s(1_250_000)).line(),
             "set-bandwidth egress 10000000bit\n"
         );
-        assert!(Bridge::command(Direction::Down, 1)
+        assert!(Bridge::command(Direction::Down, Rate::from_bytes_per_s(1))
             .line()
             .starts_with("set-bandwidth ingress 8bit"));
     }
@@ -265,8 +265,11 @@ mod tests {
             lines
         });
         let mut b = Bridge::new(&dir);
-        b.set_rate(Direction::Down, 2_500_000).unwrap();
-        assert!(b.set_rate(Direction::Up, 1).is_err());
+        b.set_rate(Direction::Down, Rate::from_bytes_per_s(2_500_000))
+            .unwrap();
+        assert!(b
+            .set_rate(Direction::Up, Rate::from_bytes_per_s(1))
+            .is_err());
         let lines = h.join().unwrap();
         assert_eq!(lines[0], "set-bandwidth ingress 20000000bit\n");
         let _ = std::fs::remove_file(&dir);

@@ -7,7 +7,7 @@
 
 use controller::agent::{AgentConfig, LimiterParams, LogPolicy, ProbeParams, ReadingParams};
 use controller::wire::WallAnchor;
-use controller::{mbit, PerDir};
+use controller::{PerDir, Rate};
 use qdisc::Duration;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -842,10 +842,10 @@ impl DaemonConfig {
         let d = &self.download.0;
         let u = &self.upload.0;
         let mut c = controller::Config {
-            min: PerDir::new(mbit(d.min_mbit), mbit(u.min_mbit)),
-            base: PerDir::new(mbit(d.base_mbit), mbit(u.base_mbit)),
-            max: PerDir::new(mbit(d.max()), mbit(u.max())),
-            safe: PerDir::new(mbit(d.safe()), mbit(u.safe())),
+            min: PerDir::new(Rate::from_mbit(d.min_mbit), Rate::from_mbit(u.min_mbit)),
+            base: PerDir::new(Rate::from_mbit(d.base_mbit), Rate::from_mbit(u.base_mbit)),
+            max: PerDir::new(Rate::from_mbit(d.max()), Rate::from_mbit(u.max())),
+            safe: PerDir::new(Rate::from_mbit(d.safe()), Rate::from_mbit(u.safe())),
             ..controller::Config::default()
         };
         c.reflectors.offence_limit = self.probe.offence_limit;

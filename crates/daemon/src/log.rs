@@ -44,10 +44,10 @@ impl DirRecord {
     /// The record of one direction of a step.
     pub fn of(d: &DirStep) -> Self {
         DirRecord {
-            rate: d.rate,
+            rate: d.rate.bytes_per_s(),
             applied: d.applied,
             reason: d.reason.to_string(),
-            throughput: d.throughput,
+            throughput: d.throughput.bytes_per_s(),
             cake_backlog: d.cake_backlog,
             delay_ms: d.delay_ms,
             passive_ms: d.passive_ms,
@@ -303,7 +303,7 @@ impl Record {
             Event::ActuatorError { dir, rate, error } => Record::ActuatorError {
                 t,
                 dir: *dir,
-                rate: *rate,
+                rate: rate.bytes_per_s(),
                 error: error.clone(),
             },
             Event::CakeStatsError { error } => Record::CakeStatsError {
@@ -327,7 +327,7 @@ impl Record {
             Event::SafeRate { dir, rate, error } => Record::SafeRate {
                 t,
                 dir: *dir,
-                rate: *rate,
+                rate: rate.bytes_per_s(),
                 ok: error.is_none(),
                 error: error.clone(),
             },

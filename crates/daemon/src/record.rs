@@ -9,7 +9,7 @@ use crate::log::Record;
 use controller::agent::{Agent, CakeCounters, SetRate, SocketKind};
 use controller::passive::PassiveReading;
 use controller::wire::WallAnchor;
-use controller::{Direction, Law, PerDir};
+use controller::{Direction, Law, PerDir, Rate};
 use qdisc::Instant;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -330,7 +330,11 @@ pub fn replay(text: impl BufRead) -> Result<Vec<Record>, ReplayError> {
                 safe,
                 error,
             } => {
-                let want = SetRate { dir, bps, safe };
+                let want = SetRate {
+                    dir,
+                    rate: Rate::from_bytes_per_s(bps),
+                    safe,
+                };
                 let got = a.poll_rate();
                 if got != Some(want) {
                     return Err(ReplayError::Diverged {

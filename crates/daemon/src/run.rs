@@ -28,7 +28,8 @@ use crate::probe::{Sockets, Which};
 use crate::record::{hex, CakeRec, Input, Recorder};
 use controller::agent::{Agent, ReflectorStats, SetRate};
 use controller::{
-    Aimd, AimdParams, CakeAutorate, CakeAutorateParams, Direction, Law, PerDir, Purple, SqmAutorate,
+    Aimd, AimdParams, CakeAutorate, CakeAutorateParams, Direction, Law, PerDir, Purple, Rate,
+    SqmAutorate,
 };
 use os::recv::{RecvBatch, BATCH};
 use qdisc::{Duration, Instant};
@@ -274,8 +275,8 @@ impl Daemon {
         let a = &self.agent;
         let law = a.engine().law();
         let dir = |d: Direction| mqtt::DirSummary {
-            rate: a.rate_in_force(d),
-            throughput: a.throughput(d),
+            rate: a.rate_in_force(d).map(Rate::bytes_per_s),
+            throughput: a.throughput(d).bytes_per_s(),
             cake_backlog: a.cake_backlog(d),
             phase: law.phase(d).map(|p| p.name().to_string()),
         };
@@ -527,11 +528,11 @@ impl Daemon {
     }
 
     fn apply(&mut self, now: Instant, s: SetRate) {
-        let res = self.act.set_rate(s.dir, s.bps);
+        let res = self.act.set_rate(s.dir, s.rate);
         self.record(|| Input::RateApplied {
             t_ns: now.as_nanos(),
             dir: s.dir,
-            bps: s.bps,
+            bps: s.rate.bytes_per_s(),
             safe: s.safe,
             error: res.as_ref().err().map(ToString::to_string),
         });
@@ -544,8 +545,8 @@ impl Daemon {
         };
         let st = self.agent.stats();
         let snap = Snapshot {
-            rate: Direction::ALL.map(|d| self.agent.rate_in_force(d).unwrap_or(0)),
-            throughput: Direction::ALL.map(|d| self.agent.throughput(d)),
+            rate: Direction::ALL.map(|d| self.agent.rate_in_force(d).map_or(0, Rate::bytes_per_s)),
+            throughput: Direction::ALL.map(|d| self.agent.throughput(d).bytes_per_s()),
             cake_backlog: Direction::ALL.map(|d| self.agent.cake_backlog(d)),
             changes: st.rate_changes,
             actuator_errors: st.actuator_errors,

@@ -54,9 +54,9 @@ fn main() {
     let dir = |d: &controller::agent::DirStep| {
         format!(
             "{:7.2} Mbit/s {:?} thr {:.2} backlog {:?} delay {:?}",
-            d.rate as f64 * 8e-6,
+            d.rate.mbit(),
             d.reason,
-            d.throughput as f64 * 8e-6,
+            d.throughput.mbit(),
             d.cake_backlog,
             d.delay_ms
         )

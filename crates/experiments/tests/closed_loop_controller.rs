@@ -4,7 +4,7 @@
 //! clock offsets and 1 ms resolution. Measures reaction to the drop and recovery.
 #![allow(clippy::unwrap_used)]
 
-use controller::mbit;
+use controller::{mbit, Rate};
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec, Point};
 use experiments::c::scenario::{scenario, slotted, SLOT};
 
@@ -98,7 +98,10 @@ fn recording_decisions_keeps_every_step_and_changes_nothing() {
     let cut = rec
         .decisions
         .iter()
-        .find(|(t, d, _)| *t > DROP && (d.rate as f64) * 8e-6 < 40.0)
+        .find(|(t, d, _)| *t > DROP && d.rate.mbit() < 40.0)
         .unwrap_or_else(|| panic!("no cut after the drop: {:?}", &rec.decisions[200..]));
-    assert!(cut.1.delay_ms.is_some() || cut.1.throughput > 0, "{cut:?}");
+    assert!(
+        cut.1.delay_ms.is_some() || cut.1.throughput > Rate::ZERO,
+        "{cut:?}"
+    );
 }

@@ -118,7 +118,7 @@ fn every_controller_keeps_its_rate_within_bounds_on_fast_fluctuation() {
                 (p.rate.down, cfg.min.down, cfg.max.down),
                 (p.rate.up, cfg.min.up, cfg.max.up),
             ] {
-                let (lo, hi) = (lo as f64 * 8e-6, hi as f64 * 8e-6);
+                let (lo, hi) = (lo.mbit(), hi.mbit());
                 assert!(
                     v >= lo - 1e-6 && v <= hi + 1e-6,
                     "{}: {v} outside [{lo}, {hi}] at {}",
@@ -142,8 +142,8 @@ fn purple_falls_back_to_the_safe_rate_when_every_reflector_dies() {
     assert!(!after.is_empty());
     for p in after {
         assert!(
-            (p.rate.down - safe.down as f64 * 8e-6).abs() < 1e-6
-                && (p.rate.up - safe.up as f64 * 8e-6).abs() < 1e-6,
+            (p.rate.down - safe.down.mbit()).abs() < 1e-6
+                && (p.rate.up - safe.up.mbit()).abs() < 1e-6,
             "at {}: {:?}",
             p.t,
             p.rate
@@ -151,7 +151,7 @@ fn purple_falls_back_to_the_safe_rate_when_every_reflector_dies() {
     }
     // Before the fault it was well above the safe rate.
     let before = r.series.iter().find(|p| p.t >= 4.9).unwrap();
-    assert!(before.rate.down > 2.0 * safe.down as f64 * 8e-6);
+    assert!(before.rate.down > 2.0 * safe.down.mbit());
 }
 
 /// One of three reflectors reports a delay growing by 20 ms per second from 3 s: the median
@@ -174,7 +174,7 @@ fn purple_ignores_one_lying_reflector() {
 fn purple_keeps_working_when_one_reflector_dies() {
     let mut spec = short("radio", Contender::Purple, 12.0);
     spec.faults = vec![Fault::Dead(0, 3.0)];
-    let safe = spec.config().safe.down as f64 * 8e-6;
+    let safe = spec.config().safe.down.mbit();
     let r = run(&spec).expect("probe samples");
     assert!(r
         .series
@@ -254,7 +254,7 @@ fn purple_absorbs_a_one_hour_clock_step_on_every_reflector() {
     spec.faults = (0..3)
         .map(|i| Fault::ClockStep(i, 5.0, 3_600_000.0))
         .collect();
-    let min = spec.config().min.down as f64 * 8e-6;
+    let min = spec.config().min.down.mbit();
     let r = run(&spec).expect("probe samples");
     eprintln!(
         "honest {:.1} Mbit/s, with the step {:.1} Mbit/s",

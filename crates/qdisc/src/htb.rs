@@ -242,8 +242,8 @@ impl<Q: Qdisc> Qdisc for Htb<Q> {
 
     /// Sets `rate` and `ceil` to `rate` bytes/s (`None`: unlimited), keeping the bursts in
     /// bytes and the buckets' tokens (as `tc class change ... rate R ceil R`).
-    fn set_rate(&mut self, rate: Option<u64>) -> Result<(), NoShaper> {
-        let r = rate.unwrap_or(0);
+    fn set_rate(&mut self, rate: Option<crate::Rate>) -> Result<(), NoShaper> {
+        let r = rate.map_or(0, crate::Rate::bytes_per_s);
         let (b, cb) = (self.rate.burst, self.ceil.burst);
         self.rate.set(r, b);
         self.ceil.set(r, cb);

@@ -32,5 +32,6 @@ pub mod trace;
 
 pub use packet::{Headers, Packet, PacketMeta};
 pub use qdisc::{Counter, Dequeue, DropReason, Dropped, NoShaper, Qdisc, QdiscStats};
+pub use rate::Rate;
 pub use rng::Rng;
 pub use time::{Duration, Instant};

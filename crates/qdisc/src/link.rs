@@ -812,8 +812,8 @@ impl Qdisc for LinkModel {
 
     /// Sets a fixed capacity (`None`: unlimited), replacing a trace or schedule, from the last
     /// instant the model saw.
-    fn set_rate(&mut self, rate: Option<u64>) -> Result<(), NoShaper> {
-        let cap = rate.map_or(Capacity::Unlimited, Capacity::Rate);
+    fn set_rate(&mut self, rate: Option<crate::Rate>) -> Result<(), NoShaper> {
+        let cap = rate.map_or(Capacity::Unlimited, |r| Capacity::Rate(r.bytes_per_s()));
         self.set_capacity(self.last_now, cap);
         Ok(())
     }
@@ -1257,7 +1257,8 @@ mod tests {
             m.dequeue(Instant::from_nanos(1_200_000), &mut drops),
             Dequeue::Packet(_)
         ));
-        m.set_rate(Some(2_500_000)).unwrap();
+        m.set_rate(Some(crate::Rate::from_bytes_per_s(2_500_000)))
+            .unwrap();
         assert_eq!(
             m.dequeue(Instant::from_nanos(1_200_000), &mut drops),
             Dequeue::NotBefore(Instant::from_nanos(1_800_000))

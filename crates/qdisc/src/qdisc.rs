@@ -167,9 +167,9 @@ pub trait Qdisc {
     /// `drops`.
     fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue;
 
-    /// Changes the shaped rate in bytes per second (`None` = unlimited) without losing queued
-    /// packets. Qdiscs without a shaper return [`NoShaper`].
-    fn set_rate(&mut self, rate: Option<u64>) -> Result<(), NoShaper> {
+    /// Changes the shaped rate (`None` = unlimited) without losing queued packets. Qdiscs
+    /// without a shaper return [`NoShaper`].
+    fn set_rate(&mut self, rate: Option<crate::Rate>) -> Result<(), NoShaper> {
         let _ = rate;
         Err(NoShaper)
     }
@@ -231,7 +231,7 @@ macro_rules! qdisc_by_variants {
             ) -> $crate::Dequeue {
                 match self { $($v(q) => q.dequeue(now, drops)),+ }
             }
-            fn set_rate(&mut self, rate: Option<u64>) -> Result<(), $crate::NoShaper> {
+            fn set_rate(&mut self, rate: Option<$crate::Rate>) -> Result<(), $crate::NoShaper> {
                 match self { $($v(q) => q.set_rate(rate)),+ }
             }
             fn stats(&self) -> $crate::QdiscStats {

@@ -487,7 +487,8 @@ fn htb_not_before_is_when_the_tokens_are_back_at_zero() {
 fn htb_set_rate_applies_live() {
     let mut q = Htb::new(HtbConfig::with_rate_burst(2_500_000, 15 * 1024), fifo());
     drive_backlogged(&mut q, Instant::ZERO, Instant::from_secs(5), 20);
-    q.set_rate(Some(1_250_000)).expect("htb has a shaper");
+    q.set_rate(Some(qdisc::Rate::from_bytes_per_s(1_250_000)))
+        .expect("htb has a shaper");
     assert_eq!(q.config().rate, 1_250_000);
     assert_eq!(q.config().ceil, 1_250_000);
     let sent = drive_backlogged(&mut q, Instant::from_secs(5), Instant::from_secs(10), 20);

@@ -180,7 +180,7 @@ impl Harness {
                 }
             }
             Op::SetRate(r) => {
-                let _ = self.q.set_rate(*r);
+                let _ = self.q.set_rate(r.map(qdisc::Rate::from_bytes_per_s));
             }
         }
         for d in &self.drops {

@@ -73,7 +73,7 @@ use crate::purple::Phase;
 use crate::reflectors::Health;
 use crate::wire::WallAnchor;
 use crate::{
-    Config, Controller, Decision, DelaySource, Direction, Duration, Instant, PerDir, Reason,
+    Config, Controller, Decision, DelaySource, Direction, Duration, Instant, PerDir, Rate, Reason,
     ReflectorId, Sample,
 };
 use probe::{Matched, NoMatch, Prober, Sent};
@@ -266,8 +266,8 @@ pub struct RadioReading {
     pub drops: u64,
     /// Recent mean sojourn time.
     pub sojourn: Duration,
-    /// The radio's own capacity estimate, bytes per second.
-    pub capacity_bps: Option<u64>,
+    /// The radio's own capacity estimate.
+    pub capacity: Option<Rate>,
 }
 
 /// A rate to apply to a shaper now.
@@ -275,8 +275,8 @@ pub struct RadioReading {
 pub struct SetRate {
     /// Which shaper.
     pub dir: Direction,
-    /// Bytes per second.
-    pub bps: u64,
+    /// The rate.
+    pub rate: Rate,
     /// The safe rate on shutdown ([`Agent::handle_shutdown`]), not a control step's.
     pub safe: bool,
 }
@@ -284,14 +284,14 @@ pub struct SetRate {
 /// One direction of a logged control step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DirStep {
-    /// The decided rate, bytes per second.
-    pub rate: u64,
+    /// The decided rate.
+    pub rate: Rate,
     /// Whether it was applied at this step (passed the limiter and the actuator succeeded).
     pub applied: bool,
     /// Why.
     pub reason: Reason,
-    /// The latest measured throughput, bytes per second (0 before the first).
-    pub throughput: u64,
+    /// The latest measured throughput (zero before the first).
+    pub throughput: Rate,
     /// CAKE's backlog at the latest statistics read, bytes; `None` when unknown.
     pub cake_backlog: Option<u64>,
     /// Mean queueing delay over each reflector's smallest delay since the previous decision
@@ -347,8 +347,8 @@ pub enum Event {
     ActuatorError {
         /// Direction.
         dir: Direction,
-        /// The rate, bytes per second.
-        rate: u64,
+        /// The rate.
+        rate: Rate,
         /// The shell's message.
         error: String,
     },
@@ -385,8 +385,8 @@ pub enum Event {
     SafeRate {
         /// Direction.
         dir: Direction,
-        /// Bytes per second.
-        rate: u64,
+        /// The rate.
+        rate: Rate,
         /// The shell's message, on failure.
         error: Option<String>,
     },
@@ -449,7 +449,7 @@ pub struct Agent<L: Law> {
     meters: PerDir<RateMeter>,
     shaper_meters: PerDir<RateMeter>,
     from_shaper: PerDir<bool>,
-    throughput: PerDir<u64>,
+    throughput: PerDir<Rate>,
     cake_backlog: PerDir<Option<u64>>,
     next_counter: Instant,
     cake_last: Option<Instant>,
@@ -500,7 +500,7 @@ impl<L: Law> Agent<L> {
             meters: PerDir::default(),
             shaper_meters: PerDir::default(),
             from_shaper: PerDir::both(false),
-            throughput: PerDir::both(0),
+            throughput: PerDir::both(Rate::ZERO),
             cake_backlog: PerDir::both(None),
             next_counter: now,
             cake_last: None,
@@ -761,9 +761,9 @@ impl<L: Law> Agent<L> {
         let now = self.clock(now);
         self.next_counter = now.saturating_add(self.cfg.readings.counter_interval);
         if let Some(b) = bytes {
-            if let Some(bps) = self.meters[dir].update(now, b) {
-                self.throughput[dir] = bps;
-                self.feed(now, Sample::Throughput { dir, bps });
+            if let Some(rate) = self.meters[dir].update(now, b) {
+                self.throughput[dir] = rate;
+                self.feed(now, Sample::Throughput { dir, rate });
             }
         }
     }
@@ -791,9 +791,9 @@ impl<L: Law> Agent<L> {
                     match st[dir].and_then(|c| c.sent_bytes) {
                         Some(b) => {
                             self.from_shaper[dir] = true;
-                            if let Some(bps) = self.shaper_meters[dir].update(now, b) {
-                                self.throughput[dir] = bps;
-                                self.feed(now, Sample::Throughput { dir, bps });
+                            if let Some(rate) = self.shaper_meters[dir].update(now, b) {
+                                self.throughput[dir] = rate;
+                                self.feed(now, Sample::Throughput { dir, rate });
                             }
                         }
                         None => {
@@ -860,7 +860,7 @@ impl<L: Law> Agent<L> {
                 backlog_packets: r.backlog_packets,
                 drops: r.drops,
                 sojourn: r.sojourn,
-                capacity_bps: r.capacity_bps,
+                capacity: r.capacity,
             },
         );
     }
@@ -1001,7 +1001,7 @@ impl<L: Law> Agent<L> {
             if self.limiter.should_apply(now, dir, d.rate[dir], false) {
                 self.out.rates.push_back(SetRate {
                     dir,
-                    bps: d.rate[dir],
+                    rate: d.rate[dir],
                     safe: false,
                 });
                 st.pending[dir] = true;
@@ -1017,8 +1017,8 @@ impl<L: Law> Agent<L> {
     /// Tells the law the rates in force and logs the step if due.
     fn finish_step(&mut self, now: Instant, st: StepState) {
         for dir in Direction::ALL {
-            if let Some(bps) = self.limiter.current(dir) {
-                self.feed(now, Sample::RateInForce { dir, bps });
+            if let Some(rate) = self.limiter.current(dir) {
+                self.feed(now, Sample::RateInForce { dir, rate });
             }
         }
         let lp = self.cfg.log;
@@ -1067,13 +1067,13 @@ impl<L: Law> Agent<L> {
         let ok = result.is_ok();
         if set.safe {
             if ok {
-                self.limiter.applied(now, set.dir, set.bps);
+                self.limiter.applied(now, set.dir, set.rate);
             }
             self.push_event(
                 now,
                 Event::SafeRate {
                     dir: set.dir,
-                    rate: set.bps,
+                    rate: set.rate,
                     error: result.err(),
                 },
             );
@@ -1081,7 +1081,7 @@ impl<L: Law> Agent<L> {
         }
         match result {
             Ok(()) => {
-                self.limiter.applied(now, set.dir, set.bps);
+                self.limiter.applied(now, set.dir, set.rate);
                 self.out.stats.rate_changes += 1;
             }
             Err(error) => {
@@ -1090,7 +1090,7 @@ impl<L: Law> Agent<L> {
                     now,
                     Event::ActuatorError {
                         dir: set.dir,
-                        rate: set.bps,
+                        rate: set.rate,
                         error,
                     },
                 );
@@ -1118,7 +1118,7 @@ impl<L: Law> Agent<L> {
         for dir in Direction::ALL {
             self.out.rates.push_back(SetRate {
                 dir,
-                bps: self.cfg.controller.safe[dir],
+                rate: self.cfg.controller.safe[dir],
                 safe: true,
             });
         }
@@ -1179,11 +1179,11 @@ impl<L: Law> Agent<L> {
         self.engine.decision()
     }
     /// The rate in force in `dir` (the last one applied), if any was.
-    pub fn rate_in_force(&self, dir: Direction) -> Option<u64> {
+    pub fn rate_in_force(&self, dir: Direction) -> Option<Rate> {
         self.limiter.current(dir)
     }
     /// The latest measured throughput in `dir`, bytes per second (0 before the first).
-    pub fn throughput(&self, dir: Direction) -> u64 {
+    pub fn throughput(&self, dir: Direction) -> Rate {
         self.throughput[dir]
     }
     /// CAKE's backlog in `dir` at the latest statistics read.

@@ -6,7 +6,11 @@
 
 use super::*;
 use crate::wire::{icmp, udp, NS_PER_DAY};
-use crate::{mbit, Aimd, Law, Purple};
+use crate::{Aimd, Law, Purple};
+
+fn mbit(m: f64) -> Rate {
+    Rate::from_mbit(m)
+}
 use std::net::{IpAddr, Ipv4Addr};
 
 /// The agent's wall clock: noon UTC of some day, at t = 0.
@@ -100,8 +104,8 @@ impl FakeRefl {
 /// A bottleneck per direction fed by CAKE at the agent's rate, with a greedy load.
 #[derive(Clone, Debug)]
 struct Fluid {
-    cap: fn(Instant) -> PerDir<u64>,
-    rate: PerDir<u64>,
+    cap: fn(Instant) -> PerDir<Rate>,
+    rate: PerDir<Rate>,
     queue: PerDir<f64>,
     delivered: PerDir<f64>,
     at: Instant,
@@ -113,7 +117,7 @@ impl Fluid {
         let dt = t.saturating_duration_since(self.at).as_secs_f64();
         let cap = (self.cap)(self.at);
         for d in Direction::ALL {
-            let (r, c) = (self.rate[d] as f64, cap[d] as f64);
+            let (r, c) = (self.rate[d].bytes_per_s_f64(), cap[d].bytes_per_s_f64());
             let q0 = self.queue[d];
             let q1 = (q0 + (r - c) * dt).max(0.0);
             self.delivered[d] += r * dt - (q1 - q0);
@@ -122,7 +126,7 @@ impl Fluid {
         self.at = t;
     }
     fn owd(&self, d: Direction) -> Duration {
-        let cap = (self.cap)(self.at)[d].max(1) as f64;
+        let cap = (self.cap)(self.at)[d].bytes_per_s().max(1) as f64;
         self.base_owd + Duration::from_secs_f64(self.queue[d] / cap)
     }
 }
@@ -157,7 +161,7 @@ fn udp_addr(i: u8) -> SocketAddr {
     SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 3, i)), udp::PORT)
 }
 
-fn steady(_: Instant) -> PerDir<u64> {
+fn steady(_: Instant) -> PerDir<Rate> {
     PerDir::new(mbit(100.0), mbit(30.0))
 }
 
@@ -295,7 +299,7 @@ impl Pair {
             let res = if self.actuator_fails {
                 Err("netlink: EPERM".to_string())
             } else {
-                self.link.rate[s.dir] = s.bps;
+                self.link.rate[s.dir] = s.rate;
                 Ok(())
             };
             self.rates.push((t, s));
@@ -399,7 +403,7 @@ fn pair_probes_round_robin_and_steps_every_interval() {
     );
 }
 
-fn cap_drop(t: Instant) -> PerDir<u64> {
+fn cap_drop(t: Instant) -> PerDir<Rate> {
     if (Instant::from_secs(10)..Instant::from_secs(20)).contains(&t) {
         PerDir::new(mbit(40.0), mbit(10.0))
     } else {
@@ -420,7 +424,7 @@ fn pair_on_a_fluid_link_tracks_a_capacity_drop_and_its_return() {
             p.decisions()
                 .filter(|d| d.0.as_secs_f64() <= t)
                 .last()
-                .map_or(0, |d| d.1.rate) as f64
+                .map_or(0.0, |d| d.1.rate.bytes_per_s_f64())
                 * 8e-6
         };
         let (before, during, after) = (rate_at(9.9), rate_at(14.0), rate_at(29.9));
@@ -924,7 +928,7 @@ fn with_every_reflector_silent_the_passive_signal_keeps_control() {
         p.decisions()
             .filter(|d| d.0.as_secs_f64() <= t)
             .last()
-            .map_or(0, |d| d.1.rate) as f64
+            .map_or(0.0, |d| d.1.rate.bytes_per_s_f64())
             * 8e-6
     };
     let (before, during, after) = (rate_at(9.9), rate_at(14.0), rate_at(29.9));

@@ -5,10 +5,11 @@ fn up_or_down() -> impl Strategy<Value = Direction> {
     prop_oneof![Just(Direction::Up), Just(Direction::Down)]
 }
 
-fn shaper_rate() -> impl Strategy<Value = Option<u64>> {
+fn shaper_rate() -> impl Strategy<Value = Option<Rate>> {
     prop_oneof![
         Just(None),
-        (tc_units::MIN_SHAPER_RATE..=tc_units::MAX_SHAPER_RATE).prop_map(Some),
+        (tc_units::MIN_SHAPER_RATE..=tc_units::MAX_SHAPER_RATE)
+            .prop_map(|b| Some(Rate::from_bytes_per_s(b))),
     ]
 }
 
@@ -49,6 +50,7 @@ proptest! {
         match (rate, r2) {
             (None, None) => {}
             (Some(r), Some(r2)) => {
+                let (r, r2) = (r.bytes_per_s(), r2.bytes_per_s());
                 prop_assert!(r2 <= r && r - r2 <= r / 100 + 1, "{} read as {}", r, r2);
                 if tc_units::parse_rate(&tc_units::format_rate(r)) == Ok(r) {
                     prop_assert_eq!(r2, r);
@@ -95,7 +97,7 @@ fn request_lines_are_the_protocols_spelling() {
         (
             Request::SetBandwidth {
                 dir: up,
-                rate: Some(1_250_000),
+                rate: Some(Rate::from_bytes_per_s(1_250_000)),
             },
             "set-bandwidth egress 10000000bit\n",
         ),
@@ -109,7 +111,7 @@ fn request_lines_are_the_protocols_spelling() {
         (
             Request::SetRate {
                 dir: down,
-                rate: Some(2_500_000),
+                rate: Some(Rate::from_bytes_per_s(2_500_000)),
             },
             "set-rate down 20000000bit\n",
         ),
@@ -133,7 +135,7 @@ fn requests_parse_and_rates_are_bytes_per_second() {
         Request::parse("set-bandwidth egress 30Mbit"),
         Ok(Request::SetBandwidth {
             dir: Direction::Up,
-            rate: Some(3_750_000)
+            rate: Some(Rate::from_bytes_per_s(3_750_000))
         })
     );
     assert_eq!(
@@ -147,7 +149,7 @@ fn requests_parse_and_rates_are_bytes_per_second() {
         Request::parse("set-rate down 10Mbit"),
         Ok(Request::SetRate {
             dir: Direction::Down,
-            rate: Some(1_250_000)
+            rate: Some(Rate::from_bytes_per_s(1_250_000))
         })
     );
     // The link emulator's command also takes the bridge's names.
@@ -155,7 +157,7 @@ fn requests_parse_and_rates_are_bytes_per_second() {
         Request::parse("set-rate egress 10Mbit"),
         Ok(Request::SetRate {
             dir: Direction::Up,
-            rate: Some(1_250_000)
+            rate: Some(Rate::from_bytes_per_s(1_250_000))
         })
     );
 }
@@ -221,7 +223,7 @@ fn rates_that_would_turn_shaping_off_or_overflow_are_refused() {
 fn answers_are_read_as_the_request_expects() {
     let set = Request::SetBandwidth {
         dir: Direction::Down,
-        rate: Some(2_500_000),
+        rate: Some(Rate::from_bytes_per_s(2_500_000)),
     };
     assert_eq!(
         Response::parse(&set, "ingress bandwidth 20Mbit\n"),
@@ -229,7 +231,7 @@ fn answers_are_read_as_the_request_expects() {
             dir: Direction::Down,
             names: DirNames::EgressIngress,
             verb: RateVerb::Bandwidth,
-            rate: Some(2_500_000)
+            rate: Some(Rate::from_bytes_per_s(2_500_000))
         })
     );
     assert_eq!(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use controller::ctl::{DirNames, RateVerb, Request, Response};
 use controller::passive::{PassiveDelay, PassiveParams, ReadingWire};
-use controller::Direction;
+use controller::{Direction, Rate};
 use os::EventFd;
 use qdisc::Instant;
 
@@ -133,7 +133,7 @@ impl<Q: Stage> Bridge<Q> {
     pub(crate) fn set_rate(
         &mut self,
         dir: Direction,
-        rate: Option<u64>,
+        rate: Option<Rate>,
         verb: RateVerb,
     ) -> Response {
         let d = &mut self.dirs[dir_index(dir)];

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use controller::ctl::{DirNames, RateVerb, Request, Response};
-use controller::Direction;
+use controller::{Direction, Rate};
 use os::{Epoll, EventFd};
 
 use super::report::report;
@@ -180,7 +180,7 @@ impl MqBridge {
     }
 
     /// Applies `set-bandwidth` (or `set-rate`) to every queue of `dir`.
-    fn set_rate(&mut self, dir: Direction, rate: Option<u64>, verb: RateVerb) -> Response {
+    fn set_rate(&mut self, dir: Direction, rate: Option<Rate>, verb: RateVerb) -> Response {
         let d = dir_index(dir);
         // A qdisc that can shape (cake, htb) would shape each of its instances at the rate; one
         // that cannot answers with its own error below.
@@ -200,7 +200,7 @@ impl MqBridge {
                     return e.clone();
                 }
                 if let DirKind::Mq(c) = &mut self.kinds[d] {
-                    c.rate_bps = rate.unwrap_or(0);
+                    c.rate_bps = rate.map_or(0, Rate::bytes_per_s);
                 }
                 // Every queue answers alike; there is at least one queue.
                 answers

@@ -160,7 +160,7 @@ impl Qdisc for SharedShard {
 
     /// Sets the group's configured rate for this shard (the control socket sets it on every
     /// shard); it shapes at its share at once.
-    fn set_rate(&mut self, rate: Option<u64>) -> Result<(), NoShaper> {
+    fn set_rate(&mut self, rate: Option<qdisc::Rate>) -> Result<(), NoShaper> {
         self.shard.set_rate(rate);
         Ok(())
     }

@@ -58,7 +58,7 @@ pub use topology::PATH_RTT;
 
 use super::scenario::{Scenario, SlotCapacity};
 use controller::wire::WallAnchor;
-use controller::{mbit, Config, Direction, PerDir, PurpleParams};
+use controller::{mbit, Config, Direction, PerDir, PurpleParams, Rate};
 use qdisc::{Duration, Instant, Qdisc};
 use results::Recorder;
 use shell::Shell;
@@ -164,11 +164,12 @@ impl LoopSpec {
             return c.clone();
         }
         let s = &self.scenario;
+        let rate = Rate::from_bytes_per_s;
         let mut c = Config::with_range(
-            PerDir::new(s.range_down.0, s.range_up.0),
-            PerDir::new(s.range_down.1, s.range_up.1),
+            PerDir::new(rate(s.range_down.0), rate(s.range_up.0)),
+            PerDir::new(rate(s.range_down.1), rate(s.range_up.1)),
         );
-        c.base = PerDir::new(s.range_down.1 * 3 / 5, s.range_up.1 * 3 / 5);
+        c.base = PerDir::new(rate(s.range_down.1 * 3 / 5), rate(s.range_up.1 * 3 / 5));
         c
     }
 }
@@ -213,7 +214,7 @@ fn initial_rates(spec: &LoopSpec, cfg: &Config) -> PerDir<f64> {
                     u
                 }
             }
-            _ => cfg.base[d] as f64 * 8e-6,
+            _ => cfg.base[d].mbit(),
         };
     }
     rate_now
@@ -306,7 +307,7 @@ impl Loop {
                 } * 95
                     / 100;
                 if let Some(q) = net.sim.qdisc_mut(net.shaped[d]) {
-                    let _ = q.set_rate(Some(r.max(mbit(0.1))));
+                    let _ = q.set_rate(Some(Rate::from_bytes_per_s(r.max(mbit(0.1)))));
                 }
                 self.rate_now[d] = r as f64 * 8e-6;
             }

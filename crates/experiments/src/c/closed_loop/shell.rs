@@ -13,7 +13,7 @@ use controller::agent::{
     ReflectorSpec,
 };
 use controller::passive::{PassiveDelay, PassiveParams, Side};
-use controller::{Config, Controller, Direction, Law, PerDir};
+use controller::{Config, Controller, Direction, Law, PerDir, Rate};
 use qdisc::{Duration, Instant, Qdisc, Rng};
 use sim::{Sim, TapAt};
 use std::net::{IpAddr, SocketAddr};
@@ -237,7 +237,7 @@ impl Shell {
                     backlog_packets: pk as u32,
                     drops,
                     sojourn: Duration::from_nanos(soj),
-                    capacity_bps: Some(est as u64),
+                    capacity: Some(Rate::from_bytes_per_s_f64(est)),
                 },
             );
         }
@@ -292,12 +292,12 @@ impl Shell {
         while let Some(s) = a.poll_rate() {
             let res = match sim.qdisc_mut(self.links[s.dir]) {
                 Some(q) => q
-                    .set_rate(Some(s.bps))
+                    .set_rate(Some(s.rate))
                     .map_err(|_| "the qdisc has no shaper".to_string()),
                 None => Err("no qdisc on the radio link".to_string()),
             };
             if res.is_ok() {
-                rate_now[s.dir] = s.bps as f64 * 8e-6;
+                rate_now[s.dir] = s.rate.mbit();
             }
             a.handle_rate_applied(w, s, res);
         }

@@ -6,7 +6,7 @@ use super::super::probe::{Prober, Reflector, REFLECTOR_PORT};
 use super::super::scenario::{ProbePath, Scenario, SlotCapacity};
 use super::{Contender, LoopSpec, PROBE_INTERVAL, REFLECTORS};
 use cake::{AnyQdisc, CakeConfig};
-use controller::{mbit, Config, Direction, PerDir};
+use controller::{mbit, Config, Direction, PerDir, Rate};
 use qdisc::{Duration, Instant};
 use sim::{Capacity, IcmpPolicy, LinkConfig, Sim, TcpReceiverApp, TcpSenderApp};
 use std::net::{IpAddr, Ipv4Addr};
@@ -90,13 +90,13 @@ impl Topology {
                     };
                     Some(cake_at(cap.rate_at(Instant::ZERO) * 95 / 100, seed))
                 }
-                _ => Some(cake_at(cfg.base[d], seed)),
+                _ => Some(cake_at(cfg.base[d].bytes_per_s(), seed)),
             }
         };
-        let ingress_cake = |max: u64| {
-            let bw = format!("{}bit", max * 8);
+        let ingress_cake = |max: Rate| {
+            let bw = format!("{}bit", max.bits_per_s());
             let cfg = CakeConfig::from_tc_args(&["bandwidth", &bw, "autorate-ingress", "ingress"])
-                .unwrap_or_else(|_| CakeConfig::with_rate(max));
+                .unwrap_or_else(|_| CakeConfig::with_rate(max.bytes_per_s()));
             AnyQdisc::cake(cfg, seed)
         };
         let wan = |sim: &mut Sim, a, b, q: Option<AnyQdisc>| {
