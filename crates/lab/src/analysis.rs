@@ -16,10 +16,9 @@ use std::fmt;
 /// sample every 100 ms).
 pub const LOADED_LATENCY_PROBE: ProbeId = ProbeId::UDP_BE;
 
-/// Seconds of load skipped before figures are taken: `min(load_s / 6, 5)`.
-pub fn warm_up_s(load_s: f64) -> f64 {
-    (load_s / 6.0).min(5.0)
-}
+/// Seconds of load skipped before figures are taken: `min(load_s / 6, 5)` (one rule for the
+/// lab and the simulated testbeds of section B, which share it through `sim::tally`).
+pub use sim::tally::warm_up_s;
 
 /// Why a run cannot be reduced to the demo's figures.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -92,6 +92,12 @@ impl FlowTally {
     }
 }
 
+/// Seconds of load skipped before a run's figures are taken: `min(load_s / 6, 5)`. The lab's
+/// runs (`lab::analysis`) and section B's simulated testbeds use it alike.
+pub fn warm_up_s(load_s: f64) -> f64 {
+    (load_s / 6.0).min(5.0)
+}
+
 /// Loaded-latency statistics, ms (probe RTT minus the idle base RTT).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LatencyStats {

@@ -41,7 +41,7 @@ fn seed_peak(c: &str, t: &str) -> &'static str {
 
 pub(crate) fn run(opts: &RunOpts) -> Report {
     let dur = scaled(opts, 60.0, 12.0);
-    let warm = (dur / 6.0).min(5.0);
+    let warm = sim::tally::warm_up_s(dur);
     let skip = (warm * 1000.0 / PROBE.as_nanos() as f64 * 1e6) as usize;
     let mut table = Table::new(&[
         "contender",

@@ -188,7 +188,7 @@ fn shares(s: &[f64; 4]) -> String {
 
 pub(crate) fn run(opts: &RunOpts) -> Report {
     let dur = scaled(opts, 60.0, 15.0);
-    let warm = (dur / 6.0).min(5.0);
+    let warm = sim::tally::warm_up_s(dur);
     let mut table = Table::new(&[
         "contender",
         "test",
