@@ -40,8 +40,8 @@
 //!   a [`Controller`].
 //!
 //! Every rate the controllers are configured in, decide, measure and report is a [`Rate`]
-//! (bytes per second, shown in Mbit/s; `Rate::from_mbit` converts from Mbit/s);
-//! [`qdisc::Qdisc::set_rate`] takes its bytes per second.
+//! (bytes per second, shown in Mbit/s; `Rate::from_mbit` converts from Mbit/s), the type
+//! [`qdisc::Qdisc::set_rate`] takes too.
 //!
 //! ```
 //! use controller::{Controller, Direction, Engine, Purple, Rate, Sample, ReflectorId, Config};

@@ -1,6 +1,6 @@
-//! Rates: the one home for turning Mbit/s into the bytes per second every qdisc and controller
-//! takes ([`crate::Qdisc::set_rate`]), and [`Rate`], the type the controllers decide in and the
-//! shells apply.
+//! Rates: [`Rate`], the type every shaper is set in ([`crate::Qdisc::set_rate`]) and every
+//! controller decides in, and [`mbit`], the one conversion from Mbit/s to the bytes per second
+//! that [`Rate::from_mbit`] and the engines' own configurations are built on.
 
 use std::fmt;
 

@@ -1182,7 +1182,7 @@ impl<L: Law> Agent<L> {
     pub fn rate_in_force(&self, dir: Direction) -> Option<Rate> {
         self.limiter.current(dir)
     }
-    /// The latest measured throughput in `dir`, bytes per second (0 before the first).
+    /// The latest measured throughput in `dir` (zero before the first).
     pub fn throughput(&self, dir: Direction) -> Rate {
         self.throughput[dir]
     }
