@@ -128,8 +128,8 @@ fn main() {
                     s.delay_up = owd;
                 }
                 if let Some(m) = min_mbit {
-                    s.range_down.0 = qdisc::rate::mbit(m);
-                    s.range_up.0 = qdisc::rate::mbit(m);
+                    s.range_down.0 = qdisc::Rate::from_mbit(m);
+                    s.range_up.0 = qdisc::Rate::from_mbit(m);
                 }
                 // A variant `contender=i` runs `Contender::all`'s i-th contender instead of purple.
                 let pick = var.and_then(|k| {

@@ -164,7 +164,7 @@ fn a_users_traces_make_a_link_and_a_broken_one_names_the_file_and_line() {
     let labels = experiments::c::labels(&experiments::c::demo_contenders(&sc));
     assert_eq!(labels[..3], ["C1", "C2", "C3"]);
     assert_eq!(labels.last(), Some(&"oracle-late"));
-    assert!((sc.range_down.1 as f64 - controller::mbit(14.4) as f64).abs() < 100.0);
+    assert!((sc.range_down.1.mbit() - 14.4).abs() < 100.0 * 8e-6);
     let rtt = experiments::c::closed_loop::PATH_RTT + sc.delay_down + sc.delay_up;
     assert!((rtt.as_millis_f64() - 30.0).abs() < 0.01, "{rtt:?}");
     assert!(

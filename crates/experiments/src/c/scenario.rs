@@ -5,7 +5,7 @@
 //! into its loop, so seeds are different stretches of the same drive). [`Scenario::for_link`]
 //! builds a scenario from any capacity, e.g. a user's own traces.
 
-use qdisc::{quantile, Duration, Instant, Rng};
+use qdisc::{quantile, Duration, Instant, Rate, Rng};
 use sim::{MahimahiTrace, RatePoint, RateSchedule};
 
 /// A direction's capacity: the one link capacity type ([`qdisc::link::Capacity`]). Section C
@@ -141,10 +141,10 @@ pub struct Scenario {
     pub up: Capacity,
     /// The radio's droptail buffer, packets (the queue nobody can change).
     pub radio_buffer: u32,
-    /// Controllers' rate range per direction `(min, max)`, bytes/s.
-    pub range_down: (u64, u64),
+    /// Controllers' rate range per direction `(min, max)`.
+    pub range_down: (Rate, Rate),
     /// Upload range.
-    pub range_up: (u64, u64),
+    pub range_up: (Rate, Rate),
     /// The two static CAKE rates of the slides for this scenario (C2 "safe" and C3
     /// "optimistic"), Mbit/s `(down, up)` each.
     pub statics: [(f64, f64); 2],
@@ -258,7 +258,10 @@ impl Scenario {
             let round = |x: f64| (x * 10.0).round() / 10.0;
             let hi = (1.2 * p90).max(0.2);
             let lo = (0.1 * mean).clamp(0.1, hi / 2.0);
-            ((mb(lo), mb(hi)), (round(p50).max(0.1), round(p90).max(0.1)))
+            (
+                (Rate::from_mbit(lo), Rate::from_mbit(hi)),
+                (round(p50).max(0.1), round(p90).max(0.1)),
+            )
         };
         let (range_down, sd) = derive(&down);
         let (range_up, su) = derive(&up);
@@ -440,7 +443,10 @@ const UMTS_UP: &str = include_str!("../../../../scenarios/traces/TMobile-UMTS-dr
 /// trace, its starting offset) drawn from `seed`.
 pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
     let mut rng = Rng::new(seed ^ 0xc0ff_ee00);
-    let radio_ranges = ((mb(5.0), mb(150.0)), (mb(2.0), mb(50.0)));
+    let radio_ranges = (
+        (Rate::from_mbit(5.0), Rate::from_mbit(150.0)),
+        (Rate::from_mbit(2.0), Rate::from_mbit(50.0)),
+    );
     let statics_radio = [(100.0, 33.0), (150.0, 50.0)];
     // The synthetic radio scenarios: 150-packet buffer, the radio's rate range and statics.
     let radio = |name: &str, description: &str, secs: f64, down: Vec<u64>, up: Vec<u64>| Scenario {
@@ -474,8 +480,8 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
             down: trace(down, off),
             up: trace(up, off),
             radio_buffer: 300,
-            range_down: (mb(range_down.0), mb(range_down.1)),
-            range_up: (mb(range_up.0), mb(range_up.1)),
+            range_down: (Rate::from_mbit(range_down.0), Rate::from_mbit(range_down.1)),
+            range_up: (Rate::from_mbit(range_up.0), Rate::from_mbit(range_up.1)),
             statics,
             delay_down: RADIO_DELAY,
             delay_up: RADIO_DELAY,
@@ -609,8 +615,8 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                 down: slotted(down),
                 up: slotted(up),
                 radio_buffer: 500,
-                range_down: (mb(10.0), mb(300.0)),
-                range_up: (mb(1.0), mb(30.0)),
+                range_down: (Rate::from_mbit(10.0), Rate::from_mbit(300.0)),
+                range_up: (Rate::from_mbit(1.0), Rate::from_mbit(30.0)),
                 statics: [(150.0, 15.0), (230.0, 23.0)],
                 delay_down: delay,
                 delay_up: delay,
@@ -824,10 +830,10 @@ mod tests {
         );
         // Up: 20 Mbit/s throughout.
         assert_eq!((s.statics[0].1, s.statics[1].1), (20.0, 20.0));
-        assert_eq!(s.range_up, (mb(2.0), mb(24.0)));
+        assert_eq!(s.range_up, (Rate::from_mbit(2.0), Rate::from_mbit(24.0)));
         // Down: 10 for 10 s, a ramp to 30 over 10 s, 30 for 10 s: median ~20, p90 30.
         assert!((s.statics[0].0 - 20.0).abs() <= 1.0, "{:?}", s.statics);
         assert_eq!(s.statics[1].0, 30.0);
-        assert_eq!(s.range_down.1, mb(36.0));
+        assert_eq!(s.range_down.1, Rate::from_mbit(36.0));
     }
 }

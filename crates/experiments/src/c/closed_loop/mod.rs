@@ -164,12 +164,11 @@ impl LoopSpec {
             return c.clone();
         }
         let s = &self.scenario;
-        let rate = Rate::from_bytes_per_s;
         let mut c = Config::with_range(
-            PerDir::new(rate(s.range_down.0), rate(s.range_up.0)),
-            PerDir::new(rate(s.range_down.1), rate(s.range_up.1)),
+            PerDir::new(s.range_down.0, s.range_up.0),
+            PerDir::new(s.range_down.1, s.range_up.1),
         );
-        c.base = PerDir::new(rate(s.range_down.1 * 3 / 5), rate(s.range_up.1 * 3 / 5));
+        c.base = PerDir::new(s.range_down.1 * 3 / 5, s.range_up.1 * 3 / 5);
         c
     }
 }
