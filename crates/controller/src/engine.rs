@@ -291,8 +291,7 @@ impl<L: Law> Engine<L> {
         let cur = self.last.rate[dir];
         let in_force = inp.in_force.unwrap_or(cur);
         let throughput = inp.throughput.filter(|x| ok(x.0)).map(|x| x.1);
-        let load =
-            throughput.map(|t| t.bytes_per_s() as f64 / in_force.bytes_per_s().max(1) as f64);
+        let load = throughput.map(|t| t.bytes_per_s_f64() / in_force.bytes_per_s().max(1) as f64);
         let passive = inp
             .passive
             .filter(|x| src.passive() && young(x.0))

@@ -154,8 +154,8 @@ impl Safety {
                     return (cur.clamp(lo, hi), Reason::RateLimited);
                 }
                 let dt = since.map_or(1.0, |d| d.as_secs_f64().min(1.0));
-                let cap = cur.bytes_per_s() as f64 * (1.0 + self.p.max_increase_per_s * dt);
-                let cap = Rate::from_bytes_per_s_f64(cap.min(hi.bytes_per_s() as f64)).max(cur);
+                let cap = cur.bytes_per_s_f64() * (1.0 + self.p.max_increase_per_s * dt);
+                let cap = Rate::from_bytes_per_s_f64(cap.min(hi.bytes_per_s_f64())).max(cur);
                 if rate > cap {
                     rate = cap;
                     why = Reason::RateLimited;

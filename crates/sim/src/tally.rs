@@ -99,7 +99,7 @@ pub fn warm_up_s(load_s: f64) -> f64 {
 }
 
 /// Loaded-latency statistics, ms (probe RTT minus the idle base RTT).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct LatencyStats {
     /// Samples.
     pub n: usize,
