@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use dataplane::linkem::{Capacity, IcmpPolicy, LinkConfig};
+use dataplane::linkem::{Capacity, Charge, IcmpPolicy, LinkConfig};
 use dataplane::BridgeConfig;
 use qdisc::Duration;
 
@@ -38,14 +38,15 @@ pub struct LinkemArgs {
     /// Down delay (overrides --delay-ms).
     #[arg(long)]
     pub down_delay_ms: Option<f64>,
-    /// Droptail buffer limit in packets, per direction (default 1000 unless only
-    /// --buffer-bytes is given).
+    /// Droptail buffer limit in packets waiting (not counting the one on the link), per
+    /// direction (default 1000 unless only --buffer-bytes is given).
     #[arg(long)]
     pub buffer_packets: Option<u32>,
-    /// Droptail buffer limit in bytes, per direction.
+    /// Droptail buffer limit in bytes waiting, per direction.
     #[arg(long)]
     pub buffer_bytes: Option<u64>,
-    /// Random loss probability in [0, 1], per direction.
+    /// Random loss probability in [0, 1] of a frame the link sends (lost on the wire, after
+    /// using the capacity), per direction.
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
     /// Name (control socket /run/purple/NAME.sock).
@@ -111,6 +112,7 @@ pub fn configs(a: &LinkemArgs) -> Result<(LinkConfig, LinkConfig), String> {
         capacity_noise: a.capacity_noise,
         capacity_bias: a.capacity_bias,
         icmp,
+        charge: Charge::IpSegments,
     };
     let up = base(
         capacity(&a.up, &a.up_trace)?,

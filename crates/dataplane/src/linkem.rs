@@ -8,7 +8,7 @@ use qdisc::Instant;
 use serde_json::{json, Value};
 
 pub use qdisc::link::{
-    wire_bytes, Capacity, CapacityFileError, IcmpPolicy, LinkConfig, LinkModel, LinkStats,
+    wire_bytes, Capacity, CapacityFileError, Charge, IcmpPolicy, LinkConfig, LinkModel, LinkStats,
     CAPACITY_WINDOW, DEFAULT_BUFFER_PACKETS,
 };
 

@@ -1,43 +1,39 @@
-//! One link: the capacity type every backend shares ([`Capacity`]) and the sans-IO model of a
-//! link we cannot change (a radio, a modem), like mahimahi's `mm-link` plus `mm-delay` and
-//! `mm-loss` ([`LinkModel`]). `purple linkem` runs one per direction inside the bridge's event
-//! loop (dataplane's `linkem` module adds only the bridge glue); the simulator's links take
-//! their capacity from the same [`Capacity`] (see "The simulator's links" below).
+//! One link: the capacity type every backend shares ([`Capacity`]), the one mechanism of a link
+//! we cannot change (a radio, a modem) — its buffer, transmitter, trace opportunities and loss,
+//! [`LinkCore`] — and the sans-IO emulator built on it, like mahimahi's `mm-link` plus
+//! `mm-delay` and `mm-loss` ([`LinkModel`]). `purple linkem` runs a [`LinkModel`] per direction
+//! inside the bridge's event loop (dataplane's `linkem` module adds only the bridge glue); each
+//! of the simulator's links (`sim::Sim`) holds a [`LinkCore`] behind its qdisc and turns its
+//! departures into arrival events.
 //!
-//! A frame offered to [`LinkModel`] goes through, in order:
-//! 1. **loss**: dropped with probability `loss` (seeded RNG), before it reaches the buffer (like
-//!    `mm-loss` in front of the link);
-//! 2. **the buffer**: an unmanaged droptail queue of at most `buffer_packets` frames and
-//!    `buffer_bytes` bytes (the arriving frame is dropped when it would not fit) — the radio's
-//!    queue whose backlog and sojourn time the stats report. ICMP (v4 and v6) follows the
-//!    link's [`IcmpPolicy`]: like any frame, in a queue of its own served first (a radio whose
-//!    scheduler keeps pings apart from data, so pings miss the data's queue), or dropped;
-//! 3. **the link**: frames leave the buffer one at a time at the capacity: a fixed rate, a
-//!    step/ramp [`RateSchedule`] (the rate when a frame starts is used for all of it), unlimited,
-//!    or a [`MahimahiTrace`] with mahimahi's semantics (each trace line is one opportunity to send
-//!    1500 bytes; a frame may span opportunities and several small frames may share one; bytes of
-//!    an opportunity the queue cannot use are lost; frames arriving at an opportunity's instant
-//!    wait for the next one);
-//! 4. **propagation delay**: each frame is released `delay` after it finished on the link.
+//! A frame offered to a link goes through, in order:
+//! 1. **the buffer**: an unmanaged droptail queue of at most `buffer_packets` frames and
+//!    `buffer_bytes` bytes waiting (the arriving frame is dropped when it would not fit) — the
+//!    radio's queue whose backlog and sojourn time the stats report. ICMP (v4 and v6) follows
+//!    the link's [`IcmpPolicy`]: like any frame, in a queue of its own served first (a radio
+//!    whose scheduler keeps pings apart from data, so pings miss the data's queue), or dropped;
+//! 2. **the link**: frames leave the buffer one at a time at the capacity: a fixed rate, a
+//!    step/ramp [`RateSchedule`] (the rate when a frame starts is used for all of it; a rate
+//!    below 1 byte/s stalls the link), unlimited, or a [`MahimahiTrace`] with mahimahi's
+//!    semantics (each trace line is one opportunity to send 1500 bytes; a frame may span
+//!    opportunities and several small frames may share one; bytes of an opportunity the queue
+//!    cannot use are lost; a frame arriving at an opportunity's instant may use it unless the
+//!    link already did). At a rate a frame leaves the buffer when its transmission starts; on a
+//!    trace, at the opportunity carrying its last byte; its sojourn ends there;
+//! 3. **loss**: a frame the link sends is lost with probability `loss` (seeded RNG), on the
+//!    wire: it used the capacity but never arrives;
+//! 4. **propagation delay**: each frame arrives `delay` after it finished on the link.
 //!
-//! **What the link charges.** Capacity counts IP bytes (the frame minus its Ethernet/VLAN
-//! header), as mahimahi does, since it sees IP packets on a TUN device. A GSO super-packet is not
-//! segmented (it leaves whole, and the kernel segments it on send) but is charged as its wire
-//! segments: `segments × headers + payload`, so a 64 KiB super-packet takes exactly the time
-//! of the ~45 frames it becomes.
+//! **What the link charges** is the one per-backend choice ([`Charge`]). `purple linkem` counts
+//! IP bytes (the frame minus its Ethernet/VLAN header), as mahimahi does, since it sees IP
+//! packets on a TUN device; a GSO super-packet is not segmented (it leaves whole, and the kernel
+//! segments it on send) but is charged as its wire segments: `segments × headers + payload`,
+//! sent one segment at a time, so a 64 KiB super-packet takes exactly the time of the ~45
+//! frames it becomes. The simulator charges whole frames, Ethernet header included.
 //!
-//! **Time.** The model computes its schedule from its own virtual times (when each frame arrived
-//! and when the previous one finished), not from when it was called, so a late `dequeue` does not
+//! **Time.** The link computes its schedule from its own virtual times (when each frame arrived
+//! and when the previous one finished), not from when it was called, so a late call does not
 //! lower the link's rate. `now` must not go backwards.
-//!
-//! **The simulator's links** (`sim::Sim`) read the same [`Capacity`] but keep their own
-//! per-packet path, whose semantics differ from [`LinkModel`]'s in ways every published
-//! simulator figure depends on: they charge whole frames (Ethernet header included), lose
-//! packets on the wire after serialisation (not before the buffer), let a packet arriving at a
-//! trace opportunity's instant use it, serialise a [`Capacity::Rate`] of 0 at 1 byte/s and a
-//! schedule below 1000 bytes/s at 1000 bytes/s (instead of stalling), put a qdisc and an ICMP
-//! queue in front of the buffer, and measure sojourn to the start of transmission. See
-//! docs/architecture.md.
 
 use std::collections::VecDeque;
 
@@ -60,8 +56,7 @@ pub fn serialisation_nanos(bytes: u32, rate: u64) -> u64 {
 pub enum Capacity {
     /// No serialisation delay at all.
     Unlimited,
-    /// A fixed rate in bytes per second (0 stalls a [`LinkModel`]; the simulator serialises it
-    /// at 1 byte/s).
+    /// A fixed rate in bytes per second (0 stalls the link).
     Rate(u64),
     /// A mahimahi trace (looping): each line is one opportunity to send
     /// [`MAHIMAHI_MTU`] bytes; capacity an empty queue cannot use is lost.
@@ -140,7 +135,7 @@ pub const DEFAULT_BUFFER_PACKETS: u32 = 1000;
 /// 100 ms), and how long one noisy capacity estimate holds.
 pub const CAPACITY_WINDOW: Duration = Duration::from_millis(100);
 /// How long the link waits before looking again when the capacity is zero.
-const STALL_RECHECK: Duration = Duration::from_millis(1);
+pub const STALL_RECHECK: Duration = Duration::from_millis(1);
 
 /// How a link's buffer treats ICMP (v4 and v6). Every backend's links take it: the simulator's
 /// and [`LinkModel`] (`purple linkem --icmp`).
@@ -153,7 +148,7 @@ pub enum IcmpPolicy {
     /// (as Starlink users observe: ping stays low while downloads bloat). Up to
     /// [`ICMP_APART_LIMIT`] ICMP packets wait there, whatever the data queue holds. A frame the
     /// link has started sending is finished first, but a GSO super-packet yields between two of
-    /// its wire segments (the simulator's links, which have no GSO, only finish the frame).
+    /// its wire segments.
     Apart,
     /// Dropped on entry (counted as buffer drops): ICMP blocked on the path.
     Blocked,
@@ -211,6 +206,23 @@ pub fn is_icmp(pkt: &Packet) -> bool {
     matches!(pkt.headers().ip.map(|i| i.tuple.proto), Some(1 | 58))
 }
 
+/// What a link charges for a frame: the bytes that cross it and the wire segments they are.
+/// The one choice each backend makes for itself (everything else about a link is one
+/// mechanism, [`LinkCore`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Charge {
+    /// IP bytes per wire segment: the frame less its Ethernet/VLAN header, a GSO super-packet
+    /// as the segments it becomes ([`wire_bytes`]). `purple linkem`'s: the Ethernet header of
+    /// the frames it forwards does not exist on the radio it emulates, the kernel hands it
+    /// super-packets, and mahimahi (whose traces it replays) counts IP packets on a TUN device.
+    #[default]
+    IpSegments,
+    /// The whole frame, Ethernet header included, as one wire segment. The simulator's: its
+    /// frames are what crosses its links (it has no GSO), and its published figures were
+    /// measured so.
+    Frame,
+}
+
 /// What to emulate in one direction.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkConfig {
@@ -218,11 +230,11 @@ pub struct LinkConfig {
     pub capacity: Capacity,
     /// One-way propagation delay added after the link.
     pub delay: Duration,
-    /// Most frames in the buffer (`None`: no packet limit).
+    /// Most frames (wire segments) waiting in the buffer (`None`: no packet limit).
     pub buffer_packets: Option<u32>,
-    /// Most bytes (whole frames) in the buffer (`None`: no byte limit).
+    /// Most bytes (whole frames) waiting in the buffer (`None`: no byte limit).
     pub buffer_bytes: Option<u64>,
-    /// Probability in [0, 1] that an arriving frame is lost.
+    /// Probability in [0, 1] that a frame the link sends is lost on the wire.
     pub loss: f64,
     /// Seed of the loss and estimate-noise generators.
     pub seed: u64,
@@ -233,10 +245,12 @@ pub struct LinkConfig {
     pub capacity_bias: f64,
     /// How the buffer treats ICMP.
     pub icmp: IcmpPolicy,
+    /// What the link charges for a frame.
+    pub charge: Charge,
 }
 
 impl Default for LinkConfig {
-    /// Unlimited, no delay, 1000-packet buffer, no loss, an exact estimate.
+    /// Unlimited, no delay, 1000-packet buffer, no loss, an exact estimate, IP bytes charged.
     fn default() -> Self {
         LinkConfig {
             capacity: Capacity::Unlimited,
@@ -248,6 +262,7 @@ impl Default for LinkConfig {
             capacity_noise: 0.0,
             capacity_bias: 0.0,
             icmp: IcmpPolicy::Shared,
+            charge: Charge::IpSegments,
         }
     }
 }
@@ -256,21 +271,21 @@ impl Default for LinkConfig {
 /// appears as [`DropReason::Aqm`] and buffer overflow as [`DropReason::Overflow`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinkStats {
-    /// Frames and bytes in the buffer now (not counting those propagating).
+    /// Frames and bytes waiting in the buffer now (not counting the frame on the link or those
+    /// propagating).
     pub backlog: Counter,
-    /// Wire segments in the buffer now (a GSO super-packet counts as the frames it becomes);
-    /// the packet limit applies to this.
+    /// Wire segments waiting in the buffer now (a GSO super-packet counts as the frames it
+    /// becomes); the packet limit applies to this.
     pub backlog_segments: u64,
-    /// Frames and bytes that left the link and are propagating.
+    /// Frames and bytes that left the buffer (on the link or propagating).
     pub in_flight: Counter,
     /// Frames dropped because the buffer was full.
     pub buffer_drops: Counter,
-    /// Frames lost at random.
+    /// Frames lost at random on the wire.
     pub loss_drops: Counter,
     /// Frames delivered (after the delay).
     pub tx: Counter,
-    /// Time the last frame to leave the buffer spent there (arrival to the end of its
-    /// transmission).
+    /// Time the last frame to leave the buffer spent there (see [`Departure::sojourn`]).
     pub last_sojourn: Duration,
     /// Exponentially weighted moving average of that sojourn time (weight 1/8 per frame).
     pub sojourn_ewma: Duration,
@@ -286,47 +301,86 @@ struct Queued {
     segs: u32,
 }
 
+/// A frame that left a link's buffer ([`LinkCore::transmit`]).
 #[derive(Debug)]
-struct InFlight {
-    pkt: Packet,
-    release: Instant,
+pub struct Departure {
+    /// The frame.
+    pub pkt: Packet,
+    /// When it left the buffer: at a rate, when the link started sending it (its last wire
+    /// segment, for a GSO super-packet); on a trace, the opportunity that carried its last byte.
+    pub at: Instant,
+    /// When it reaches the far end: the end of its transmission plus the delay.
+    pub arrival: Instant,
+    /// How long it waited in the buffer: `at` less when it entered.
+    pub sojourn: Duration,
+    /// Link time it took at a rate (zero unlimited and on a trace).
+    pub busy: Duration,
+    /// Bytes still waiting in the buffer (both queues) once it left.
+    pub backlog_bytes: u64,
+    /// Wire segments it stood for.
+    pub segs: u32,
+    /// Lost on the wire: it used the link but never arrives.
+    pub lost: bool,
 }
 
-/// The sans-IO link emulator for one direction (see the module docs). Implements [`Qdisc`]:
-/// `enqueue` offers a frame, `dequeue` returns frames once they have crossed the link and the
-/// delay, or [`Dequeue::NotBefore`] the instant the next one will have. No allocation per packet
-/// in steady state (the two queues keep their capacity).
+/// The caller's side of [`LinkCore::transmit`]: where departures go, and a chance to offer
+/// frames as the link frees room.
+pub trait Departures {
+    /// `d` left the buffer (in the order the link sends).
+    fn depart(&mut self, d: Departure);
+    /// Called before the link takes each frame and when its buffer has emptied within a trace
+    /// opportunity: the caller may [`LinkCore::push`] frames due `now` (the simulator pulls
+    /// them from the qdisc in front of the buffer). The default offers none.
+    #[inline]
+    fn refill(&mut self, _link: &mut LinkCore, _now: Instant) {}
+}
+
+/// One link's buffer and transmitter: the mechanism every backend runs. [`LinkModel`] (`purple
+/// linkem`) wraps it with a delay line and counters; the simulator's links hold one behind
+/// their qdisc and turn departures into arrival events.
+///
+/// - A frame enters the buffer when [`LinkCore::offer`]ed (or [`LinkCore::push`]ed) at its
+///   arrival instant; ICMP follows the [`IcmpPolicy`]. The limits count the frames waiting
+///   (not the one on the link), by their [`Charge`].
+/// - [`LinkCore::transmit`] at `now` sends, in virtual time, every frame the link can take by
+///   `now` (a late call does not lower the rate). At a rate a frame leaves the buffer when its
+///   transmission starts (at the rate in force then; a super-packet one wire segment at a
+///   time) and reaches the far end when it ends plus the delay. On a trace each opportunity
+///   carries up to 1500 bytes; a frame leaves at the opportunity carrying its last byte; a
+///   frame that arrives at an opportunity's instant may use it unless the link used that
+///   opportunity before the frame arrived (it does when it is called at that instant with
+///   frames waiting); opportunities the empty buffer cannot use are lost. A rate below 1
+///   byte/s stalls the link, which looks again every [`STALL_RECHECK`].
+/// - A frame the link sends is lost on the wire with probability `loss` (seeded).
 #[derive(Debug)]
-pub struct LinkModel {
+pub struct LinkCore {
     capacity: Capacity,
+    charge: Charge,
     delay: Duration,
     buffer_packets: Option<u32>,
     buffer_bytes: Option<u64>,
     loss: f64,
-    seed: u64,
-    noise: f64,
-    bias: f64,
-    origin: Instant,
-    last_now: Instant,
-    queue: VecDeque<Queued>,
     icmp: IcmpPolicy,
+    origin: Instant,
+    queue: VecDeque<Queued>,
     /// [`IcmpPolicy::Apart`]: the ICMP queue, served before `queue`.
     icmp_queue: VecDeque<Queued>,
-    line: VecDeque<InFlight>,
-    /// Rate modes: when the link finished the previous frame.
+    /// Bytes (whole frames) and wire segments in `queue`; bytes in `icmp_queue`.
+    queue_bytes: u64,
+    queue_segs: u64,
+    icmp_bytes: u64,
+    /// Rate modes: when the link is free (the end of what it has sent).
     link_free: Instant,
+    /// Rate modes: link time spent on the data head's wire segments sent so far.
+    head_busy: u64,
     /// Trace mode: index of the next unused opportunity.
     next_opp: u64,
-    /// Trace mode: bytes of the head frame already sent.
+    /// Bytes of the data head already sent (wire segments at a rate, opportunities' bytes on a
+    /// trace).
     head_sent: u32,
     /// Trace mode: bytes of the ICMP queue's head frame already sent.
     icmp_sent: u32,
-    /// Frames, bytes and wire segments in the ICMP queue (part of the backlog, not of the
-    /// data queue's limits).
-    icmp_backlog: Counter,
     rng: Rng,
-    stats: QdiscStats,
-    link: LinkStats,
 }
 
 /// The bytes the link charges for `pkt`: IP bytes per wire segment (see the module docs).
@@ -367,40 +421,33 @@ fn sub(c: &mut Counter, len: u32) {
     c.bytes = c.bytes.saturating_sub(u64::from(len));
 }
 
-impl LinkModel {
-    /// A link whose trace or schedule time 0 is `origin`. Out-of-range settings are clamped
-    /// (loss to [0, 1], noise and bias to at least -1).
-    pub fn new(cfg: LinkConfig, origin: Instant) -> LinkModel {
-        let clean = |v: f64| if v.is_finite() { v } else { 0.0 };
-        LinkModel {
+impl LinkCore {
+    /// A link whose trace or schedule time 0 is `origin`, its loss drawn from `cfg.seed`.
+    /// Out-of-range settings are clamped (loss to [0, 1], a non-finite loss to 0). The estimate
+    /// settings (`capacity_noise`, `capacity_bias`) are [`LinkModel`]'s.
+    pub fn new(cfg: LinkConfig, origin: Instant) -> LinkCore {
+        let loss = if cfg.loss.is_finite() { cfg.loss } else { 0.0 };
+        LinkCore {
             capacity: cfg.capacity,
+            charge: cfg.charge,
             delay: cfg.delay,
             buffer_packets: cfg.buffer_packets,
             buffer_bytes: cfg.buffer_bytes,
-            loss: clean(cfg.loss).clamp(0.0, 1.0),
-            seed: cfg.seed,
-            noise: clean(cfg.capacity_noise).max(0.0),
-            bias: clean(cfg.capacity_bias).max(-1.0),
-            origin,
-            last_now: origin,
-            queue: VecDeque::with_capacity(1024),
+            loss: loss.clamp(0.0, 1.0),
             icmp: cfg.icmp,
+            origin,
+            queue: VecDeque::new(),
             icmp_queue: VecDeque::new(),
-            line: VecDeque::with_capacity(1024),
+            queue_bytes: 0,
+            queue_segs: 0,
+            icmp_bytes: 0,
             link_free: origin,
+            head_busy: 0,
             next_opp: 0,
             head_sent: 0,
             icmp_sent: 0,
-            icmp_backlog: Counter::default(),
             rng: Rng::new(cfg.seed),
-            stats: QdiscStats::default(),
-            link: LinkStats::default(),
         }
-    }
-
-    /// The emulator's counters.
-    pub fn link_stats(&self) -> LinkStats {
-        self.link
     }
 
     /// The capacity setting.
@@ -418,7 +465,7 @@ impl LinkModel {
         (self.buffer_packets, self.buffer_bytes)
     }
 
-    /// The probability that an arriving frame is lost (after clamping to [0, 1]).
+    /// The probability that a frame sent is lost (after clamping to [0, 1]).
     pub fn loss(&self) -> f64 {
         self.loss
     }
@@ -428,56 +475,151 @@ impl LinkModel {
         self.icmp
     }
 
-    /// Replaces the capacity at `now`, keeping queued frames. The head frame restarts its
-    /// transmission; a trace or schedule keeps its time origin.
-    pub fn set_capacity(&mut self, now: Instant, capacity: Capacity) {
-        self.advance(now);
-        self.capacity = capacity;
-        self.link_free = self.link_free.max(now);
-        self.head_sent = 0;
-        self.icmp_sent = 0;
-        if let Capacity::Trace(t) = &self.capacity {
-            self.next_opp = t.count_before(Instant::from_nanos(self.rel(now).as_nanos() + 1));
+    /// What the link charges for a frame.
+    pub fn charge(&self) -> Charge {
+        self.charge
+    }
+
+    /// The link's time origin (a trace's or schedule's time 0).
+    pub fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    /// Frames and bytes waiting in the buffer (both queues).
+    pub fn backlog(&self) -> Counter {
+        Counter {
+            packets: (self.queue.len() + self.icmp_queue.len()) as u64,
+            bytes: self.queue_bytes + self.icmp_bytes,
         }
     }
 
-    fn rel(&self, t: Instant) -> Duration {
-        t.saturating_duration_since(self.origin)
+    /// Wire segments waiting in the buffer (both queues).
+    pub fn backlog_segments(&self) -> u64 {
+        self.queue_segs + self.icmp_queue.len() as u64
     }
 
+    /// Heap bytes the buffer's queues hold (their capacities).
+    pub fn heap_bytes(&self) -> usize {
+        (self.queue.capacity() + self.icmp_queue.capacity()) * std::mem::size_of::<Queued>()
+    }
+
+    /// Reserves room for `n` more waiting frames (no allocation until then).
+    pub fn reserve(&mut self, n: usize) {
+        self.queue.reserve(n);
+    }
+
+    /// Whether the ICMP policy drops `pkt` on entry ([`IcmpPolicy::Blocked`]).
+    #[inline]
+    pub fn blocks(&self, pkt: &Packet) -> bool {
+        self.icmp == IcmpPolicy::Blocked && is_icmp(pkt)
+    }
+
+    /// Whether the data queue is below both its limits (a frame taken now may overshoot the
+    /// byte limit by less than one frame). For a caller with a queue of its own in front that
+    /// [`LinkCore::push`]es while this holds.
+    #[inline]
+    pub fn has_room(&self) -> bool {
+        self.buffer_packets
+            .is_none_or(|p| self.queue_segs < u64::from(p))
+            && self.buffer_bytes.is_none_or(|b| self.queue_bytes < b)
+    }
+
+    /// Whether [`LinkCore::offer`] would take `pkt` now: not blocked ICMP, and room in its
+    /// queue (ICMP apart: fewer than [`ICMP_APART_LIMIT`] waiting, whatever the data queue
+    /// holds; otherwise within both limits with it).
+    #[inline]
+    pub fn admits(&self, pkt: &Packet) -> bool {
+        if self.icmp != IcmpPolicy::Shared && is_icmp(pkt) {
+            return self.icmp == IcmpPolicy::Apart && self.icmp_queue.len() < ICMP_APART_LIMIT;
+        }
+        let segs = match self.charge {
+            Charge::Frame => 1,
+            Charge::IpSegments => wire_and_segments(pkt).1,
+        };
+        self.buffer_packets
+            .is_none_or(|l| self.queue_segs + u64::from(segs) <= u64::from(l))
+            && self
+                .buffer_bytes
+                .is_none_or(|l| self.queue_bytes + u64::from(pkt.len()) <= l)
+    }
+
+    /// Offers `pkt`, arriving at `now`, to the buffer; gives it back when the buffer refuses it
+    /// ([`LinkCore::admits`]). Call [`LinkCore::transmit`] at `now` (or later) first, so frames
+    /// that left by `now` make room.
+    #[inline]
+    pub fn offer(&mut self, now: Instant, pkt: Packet) -> Result<(), Packet> {
+        if !self.admits(&pkt) {
+            return Err(pkt);
+        }
+        self.push(now, pkt);
+        Ok(())
+    }
+
+    /// Puts `pkt`, arriving at `now`, into the buffer whatever its limits and ICMP policy say
+    /// (ICMP apart still goes to its own queue): for a caller that checked
+    /// [`LinkCore::has_room`] or [`LinkCore::admits`].
+    #[inline]
+    pub fn push(&mut self, now: Instant, pkt: Packet) {
+        let (wire, segs) = match self.charge {
+            Charge::Frame => (pkt.len(), 1),
+            Charge::IpSegments => wire_and_segments(&pkt),
+        };
+        let len = u64::from(pkt.len());
+        let q = Queued {
+            pkt,
+            arrival: now,
+            wire,
+            segs,
+        };
+        if self.icmp == IcmpPolicy::Apart && is_icmp(&q.pkt) {
+            self.icmp_bytes += len;
+            self.icmp_queue.push_back(q);
+        } else {
+            self.queue_bytes += len;
+            self.queue_segs += u64::from(segs);
+            self.queue.push_back(q);
+        }
+    }
+
+    /// Replaces the capacity at `now`, keeping waiting frames; a frame already on the link
+    /// finishes as it started, a partly sent one restarts, a trace or schedule keeps its time
+    /// origin. Call [`LinkCore::transmit`] at `now` first.
+    pub fn set_capacity(&mut self, now: Instant, capacity: Capacity) {
+        self.capacity = capacity;
+        self.link_free = self.link_free.max(now);
+        self.head_sent = 0;
+        self.head_busy = 0;
+        self.icmp_sent = 0;
+        if let Capacity::Trace(t) = &self.capacity {
+            self.next_opp = t.count_before(self.rel_instant(now));
+        }
+    }
+
+    #[inline]
+    fn rel_instant(&self, t: Instant) -> Instant {
+        Instant::from_nanos(t.saturating_duration_since(self.origin).as_nanos())
+    }
+
+    #[inline]
     fn at_rel(&self, rel: Instant) -> Instant {
         self.origin
             .saturating_add(Duration::from_nanos(rel.as_nanos()))
     }
 
-    /// The true capacity at `now` in bytes per second (`None`: unlimited). For a trace: the
-    /// opportunities in the next [`CAPACITY_WINDOW`] × 1500 bytes ([`Capacity::rate_in`]).
-    pub fn capacity_at(&self, now: Instant) -> Option<f64> {
-        let rel = Instant::from_nanos(self.rel(now).as_nanos());
-        self.capacity.rate_in(rel, CAPACITY_WINDOW)
-    }
-
-    /// What the radio would report as its capacity at `now` (like airOS `dl_capacity`): the true
-    /// capacity times `1 + bias` times `1 + noise × u`, `u` uniform in [-1, 1) drawn from the seed
-    /// and the [`CAPACITY_WINDOW`] `now` falls in (so repeated queries within one window agree).
-    /// Never negative; `None` when unlimited.
-    pub fn capacity_estimate(&self, now: Instant) -> Option<f64> {
-        let c = self.capacity_at(now)?;
-        let epoch = self.rel(now).as_nanos() / CAPACITY_WINDOW.as_nanos();
-        let u = Rng::new(self.seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5eed).next_f64()
-            * 2.0
-            - 1.0;
-        Some((c * (1.0 + self.bias) * (1.0 + self.noise * u)).max(0.0))
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty() && self.icmp_queue.is_empty()
     }
 
     /// How long `bytes` take on the link when they start at `start`; `None` while the rate is
     /// below 1 byte/s (the link stalls and looks again after [`STALL_RECHECK`]).
+    #[inline]
     fn serialisation(&self, bytes: u32, start: Instant) -> Option<Duration> {
         match &self.capacity {
             Capacity::Rate(0) => None,
             Capacity::Rate(r) => Some(Duration::from_nanos(serialisation_nanos(bytes, *r))),
             Capacity::Schedule(s) => {
-                let rate = s.rate_at(Instant::from_nanos(self.rel(start).as_nanos()));
+                let rate = s.rate_at(self.rel_instant(start));
                 (rate >= 1.0)
                     .then(|| Duration::from_nanos((f64::from(bytes) * 1e9 / rate).ceil() as u64))
             }
@@ -485,74 +627,78 @@ impl LinkModel {
         }
     }
 
-    /// Moves the frames the link has finished by `now` from the buffer into the delay line.
-    fn advance(&mut self, now: Instant) {
-        self.last_now = self.last_now.max(now);
-        match &self.capacity {
-            Capacity::Unlimited => {
-                while let Some(icmp) = self.pick(false) {
-                    if let Some(q) = self.pop(icmp) {
-                        let at = q.arrival;
-                        self.finish(q, at);
-                    }
-                }
-            }
-            Capacity::Rate(_) | Capacity::Schedule(_) => {
-                while let Some(icmp) = self.pick(false) {
-                    if !icmp && self.yield_at_segment() {
-                        continue;
-                    }
-                    let Some(h) = self.front(icmp) else { break };
-                    let left = if icmp {
-                        h.wire
-                    } else {
-                        h.wire - self.head_sent
-                    };
-                    let start = h.arrival.max(self.link_free);
-                    let Some(tx) = self.serialisation(left, start) else {
-                        let resume = start.saturating_add(STALL_RECHECK);
-                        if resume > now {
-                            break;
-                        }
-                        self.link_free = resume;
-                        continue;
-                    };
-                    let end = start.saturating_add(tx);
-                    if end > now {
-                        break;
-                    }
-                    self.link_free = end;
-                    if !icmp {
-                        self.head_sent = 0;
-                    }
-                    if let Some(q) = self.pop(icmp) {
-                        self.finish(q, end);
-                    }
-                }
-            }
-            Capacity::Trace(_) => {
-                // Moved out for the loop (no copy), put back after.
-                let cap = std::mem::replace(&mut self.capacity, Capacity::Unlimited);
-                if let Capacity::Trace(trace) = &cap {
-                    self.advance_trace(trace, now);
-                }
-                self.capacity = cap;
-            }
+    /// Sends everything the link can send by `now` (see [`LinkCore`]), handing each frame that
+    /// leaves the buffer to `out` in order, and lets `out` refill the buffer as it goes. Bounded:
+    /// each iteration sends a frame (or a wire segment) or uses an opportunity that is due, or
+    /// returns. `now` must not go backwards.
+    #[inline]
+    pub fn transmit(&mut self, now: Instant, out: &mut impl Departures) {
+        if matches!(self.capacity, Capacity::Trace(_)) {
+            self.transmit_trace(now, out);
+        } else {
+            self.transmit_rate(now, out);
         }
     }
 
-    fn advance_trace(&mut self, trace: &MahimahiTrace, now: Instant) {
+    #[inline]
+    fn transmit_rate(&mut self, now: Instant, out: &mut impl Departures) {
         loop {
-            if self.queue.is_empty() && self.icmp_queue.is_empty() {
-                let seen = trace.count_before(Instant::from_nanos(
-                    self.rel(now).as_nanos().saturating_add(1),
-                ));
-                self.next_opp = self.next_opp.max(seen);
-                break;
+            out.refill(self, now);
+            let Some(icmp) = self.pick(false) else { return };
+            let Some(h) = self.front(icmp) else { return };
+            let start = h.arrival.max(self.link_free);
+            if start > now {
+                return;
             }
-            let t = self.at_rel(trace.opportunity(self.next_opp));
+            // The next wire segment: the whole frame unless it is a super-packet.
+            let (wire, segs) = (h.wire, h.segs);
+            let bytes = if icmp || segs <= 1 {
+                wire
+            } else {
+                (self.head_sent + wire.div_ceil(segs)).min(wire) - self.head_sent
+            };
+            let Some(tx) = self.serialisation(bytes, start) else {
+                let resume = start.saturating_add(STALL_RECHECK);
+                if resume > now {
+                    return;
+                }
+                self.link_free = resume;
+                continue;
+            };
+            let end = start.saturating_add(tx);
+            self.link_free = end;
+            let busy = if icmp {
+                tx.as_nanos()
+            } else {
+                self.head_busy += tx.as_nanos();
+                if self.head_sent + bytes < wire {
+                    self.head_sent += bytes;
+                    continue;
+                }
+                self.head_sent = 0;
+                std::mem::take(&mut self.head_busy)
+            };
+            self.depart(icmp, start, end, Duration::from_nanos(busy), out);
+        }
+    }
+
+    #[inline]
+    fn transmit_trace(&mut self, now: Instant, out: &mut impl Departures) {
+        loop {
+            if self.is_empty() {
+                // Opportunities before `now` found nothing to send: lost.
+                let Capacity::Trace(tr) = &self.capacity else { return };
+                let seen = tr.count_before(self.rel_instant(now));
+                self.next_opp = self.next_opp.max(seen);
+            }
+            out.refill(self, now);
+            if self.is_empty() {
+                return;
+            }
+            let Capacity::Trace(tr) = &self.capacity else { return };
+            let t = self.at_rel(tr.opportunity(self.next_opp));
             if t > now {
-                break;
+                return;
             }
             let mut bytes = MAHIMAHI_MTU;
             while bytes > 0 {
@@ -580,8 +726,9 @@ impl LinkModel {
                     self.head_sent = kept;
                 }
                 if done {
-                    if let Some(q) = self.pop(icmp) {
-                        self.finish(q, t);
+                    self.depart(icmp, t, t, Duration::ZERO, out);
+                    if self.is_empty() {
+                        out.refill(self, now);
                     }
                 }
             }
@@ -589,51 +736,45 @@ impl LinkModel {
         }
     }
 
-    /// At a rate, with an ICMP head waiting that arrived while the data head (a GSO
-    /// super-packet) is on the link: stops the data head at the first segment boundary after
-    /// that arrival, so the ICMP frame goes between two of its wire segments, as it would on a
-    /// link that sends segments; `true` when it did (the ICMP head is then next). A single
-    /// segment is never cut.
-    fn yield_at_segment(&mut self) -> bool {
-        let (Some(i), Some(d)) = (self.icmp_queue.front(), self.queue.front()) else {
-            return false;
+    /// The head of the ICMP queue (`icmp`) or of the data queue leaves the buffer at `at`, its
+    /// transmission ending at `end`: drawn for loss and handed to `out`.
+    #[inline]
+    fn depart(
+        &mut self,
+        icmp: bool,
+        at: Instant,
+        end: Instant,
+        busy: Duration,
+        out: &mut impl Departures,
+    ) {
+        let q = if icmp {
+            let Some(q) = self.icmp_queue.pop_front() else { return };
+            self.icmp_bytes -= u64::from(q.pkt.len());
+            q
+        } else {
+            let Some(q) = self.queue.pop_front() else { return };
+            self.queue_bytes -= u64::from(q.pkt.len());
+            self.queue_segs -= u64::from(q.segs);
+            q
         };
-        let start = d.arrival.max(self.link_free);
-        if d.segs < 2 || i.arrival <= start {
-            return false;
-        }
-        let rate = match &self.capacity {
-            Capacity::Rate(r) => *r as f64,
-            Capacity::Schedule(s) => s.rate_at(Instant::from_nanos(self.rel(start).as_nanos())),
-            Capacity::Unlimited | Capacity::Trace(_) => return false,
-        };
-        if rate < 1.0 {
-            return false;
-        }
-        let elapsed = (i.arrival - start).as_nanos() as f64;
-        let sent = u64::from(self.head_sent) + (elapsed * rate / 1e9) as u64;
-        let seg = u64::from(d.wire.div_ceil(d.segs));
-        let boundary = sent.div_ceil(seg) * seg;
-        if boundary >= u64::from(d.wire) {
-            return false;
-        }
-        // `boundary` < `d.wire`, a u32.
-        let boundary = boundary as u32;
-        let (wire, arrival) = (d.wire, i.arrival);
-        let Some(tx) = self.serialisation(boundary - self.head_sent, start) else {
-            return false;
-        };
-        debug_assert!(boundary < wire);
-        self.head_sent = boundary;
-        // Not before the ICMP frame is there (rounding), so it is picked next.
-        self.link_free = start.saturating_add(tx).max(arrival);
-        true
+        let lost = self.loss > 0.0 && self.rng.next_f64() < self.loss;
+        out.depart(Departure {
+            at,
+            arrival: end.saturating_add(self.delay),
+            sojourn: at.saturating_duration_since(q.arrival),
+            busy,
+            backlog_bytes: self.queue_bytes + self.icmp_bytes,
+            segs: q.segs,
+            lost,
+            pkt: q.pkt,
+        });
     }
 
     /// Which queue's head the link sends next (`true`: the ICMP queue's; `None`: both empty).
     /// ICMP goes first unless the data head started first: `on_trace`, it is partly sent and
-    /// not at one of its wire segments' boundaries; otherwise, the link could start it before
-    /// the ICMP head arrived (and [`LinkModel::yield_at_segment`] did not cut it).
+    /// not at one of its wire segments' boundaries; at a rate, the link could start it (or its
+    /// next wire segment) before the ICMP head arrived.
+    #[inline]
     fn pick(&self, on_trace: bool) -> Option<bool> {
         let (Some(i), Some(d)) = (self.icmp_queue.front(), self.queue.front()) else {
             return match (self.icmp_queue.is_empty(), self.queue.is_empty()) {
@@ -649,6 +790,7 @@ impl LinkModel {
         })
     }
 
+    #[inline]
     fn front(&self, icmp: bool) -> Option<&Queued> {
         if icmp {
             self.icmp_queue.front()
@@ -657,39 +799,36 @@ impl LinkModel {
         }
     }
 
-    fn pop(&mut self, icmp: bool) -> Option<Queued> {
-        if icmp {
-            let q = self.icmp_queue.pop_front()?;
-            sub(&mut self.icmp_backlog, q.pkt.len());
-            Some(q)
-        } else {
-            self.queue.pop_front()
-        }
+    /// When the link next takes a frame (or a wire segment) from the buffer if nothing else
+    /// arrives: the instant to call [`LinkCore::transmit`] again (`None`: the buffer is empty).
+    /// May be before the last `now` given; a stalled link gives the instant it looks again.
+    #[inline]
+    pub fn next_send(&self) -> Option<Instant> {
+        let first = match (self.queue.front(), self.icmp_queue.front()) {
+            (None, None) => return None,
+            (Some(d), None) => d.arrival,
+            (None, Some(i)) => i.arrival,
+            (Some(d), Some(i)) => d.arrival.min(i.arrival),
+        };
+        let start = first.max(self.link_free);
+        Some(match &self.capacity {
+            Capacity::Trace(t) => self.at_rel(t.opportunity(self.next_opp)),
+            Capacity::Rate(0) => start.saturating_add(STALL_RECHECK),
+            Capacity::Schedule(s) if s.rate_at(self.rel_instant(start)) < 1.0 => {
+                start.saturating_add(STALL_RECHECK)
+            }
+            _ => start,
+        })
     }
 
-    /// The frame `q` left the link at `end`: into the delay line.
-    fn finish(&mut self, q: Queued, end: Instant) {
-        let len = q.pkt.len();
-        sub(&mut self.link.backlog, len);
-        self.link.backlog_segments = self.link.backlog_segments.saturating_sub(u64::from(q.segs));
-        add(&mut self.link.in_flight, len);
-        let s = end.saturating_duration_since(q.arrival);
-        self.link.last_sojourn = s;
-        let e = self.link.sojourn_ewma.as_nanos();
-        self.link.sojourn_ewma = Duration::from_nanos(e - e / 8 + s.as_nanos() / 8);
-        self.line.push_back(InFlight {
-            pkt: q.pkt,
-            release: end.saturating_add(self.delay),
-        });
-    }
-
-    /// When the head of the buffer will have finished on the link (`None`: buffer empty).
-    fn head_end(&self) -> Option<Instant> {
+    /// When the next frame to leave the buffer will have finished on the link, if nothing else
+    /// arrives (`None`: the buffer is empty).
+    pub fn next_end(&self) -> Option<Instant> {
         let on_trace = matches!(self.capacity, Capacity::Trace(_));
         let icmp = self.pick(on_trace)?;
         let h = self.front(icmp)?;
         Some(match &self.capacity {
-            Capacity::Unlimited => h.arrival,
+            Capacity::Unlimited => h.arrival.max(self.link_free),
             Capacity::Rate(_) | Capacity::Schedule(_) => {
                 let start = h.arrival.max(self.link_free);
                 let left = if icmp {
@@ -717,80 +856,205 @@ impl LinkModel {
             }
         })
     }
+}
 
-    /// The earliest instant `dequeue` can return a frame, given what is queued now (`None`:
-    /// nothing queued or propagating). For a rate-0 link it is the next time the link looks again.
-    pub fn next_departure(&self) -> Option<Instant> {
-        match (self.line.front(), self.head_end()) {
-            (Some(f), _) => Some(f.release),
-            (None, Some(e)) => Some(e.saturating_add(self.delay)),
-            (None, None) => None,
+#[derive(Debug)]
+struct InFlight {
+    pkt: Packet,
+    release: Instant,
+}
+
+/// The sans-IO link emulator for one direction (see the module docs): a [`LinkCore`] with a
+/// delay line, counters and a capacity estimate. Implements [`Qdisc`]: `enqueue` offers a
+/// frame, `dequeue` returns frames once they have crossed the link and the delay, or
+/// [`Dequeue::NotBefore`] the instant the next one will have. No allocation per packet in
+/// steady state (the queues keep their capacity).
+#[derive(Debug)]
+pub struct LinkModel {
+    core: LinkCore,
+    seed: u64,
+    noise: f64,
+    bias: f64,
+    last_now: Instant,
+    line: VecDeque<InFlight>,
+    /// Frames lost on the wire since the last `enqueue`/`dequeue` (handed out there).
+    lost: Vec<Dropped>,
+    stats: QdiscStats,
+    link: LinkStats,
+}
+
+/// [`LinkModel`]'s side of [`LinkCore::transmit`]: the delay line and the counters.
+struct Line<'a> {
+    line: &'a mut VecDeque<InFlight>,
+    lost: &'a mut Vec<Dropped>,
+    stats: &'a mut QdiscStats,
+    link: &'a mut LinkStats,
+}
+
+impl Departures for Line<'_> {
+    fn depart(&mut self, d: Departure) {
+        let len = d.pkt.len();
+        let s = d.sojourn;
+        self.link.last_sojourn = s;
+        let e = self.link.sojourn_ewma.as_nanos();
+        self.link.sojourn_ewma = Duration::from_nanos(e - e / 8 + s.as_nanos() / 8);
+        if d.lost {
+            sub(&mut self.stats.backlog, len);
+            self.stats.drop_counter(DropReason::Aqm).add(len);
+            self.link.loss_drops.add(len);
+            self.lost.push(Dropped {
+                packet: d.pkt,
+                reason: DropReason::Aqm,
+            });
+            return;
+        }
+        add(&mut self.link.in_flight, len);
+        self.line.push_back(InFlight {
+            pkt: d.pkt,
+            release: d.arrival,
+        });
+    }
+}
+
+impl LinkModel {
+    /// A link whose trace or schedule time 0 is `origin`. Out-of-range settings are clamped
+    /// (loss to [0, 1], noise and bias to at least -1).
+    pub fn new(cfg: LinkConfig, origin: Instant) -> LinkModel {
+        let clean = |v: f64| if v.is_finite() { v } else { 0.0 };
+        let (seed, noise, bias) = (
+            cfg.seed,
+            clean(cfg.capacity_noise).max(0.0),
+            clean(cfg.capacity_bias).max(-1.0),
+        );
+        let mut core = LinkCore::new(cfg, origin);
+        core.reserve(1024);
+        LinkModel {
+            core,
+            seed,
+            noise,
+            bias,
+            last_now: origin,
+            line: VecDeque::with_capacity(1024),
+            lost: Vec::new(),
+            stats: QdiscStats::default(),
+            link: LinkStats::default(),
         }
     }
 
-    /// Counts a dropped arriving frame.
-    fn drop_arrival(&mut self, pkt: Packet, reason: DropReason, drops: &mut Vec<Dropped>) {
-        let len = pkt.len();
-        self.stats.drop_counter(reason).add(len);
-        match reason {
-            DropReason::Overflow => self.link.buffer_drops.add(len),
-            _ => self.link.loss_drops.add(len),
+    /// The emulator's counters.
+    pub fn link_stats(&self) -> LinkStats {
+        let mut l = self.link;
+        l.backlog = self.core.backlog();
+        l.backlog_segments = self.core.backlog_segments();
+        l
+    }
+
+    /// The link it runs.
+    pub fn core(&self) -> &LinkCore {
+        &self.core
+    }
+
+    /// The capacity setting.
+    pub fn capacity(&self) -> &Capacity {
+        self.core.capacity()
+    }
+
+    /// The propagation delay added after the link.
+    pub fn delay(&self) -> Duration {
+        self.core.delay()
+    }
+
+    /// The buffer's limits: most frames (wire segments) and most bytes (`None`: no limit).
+    pub fn buffer_limits(&self) -> (Option<u32>, Option<u64>) {
+        self.core.buffer_limits()
+    }
+
+    /// The probability that a frame sent is lost (after clamping to [0, 1]).
+    pub fn loss(&self) -> f64 {
+        self.core.loss()
+    }
+
+    /// How the buffer treats ICMP.
+    pub fn icmp_policy(&self) -> IcmpPolicy {
+        self.core.icmp_policy()
+    }
+
+    /// Replaces the capacity at `now`, keeping queued frames ([`LinkCore::set_capacity`]).
+    pub fn set_capacity(&mut self, now: Instant, capacity: Capacity) {
+        self.advance(now);
+        self.core.set_capacity(now, capacity);
+    }
+
+    fn rel(&self, t: Instant) -> Duration {
+        t.saturating_duration_since(self.core.origin())
+    }
+
+    /// The true capacity at `now` in bytes per second (`None`: unlimited). For a trace: the
+    /// opportunities in the next [`CAPACITY_WINDOW`] × 1500 bytes ([`Capacity::rate_in`]).
+    pub fn capacity_at(&self, now: Instant) -> Option<f64> {
+        let rel = Instant::from_nanos(self.rel(now).as_nanos());
+        self.core.capacity().rate_in(rel, CAPACITY_WINDOW)
+    }
+
+    /// What the radio would report as its capacity at `now` (like airOS `dl_capacity`): the true
+    /// capacity times `1 + bias` times `1 + noise × u`, `u` uniform in [-1, 1) drawn from the seed
+    /// and the [`CAPACITY_WINDOW`] `now` falls in (so repeated queries within one window agree).
+    /// Never negative; `None` when unlimited.
+    pub fn capacity_estimate(&self, now: Instant) -> Option<f64> {
+        let c = self.capacity_at(now)?;
+        let epoch = self.rel(now).as_nanos() / CAPACITY_WINDOW.as_nanos();
+        let u = Rng::new(self.seed ^ epoch.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5eed).next_f64()
+            * 2.0
+            - 1.0;
+        Some((c * (1.0 + self.bias) * (1.0 + self.noise * u)).max(0.0))
+    }
+
+    /// Moves the frames that left the buffer by `now` into the delay line.
+    fn advance(&mut self, now: Instant) {
+        self.last_now = self.last_now.max(now);
+        let mut line = Line {
+            line: &mut self.line,
+            lost: &mut self.lost,
+            stats: &mut self.stats,
+            link: &mut self.link,
+        };
+        self.core.transmit(now, &mut line);
+    }
+
+    /// The earliest instant `dequeue` can return a frame, given what is queued now (`None`:
+    /// nothing queued or propagating). For a stalled link it is the next time the link looks
+    /// again.
+    pub fn next_departure(&self) -> Option<Instant> {
+        match (self.line.front(), self.core.next_end()) {
+            (Some(f), _) => Some(f.release),
+            (None, Some(e)) => Some(e.saturating_add(self.core.delay())),
+            (None, None) => None,
         }
-        drops.push(Dropped {
-            packet: pkt,
-            reason,
-        });
     }
 }
 
 impl Qdisc for LinkModel {
     fn enqueue(&mut self, now: Instant, pkt: Packet, drops: &mut Vec<Dropped>) {
         self.advance(now);
+        drops.append(&mut self.lost);
         let len = pkt.len();
         self.stats.enqueued.add(len);
-        if self.loss > 0.0 && self.rng.next_f64() < self.loss {
-            return self.drop_arrival(pkt, DropReason::Aqm, drops);
-        }
-        let icmp = self.icmp != IcmpPolicy::Shared && is_icmp(&pkt);
-        if icmp && self.icmp == IcmpPolicy::Blocked {
-            return self.drop_arrival(pkt, DropReason::Overflow, drops);
-        }
-        let (wire, segs) = wire_and_segments(&pkt);
-        // Apart, ICMP has its own queue and limit, whatever the data queue holds.
-        let full = if icmp {
-            self.icmp_queue.len() >= ICMP_APART_LIMIT
-        } else {
-            let full_p = self.buffer_packets.is_some_and(|l| {
-                self.link.backlog_segments - self.icmp_backlog.packets + u64::from(segs)
-                    > u64::from(l)
-            });
-            let full_b = self.buffer_bytes.is_some_and(|l| {
-                self.link.backlog.bytes - self.icmp_backlog.bytes + u64::from(len) > l
-            });
-            full_p || full_b
-        };
-        if full {
-            return self.drop_arrival(pkt, DropReason::Overflow, drops);
-        }
-        self.link.backlog_segments += u64::from(segs);
-        self.stats.backlog.add(len);
-        self.link.backlog.add(len);
-        let q = Queued {
-            pkt,
-            arrival: now,
-            wire,
-            segs,
-        };
-        if icmp {
-            self.icmp_backlog.add(len);
-            self.icmp_queue.push_back(q);
-        } else {
-            self.queue.push_back(q);
+        match self.core.offer(now, pkt) {
+            Ok(()) => self.stats.backlog.add(len),
+            Err(pkt) => {
+                self.stats.drop_counter(DropReason::Overflow).add(len);
+                self.link.buffer_drops.add(len);
+                drops.push(Dropped {
+                    packet: pkt,
+                    reason: DropReason::Overflow,
+                });
+            }
         }
     }
 
-    fn dequeue(&mut self, now: Instant, _drops: &mut Vec<Dropped>) -> Dequeue {
+    fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
         self.advance(now);
+        drops.append(&mut self.lost);
         if self.line.front().is_some_and(|f| f.release <= now) {
             if let Some(f) = self.line.pop_front() {
                 let len = f.pkt.len();
@@ -1080,7 +1344,8 @@ mod tests {
         }
         assert_eq!(drops.len(), 1, "the third data frame only");
         assert!(!is_icmp(&drops[0].packet));
-        assert_eq!(m.link_stats().backlog.packets, 5);
+        // The first ping is on the link (it left the buffer when it started).
+        assert_eq!(m.link_stats().backlog.packets, 4);
         let (blocked, m) = ping_behind_data(Capacity::Rate(1_250_000), IcmpPolicy::Blocked);
         assert_eq!(blocked, None);
         assert_eq!(m.link_stats().buffer_drops.packets, 1);
@@ -1107,17 +1372,18 @@ mod tests {
             capacity: Capacity::Rate(1_250_000),
             ..LinkConfig::default()
         });
-        let t = run(
-            &mut m,
-            &[(0, 1500), (0, 1500), (0, 1500), (10_000_000, 500)],
-        );
-        assert_eq!(t, vec![1_200_000, 2_400_000, 3_600_000, 10_400_000]);
+        let t = run(&mut m, &[(0, 1500), (0, 1500), (0, 1500)]);
+        assert_eq!(t, vec![1_200_000, 2_400_000, 3_600_000]);
+        // The third waited in the buffer until its transmission started.
+        assert_eq!(m.link_stats().last_sojourn, Duration::from_micros(2400));
+        let t = run(&mut m, &[(10_000_000, 500)]);
+        assert_eq!(t, vec![10_400_000]);
         let s = m.link_stats();
         assert_eq!(
             (s.tx.packets, s.backlog.packets, s.in_flight.packets),
             (4, 0, 0)
         );
-        assert_eq!(s.last_sojourn, Duration::from_micros(400));
+        assert_eq!(s.last_sojourn, Duration::ZERO, "an idle link starts it at once");
         assert!(m.stats().is_balanced());
     }
 
@@ -1142,7 +1408,7 @@ mod tests {
             assert!(matches!(m.dequeue(late, &mut drops), Dequeue::Packet(_)));
         }
         assert_eq!(m.dequeue(late, &mut drops), Dequeue::Empty);
-        assert_eq!(m.link_stats().last_sojourn, Duration::from_micros(3600));
+        assert_eq!(m.link_stats().last_sojourn, Duration::from_micros(2400));
     }
 
     #[test]
@@ -1168,10 +1434,23 @@ mod tests {
             ],
         );
         assert_eq!(t, vec![5 * ms, 6 * ms, 7 * ms, 7 * ms, 7 * ms]);
-        // A frame arriving exactly at an opportunity waits for the next one (10 ms), and a
-        // 2000-byte frame spans two opportunities (11 and 12 ms).
+        // A frame arriving exactly at an opportunity (10 ms) the link has not used may use it,
+        // and a 2000-byte frame spans two opportunities (10 and 11 ms).
         let t = run(&mut m, &[(10 * ms, 2000)]);
-        assert_eq!(t, vec![12 * ms]);
+        assert_eq!(t, vec![11 * ms]);
+        // Two more arriving at 12 ms after the link sent a frame in that instant's first
+        // opportunity: the first used opportunity is gone, the second (also at 12 ms) and
+        // 15 ms's carry them.
+        let mut drops = Vec::new();
+        m.enqueue(Instant::from_millis(12), frame(1500), &mut drops);
+        assert!(matches!(
+            m.dequeue(Instant::from_millis(12), &mut drops),
+            Dequeue::Packet(_)
+        ));
+        m.enqueue(Instant::from_millis(12), frame(1500), &mut drops);
+        m.enqueue(Instant::from_millis(12), frame(1500), &mut drops);
+        let t = run(&mut m, &[]);
+        assert_eq!(t, vec![12 * ms, 15 * ms]);
         // Capacity over [0, 100 ms): 4 opportunities per 5 ms, less the one at 100 ms.
         assert_eq!(m.capacity_at(Instant::ZERO), Some(79.0 * 1500.0 * 10.0));
     }
@@ -1197,13 +1476,15 @@ mod tests {
             buffer_packets: Some(5),
             ..LinkConfig::default()
         });
+        // The first frame starts at once (it leaves the buffer); five wait; two are dropped.
         for _ in 0..8 {
             m.enqueue(Instant::ZERO, frame(100), &mut drops);
         }
-        assert_eq!(drops.len(), 3);
+        assert_eq!(drops.len(), 2);
         assert!(drops.iter().all(|d| d.reason == DropReason::Overflow));
         assert_eq!(m.link_stats().backlog.packets, 5);
-        assert_eq!(m.link_stats().buffer_drops.packets, 3);
+        assert_eq!(m.link_stats().buffer_drops.packets, 2);
+        assert_eq!(m.link_stats().in_flight.packets, 1);
         let mut m = link(LinkConfig {
             capacity: Capacity::Rate(1000),
             buffer_packets: None,
@@ -1214,7 +1495,7 @@ mod tests {
         for _ in 0..5 {
             m.enqueue(Instant::ZERO, frame(100), &mut drops);
         }
-        assert_eq!((m.link_stats().backlog.packets, drops.len()), (3, 2));
+        assert_eq!((m.link_stats().backlog.packets, drops.len()), (3, 1));
         assert!(m.stats().is_balanced());
     }
 
@@ -1243,7 +1524,7 @@ mod tests {
     }
 
     #[test]
-    fn set_rate_applies_to_queued_frames_and_estimate_has_bias_and_bounded_noise() {
+    fn set_rate_applies_to_waiting_frames_and_estimate_has_bias_and_bounded_noise() {
         let mut m = link(LinkConfig {
             capacity: Capacity::Rate(1_250_000),
             capacity_bias: 0.2,
@@ -1251,17 +1532,28 @@ mod tests {
             ..LinkConfig::default()
         });
         let mut drops = Vec::new();
-        m.enqueue(Instant::ZERO, frame(1500), &mut drops);
-        m.enqueue(Instant::ZERO, frame(1500), &mut drops);
+        for _ in 0..3 {
+            m.enqueue(Instant::ZERO, frame(1500), &mut drops);
+        }
         assert!(matches!(
             m.dequeue(Instant::from_nanos(1_200_000), &mut drops),
             Dequeue::Packet(_)
         ));
         m.set_rate(Some(crate::Rate::from_bytes_per_s(2_500_000)))
             .unwrap();
+        // The second frame started at 1.2 ms and finishes at the old rate; the third, still
+        // waiting, takes 0.6 ms at the new one.
         assert_eq!(
             m.dequeue(Instant::from_nanos(1_200_000), &mut drops),
-            Dequeue::NotBefore(Instant::from_nanos(1_800_000))
+            Dequeue::NotBefore(Instant::from_nanos(2_400_000))
+        );
+        assert!(matches!(
+            m.dequeue(Instant::from_nanos(2_400_000), &mut drops),
+            Dequeue::Packet(_)
+        ));
+        assert_eq!(
+            m.dequeue(Instant::from_nanos(2_400_000), &mut drops),
+            Dequeue::NotBefore(Instant::from_nanos(3_000_000))
         );
         for k in 0..50 {
             let e = m.capacity_estimate(Instant::from_millis(k * 100)).unwrap();
@@ -1311,6 +1603,96 @@ mod tests {
             t.rate_in(Instant::from_millis(10), Duration::ZERO),
             Some(1500.0 * 1e9)
         );
+    }
+
+    /// Each departure's (left the buffer, arrives, lost, busy) in ns.
+    #[derive(Default)]
+    struct Collect {
+        out: Vec<(u64, u64, bool, u64)>,
+        /// Frames the driver pushes when the buffer has room.
+        refill: Vec<Packet>,
+    }
+
+    impl Departures for Collect {
+        fn depart(&mut self, d: Departure) {
+            self.out.push((
+                d.at.as_nanos(),
+                d.arrival.as_nanos(),
+                d.lost,
+                d.busy.as_nanos(),
+            ));
+        }
+        fn refill(&mut self, link: &mut LinkCore, now: Instant) {
+            while link.has_room() {
+                let Some(p) = self.refill.pop() else { break };
+                link.push(now, p);
+            }
+        }
+    }
+
+    #[test]
+    fn charged_as_whole_frames_a_lost_frame_still_uses_the_link() {
+        // 1,514,000 B/s: a 1514-byte frame (1500 IP bytes) takes 1 ms when whole frames are
+        // charged.
+        let mut c = LinkCore::new(
+            LinkConfig {
+                capacity: Capacity::Rate(1_514_000),
+                delay: Duration::from_millis(5),
+                buffer_packets: Some(3),
+                loss: 1.0,
+                charge: Charge::Frame,
+                ..LinkConfig::default()
+            },
+            Instant::ZERO,
+        );
+        let refused = (0..5)
+            .filter(|_| c.offer(Instant::ZERO, frame(1500)).is_err())
+            .count();
+        assert_eq!(refused, 2, "three wait, nothing sent yet");
+        let mut out = Collect::default();
+        c.transmit(Instant::from_millis(10), &mut out);
+        let ms = 1_000_000;
+        assert_eq!(
+            out.out,
+            vec![
+                (0, 6 * ms, true, ms),
+                (ms, 7 * ms, true, ms),
+                (2 * ms, 8 * ms, true, ms)
+            ]
+        );
+        assert_eq!(c.backlog(), Counter::default());
+        assert_eq!(c.next_send(), None);
+    }
+
+    #[test]
+    fn a_driver_refills_the_buffer_within_a_trace_opportunity() {
+        // One opportunity at 1 ms: a 500-byte frame waits; the driver's 700-byte frame, pulled
+        // when the buffer empties, shares the opportunity; its 600-byte one does not fit what
+        // is left and goes at 2 ms.
+        let mut c = LinkCore::new(
+            LinkConfig {
+                capacity: Capacity::Trace(MahimahiTrace::from_offsets(vec![1, 2]).unwrap()),
+                buffer_packets: Some(1),
+                charge: Charge::Frame,
+                ..LinkConfig::default()
+            },
+            Instant::ZERO,
+        );
+        c.offer(Instant::ZERO, frame(486)).unwrap();
+        let mut out = Collect {
+            refill: vec![frame(586), frame(686)],
+            ..Collect::default()
+        };
+        let ms = 1_000_000;
+        c.transmit(Instant::ZERO, &mut out);
+        assert!(out.out.is_empty());
+        assert_eq!(c.next_send(), Some(Instant::from_millis(1)));
+        c.transmit(Instant::from_millis(1), &mut out);
+        assert_eq!(out.out, vec![(ms, ms, false, 0), (ms, ms, false, 0)]);
+        assert_eq!(c.backlog().bytes, 600, "pulled at 1 ms, waits");
+        c.transmit(Instant::from_millis(2), &mut out);
+        assert_eq!(out.out.len(), 3);
+        assert_eq!(out.out[2].0, 2 * ms);
     }
 
     #[test]

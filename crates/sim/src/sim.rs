@@ -4,10 +4,10 @@ use crate::app::{Application, Outbox, TimerCmd};
 use crate::events::{Ev, EventQueue, What};
 use crate::metrics::{FlowMetrics, LinkMetrics};
 use cake::AnyQdisc;
-use qdisc::link::{is_icmp, serialisation_nanos, Capacity};
+use qdisc::link::{Capacity, Charge, Departure, Departures, LinkCore};
 pub use qdisc::link::{IcmpPolicy, ICMP_APART_LIMIT};
 use qdisc::trace::MAHIMAHI_MTU;
-use qdisc::{Dequeue, Dropped, Duration, Instant, Packet, Qdisc, Rng};
+use qdisc::{Dequeue, Dropped, Duration, Instant, Packet, Qdisc};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
@@ -110,12 +110,13 @@ pub struct Buffer {
 /// How to build a link.
 #[derive(Debug)]
 pub struct LinkConfig {
-    /// Capacity. The simulator serialises a packet at the rate in force when its transmission
-    /// starts, charging the whole frame; a [`Capacity::Rate`] of 0 counts as 1 byte/s and a
-    /// [`Capacity::Schedule`] below 1000 bytes/s as 1000 bytes/s. A [`Capacity::Trace`]'s
-    /// opportunities each carry up to 1500 bytes of queued packets (a packet larger than what is
-    /// left of an opportunity continues in the next one; a packet arriving at an opportunity's
-    /// instant may use it); unused capacity is lost. [`Capacity::Unlimited`] sends at once.
+    /// Capacity, run by the one link mechanism, [`qdisc::link::LinkCore`] (its docs give the
+    /// semantics), charging whole frames ([`Charge::Frame`]): a packet is serialised at the
+    /// rate in force when its transmission starts (a rate below 1 byte/s stalls the link); a
+    /// [`Capacity::Trace`]'s opportunities each carry up to 1500 bytes of queued packets (a
+    /// packet larger than what is left of an opportunity continues in the next one; a packet
+    /// arriving at an opportunity's instant may use it); unused capacity is lost.
+    /// [`Capacity::Unlimited`] sends at once.
     pub rate: Capacity,
     /// Propagation delay, added after serialisation.
     pub delay: Duration,
@@ -241,82 +242,99 @@ struct InFlight {
 #[derive(Debug)]
 struct Link {
     to: NodeId,
-    rate: Capacity,
-    delay: Duration,
-    loss: f64,
-    limit: Buffer,
+    /// The droptail buffer and the transmitter.
+    core: LinkCore,
     qdisc: Option<AnyQdisc>,
-    /// The droptail buffer: packets with the instant they entered it.
-    buf: VecDeque<(Instant, Packet)>,
-    buf_bytes: u64,
-    /// Bytes of the head packet still to send over trace opportunities (0 = whole packet).
-    head_left: u32,
-    busy_until: Instant,
-    next_op: u64,
     /// Packets on the wire, in arrival order, each with its arrival time and the sequence
     /// number of its Arrive event; only the head's event is in the event queue.
     pipe: VecDeque<InFlight>,
     wake_at: Option<Instant>,
-    rng: Rng,
     metrics: LinkMetrics,
-    /// How ICMP is treated ([`LinkConfig::icmp`]); with [`IcmpPolicy::Apart`], how many ICMP
-    /// packets lead the buffer.
-    icmp: IcmpPolicy,
-    icmp_head: usize,
     /// Taps on this link (their indices) and what they saw, not yet drained.
     tap_enter: Option<usize>,
     tap_arrive: Option<usize>,
     tapped: Vec<TapRecord>,
 }
 
-impl Link {
+/// The simulator's side of [`LinkCore::transmit`] for one link: pulls packets from the qdisc
+/// into the buffer while it has room, and puts departures on the wire with their metrics.
+struct Pump<'a> {
+    qdisc: &'a mut Option<AnyQdisc>,
+    pipe: &'a mut VecDeque<InFlight>,
+    metrics: &'a mut LinkMetrics,
+    tap_enter: Option<usize>,
+    tapped: &'a mut Vec<TapRecord>,
+    drops: &'a mut Vec<Dropped>,
+    pool: &'a mut Vec<Vec<u8>>,
+    bin: usize,
+    /// Packets put on the wire that will arrive (not lost).
+    arrivals: u32,
+    /// When the shaper opens next, if it holds packets back (from the last refill).
+    qdisc_at: Option<Instant>,
+}
+
+impl Departures for Pump<'_> {
     #[inline]
-    fn has_room(&self) -> bool {
-        self.limit
-            .packets
-            .is_none_or(|p| (self.buf.len() as u64) < u64::from(p))
-            && self.limit.bytes.is_none_or(|b| self.buf_bytes < b)
-    }
-    /// Puts `pkt` into the buffer at `now` (behind the ICMP queue's packets if it is ICMP and
-    /// ICMP goes apart), and shows it to an `Enter` tap.
-    #[inline]
-    fn push_buf(&mut self, now: Instant, pkt: Packet) {
-        if let Some(t) = self.tap_enter {
-            self.tapped.push(tap_record(now, t, &pkt));
+    fn depart(&mut self, d: Departure) {
+        let len = u64::from(d.pkt.len());
+        let sojourn = d.sojourn.as_nanos();
+        let m = &mut *self.metrics;
+        m.busy = Duration::from_nanos(m.busy.as_nanos() + d.busy.as_nanos());
+        m.tx_packets += 1;
+        m.tx_bytes += len;
+        let b = m.bin(self.bin);
+        b.tx_bytes += len;
+        b.tx_packets += 1;
+        b.max_buffer_bytes = b.max_buffer_bytes.max(d.backlog_bytes + len);
+        b.sojourn_sum_ns += sojourn;
+        b.max_sojourn_ns = b.max_sojourn_ns.max(sojourn);
+        if d.lost {
+            m.random_losses += 1;
+            m.bin(self.bin).drops += 1;
+            recycle(self.pool, d.pkt);
+            return;
         }
-        self.buf_bytes += u64::from(pkt.len());
-        if self.icmp == IcmpPolicy::Apart && is_icmp(&pkt) {
-            // Behind the head being sent over trace opportunities, if it is not ICMP.
-            let at = if self.icmp_head == 0 && self.head_left != 0 {
-                1
-            } else {
-                self.icmp_head
-            };
-            self.buf.insert(at.min(self.buf.len()), (now, pkt));
-            if at == self.icmp_head {
-                self.icmp_head += 1;
+        self.pipe.push_back(InFlight {
+            at: d.arrival,
+            seq: 0,
+            pkt: d.pkt,
+        });
+        self.arrivals += 1;
+    }
+
+    /// Pulls packets from the qdisc into the buffer while it has room.
+    #[inline]
+    fn refill(&mut self, core: &mut LinkCore, now: Instant) {
+        let Some(q) = self.qdisc.as_mut() else {
+            return;
+        };
+        while core.has_room() {
+            self.drops.clear();
+            let d = q.dequeue(now, self.drops);
+            let n = self.drops.len() as u64;
+            if n > 0 {
+                self.metrics.qdisc_drops += n;
+                self.metrics.bin(self.bin).drops += n;
+                for d in self.drops.drain(..) {
+                    recycle(self.pool, d.packet);
+                }
             }
-        } else {
-            self.buf.push_back((now, pkt));
+            match d {
+                Dequeue::Packet(p) => {
+                    if let Some(t) = self.tap_enter {
+                        self.tapped.push(tap_record(now, t, &p));
+                    }
+                    core.push(now, p);
+                }
+                // Never ask to be woken at the current instant again (that would spin).
+                Dequeue::NotBefore(t) => {
+                    self.qdisc_at = Some(t.max(now.saturating_add(Duration::from_nanos(1))));
+                    return;
+                }
+                Dequeue::Empty => break,
+            }
         }
-    }
-
-    /// Whether an ICMP packet gets into the ICMP queue now (it ignores the data queue's
-    /// limits).
-    #[inline]
-    fn accepts_apart(&self, pkt: &Packet) -> bool {
-        self.icmp == IcmpPolicy::Apart && self.icmp_head < ICMP_APART_LIMIT && is_icmp(pkt)
-    }
-
-    #[inline]
-    fn accepts(&self, len: u32) -> bool {
-        self.limit
-            .packets
-            .is_none_or(|p| (self.buf.len() as u64) < u64::from(p))
-            && self
-                .limit
-                .bytes
-                .is_none_or(|b| self.buf_bytes + u64::from(len) <= b)
+        self.qdisc_at = None;
     }
 }
 
@@ -475,24 +493,27 @@ impl Sim {
     pub fn add_link(&mut self, from: NodeId, to: NodeId, cfg: LinkConfig) -> LinkId {
         let last = self.node_count.saturating_sub(1);
         let id = self.links.len();
+        let core = LinkCore::new(
+            qdisc::link::LinkConfig {
+                capacity: cfg.rate,
+                delay: cfg.delay,
+                buffer_packets: cfg.buffer.packets,
+                buffer_bytes: cfg.buffer.bytes,
+                loss: cfg.loss,
+                seed: self.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                icmp: cfg.icmp,
+                charge: Charge::Frame,
+                ..qdisc::link::LinkConfig::default()
+            },
+            Instant::ZERO,
+        );
         self.links.push(Link {
             to: to.min(last),
-            rate: cfg.rate,
-            delay: cfg.delay,
-            loss: cfg.loss.clamp(0.0, 1.0),
-            limit: cfg.buffer,
+            core,
             qdisc: cfg.qdisc,
-            buf: VecDeque::new(),
-            buf_bytes: 0,
-            head_left: 0,
-            busy_until: Instant::ZERO,
-            next_op: 0,
             pipe: VecDeque::new(),
             wake_at: None,
-            rng: Rng::new(self.seed ^ (id as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
             metrics: LinkMetrics::default(),
-            icmp: cfg.icmp,
-            icmp_head: 0,
             tap_enter: None,
             tap_arrive: None,
             tapped: Vec::new(),
@@ -596,13 +617,12 @@ impl Sim {
                 .sum::<usize>()
             + self.bind.capacity() * std::mem::size_of::<((NodeId, u16), AppId)>();
         let flow_heap = self.flows.iter().map(FlowMetrics::heap_bytes).sum();
-        let slot = std::mem::size_of::<(Instant, Packet)>();
         let links = self
             .links
             .iter()
             .map(|l| {
                 std::mem::size_of::<Link>()
-                    + l.buf.capacity() * slot
+                    + l.core.heap_bytes()
                     + l.pipe.capacity() * std::mem::size_of::<InFlight>()
                     + l.metrics.bins.capacity() * std::mem::size_of::<crate::metrics::LinkBin>()
             })
@@ -646,11 +666,7 @@ impl Sim {
         let Some(l) = self.links.get_mut(link) else {
             return false;
         };
-        if let Capacity::Trace(t) = &rate {
-            l.next_op = t.count_before(now);
-            l.head_left = 0;
-        }
-        l.rate = rate;
+        l.core.set_capacity(now, rate);
         self.pump(link);
         true
     }
@@ -688,7 +704,10 @@ impl Sim {
 
     /// Packets and bytes in `link`'s droptail buffer now.
     pub fn buffer_backlog(&self, link: LinkId) -> Option<(usize, u64)> {
-        self.links.get(link).map(|l| (l.buf.len(), l.buf_bytes))
+        self.links.get(link).map(|l| {
+            let b = l.core.backlog();
+            (b.packets as usize, b.bytes)
+        })
     }
 
     /// Application `app` as its concrete type, if it exposes itself
@@ -739,7 +758,7 @@ impl Sim {
         let Some(l) = self.links.get(link) else {
             return 0.0;
         };
-        match &l.rate {
+        match l.core.capacity() {
             Capacity::Trace(t) => {
                 let cap = t.count_before(self.now) * u64::from(MAHIMAHI_MTU);
                 if cap == 0 {
@@ -892,7 +911,7 @@ impl Sim {
         let now = self.now;
         let bin = self.bin();
         let link = &mut self.links[l];
-        if link.icmp == IcmpPolicy::Blocked && is_icmp(&pkt) {
+        if link.core.blocks(&pkt) {
             link.metrics.buffer_drops += 1;
             link.metrics.bin(bin).drops += 1;
             recycle(&mut self.pool, pkt);
@@ -909,8 +928,11 @@ impl Sim {
                     recycle(&mut self.pool, d.packet);
                 }
             }
-        } else if link.accepts(pkt.len()) || link.accepts_apart(&pkt) {
-            link.push_buf(now, pkt);
+        } else if link.core.admits(&pkt) {
+            if let Some(t) = link.tap_enter {
+                link.tapped.push(tap_record(now, t, &pkt));
+            }
+            link.core.push(now, pkt);
         } else {
             link.metrics.buffer_drops += 1;
             link.metrics.bin(bin).drops += 1;
@@ -923,92 +945,21 @@ impl Sim {
     fn pump(&mut self, l: usize) {
         let now = self.now;
         let bin = self.bin();
-        let mut qdisc_at: Option<Instant>;
-        let mut arrivals = 0u32;
-        {
-            let link = &mut self.links[l];
-            if let Capacity::Trace(t) = &link.rate {
-                link.next_op = link.next_op.max(t.count_before(now));
-            }
-            loop {
-                qdisc_at = feed(link, now, &mut self.drops, &mut self.pool, bin);
-                let sent = match &link.rate {
-                    Capacity::Trace(t) => {
-                        if link.buf.is_empty() || t.opportunity(link.next_op) != now {
-                            false
-                        } else {
-                            // One delivery opportunity: up to 1500 bytes of queued packets.
-                            link.next_op += 1;
-                            let mut budget = MAHIMAHI_MTU;
-                            while budget > 0 {
-                                let Some((_, head)) = link.buf.front() else {
-                                    break;
-                                };
-                                let left = if link.head_left == 0 {
-                                    head.len()
-                                } else {
-                                    link.head_left
-                                };
-                                if left <= budget {
-                                    budget -= left;
-                                    link.head_left = 0;
-                                    if transmit(
-                                        link,
-                                        now,
-                                        now.saturating_add(link.delay),
-                                        &mut self.pool,
-                                        bin,
-                                    ) {
-                                        arrivals += 1;
-                                    }
-                                    if link.buf.is_empty() {
-                                        qdisc_at =
-                                            feed(link, now, &mut self.drops, &mut self.pool, bin);
-                                    }
-                                } else {
-                                    link.head_left = left - budget;
-                                    budget = 0;
-                                }
-                            }
-                            true
-                        }
-                    }
-                    rate => {
-                        if link.buf.is_empty() || now < link.busy_until {
-                            false
-                        } else {
-                            let len = link.buf.front().map_or(0, |(_, p)| p.len());
-                            let tx = match rate {
-                                Capacity::Rate(r) => serialisation_nanos(len, *r),
-                                Capacity::Schedule(s) => {
-                                    let bps = s.rate_at(now).max(1000.0);
-                                    (f64::from(len) * 1e9 / bps).ceil() as u64
-                                }
-                                // Trace: handled above.
-                                Capacity::Unlimited | Capacity::Trace(_) => 0,
-                            };
-                            let done = now.saturating_add(Duration::from_nanos(tx));
-                            link.busy_until = done;
-                            link.metrics.busy =
-                                Duration::from_nanos(link.metrics.busy.as_nanos() + tx);
-                            if transmit(
-                                link,
-                                now,
-                                done.saturating_add(link.delay),
-                                &mut self.pool,
-                                bin,
-                            ) {
-                                arrivals += 1;
-                            }
-                            true
-                        }
-                    }
-                };
-                if !sent {
-                    break;
-                }
-            }
-        }
+        let link = &mut self.links[l];
+        let mut pump = Pump {
+            qdisc: &mut link.qdisc,
+            pipe: &mut link.pipe,
+            metrics: &mut link.metrics,
+            tap_enter: link.tap_enter,
+            tapped: &mut link.tapped,
+            drops: &mut self.drops,
+            pool: &mut self.pool,
+            bin,
+            arrivals: 0,
+            qdisc_at: None,
+        };
+        link.core.transmit(now, &mut pump);
+        let (arrivals, qdisc_at) = (pump.arrivals, pump.qdisc_at);
         // The pipe is FIFO in arrival time; each Arrive event pops its front. Every packet gets
         // its event's sequence number now, in order, but only the head's event is queued: the
         // next one is queued when the head arrives, under the key it got here. Keys grow along
@@ -1028,17 +979,11 @@ impl Sim {
             };
             self.queue.push(ev);
         }
-        // Next wake: when the transmitter frees up or the next opportunity comes (if packets
-        // wait in the buffer), or when the shaper opens (if the buffer has room).
+        // Next wake: when the link takes its next packet (if packets wait in the buffer), or
+        // when the shaper opens (if the buffer has room).
         let link = &self.links[l];
-        let mut wake: Option<Instant> = None;
-        if !link.buf.is_empty() {
-            wake = Some(match &link.rate {
-                Capacity::Trace(t) => t.opportunity(link.next_op),
-                _ => link.busy_until,
-            });
-        }
-        if link.has_room() {
+        let mut wake = link.core.next_send();
+        if link.core.has_room() {
             if let Some(t) = qdisc_at {
                 wake = Some(wake.map_or(t, |w| w.min(t)));
             }
@@ -1111,82 +1056,6 @@ impl Sim {
         }
         recycle(&mut self.pool, pkt);
     }
-}
-
-/// Pulls packets from the qdisc into the buffer while it has room. Returns when the shaper
-/// opens next, if it holds packets back.
-#[inline]
-fn feed(
-    link: &mut Link,
-    now: Instant,
-    drops: &mut Vec<Dropped>,
-    pool: &mut Vec<Vec<u8>>,
-    bin: usize,
-) -> Option<Instant> {
-    link.qdisc.as_ref()?;
-    while link.has_room() {
-        drops.clear();
-        let d = match link.qdisc.as_mut() {
-            Some(q) => q.dequeue(now, drops),
-            None => Dequeue::Empty,
-        };
-        let n = drops.len() as u64;
-        if n > 0 {
-            link.metrics.qdisc_drops += n;
-            link.metrics.bin(bin).drops += n;
-            for d in drops.drain(..) {
-                recycle(pool, d.packet);
-            }
-        }
-        match d {
-            Dequeue::Packet(p) => link.push_buf(now, p),
-            // Never ask to be woken at the current instant again (that would spin).
-            Dequeue::NotBefore(t) => {
-                return Some(t.max(now.saturating_add(Duration::from_nanos(1))))
-            }
-            Dequeue::Empty => return None,
-        }
-    }
-    None
-}
-
-/// Takes the head of the buffer onto the wire; returns true when it will arrive (not lost).
-#[inline]
-fn transmit(
-    link: &mut Link,
-    now: Instant,
-    arrival: Instant,
-    pool: &mut Vec<Vec<u8>>,
-    bin: usize,
-) -> bool {
-    let Some((entered, pkt)) = link.buf.pop_front() else {
-        return false;
-    };
-    link.icmp_head = link.icmp_head.saturating_sub(1);
-    let sojourn = now.as_nanos().saturating_sub(entered.as_nanos());
-    let len = pkt.len();
-    link.buf_bytes -= u64::from(len);
-    link.metrics.tx_packets += 1;
-    link.metrics.tx_bytes += u64::from(len);
-    let backlog = link.buf_bytes;
-    let b = link.metrics.bin(bin);
-    b.tx_bytes += u64::from(len);
-    b.tx_packets += 1;
-    b.max_buffer_bytes = b.max_buffer_bytes.max(backlog + u64::from(len));
-    b.sojourn_sum_ns += sojourn;
-    b.max_sojourn_ns = b.max_sojourn_ns.max(sojourn);
-    if link.loss > 0.0 && link.rng.next_f64() < link.loss {
-        link.metrics.random_losses += 1;
-        link.metrics.bin(bin).drops += 1;
-        recycle(pool, pkt);
-        return false;
-    }
-    link.pipe.push_back(InFlight {
-        at: arrival,
-        seq: 0,
-        pkt,
-    });
-    true
 }
 
 /// Most recycled frame buffers kept.
