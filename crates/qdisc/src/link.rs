@@ -544,8 +544,8 @@ impl LinkCore {
     }
 
     /// Offers `pkt`, arriving at `now`, to the buffer; gives it back when the buffer refuses it
-    /// ([`LinkCore::admits`]). Call [`LinkCore::transmit`] at `now` (or later) first, so frames
-    /// that left by `now` make room.
+    /// ([`LinkCore::admits`]). Frames leaving at `now` make room only if
+    /// [`LinkCore::transmit`] ran at `now` first.
     #[inline]
     pub fn offer(&mut self, now: Instant, pkt: Packet) -> Result<(), Packet> {
         if !self.admits(&pkt) {
@@ -560,6 +560,13 @@ impl LinkCore {
     /// [`LinkCore::has_room`] or [`LinkCore::admits`].
     #[inline]
     pub fn push(&mut self, now: Instant, pkt: Packet) {
+        if self.is_empty() {
+            // Trace opportunities before `now` found nothing to send: lost.
+            if let Capacity::Trace(tr) = &self.capacity {
+                let seen = tr.count_before(self.rel_instant(now));
+                self.next_opp = self.next_opp.max(seen);
+            }
+        }
         let (wire, segs) = match self.charge {
             Charge::Frame => (pkt.len(), 1),
             Charge::IpSegments => wire_and_segments(&pkt),
@@ -685,12 +692,6 @@ impl LinkCore {
     #[inline]
     fn transmit_trace(&mut self, now: Instant, out: &mut impl Departures) {
         loop {
-            if self.is_empty() {
-                // Opportunities before `now` found nothing to send: lost.
-                let Capacity::Trace(tr) = &self.capacity else { return };
-                let seen = tr.count_before(self.rel_instant(now));
-                self.next_opp = self.next_opp.max(seen);
-            }
             out.refill(self, now);
             if self.is_empty() {
                 return;
@@ -1693,6 +1694,31 @@ mod tests {
         c.transmit(Instant::from_millis(2), &mut out);
         assert_eq!(out.out.len(), 3);
         assert_eq!(out.out[2].0, 2 * ms);
+    }
+
+    #[test]
+    fn a_frame_offered_to_an_idle_trace_link_waits_for_the_next_opportunity() {
+        // Opportunities every millisecond. Idle until 5.5 ms (the caller never transmitted):
+        // the opportunities before then are lost, not used by the late frame; one at exactly
+        // 7 ms may use the 7 ms opportunity.
+        let mut c = LinkCore::new(
+            LinkConfig {
+                capacity: Capacity::Trace(MahimahiTrace::from_offsets((1..=10).collect()).unwrap()),
+                charge: Charge::Frame,
+                ..LinkConfig::default()
+            },
+            Instant::ZERO,
+        );
+        let mut out = Collect::default();
+        c.offer(Instant::from_micros(5500), frame(100)).unwrap();
+        c.transmit(Instant::from_micros(5500), &mut out);
+        assert!(out.out.is_empty());
+        assert_eq!(c.next_send(), Some(Instant::from_millis(6)));
+        c.transmit(Instant::from_millis(6), &mut out);
+        c.offer(Instant::from_millis(7), frame(100)).unwrap();
+        c.transmit(Instant::from_millis(7), &mut out);
+        let at: Vec<u64> = out.out.iter().map(|d| d.0 / 1_000_000).collect();
+        assert_eq!(at, vec![6, 7]);
     }
 
     #[test]
