@@ -145,10 +145,11 @@ pub enum IcmpPolicy {
     #[default]
     Shared,
     /// A queue of its own, served first: the radio's scheduler treats pings apart from data
-    /// (as Starlink users observe: ping stays low while downloads bloat). Up to
-    /// [`ICMP_APART_LIMIT`] ICMP packets wait there, whatever the data queue holds. A frame the
-    /// link has started sending is finished first, but a GSO super-packet yields between two of
-    /// its wire segments.
+    /// (as Starlink users observe: ping stays low while downloads bloat). The queue is in the
+    /// same buffer: ICMP waiting there counts against the buffer's limits (data is refused
+    /// while they are reached), and an ICMP packet is refused only when the buffer is full and
+    /// [`ICMP_APART_LIMIT`] ICMP packets already wait. A frame the link has started sending is
+    /// finished first, but a GSO super-packet yields between two of its wire segments.
     Apart,
     /// Dropped on entry (counted as buffer drops): ICMP blocked on the path.
     Blocked,
@@ -514,33 +515,37 @@ impl LinkCore {
         self.icmp == IcmpPolicy::Blocked && is_icmp(pkt)
     }
 
-    /// Whether the data queue is below both its limits (a frame taken now may overshoot the
-    /// byte limit by less than one frame). For a caller with a queue of its own in front that
-    /// [`LinkCore::push`]es while this holds.
+    /// Whether the buffer (both queues) is below both its limits (a frame taken now may
+    /// overshoot the byte limit by less than one frame). For a caller with a queue of its own
+    /// in front that [`LinkCore::push`]es while this holds.
     #[inline]
     pub fn has_room(&self) -> bool {
         self.buffer_packets
-            .is_none_or(|p| self.queue_segs < u64::from(p))
-            && self.buffer_bytes.is_none_or(|b| self.queue_bytes < b)
-    }
-
-    /// Whether [`LinkCore::offer`] would take `pkt` now: not blocked ICMP, and room in its
-    /// queue (ICMP apart: fewer than [`ICMP_APART_LIMIT`] waiting, whatever the data queue
-    /// holds; otherwise within both limits with it).
-    #[inline]
-    pub fn admits(&self, pkt: &Packet) -> bool {
-        if self.icmp != IcmpPolicy::Shared && is_icmp(pkt) {
-            return self.icmp == IcmpPolicy::Apart && self.icmp_queue.len() < ICMP_APART_LIMIT;
-        }
-        let segs = match self.charge {
-            Charge::Frame => 1,
-            Charge::IpSegments => wire_and_segments(pkt).1,
-        };
-        self.buffer_packets
-            .is_none_or(|l| self.queue_segs + u64::from(segs) <= u64::from(l))
+            .is_none_or(|p| self.queue_segs + (self.icmp_queue.len() as u64) < u64::from(p))
             && self
                 .buffer_bytes
-                .is_none_or(|l| self.queue_bytes + u64::from(pkt.len()) <= l)
+                .is_none_or(|b| self.queue_bytes + self.icmp_bytes < b)
+    }
+
+    /// Whether [`LinkCore::offer`] would take `pkt` now: not blocked ICMP, and the buffer
+    /// within both limits with it, or (ICMP apart) fewer than [`ICMP_APART_LIMIT`] ICMP
+    /// packets waiting.
+    #[inline]
+    pub fn admits(&self, pkt: &Packet) -> bool {
+        let apart = self.icmp != IcmpPolicy::Shared && is_icmp(pkt);
+        if apart && self.icmp == IcmpPolicy::Blocked {
+            return false;
+        }
+        let segs = match self.charge {
+            Charge::IpSegments if !apart => wire_and_segments(pkt).1,
+            _ => 1,
+        };
+        let fits = self.buffer_packets.is_none_or(|l| {
+            self.queue_segs + self.icmp_queue.len() as u64 + u64::from(segs) <= u64::from(l)
+        }) && self
+            .buffer_bytes
+            .is_none_or(|l| self.queue_bytes + self.icmp_bytes + u64::from(pkt.len()) <= l);
+        fits || (apart && self.icmp_queue.len() < ICMP_APART_LIMIT)
     }
 
     /// Offers `pkt`, arriving at `now`, to the buffer; gives it back when the buffer refuses it
@@ -558,11 +563,11 @@ impl LinkCore {
     /// Puts `pkt`, arriving at `now`, into the buffer whatever its limits and ICMP policy say
     /// (ICMP apart still goes to its own queue): for a caller that checked
     /// [`LinkCore::has_room`] or [`LinkCore::admits`].
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, now: Instant, pkt: Packet) {
-        if self.is_empty() {
-            // Trace opportunities before `now` found nothing to send: lost.
-            if let Capacity::Trace(tr) = &self.capacity {
+        if let Capacity::Trace(tr) = &self.capacity {
+            if self.is_empty() {
+                // Opportunities before `now` found nothing to send: lost.
                 let seen = tr.count_before(self.rel_instant(now));
                 self.next_opp = self.next_opp.max(seen);
             }
@@ -635,31 +640,47 @@ impl LinkCore {
     }
 
     /// Sends everything the link can send by `now` (see [`LinkCore`]), handing each frame that
-    /// leaves the buffer to `out` in order, and lets `out` refill the buffer as it goes. Bounded:
-    /// each iteration sends a frame (or a wire segment) or uses an opportunity that is due, or
-    /// returns. `now` must not go backwards.
+    /// leaves the buffer to `out` in order, and lets `out` refill the buffer as it goes. Returns
+    /// when the link takes its next frame (or wire segment) from the buffer if nothing else
+    /// arrives: the instant to call it again (`None`: the buffer is empty; a stalled link gives
+    /// the instant it looks again). Bounded: each iteration sends a frame (or a wire segment)
+    /// or uses an opportunity that is due, or returns. `now` must not go backwards.
     #[inline]
-    pub fn transmit(&mut self, now: Instant, out: &mut impl Departures) {
+    #[must_use]
+    pub fn transmit(&mut self, now: Instant, out: &mut impl Departures) -> Option<Instant> {
         if matches!(self.capacity, Capacity::Trace(_)) {
-            self.transmit_trace(now, out);
+            self.transmit_trace(now, out)
         } else {
-            self.transmit_rate(now, out);
+            self.transmit_rate(now, out)
         }
     }
 
     #[inline]
-    fn transmit_rate(&mut self, now: Instant, out: &mut impl Departures) {
+    fn transmit_rate(&mut self, now: Instant, out: &mut impl Departures) -> Option<Instant> {
         loop {
             out.refill(self, now);
-            let Some(icmp) = self.pick(false) else { return };
-            let Some(h) = self.front(icmp) else { return };
+            // The head that goes next: ICMP's if it arrived by the time the data head (or its
+            // next wire segment) could start.
+            let (icmp, h) = match (self.icmp_queue.front(), self.queue.front()) {
+                (None, None) => return None,
+                (None, Some(d)) => (false, d),
+                (Some(i), None) => (true, i),
+                (Some(i), Some(d)) => {
+                    if i.arrival <= d.arrival.max(self.link_free) {
+                        (true, i)
+                    } else {
+                        (false, d)
+                    }
+                }
+            };
             let start = h.arrival.max(self.link_free);
             if start > now {
-                return;
+                return Some(start);
             }
-            // The next wire segment: the whole frame unless it is a super-packet.
             let (wire, segs) = (h.wire, h.segs);
-            let bytes = if icmp || segs <= 1 {
+            // The next wire segment: the whole frame unless it is a super-packet.
+            let whole = icmp || segs <= 1;
+            let bytes = if whole {
                 wire
             } else {
                 (self.head_sent + wire.div_ceil(segs)).min(wire) - self.head_sent
@@ -667,15 +688,15 @@ impl LinkCore {
             let Some(tx) = self.serialisation(bytes, start) else {
                 let resume = start.saturating_add(STALL_RECHECK);
                 if resume > now {
-                    return;
+                    return Some(resume);
                 }
                 self.link_free = resume;
                 continue;
             };
             let end = start.saturating_add(tx);
             self.link_free = end;
-            let busy = if icmp {
-                tx.as_nanos()
+            let busy = if whole {
+                tx
             } else {
                 self.head_busy += tx.as_nanos();
                 if self.head_sent + bytes < wire {
@@ -683,23 +704,25 @@ impl LinkCore {
                     continue;
                 }
                 self.head_sent = 0;
-                std::mem::take(&mut self.head_busy)
+                Duration::from_nanos(std::mem::take(&mut self.head_busy))
             };
-            self.depart(icmp, start, end, Duration::from_nanos(busy), out);
+            self.depart(icmp, start, end, busy, out);
         }
     }
 
     #[inline]
-    fn transmit_trace(&mut self, now: Instant, out: &mut impl Departures) {
+    fn transmit_trace(&mut self, now: Instant, out: &mut impl Departures) -> Option<Instant> {
         loop {
             out.refill(self, now);
             if self.is_empty() {
-                return;
+                return None;
             }
-            let Capacity::Trace(tr) = &self.capacity else { return };
+            let Capacity::Trace(tr) = &self.capacity else {
+                return None;
+            };
             let t = self.at_rel(tr.opportunity(self.next_opp));
             if t > now {
-                return;
+                return Some(t);
             }
             let mut bytes = MAHIMAHI_MTU;
             while bytes > 0 {
@@ -739,7 +762,7 @@ impl LinkCore {
 
     /// The head of the ICMP queue (`icmp`) or of the data queue leaves the buffer at `at`, its
     /// transmission ending at `end`: drawn for loss and handed to `out`.
-    #[inline]
+    #[inline(always)]
     fn depart(
         &mut self,
         icmp: bool,
@@ -749,11 +772,15 @@ impl LinkCore {
         out: &mut impl Departures,
     ) {
         let q = if icmp {
-            let Some(q) = self.icmp_queue.pop_front() else { return };
+            let Some(q) = self.icmp_queue.pop_front() else {
+                return;
+            };
             self.icmp_bytes -= u64::from(q.pkt.len());
             q
         } else {
-            let Some(q) = self.queue.pop_front() else { return };
+            let Some(q) = self.queue.pop_front() else {
+                return;
+            };
             self.queue_bytes -= u64::from(q.pkt.len());
             self.queue_segs -= u64::from(q.segs);
             q
@@ -798,28 +825,6 @@ impl LinkCore {
         } else {
             self.queue.front()
         }
-    }
-
-    /// When the link next takes a frame (or a wire segment) from the buffer if nothing else
-    /// arrives: the instant to call [`LinkCore::transmit`] again (`None`: the buffer is empty).
-    /// May be before the last `now` given; a stalled link gives the instant it looks again.
-    #[inline]
-    pub fn next_send(&self) -> Option<Instant> {
-        let first = match (self.queue.front(), self.icmp_queue.front()) {
-            (None, None) => return None,
-            (Some(d), None) => d.arrival,
-            (None, Some(i)) => i.arrival,
-            (Some(d), Some(i)) => d.arrival.min(i.arrival),
-        };
-        let start = first.max(self.link_free);
-        Some(match &self.capacity {
-            Capacity::Trace(t) => self.at_rel(t.opportunity(self.next_opp)),
-            Capacity::Rate(0) => start.saturating_add(STALL_RECHECK),
-            Capacity::Schedule(s) if s.rate_at(self.rel_instant(start)) < 1.0 => {
-                start.saturating_add(STALL_RECHECK)
-            }
-            _ => start,
-        })
     }
 
     /// When the next frame to leave the buffer will have finished on the link, if nothing else
@@ -1019,7 +1024,8 @@ impl LinkModel {
             stats: &mut self.stats,
             link: &mut self.link,
         };
-        self.core.transmit(now, &mut line);
+        // `next_departure` works from the state it leaves.
+        let _ = self.core.transmit(now, &mut line);
     }
 
     /// The earliest instant `dequeue` can return a frame, given what is queued now (`None`:
@@ -1329,7 +1335,7 @@ mod tests {
     }
 
     #[test]
-    fn icmp_apart_does_not_use_the_data_queue_limit_and_blocked_icmp_is_dropped() {
+    fn icmp_apart_enters_a_full_buffer_and_counts_in_it_and_blocked_icmp_is_dropped() {
         let mut m = link(LinkConfig {
             capacity: Capacity::Rate(1_250_000),
             buffer_packets: Some(2),
@@ -1337,16 +1343,29 @@ mod tests {
             ..LinkConfig::default()
         });
         let mut drops = Vec::new();
+        // The first data frame starts at once; two wait and fill the buffer; the third is
+        // dropped, the pings are not.
+        for _ in 0..4 {
+            m.enqueue(Instant::ZERO, frame(1500), &mut drops);
+        }
         for _ in 0..3 {
             m.enqueue(Instant::ZERO, ping(), &mut drops);
         }
-        for _ in 0..3 {
-            m.enqueue(Instant::ZERO, frame(1500), &mut drops);
-        }
-        assert_eq!(drops.len(), 1, "the third data frame only");
+        assert_eq!(drops.len(), 1, "the fourth data frame only");
         assert!(!is_icmp(&drops[0].packet));
-        // The first ping is on the link (it left the buffer when it started).
-        assert_eq!(m.link_stats().backlog.packets, 4);
+        assert_eq!(m.link_stats().backlog.packets, 5);
+        // While the pings wait, they hold the buffer: data is refused until they have gone.
+        m.enqueue(Instant::ZERO, frame(1500), &mut drops);
+        assert_eq!(drops.len(), 2);
+        let t = Instant::from_nanos(1_200_000 + 3 * 67_200);
+        while let Dequeue::Packet(_) = m.dequeue(t, &mut drops) {}
+        assert_eq!(
+            m.link_stats().backlog.packets,
+            1,
+            "a data frame on the link, one waits"
+        );
+        m.enqueue(t, frame(1500), &mut drops);
+        assert_eq!(drops.len(), 2);
         let (blocked, m) = ping_behind_data(Capacity::Rate(1_250_000), IcmpPolicy::Blocked);
         assert_eq!(blocked, None);
         assert_eq!(m.link_stats().buffer_drops.packets, 1);
@@ -1384,7 +1403,11 @@ mod tests {
             (s.tx.packets, s.backlog.packets, s.in_flight.packets),
             (4, 0, 0)
         );
-        assert_eq!(s.last_sojourn, Duration::ZERO, "an idle link starts it at once");
+        assert_eq!(
+            s.last_sojourn,
+            Duration::ZERO,
+            "an idle link starts it at once"
+        );
         assert!(m.stats().is_balanced());
     }
 
@@ -1651,7 +1674,7 @@ mod tests {
             .count();
         assert_eq!(refused, 2, "three wait, nothing sent yet");
         let mut out = Collect::default();
-        c.transmit(Instant::from_millis(10), &mut out);
+        assert_eq!(c.transmit(Instant::from_millis(10), &mut out), None);
         let ms = 1_000_000;
         assert_eq!(
             out.out,
@@ -1662,7 +1685,6 @@ mod tests {
             ]
         );
         assert_eq!(c.backlog(), Counter::default());
-        assert_eq!(c.next_send(), None);
     }
 
     #[test]
@@ -1685,13 +1707,18 @@ mod tests {
             ..Collect::default()
         };
         let ms = 1_000_000;
-        c.transmit(Instant::ZERO, &mut out);
+        assert_eq!(
+            c.transmit(Instant::ZERO, &mut out),
+            Some(Instant::from_millis(1))
+        );
         assert!(out.out.is_empty());
-        assert_eq!(c.next_send(), Some(Instant::from_millis(1)));
-        c.transmit(Instant::from_millis(1), &mut out);
+        assert_eq!(
+            c.transmit(Instant::from_millis(1), &mut out),
+            Some(Instant::from_millis(2))
+        );
         assert_eq!(out.out, vec![(ms, ms, false, 0), (ms, ms, false, 0)]);
         assert_eq!(c.backlog().bytes, 600, "pulled at 1 ms, waits");
-        c.transmit(Instant::from_millis(2), &mut out);
+        assert_eq!(c.transmit(Instant::from_millis(2), &mut out), None);
         assert_eq!(out.out.len(), 3);
         assert_eq!(out.out[2].0, 2 * ms);
     }
@@ -1711,12 +1738,14 @@ mod tests {
         );
         let mut out = Collect::default();
         c.offer(Instant::from_micros(5500), frame(100)).unwrap();
-        c.transmit(Instant::from_micros(5500), &mut out);
+        assert_eq!(
+            c.transmit(Instant::from_micros(5500), &mut out),
+            Some(Instant::from_millis(6))
+        );
         assert!(out.out.is_empty());
-        assert_eq!(c.next_send(), Some(Instant::from_millis(6)));
-        c.transmit(Instant::from_millis(6), &mut out);
+        assert_eq!(c.transmit(Instant::from_millis(6), &mut out), None);
         c.offer(Instant::from_millis(7), frame(100)).unwrap();
-        c.transmit(Instant::from_millis(7), &mut out);
+        assert_eq!(c.transmit(Instant::from_millis(7), &mut out), None);
         let at: Vec<u64> = out.out.iter().map(|d| d.0 / 1_000_000).collect();
         assert_eq!(at, vec![6, 7]);
     }

@@ -274,7 +274,7 @@ struct Pump<'a> {
 }
 
 impl Departures for Pump<'_> {
-    #[inline]
+    #[inline(always)]
     fn depart(&mut self, d: Departure) {
         let len = u64::from(d.pkt.len());
         let sojourn = d.sojourn.as_nanos();
@@ -302,40 +302,62 @@ impl Departures for Pump<'_> {
         self.arrivals += 1;
     }
 
-    /// Pulls packets from the qdisc into the buffer while it has room.
-    #[inline]
+    #[inline(always)]
     fn refill(&mut self, core: &mut LinkCore, now: Instant) {
-        let Some(q) = self.qdisc.as_mut() else {
-            return;
-        };
-        while core.has_room() {
-            self.drops.clear();
-            let d = q.dequeue(now, self.drops);
-            let n = self.drops.len() as u64;
-            if n > 0 {
-                self.metrics.qdisc_drops += n;
-                self.metrics.bin(self.bin).drops += n;
-                for d in self.drops.drain(..) {
-                    recycle(self.pool, d.packet);
-                }
-            }
-            match d {
-                Dequeue::Packet(p) => {
-                    if let Some(t) = self.tap_enter {
-                        self.tapped.push(tap_record(now, t, &p));
-                    }
-                    core.push(now, p);
-                }
-                // Never ask to be woken at the current instant again (that would spin).
-                Dequeue::NotBefore(t) => {
-                    self.qdisc_at = Some(t.max(now.saturating_add(Duration::from_nanos(1))));
-                    return;
-                }
-                Dequeue::Empty => break,
+        if let Some(q) = self.qdisc.as_mut() {
+            self.qdisc_at = feed(
+                q,
+                core,
+                now,
+                self.metrics,
+                (self.tap_enter, self.tapped),
+                self.drops,
+                self.pool,
+                self.bin,
+            );
+        }
+    }
+}
+
+/// Pulls packets from the qdisc `q` into the buffer while it has room (showing each to an
+/// `Enter` tap). Returns when the shaper opens next, if it holds packets back.
+#[allow(clippy::too_many_arguments)]
+fn feed(
+    q: &mut AnyQdisc,
+    core: &mut LinkCore,
+    now: Instant,
+    metrics: &mut LinkMetrics,
+    (tap_enter, tapped): (Option<usize>, &mut Vec<TapRecord>),
+    drops: &mut Vec<Dropped>,
+    pool: &mut Vec<Vec<u8>>,
+    bin: usize,
+) -> Option<Instant> {
+    while core.has_room() {
+        drops.clear();
+        let d = q.dequeue(now, drops);
+        let n = drops.len() as u64;
+        if n > 0 {
+            metrics.qdisc_drops += n;
+            metrics.bin(bin).drops += n;
+            for d in drops.drain(..) {
+                recycle(pool, d.packet);
             }
         }
-        self.qdisc_at = None;
+        match d {
+            Dequeue::Packet(p) => {
+                if let Some(t) = tap_enter {
+                    tapped.push(tap_record(now, t, &p));
+                }
+                core.push(now, p);
+            }
+            // Never ask to be woken at the current instant again (that would spin).
+            Dequeue::NotBefore(t) => {
+                return Some(t.max(now.saturating_add(Duration::from_nanos(1))))
+            }
+            Dequeue::Empty => return None,
+        }
     }
+    None
 }
 
 /// An application and its single timer.
@@ -958,7 +980,7 @@ impl Sim {
             arrivals: 0,
             qdisc_at: None,
         };
-        link.core.transmit(now, &mut pump);
+        let send_at = link.core.transmit(now, &mut pump);
         let (arrivals, qdisc_at) = (pump.arrivals, pump.qdisc_at);
         // The pipe is FIFO in arrival time; each Arrive event pops its front. Every packet gets
         // its event's sequence number now, in order, but only the head's event is queued: the
@@ -982,7 +1004,7 @@ impl Sim {
         // Next wake: when the link takes its next packet (if packets wait in the buffer), or
         // when the shaper opens (if the buffer has room).
         let link = &self.links[l];
-        let mut wake = link.core.next_send();
+        let mut wake = send_at;
         if link.core.has_room() {
             if let Some(t) = qdisc_at {
                 wake = Some(wake.map_or(t, |w| w.min(t)));
