@@ -356,6 +356,8 @@ pub trait Departures {
 #[derive(Debug)]
 pub struct LinkCore {
     capacity: Capacity,
+    /// The rate of a nonzero [`Capacity::Rate`], else 0: the per-frame path's shortcut.
+    fixed: u64,
     charge: Charge,
     delay: Duration,
     buffer_packets: Option<u32>,
@@ -366,10 +368,9 @@ pub struct LinkCore {
     queue: VecDeque<Queued>,
     /// [`IcmpPolicy::Apart`]: the ICMP queue, served before `queue`.
     icmp_queue: VecDeque<Queued>,
-    /// Bytes (whole frames) and wire segments in `queue`; bytes in `icmp_queue`.
-    queue_bytes: u64,
-    queue_segs: u64,
-    icmp_bytes: u64,
+    /// Bytes (whole frames) and wire segments in both queues (what the limits apply to).
+    buffered_bytes: u64,
+    buffered_segs: u64,
     /// Rate modes: when the link is free (the end of what it has sent).
     link_free: Instant,
     /// Rate modes: link time spent on the data head's wire segments sent so far.
@@ -413,6 +414,14 @@ fn wire_and_segments(pkt: &Packet) -> (u32, u32) {
     (wire, segs)
 }
 
+/// `LinkCore::fixed`: the rate of a nonzero [`Capacity::Rate`], else 0.
+fn fixed_rate(c: &Capacity) -> u64 {
+    match c {
+        Capacity::Rate(r) => *r,
+        _ => 0,
+    }
+}
+
 fn add(c: &mut Counter, len: u32) {
     c.add(len);
 }
@@ -429,6 +438,7 @@ impl LinkCore {
     pub fn new(cfg: LinkConfig, origin: Instant) -> LinkCore {
         let loss = if cfg.loss.is_finite() { cfg.loss } else { 0.0 };
         LinkCore {
+            fixed: fixed_rate(&cfg.capacity),
             capacity: cfg.capacity,
             charge: cfg.charge,
             delay: cfg.delay,
@@ -439,9 +449,8 @@ impl LinkCore {
             origin,
             queue: VecDeque::new(),
             icmp_queue: VecDeque::new(),
-            queue_bytes: 0,
-            queue_segs: 0,
-            icmp_bytes: 0,
+            buffered_bytes: 0,
+            buffered_segs: 0,
             link_free: origin,
             head_busy: 0,
             next_opp: 0,
@@ -490,13 +499,13 @@ impl LinkCore {
     pub fn backlog(&self) -> Counter {
         Counter {
             packets: (self.queue.len() + self.icmp_queue.len()) as u64,
-            bytes: self.queue_bytes + self.icmp_bytes,
+            bytes: self.buffered_bytes,
         }
     }
 
     /// Wire segments waiting in the buffer (both queues).
     pub fn backlog_segments(&self) -> u64 {
-        self.queue_segs + self.icmp_queue.len() as u64
+        self.buffered_segs
     }
 
     /// Heap bytes the buffer's queues hold (their capacities).
@@ -521,10 +530,8 @@ impl LinkCore {
     #[inline]
     pub fn has_room(&self) -> bool {
         self.buffer_packets
-            .is_none_or(|p| self.queue_segs + (self.icmp_queue.len() as u64) < u64::from(p))
-            && self
-                .buffer_bytes
-                .is_none_or(|b| self.queue_bytes + self.icmp_bytes < b)
+            .is_none_or(|p| self.buffered_segs < u64::from(p))
+            && self.buffer_bytes.is_none_or(|b| self.buffered_bytes < b)
     }
 
     /// Whether [`LinkCore::offer`] would take `pkt` now: not blocked ICMP, and the buffer
@@ -540,11 +547,12 @@ impl LinkCore {
             Charge::IpSegments if !apart => wire_and_segments(pkt).1,
             _ => 1,
         };
-        let fits = self.buffer_packets.is_none_or(|l| {
-            self.queue_segs + self.icmp_queue.len() as u64 + u64::from(segs) <= u64::from(l)
-        }) && self
-            .buffer_bytes
-            .is_none_or(|l| self.queue_bytes + self.icmp_bytes + u64::from(pkt.len()) <= l);
+        let fits = self
+            .buffer_packets
+            .is_none_or(|l| self.buffered_segs + u64::from(segs) <= u64::from(l))
+            && self
+                .buffer_bytes
+                .is_none_or(|l| self.buffered_bytes + u64::from(pkt.len()) <= l);
         fits || (apart && self.icmp_queue.len() < ICMP_APART_LIMIT)
     }
 
@@ -583,12 +591,11 @@ impl LinkCore {
             wire,
             segs,
         };
+        self.buffered_bytes += len;
+        self.buffered_segs += u64::from(segs);
         if self.icmp == IcmpPolicy::Apart && is_icmp(&q.pkt) {
-            self.icmp_bytes += len;
             self.icmp_queue.push_back(q);
         } else {
-            self.queue_bytes += len;
-            self.queue_segs += u64::from(segs);
             self.queue.push_back(q);
         }
     }
@@ -597,6 +604,7 @@ impl LinkCore {
     /// finishes as it started, a partly sent one restarts, a trace or schedule keeps its time
     /// origin. Call [`LinkCore::transmit`] at `now` first.
     pub fn set_capacity(&mut self, now: Instant, capacity: Capacity) {
+        self.fixed = fixed_rate(&capacity);
         self.capacity = capacity;
         self.link_free = self.link_free.max(now);
         self.head_sent = 0;
@@ -627,6 +635,9 @@ impl LinkCore {
     /// below 1 byte/s (the link stalls and looks again after [`STALL_RECHECK`]).
     #[inline]
     fn serialisation(&self, bytes: u32, start: Instant) -> Option<Duration> {
+        if self.fixed != 0 {
+            return Some(Duration::from_nanos(serialisation_nanos(bytes, self.fixed)));
+        }
         match &self.capacity {
             Capacity::Rate(0) => None,
             Capacity::Rate(r) => Some(Duration::from_nanos(serialisation_nanos(bytes, *r))),
@@ -648,7 +659,7 @@ impl LinkCore {
     #[inline]
     #[must_use]
     pub fn transmit(&mut self, now: Instant, out: &mut impl Departures) -> Option<Instant> {
-        if matches!(self.capacity, Capacity::Trace(_)) {
+        if self.fixed == 0 && matches!(self.capacity, Capacity::Trace(_)) {
             self.transmit_trace(now, out)
         } else {
             self.transmit_rate(now, out)
@@ -775,23 +786,22 @@ impl LinkCore {
             let Some(q) = self.icmp_queue.pop_front() else {
                 return;
             };
-            self.icmp_bytes -= u64::from(q.pkt.len());
             q
         } else {
             let Some(q) = self.queue.pop_front() else {
                 return;
             };
-            self.queue_bytes -= u64::from(q.pkt.len());
-            self.queue_segs -= u64::from(q.segs);
             q
         };
+        self.buffered_bytes -= u64::from(q.pkt.len());
+        self.buffered_segs -= u64::from(q.segs);
         let lost = self.loss > 0.0 && self.rng.next_f64() < self.loss;
         out.depart(Departure {
             at,
             arrival: end.saturating_add(self.delay),
             sojourn: at.saturating_duration_since(q.arrival),
             busy,
-            backlog_bytes: self.queue_bytes + self.icmp_bytes,
+            backlog_bytes: self.buffered_bytes,
             segs: q.segs,
             lost,
             pkt: q.pkt,

@@ -244,11 +244,19 @@ struct Link {
     to: NodeId,
     /// The droptail buffer and the transmitter.
     core: LinkCore,
+    /// The qdisc in front, the wire behind, metrics and taps.
+    x: LinkExtra,
+    wake_at: Option<Instant>,
+}
+
+/// What a link has around its [`LinkCore`] (apart from it, so [`Pump`] can borrow it while
+/// the core transmits).
+#[derive(Debug)]
+struct LinkExtra {
     qdisc: Option<AnyQdisc>,
     /// Packets on the wire, in arrival order, each with its arrival time and the sequence
     /// number of its Arrive event; only the head's event is in the event queue.
     pipe: VecDeque<InFlight>,
-    wake_at: Option<Instant>,
     metrics: LinkMetrics,
     /// Taps on this link (their indices) and what they saw, not yet drained.
     tap_enter: Option<usize>,
@@ -259,11 +267,7 @@ struct Link {
 /// The simulator's side of [`LinkCore::transmit`] for one link: pulls packets from the qdisc
 /// into the buffer while it has room, and puts departures on the wire with their metrics.
 struct Pump<'a> {
-    qdisc: &'a mut Option<AnyQdisc>,
-    pipe: &'a mut VecDeque<InFlight>,
-    metrics: &'a mut LinkMetrics,
-    tap_enter: Option<usize>,
-    tapped: &'a mut Vec<TapRecord>,
+    x: &'a mut LinkExtra,
     drops: &'a mut Vec<Dropped>,
     pool: &'a mut Vec<Vec<u8>>,
     bin: usize,
@@ -278,7 +282,7 @@ impl Departures for Pump<'_> {
     fn depart(&mut self, d: Departure) {
         let len = u64::from(d.pkt.len());
         let sojourn = d.sojourn.as_nanos();
-        let m = &mut *self.metrics;
+        let m = &mut self.x.metrics;
         m.busy = Duration::from_nanos(m.busy.as_nanos() + d.busy.as_nanos());
         m.tx_packets += 1;
         m.tx_bytes += len;
@@ -294,7 +298,7 @@ impl Departures for Pump<'_> {
             recycle(self.pool, d.pkt);
             return;
         }
-        self.pipe.push_back(InFlight {
+        self.x.pipe.push_back(InFlight {
             at: d.arrival,
             seq: 0,
             pkt: d.pkt,
@@ -304,34 +308,32 @@ impl Departures for Pump<'_> {
 
     #[inline(always)]
     fn refill(&mut self, core: &mut LinkCore, now: Instant) {
-        if let Some(q) = self.qdisc.as_mut() {
-            self.qdisc_at = feed(
-                q,
-                core,
-                now,
-                self.metrics,
-                (self.tap_enter, self.tapped),
-                self.drops,
-                self.pool,
-                self.bin,
-            );
+        if self.x.qdisc.is_some() {
+            self.qdisc_at = feed(self.x, core, now, self.drops, self.pool, self.bin);
         }
     }
 }
 
-/// Pulls packets from the qdisc `q` into the buffer while it has room (showing each to an
+/// Pulls packets from the link's qdisc into the buffer while it has room (showing each to an
 /// `Enter` tap). Returns when the shaper opens next, if it holds packets back.
-#[allow(clippy::too_many_arguments)]
 fn feed(
-    q: &mut AnyQdisc,
+    x: &mut LinkExtra,
     core: &mut LinkCore,
     now: Instant,
-    metrics: &mut LinkMetrics,
-    (tap_enter, tapped): (Option<usize>, &mut Vec<TapRecord>),
     drops: &mut Vec<Dropped>,
     pool: &mut Vec<Vec<u8>>,
     bin: usize,
 ) -> Option<Instant> {
+    let LinkExtra {
+        qdisc: Some(q),
+        metrics,
+        tap_enter,
+        tapped,
+        ..
+    } = x
+    else {
+        return None;
+    };
     while core.has_room() {
         drops.clear();
         let d = q.dequeue(now, drops);
@@ -345,7 +347,7 @@ fn feed(
         }
         match d {
             Dequeue::Packet(p) => {
-                if let Some(t) = tap_enter {
+                if let Some(t) = *tap_enter {
                     tapped.push(tap_record(now, t, &p));
                 }
                 core.push(now, p);
@@ -532,13 +534,15 @@ impl Sim {
         self.links.push(Link {
             to: to.min(last),
             core,
-            qdisc: cfg.qdisc,
-            pipe: VecDeque::new(),
+            x: LinkExtra {
+                qdisc: cfg.qdisc,
+                pipe: VecDeque::new(),
+                metrics: LinkMetrics::default(),
+                tap_enter: None,
+                tap_arrive: None,
+                tapped: Vec::new(),
+            },
             wake_at: None,
-            metrics: LinkMetrics::default(),
-            tap_enter: None,
-            tap_arrive: None,
-            tapped: Vec::new(),
         });
         self.link_from.push(from.min(last));
         id
@@ -645,8 +649,8 @@ impl Sim {
             .map(|l| {
                 std::mem::size_of::<Link>()
                     + l.core.heap_bytes()
-                    + l.pipe.capacity() * std::mem::size_of::<InFlight>()
-                    + l.metrics.bins.capacity() * std::mem::size_of::<crate::metrics::LinkBin>()
+                    + l.x.pipe.capacity() * std::mem::size_of::<InFlight>()
+                    + l.x.metrics.bins.capacity() * std::mem::size_of::<crate::metrics::LinkBin>()
             })
             .sum::<usize>()
             + self.routes.iter().map(|r| r.capacity() * 16).sum::<usize>();
@@ -663,22 +667,22 @@ impl Sim {
     /// Packets put on a wire so far, summed over every link: a packet crossing three links
     /// counts three times (the "simulated packets" of the benchmarks).
     pub fn link_transmissions(&self) -> u64 {
-        self.links.iter().map(|l| l.metrics.tx_packets).sum()
+        self.links.iter().map(|l| l.x.metrics.tx_packets).sum()
     }
 
     /// Metrics of `link`.
     pub fn link(&self, link: LinkId) -> Option<&LinkMetrics> {
-        self.links.get(link).map(|l| &l.metrics)
+        self.links.get(link).map(|l| &l.x.metrics)
     }
 
     /// The qdisc at `link`'s egress.
     pub fn qdisc(&self, link: LinkId) -> Option<&AnyQdisc> {
-        self.links.get(link).and_then(|l| l.qdisc.as_ref())
+        self.links.get(link).and_then(|l| l.x.qdisc.as_ref())
     }
 
     /// The qdisc at `link`'s egress, mutable (e.g. to change its shaped rate mid-run).
     pub fn qdisc_mut(&mut self, link: LinkId) -> Option<&mut AnyQdisc> {
-        self.links.get_mut(link).and_then(|l| l.qdisc.as_mut())
+        self.links.get_mut(link).and_then(|l| l.x.qdisc.as_mut())
     }
 
     /// Replaces `link`'s capacity from now on (a packet being serialised finishes at the old
@@ -700,8 +704,8 @@ impl Sim {
         let n = self.taps;
         let l = self.links.get_mut(link)?;
         match at {
-            TapAt::Enter => l.tap_enter = Some(n),
-            TapAt::Arrive => l.tap_arrive = Some(n),
+            TapAt::Enter => l.x.tap_enter = Some(n),
+            TapAt::Arrive => l.x.tap_arrive = Some(n),
         }
         self.taps += 1;
         Some(n)
@@ -714,7 +718,7 @@ impl Sim {
         let mut all: Vec<TapRecord> = std::mem::take(&mut self.tap_scratch);
         all.clear();
         for l in &mut self.links {
-            all.append(&mut l.tapped);
+            all.append(&mut l.x.tapped);
         }
         all.sort_by_key(|r| (r.at, r.tap));
         for r in &all {
@@ -786,12 +790,13 @@ impl Sim {
                 if cap == 0 {
                     0.0
                 } else {
-                    l.metrics.tx_bytes as f64 / cap as f64
+                    l.x.metrics.tx_bytes as f64 / cap as f64
                 }
             }
-            _ => l
-                .metrics
-                .utilisation(self.now.saturating_duration_since(Instant::ZERO)),
+            _ => {
+                l.x.metrics
+                    .utilisation(self.now.saturating_duration_since(Instant::ZERO))
+            }
         }
     }
 
@@ -934,30 +939,30 @@ impl Sim {
         let bin = self.bin();
         let link = &mut self.links[l];
         if link.core.blocks(&pkt) {
-            link.metrics.buffer_drops += 1;
-            link.metrics.bin(bin).drops += 1;
+            link.x.metrics.buffer_drops += 1;
+            link.x.metrics.bin(bin).drops += 1;
             recycle(&mut self.pool, pkt);
             return;
         }
-        if let Some(q) = link.qdisc.as_mut() {
+        if let Some(q) = link.x.qdisc.as_mut() {
             self.drops.clear();
             q.enqueue(now, pkt, &mut self.drops);
             let n = self.drops.len() as u64;
             if n > 0 {
-                link.metrics.qdisc_drops += n;
-                link.metrics.bin(bin).drops += n;
+                link.x.metrics.qdisc_drops += n;
+                link.x.metrics.bin(bin).drops += n;
                 for d in self.drops.drain(..) {
                     recycle(&mut self.pool, d.packet);
                 }
             }
         } else if link.core.admits(&pkt) {
-            if let Some(t) = link.tap_enter {
-                link.tapped.push(tap_record(now, t, &pkt));
+            if let Some(t) = link.x.tap_enter {
+                link.x.tapped.push(tap_record(now, t, &pkt));
             }
             link.core.push(now, pkt);
         } else {
-            link.metrics.buffer_drops += 1;
-            link.metrics.bin(bin).drops += 1;
+            link.x.metrics.buffer_drops += 1;
+            link.x.metrics.bin(bin).drops += 1;
             recycle(&mut self.pool, pkt);
         }
         self.pump(l);
@@ -969,11 +974,7 @@ impl Sim {
         let bin = self.bin();
         let link = &mut self.links[l];
         let mut pump = Pump {
-            qdisc: &mut link.qdisc,
-            pipe: &mut link.pipe,
-            metrics: &mut link.metrics,
-            tap_enter: link.tap_enter,
-            tapped: &mut link.tapped,
+            x: &mut link.x,
             drops: &mut self.drops,
             pool: &mut self.pool,
             bin,
@@ -987,13 +988,13 @@ impl Sim {
         // next one is queued when the head arrives, under the key it got here. Keys grow along
         // the pipe, so events pop in exactly the order they would if all were queued now, and
         // the event queue holds one entry per busy link instead of one per packet on a wire.
-        let plen = self.links[l].pipe.len();
+        let plen = self.links[l].x.pipe.len();
         for i in plen - arrivals as usize..plen {
             self.seq += 1;
-            self.links[l].pipe[i].seq = self.seq;
+            self.links[l].x.pipe[i].seq = self.seq;
         }
         if arrivals > 0 && plen == arrivals as usize {
-            let head = &self.links[l].pipe[0];
+            let head = &self.links[l].x.pipe[0];
             let ev = Ev {
                 at: head.at,
                 seq: head.seq,
@@ -1021,10 +1022,10 @@ impl Sim {
 
     /// A packet finished crossing link `l`.
     fn arrive(&mut self, l: usize) {
-        let Some(InFlight { pkt, .. }) = self.links[l].pipe.pop_front() else {
+        let Some(InFlight { pkt, .. }) = self.links[l].x.pipe.pop_front() else {
             return;
         };
-        if let Some(next) = self.links[l].pipe.front() {
+        if let Some(next) = self.links[l].x.pipe.front() {
             let ev = Ev {
                 at: next.at,
                 seq: next.seq,
@@ -1032,9 +1033,9 @@ impl Sim {
             };
             self.queue.push(ev);
         }
-        if let Some(t) = self.links[l].tap_arrive {
+        if let Some(t) = self.links[l].x.tap_arrive {
             let r = tap_record(self.now, t, &pkt);
-            self.links[l].tapped.push(r);
+            self.links[l].x.tapped.push(r);
         }
         let node = self.links[l].to;
         let Some(ip) = pkt.headers().ip else {
