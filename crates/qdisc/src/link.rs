@@ -10,8 +10,9 @@
 //! 1. **the buffer**: an unmanaged droptail queue of at most `buffer_packets` frames and
 //!    `buffer_bytes` bytes waiting (the arriving frame is dropped when it would not fit) — the
 //!    radio's queue whose backlog and sojourn time the stats report. ICMP (v4 and v6) follows
-//!    the link's [`IcmpPolicy`]: like any frame, in a queue of its own served first (a radio
-//!    whose scheduler keeps pings apart from data, so pings miss the data's queue), or dropped;
+//!    the link's [`IcmpPolicy`]: like any frame, in a queue of its own in the same buffer,
+//!    served first (a radio whose scheduler keeps pings apart from data, so pings miss the
+//!    data's queue), or dropped;
 //! 2. **the link**: frames leave the buffer one at a time at the capacity: a fixed rate, a
 //!    step/ramp [`RateSchedule`] (the rate when a frame starts is used for all of it; a rate
 //!    below 1 byte/s stalls the link), unlimited, or a [`MahimahiTrace`] with mahimahi's
