@@ -38,11 +38,15 @@
 //!   reading below half of it, when an outage or a hand-over's near-outage ended). Far below a recent reading the rate goes straight back to
 //!   the cruise level under it. A probe's answer (the delivery falling short of it) is a reading;
 //! - **holds when the demand is the limit**: a download ending is not a capacity drop;
-//! - **cuts on a sudden shortfall** ([`Reason::Shortfall`]): right after a saturated interval, a
-//!   delivery below `sudden x R` with CAKE empty is either the capacity falling (bulk TCP is then
-//!   clocked by the new capacity and the probes crossing the filling queue come back late) or
-//!   the downloads ending. The law cuts to the delivery at once and **restores** the rate before
-//!   the cut ([`Reason::Restored`]) if the next two intervals show the demand stopped;
+//! - optionally **cuts on a sudden shortfall** ([`Reason::Shortfall`]; off by default, `sudden =
+//!   0`): right after a saturated interval, a delivery below `sudden x R` with CAKE empty is
+//!   either the capacity falling (bulk TCP is then clocked by the new capacity and the probes
+//!   crossing the filling queue come back late), the downloads ending, or TCP backing off. With
+//!   the rule on, the law cuts to the delivery at once and **restores** the rate before the cut
+//!   ([`Reason::Restored`]) if the next two intervals show the demand stopped. Off, a capacity
+//!   drop is read one interval later from the queue it builds; the rule misreads TCP's own dips
+//!   as drops, which costs most where TCP refills slowly (a home router, a long round trip, a
+//!   slow link), so it is off (docs/purple.md, "The sudden-shortfall cut, off by default");
 //! - treats an interval that delivered nothing on a loaded link with a queue as an **outage**
 //!   ([`Reason::Outage`]): the engine then holds the configured minimum.
 //!
