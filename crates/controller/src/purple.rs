@@ -38,11 +38,15 @@
 //!   reading below half of it, when an outage or a hand-over's near-outage ended). Far below a recent reading the rate goes straight back to
 //!   the cruise level under it. A probe's answer (the delivery falling short of it) is a reading;
 //! - **holds when the demand is the limit**: a download ending is not a capacity drop;
-//! - **cuts on a sudden shortfall** ([`Reason::Shortfall`]): right after a saturated interval, a
-//!   delivery below `sudden x R` with CAKE empty is either the capacity falling (bulk TCP is then
-//!   clocked by the new capacity and the probes crossing the filling queue come back late) or
-//!   the downloads ending. The law cuts to the delivery at once and **restores** the rate before
-//!   the cut ([`Reason::Restored`]) if the next two intervals show the demand stopped;
+//! - optionally **cuts on a sudden shortfall** ([`Reason::Shortfall`]; off by default, `sudden =
+//!   0`): right after a saturated interval, a delivery below `sudden x R` with CAKE empty is
+//!   either the capacity falling (bulk TCP is then clocked by the new capacity and the probes
+//!   crossing the filling queue come back late), the downloads ending, or TCP backing off. With
+//!   the rule on, the law cuts to the delivery at once and **restores** the rate before the cut
+//!   ([`Reason::Restored`]) if the next two intervals show the demand stopped. Off, a capacity
+//!   drop is read one interval later from the queue it builds; the rule misreads TCP's own dips
+//!   as drops, which costs most where TCP refills slowly (a home router, a long round trip, a
+//!   slow link), so it is off (docs/purple.md, "The sudden-shortfall cut, off by default");
 //! - treats an interval that delivered nothing on a loaded link with a queue as an **outage**
 //!   ([`Reason::Outage`]): the engine then holds the configured minimum.
 //!
@@ -244,8 +248,10 @@ purple_params! {
     /// quantisation of one interval's count), counts as keeping up with it. Default 0.003.
     shortfall: f64 = 0.003, 0.0, 0.5, "0 ..= 0.5";
     /// A delivery below `sudden x` our rate right after a saturated interval is a sudden
-    /// shortfall: cut at once, restore if the demand stopped. Default 0.5.
-    sudden: f64 = 0.5, 0.0, 1.0, "0 ..= 1";
+    /// shortfall: cut at once, restore if the demand stopped. Default 0: the rule is off (a
+    /// capacity drop is then read one interval later from the queue it builds; docs/purple.md,
+    /// "Without the sudden-shortfall cut"). 0.5 was the default before stop 24.
+    sudden: f64 = 0.0, 0.0, 1.0, "0 ..= 1";
     /// How long a delay seen without load is not ours to fix, and how long load is
     /// remembered for a capacity reading from the delay alone. Default 1 s.
     busy_memory: Duration = ms(1_000), Duration::ZERO, ms(60_000), "0 ..= 60 s";
@@ -959,6 +965,39 @@ mod tests {
         Instant::ZERO + Duration::from_millis(ms)
     }
 
+    /// The law with the sudden-shortfall cut on, at its old default (0.5).
+    fn with_sudden_cut() -> Purple {
+        Purple::new(PurpleParams {
+            sudden: 0.5,
+            ..PurpleParams::default()
+        })
+    }
+
+    #[test]
+    fn by_default_a_sudden_shortfall_without_a_queue_holds_the_rate() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        for i in 0..10 {
+            law.step(
+                at(i * 50),
+                Direction::Down,
+                &sig(10_000_000, 0, 10_000_000, 0),
+                &cfg,
+            );
+        }
+        // The downloads end (or TCP backs off): a fraction delivered, no queue, CAKE empty.
+        for i in 0..3 {
+            let s = law.step(
+                at(500 + i * 50),
+                Direction::Down,
+                &sig(10_000_000, 0, 1_500_000, 0),
+                &cfg,
+            );
+            assert!(!matches!(s.reason, Reason::Shortfall { .. }), "{s:?}");
+            assert_eq!(s.rate.bytes_per_s(), 10_000_000, "{s:?}");
+        }
+    }
+
     /// Steps the downlink through `n` intervals from `t0` ms, the link delivering `cap` at most
     /// while CAKE stays backlogged (bulk TCP); returns the last step and the time after it.
     fn run_link(law: &mut Purple, cfg: &Config, t0: u64, n: u64, start: u64, cap: u64) -> Step {
@@ -1291,7 +1330,7 @@ mod tests {
 
     #[test]
     fn a_download_ending_is_not_a_capacity_drop_the_rate_comes_back() {
-        let mut law = Purple::default();
+        let mut law = with_sudden_cut();
         let cfg = Config::default();
         // Saturated at our 10 MB/s, then the downloads end: almost nothing delivered, delay low.
         for i in 0..10 {
@@ -1330,7 +1369,7 @@ mod tests {
 
     #[test]
     fn a_capacity_drop_confirmed_by_delivery_keeps_the_cut() {
-        let mut law = Purple::default();
+        let mut law = with_sudden_cut();
         let cfg = Config::default();
         for i in 0..10 {
             law.step(

@@ -1,0 +1,214 @@
+//! Both comparisons as text: the slides' table, the claims, and for the lab the shaped-rate
+//! tracking, the warnings and where each daemon's decision log is.
+
+use super::{Demo, LabDemo};
+use experiments::c::table;
+use lab::analysis;
+use std::fmt::Write as _;
+
+/// The demo as text: the table and the claims.
+pub fn to_text(d: &Demo) -> String {
+    let mut s = format!(
+        "purple demo: {} ({}), {:.0} s simulated, seed {}\n\
+         Loaded latency = probe RTT minus the idle RTT, ms; throughput = delivered by the \
+         radio, Mbit/s; share = download / mean capacity.\n\n",
+        d.scenario, d.description, d.seconds, d.seed
+    );
+    s.push_str(&table(&d.results, &d.labels, d.slides).to_text());
+    s.push('\n');
+    for c in &d.claims {
+        let _ = writeln!(
+            s,
+            "[{}] {}\n       ours: {} (tolerance: {})",
+            if c.pass { "PASS" } else { "FAIL" },
+            c.seed,
+            c.ours,
+            c.tolerance
+        );
+    }
+    s
+}
+
+/// The lab demo as text: the slides' table and the shaped-rate tracking.
+pub fn lab_text(d: &LabDemo) -> String {
+    let mut s = format!(
+        "purple demo --lab: {}\n{:.0} s of load per contender after {:.0} s idle; real kernel TCP \
+         (CUBIC, ECN) through our bridge and `purple linkem` in network namespaces.\n\
+         Loaded latency = UDP probe RTT (every 100 ms) minus its idle median, ms, after the first \
+         {:.1} s of load; throughput = TCP goodput, Mbit/s; share = download / mean capacity.\n\n",
+        d.scenario.title,
+        d.seconds,
+        d.idle_s,
+        analysis::warm_up_s(d.seconds)
+    );
+    for name in d.fault_names() {
+        s.push_str(&format!("Fault injected: {name}.\n\n"));
+    }
+    let mut h = vec!["contender"];
+    h.extend(experiments::LATENCY_COLUMNS);
+    h.extend(["down Mbit/s", "up Mbit/s", "share", "seed (slides)"]);
+    let mut t = experiments::Table::new(&h);
+    for r in &d.rows {
+        let mut row = vec![r.run.contender.clone()];
+        match &r.latency {
+            Some(l) => row.extend(experiments::latency_cells(l)),
+            None => {
+                row.push("no samples".into());
+                let rest = experiments::LATENCY_COLUMNS.len() - 1;
+                row.extend(std::iter::repeat_n("-".to_string(), rest));
+            }
+        }
+        row.extend([
+            format!("{:.1}", r.run.down_mbit),
+            format!("{:.1}", r.run.up_mbit),
+            r.capacity_down_mbit.map_or("-".into(), |c| {
+                format!("{:.0}%", 100.0 * r.run.down_mbit / c)
+            }),
+            lab::scenario::seed_figure(d.scenario.name, &r.run.contender, "").to_string(),
+        ]);
+        t.row(row);
+    }
+    s.push_str(&t.to_text());
+    let mut tt = experiments::Table::new(&[
+        "daemon contender",
+        "mean rate",
+        "rate <= capacity",
+        "drops followed",
+        "reaction median s",
+        "reaction max s",
+        "actuator errors",
+    ]);
+    let mut any = false;
+    for r in &d.rows {
+        if let (Some(k), Some(c)) = (&r.tracking, &r.run.control) {
+            any = true;
+            tt.row(vec![
+                r.run.contender.clone(),
+                format!("{:.1}", k.mean_rate_mbit),
+                format!("{:.0}%", 100.0 * k.below_capacity),
+                format!("{}/{}", k.drops_followed, k.drops),
+                secs_or_dash(k.reaction_median_s),
+                secs_or_dash(k.reaction_max_s),
+                c.actuator_errors.to_string(),
+            ]);
+        }
+    }
+    if any {
+        let _ = write!(
+            s,
+            "\nShaped-rate tracking (download; capacity steps {}):\n{}",
+            match d.scenario.capacity {
+                lab::scenario::Capacity::Steps {
+                    down_bit_s,
+                    period_s,
+                    ..
+                } => format!(
+                    "{}/{} Mbit/s every {period_s} s",
+                    down_bit_s[0] / 1_000_000,
+                    down_bit_s[1] / 1_000_000
+                ),
+                lab::scenario::Capacity::Fixed { down_bit_s, .. } => {
+                    format!("fixed {} Mbit/s", down_bit_s / 1_000_000)
+                }
+                lab::scenario::Capacity::Trace { name, .. } => format!("trace {name}"),
+            },
+            tt.to_text()
+        );
+    }
+    for r in &d.rows {
+        for w in &r.run.warnings {
+            let _ = writeln!(s, "warning: {}: {w}", r.run.contender);
+        }
+        if let Some(c) = &r.run.control {
+            let _ = writeln!(s, "{}: decision log {}", r.run.contender, c.log.display());
+        }
+    }
+    s
+}
+
+/// A reaction time with one decimal, or "-" when there was none (no drop followed).
+fn secs_or_dash(s: Option<f64>) -> String {
+    s.map_or_else(|| "-".to_string(), |s| format!("{s:.1}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use lab::analysis::DemoRow;
+    use sim::tally::LatencyStats;
+
+    /// A lab demo of two contenders, the second without a loaded-latency sample.
+    fn two_rows() -> LabDemo {
+        let row = |contender: &str, samples: &[f64]| DemoRow {
+            run: lab::LabRun {
+                contender: contender.into(),
+                test: "radio".into(),
+                summary: sim::RunSummary::default(),
+                induced: Vec::new(),
+                up_mbit: 31.25,
+                down_mbit: 96.5,
+                delay_stage: String::new(),
+                warnings: Vec::new(),
+                namespaces: Vec::new(),
+                capacity_down_mbit: Vec::new(),
+                control: None,
+            },
+            latency: LatencyStats::of(samples),
+            samples: samples.to_vec(),
+            capacity_down_mbit: Some(120.0),
+            tracking: None,
+        };
+        LabDemo {
+            scenario: lab::scenario::find("radio").unwrap(),
+            seconds: 30.0,
+            idle_s: 5.0,
+            rows: vec![
+                row("CAKE static", &[1.0, 2.5, 4.0, 8.25]),
+                row("silent", &[]),
+            ],
+            faults: Vec::new(),
+        }
+    }
+
+    /// The latency columns come from `experiments::LATENCY_COLUMNS`; a contender without a
+    /// sample says so in the first and fills the rest with "-", keeping every column aligned.
+    #[test]
+    fn the_lab_table_keeps_its_columns_for_a_contender_without_samples() {
+        let text = lab_text(&two_rows());
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines
+            .iter()
+            .position(|l| l.starts_with("contender"))
+            .unwrap();
+        let cells = |l: &str| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let h = cells(lines[header]);
+        assert_eq!(h[1..8], experiments::LATENCY_COLUMNS);
+        assert_eq!(
+            cells(lines[header + 1]),
+            [
+                "CAKE static",
+                "3.94",
+                "4.00",
+                "1.00",
+                "8.25",
+                "2.71",
+                "8.25",
+                "8.25",
+                "96.5",
+                "31.2",
+                "80%",
+                "-"
+            ]
+        );
+        let silent = cells(lines[header + 2]);
+        assert_eq!(silent.len(), h.len(), "{silent:?}");
+        assert_eq!(silent[1..8], ["no samples", "-", "-", "-", "-", "-", "-"]);
+    }
+}
