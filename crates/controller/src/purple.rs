@@ -973,18 +973,24 @@ mod tests {
         })
     }
 
-    #[test]
-    fn by_default_a_sudden_shortfall_without_a_queue_holds_the_rate() {
-        let mut law = Purple::default();
-        let cfg = Config::default();
+    /// Ten saturated intervals of the downlink at 10 MB/s (delivered = rate, no queue), ending at
+    /// 450 ms.
+    fn saturate(law: &mut Purple, cfg: &Config) {
         for i in 0..10 {
             law.step(
                 at(i * 50),
                 Direction::Down,
                 &sig(10_000_000, 0, 10_000_000, 0),
-                &cfg,
+                cfg,
             );
         }
+    }
+
+    #[test]
+    fn by_default_a_sudden_shortfall_without_a_queue_holds_the_rate() {
+        let mut law = Purple::default();
+        let cfg = Config::default();
+        saturate(&mut law, &cfg);
         // The downloads end (or TCP backs off): a fraction delivered, no queue, CAKE empty.
         for i in 0..3 {
             let s = law.step(
@@ -1286,14 +1292,7 @@ mod tests {
         let cfg = Config::default();
         // Loaded at our 10 MB/s (CAKE empty: the senders' windows just fill it), then the
         // capacity drops: 3 MB/s delivered, the queue shows.
-        for i in 0..10 {
-            law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(10_000_000, 0, 10_000_000, 0),
-                &cfg,
-            );
-        }
+        saturate(&mut law, &cfg);
         let s = law.step(
             at(500),
             Direction::Down,
@@ -1333,14 +1332,7 @@ mod tests {
         let mut law = with_sudden_cut();
         let cfg = Config::default();
         // Saturated at our 10 MB/s, then the downloads end: almost nothing delivered, delay low.
-        for i in 0..10 {
-            law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(10_000_000, 0, 10_000_000, 0),
-                &cfg,
-            );
-        }
+        saturate(&mut law, &cfg);
         let s = law.step(
             at(500),
             Direction::Down,
@@ -1371,14 +1363,7 @@ mod tests {
     fn a_capacity_drop_confirmed_by_delivery_keeps_the_cut() {
         let mut law = with_sudden_cut();
         let cfg = Config::default();
-        for i in 0..10 {
-            law.step(
-                at(i * 50),
-                Direction::Down,
-                &sig(10_000_000, 0, 10_000_000, 0),
-                &cfg,
-            );
-        }
+        saturate(&mut law, &cfg);
         let s = law.step(
             at(500),
             Direction::Down,
