@@ -93,20 +93,24 @@ pub enum Fault {
 }
 
 impl Fault {
-    /// Every fault with its command-line name.
-    pub const ALL: [(&'static str, Fault); 2] = [
-        ("no-icmp-echo", Fault::NoIcmpEcho),
-        ("icmp-apart", Fault::IcmpApart),
-    ];
+    /// Every fault.
+    pub const ALL: [Fault; 2] = [Fault::NoIcmpEcho, Fault::IcmpApart];
+
+    /// The fault's command-line name (what [`Fault::parse`] accepts for it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::NoIcmpEcho => "no-icmp-echo",
+            Fault::IcmpApart => "icmp-apart",
+        }
+    }
 
     /// The fault called `name`, or an error naming the accepted ones.
     pub fn parse(name: &str) -> Result<Fault, Error> {
         Fault::ALL
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|&(_, f)| f)
+            .into_iter()
+            .find(|f| f.name() == name)
             .ok_or_else(|| {
-                let names: Vec<&str> = Fault::ALL.iter().map(|(n, _)| *n).collect();
+                let names: Vec<&str> = Fault::ALL.iter().map(|f| f.name()).collect();
                 Error::Unsupported(format!(
                     "unknown fault {name:?} (accepted: {})",
                     names.join(", ")
@@ -130,5 +134,23 @@ impl LabOpts {
             cake_autorate: None,
             echo_reflectors: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fault_parses_from_its_name_and_a_bad_one_names_the_accepted() {
+        for f in Fault::ALL {
+            assert_eq!(Fault::parse(f.name()).ok(), Some(f));
+        }
+        let err = Fault::parse("no-icmp").err().map(|e| e.to_string());
+        let err = err.unwrap_or_default();
+        assert!(
+            err.contains("no-icmp-echo") && err.contains("icmp-apart"),
+            "{err}"
+        );
     }
 }

@@ -128,15 +128,7 @@ pub struct LabDemo {
 impl LabDemo {
     /// The command-line names of the faults injected, in injection order.
     fn fault_names(&self) -> Vec<&'static str> {
-        self.faults
-            .iter()
-            .filter_map(|f| {
-                ::lab::Fault::ALL
-                    .iter()
-                    .find(|(_, x)| x == f)
-                    .map(|(n, _)| *n)
-            })
-            .collect()
+        self.faults.iter().map(|f| f.name()).collect()
     }
 
     /// The download rate `r`'s contender shapes to at `t` (s since the run's epoch), Mbit/s
