@@ -122,16 +122,7 @@ pub fn text(r: &MatrixResult) -> String {
         );
         s += &l.table().to_text();
         s.push('\n');
-        for c in &l.claims {
-            let _ = writeln!(
-                s,
-                "[{}] {}\n       ours: {} (target: {})",
-                if c.pass { "PASS" } else { "FAIL" },
-                c.seed,
-                c.ours,
-                c.tolerance
-            );
-        }
+        crate::demo::text::write_claims(&mut s, &l.claims, "target");
         s.push('\n');
     }
     s += "== summary: purple against the one-interval-late oracle\n\n";

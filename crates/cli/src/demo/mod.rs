@@ -20,7 +20,7 @@ mod json;
 mod lab;
 mod out;
 mod sim;
-mod text;
+pub(crate) mod text;
 
 pub use sim::link_scenario;
 

@@ -6,6 +6,21 @@ use experiments::c::table;
 use lab::analysis;
 use std::fmt::Write as _;
 
+/// Appends each claim as a `[PASS]`/`[FAIL]` line with what we measured under it; `bound` names
+/// the claim's limit in the text (`tolerance` for the demo, `target` for the matrix).
+pub(crate) fn write_claims(s: &mut String, claims: &[experiments::Claim], bound: &str) {
+    for c in claims {
+        let _ = writeln!(
+            s,
+            "[{}] {}\n       ours: {} ({bound}: {})",
+            if c.pass { "PASS" } else { "FAIL" },
+            c.seed,
+            c.ours,
+            c.tolerance
+        );
+    }
+}
+
 /// The demo as text: the table and the claims.
 pub fn to_text(d: &Demo) -> String {
     let mut s = format!(
@@ -16,16 +31,7 @@ pub fn to_text(d: &Demo) -> String {
     );
     s.push_str(&table(&d.results, &d.labels, d.slides).to_text());
     s.push('\n');
-    for c in &d.claims {
-        let _ = writeln!(
-            s,
-            "[{}] {}\n       ours: {} (tolerance: {})",
-            if c.pass { "PASS" } else { "FAIL" },
-            c.seed,
-            c.ours,
-            c.tolerance
-        );
-    }
+    write_claims(&mut s, &d.claims, "tolerance");
     s
 }
 
