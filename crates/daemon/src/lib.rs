@@ -37,4 +37,4 @@ pub mod run;
 pub mod service;
 
 pub use config::DaemonConfig;
-pub use run::{Daemon, Exit};
+pub use run::{Daemon, Exit, PassiveCounters};
