@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod actuator;
+pub mod bench_floor;
 pub mod bench_passive;
 pub mod capture;
 pub mod clock;
