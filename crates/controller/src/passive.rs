@@ -496,6 +496,13 @@ pub struct PassiveDelay {
     stats: PassiveStats,
     /// Scratch for medians (capacity = the table's size: no allocation at a reading).
     scratch: Vec<i64>,
+    /// The slots that took a sample in the current reading window, each once (capacity = the
+    /// table's size): a reading visits these, not the whole table, so an idle link costs
+    /// nothing and a busy one what its flows cost.
+    touched: Vec<u32>,
+    /// When each slot was last heard from (ns of [`Instant`]; 0: free), apart from the table so
+    /// that counting the tracked flows reads 8 bytes a slot rather than a whole flow.
+    seen: Vec<u64>,
 }
 
 impl PassiveDelay {
@@ -510,6 +517,8 @@ impl PassiveDelay {
             epoch: 1,
             stats: PassiveStats::default(),
             scratch: Vec::with_capacity(n),
+            touched: Vec::with_capacity(n),
+            seen: vec![0; n],
         })
     }
 
@@ -525,9 +534,11 @@ impl PassiveDelay {
 
     /// Flows heard from within the last 30 s at `now`.
     pub fn tracked(&self, now: Instant) -> u32 {
-        self.flows
+        let now = now.as_nanos();
+        let idle = IDLE.as_nanos();
+        self.seen
             .iter()
-            .filter(|f| f.used && now.saturating_duration_since(f.last_seen) < IDLE)
+            .filter(|&&t| t != 0 && now.saturating_sub(t) < idle)
             .count() as u32
     }
 
@@ -581,7 +592,13 @@ impl PassiveDelay {
         if v.used && now.saturating_duration_since(v.last_seen) < IDLE {
             self.stats.evictions += 1;
         }
+        // A slot already listed in this reading window stays listed once: the new flow keeps
+        // the window's epoch with no sample yet.
+        let listed = self.flows[victim].epoch == self.epoch;
         self.flows[victim] = Flow::fresh(*key, now);
+        if listed {
+            self.flows[victim].epoch = self.epoch;
+        }
         Some(victim)
     }
 
@@ -602,11 +619,15 @@ impl PassiveDelay {
         let sample_mask = self.p.sample.max(1) - 1;
         let pure = seg.payload == 0 && seg.flags & (tcp_flags::SYN | tcp_flags::FIN) == 0;
         let mut stats = self.stats;
+        self.seen[i] = now.as_nanos().max(1);
         let f = &mut self.flows[i];
         f.last_seen = now;
         if f.epoch != epoch {
             f.win = [i64::MAX; METRICS];
             f.epoch = epoch;
+            // Each slot once per window (`slot` keeps a replaced flow's listing), so this never
+            // grows past the table's size: no allocation.
+            self.touched.push(i as u32);
         }
         let sample = |f: &mut Flow, m: Metric, raw: i64, queue: bool| {
             let b = f.base[m as usize].update(now, raw, window);
@@ -762,13 +783,15 @@ impl PassiveDelay {
             r.flows[dir] = n;
             r.one_way[dir] = one_way;
         }
+        self.touched.clear();
         r
     }
 
     /// The median of the flows' window minima of `m` in `epoch`, and how many flows had one.
     fn median(&mut self, epoch: u32, m: Metric) -> Option<(Duration, u32)> {
         self.scratch.clear();
-        for f in &self.flows {
+        for &i in &self.touched {
+            let f = &self.flows[i as usize];
             if f.used && f.epoch == epoch && f.win[m as usize] != i64::MAX {
                 self.scratch.push(f.win[m as usize]);
             }

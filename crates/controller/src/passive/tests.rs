@@ -215,6 +215,44 @@ fn a_full_set_replaces_the_flow_heard_from_least_recently() {
 }
 
 #[test]
+fn a_flow_replaced_within_a_reading_window_counts_once_and_its_successor_too() {
+    // One set of 8 ways: the ninth flow replaces the least recently heard one.
+    let mut p = PassiveDelay::new(PassiveParams {
+        max_flows: 8,
+        sample: 1,
+        ..PassiveParams::default()
+    })
+    .unwrap();
+    for port in 0..8u16 {
+        p.on_frame(
+            ms(u64::from(port)),
+            Side::ToWan,
+            &out(6000 + port, 100, 1, 1400),
+        );
+    }
+    for port in 0..8u16 {
+        p.on_frame(
+            ms(40 + u64::from(port)),
+            Side::FromWan,
+            &inn(6000 + port, 5, 100, 0),
+        );
+    }
+    assert_eq!(p.stats().wan_samples, 8);
+    // Within the same window 7000 replaces 6000 (heard from last at 40 ms) and is timed.
+    p.on_frame(ms(50), Side::ToWan, &out(7000, 100, 1, 1400));
+    p.on_frame(ms(80), Side::FromWan, &inn(7000, 5, 100, 0));
+    assert_eq!((p.stats().wan_samples, p.stats().evictions), (9, 1));
+    let r = p.reading(ms(90));
+    assert_eq!((r.flows.down, r.tracked), (8, 8), "{r:?}");
+    // The next window starts empty: nothing measured, no estimate.
+    let r = p.reading(ms(140));
+    assert_eq!((r.flows.down, r.queue.down), (0, None));
+    assert_eq!(r.tracked, 8);
+    // 30 s later every flow is idle.
+    assert_eq!(p.reading(ms(40_000)).tracked, 0);
+}
+
+#[test]
 fn the_estimate_is_the_median_over_flows_one_slow_server_does_not_move_it() {
     let mut p = every_sample();
     let mut t = 0;
