@@ -71,15 +71,16 @@ pub fn bench_passive(
         "purple control, dry run, delay_source = \"passive\": the capture of a WAN device carrying \
          bulk TCP downloads with timestamps ({pps:.0} segments/s offered: data in, ACKs out), \
          passive.sample = {sample}, {seconds:.0} s per run; \"without\": the same traffic, delay_source = \"probes\"\n\n\
-         | flows | offered pkt/s | captured pkt/s | round trips/s | tracked | daemon % core | without | µs per captured frame | process % core | without |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n"
+         | flows | offered pkt/s | captured pkt/s | lost | round trips/s | tracked | daemon % core | without | µs per captured frame | process % core | without |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n"
     );
     for r in &rows {
         s.push_str(&format!(
-            "| {} | {:.0} | {:.0} | {:.0} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |\n",
+            "| {} | {:.0} | {:.0} | {} | {:.0} | {} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} |\n",
             r.flows,
             r.offered_pps,
             r.captured_pps,
+            r.lost,
             r.samples_per_s,
             r.tracked,
             r.daemon_percent,

@@ -406,6 +406,21 @@ enum BenchCommand {
         #[arg(long, requires = "versus_ns3")]
         ns3_build_dir: Option<std::path::PathBuf>,
     },
+    /// The system-call floor `purple bench control` measures beside the daemon (run by it):
+    /// per wake-up at `--rate` Hz, one ICMP timestamp request to the next reflector, one
+    /// `recvmmsg` and a read of each counter, and nothing else.
+    #[command(hide = true)]
+    ControlFloor {
+        /// Wake-ups (and probes) per second.
+        #[arg(long)]
+        rate: f64,
+        /// Reflectors (IPv4), probed round robin.
+        #[arg(long, value_delimiter = ',', required = true)]
+        reflectors: Vec<std::net::Ipv4Addr>,
+        /// Devices whose `tx_bytes` counter is read at each wake-up.
+        #[arg(long, value_delimiter = ',')]
+        tx_counters: Vec<String>,
+    },
     /// What `purple control` costs a router: CPU per hour, system calls and wake-ups per second
     /// of its whole process tree (perf events), probing six kernel reflectors in a network
     /// namespace and controlling two directions; with --cake-autorate DIR the same for
@@ -711,6 +726,21 @@ fn main() {
             },
             json,
         )),
+        Command::Bench(BenchCommand::ControlFloor {
+            rate,
+            reflectors,
+            tx_counters,
+        }) => {
+            let counters: Vec<(String, daemon::config::Counter)> = tx_counters
+                .into_iter()
+                .map(|d| (d, daemon::config::Counter::Tx))
+                .collect();
+            finish(
+                daemon::bench_floor::run(rate, &reflectors, &counters, None)
+                    .map(|()| String::new())
+                    .map_err(|e| format!("purple bench control-floor: {e}")),
+            )
+        }
         Command::Bench(BenchCommand::Control {
             seconds,
             json,

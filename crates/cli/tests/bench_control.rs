@@ -61,7 +61,7 @@ fn bench_counts_the_daemon_and_a_script_the_same_way_and_records_its_tc_calls() 
     );
     let v: serde_json::Value = serde_json::from_str(&out).expect("one JSON object");
     let f = |k: &str, f: &str| v[k][f].as_f64().unwrap_or(f64::NAN);
-    for who in ["purple", "cake_autorate"] {
+    for who in ["purple", "floor", "cake_autorate"] {
         // Both probe the six reflectors at 20 a second, and get the answers.
         let probes = f(who, "probes_per_s");
         assert!(
@@ -80,6 +80,15 @@ fn bench_counts_the_daemon_and_a_script_the_same_way_and_records_its_tc_calls() 
     assert!(
         s >= 2.0 * w && s <= 12.0 * w,
         "{s} system calls/s at {w} wake-ups/s"
+    );
+    // The floor makes the daemon's calls per wake-up (sleep, send, receive, two counters)
+    // with nothing else: as many wake-ups, and as many calls within a few a second.
+    let fw = f("floor", "wakeups_per_s");
+    assert!((10.0..=45.0).contains(&fw), "floor: {fw} wake-ups/s: {v}");
+    let fs = f("floor", "syscalls_per_s");
+    assert!(
+        (fs - s).abs() <= 0.25 * s,
+        "floor {fs} against the daemon's {s} system calls/s"
     );
     // The ratios are the two rows' figures over each other.
     let r = v["ratio"]["cpu"].as_f64().unwrap();

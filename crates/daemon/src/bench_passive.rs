@@ -40,6 +40,9 @@ pub struct PassiveBench {
     pub offered_pps: f64,
     /// Frames the capture read per second (those the kernel filter passed).
     pub captured_pps: f64,
+    /// Frames the kernel dropped because a capture ring was full (none while the daemon keeps
+    /// up).
+    pub lost: u64,
     /// WAN-side round trips timed per second.
     pub samples_per_s: f64,
     /// Connections the estimator tracked at the end.
@@ -198,7 +201,7 @@ fn daemon_run(
     seconds: f64,
     passive: bool,
     sample: u32,
-) -> io::Result<(f64, f64, u64, u64, u32)> {
+) -> io::Result<(f64, f64, crate::PassiveCounters)> {
     let ns = ns.to_string();
     std::thread::spawn(move || {
         enter(&ns)?;
@@ -232,8 +235,7 @@ fn daemon_run(
         let cpu = secs(clock_gettime(ClockId::ThreadCPUTime)) - secs(t0);
         let _ = std::fs::remove_file(&log);
         res?;
-        let (frames, st, tracked) = d.passive_counters().unwrap_or_default();
-        Ok((cpu, wall, frames, st.wan_samples, tracked))
+        Ok((cpu, wall, d.passive_counters().unwrap_or_default()))
     })
     .join()
     .map_err(|_| io::Error::other("the daemon thread panicked"))?
@@ -286,8 +288,13 @@ pub fn passive(
             g.join()
                 .map_err(|_| io::Error::other("a generator panicked"))??;
         }
-        let (cpu, wall, frames, samples, tracked) = with?;
-        let (cpu0, wall0, _, _, _) = without?;
+        let (cpu, wall, counters) = with?;
+        let (cpu0, wall0, _) = without?;
+        let (frames, samples, tracked) = (
+            counters.frames,
+            counters.stats.wan_samples,
+            counters.tracked,
+        );
         if frames == 0 || samples == 0 {
             // A capture that saw nothing costs nothing: no figure about nothing.
             return Err(io::Error::other(format!(
@@ -301,6 +308,7 @@ pub fn passive(
             sample,
             offered_pps: (s1 - s0) as f64 / wall.max(1e-9),
             captured_pps: frames as f64 / wall.max(1e-9),
+            lost: counters.lost,
             samples_per_s: samples as f64 / wall.max(1e-9),
             tracked,
             daemon_percent: pct(cpu, wall),

@@ -23,16 +23,19 @@
 //! an eBPF toolchain to build it and a loader crate in a 750 KiB router binary, to save part
 //! of that.
 //!
-//! The loop does not wake up for frames: at each of its own wake-ups (the next probe or control
-//! step) it reads what waits on both sockets, up to 16 frames per `recvmmsg`, with the kernel's
-//! arrival timestamps (`SO_TIMESTAMPNS`, [`os::recv::RecvBatch`]), and hands them to the
-//! estimator in time order: the times are the kernel's (when the frame left or arrived on the
-//! device), not the wake-up's.
+//! The loop does not wake up for frames: the kernel stores what each filter passes in the
+//! socket's receive ring ([`os::ring::RxRing`], memory shared with us), and at each of its own
+//! wake-ups (the next probe or control step) the loop reads the blocks the kernel handed over,
+//! without a system call, and hands the frames to the estimator in time order: the times are
+//! the kernel's (when the frame left or arrived on the device), not the wake-up's. A block is
+//! handed over when full or [`RETIRE_MS`] after its first frame, so a frame is seen at the
+//! first wake-up at least that long after it passed. (Until stop 25 each wake-up read both
+//! sockets with `recvmmsg`: two system calls per wake-up on an idle link, one per 16 frames on
+//! a busy one.)
 
 use crate::clock;
 use controller::passive::{PassiveDelay, PassiveParams, Side};
-use os::enable_rx_timestamps;
-use os::recv::{RecvBatch, BATCH};
+use os::ring::{RingGeometry, RxRing};
 use qdisc::Instant;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
@@ -45,9 +48,22 @@ pub const SNAP: u32 = 120;
 /// `htons(ETH_P_ALL)`: every protocol.
 const ETH_P_ALL_BE: i32 = (libc::ETH_P_ALL as u16).to_be() as i32;
 
-/// Frames read per socket per wake-up at most (the rest wait for the next one: bounded work; a
-/// wake-up every 50 ms leaves room for 80,000 sampled frames a second).
-const MAX_FRAMES: usize = 4096;
+/// Each socket's receive ring: 32 blocks of 32 KiB (1 MiB). A block holds about 160 frames
+/// (a header, the link address and [`SNAP`] bytes each); blocks are handed over at least every
+/// [`RETIRE_MS`], so the ring holds 320 ms of a light capture and 5,000 frames of a heavy one:
+/// a stalled wake-up or a burst of 100,000 sampled frames a second loses nothing.
+const RING: RingGeometry = RingGeometry {
+    block_size: 32 << 10,
+    blocks: 32,
+    retire_ms: RETIRE_MS,
+};
+
+/// A ring block is handed over at most this long after its first frame: the most a frame waits
+/// beyond the wake-up that could have read it.
+pub const RETIRE_MS: u32 = 10;
+
+/// Frames one wake-up may hold before handing them over (capacity kept: two full rings).
+const MAX_FRAMES: usize = 2 * 32 * 160;
 
 // Classic BPF opcodes (linux/filter.h).
 const LD_W_ABS: u16 = 0x20;
@@ -188,7 +204,7 @@ fn assemble(prog: &[Op]) -> Vec<libc::sock_filter> {
 
 /// Opens one direction's packet socket on `dev` (its index looked up in the socket's own
 /// network namespace), filter attached.
-fn open(dev: &str, side: Side, p: &PassiveParams) -> io::Result<Socket> {
+fn open(dev: &str, side: Side, p: &PassiveParams) -> io::Result<(Socket, RxRing)> {
     let s = Socket::new(
         Domain::PACKET,
         Type::DGRAM,
@@ -198,13 +214,8 @@ fn open(dev: &str, side: Side, p: &PassiveParams) -> io::Result<Socket> {
         .map_err(|e| io::Error::new(io::ErrorKind::NotFound, format!("no device {dev}: {e}")))?;
     s.attach_filter(&filter(ifindex, side, p))?;
     s.set_nonblocking(true)?;
-    enable_rx_timestamps(s.as_fd())?;
-    // Room for the frames of one wake-up (a SNAP-sized frame still charges a whole skb, about
-    // 2 KiB): beyond the system's limit when allowed (CAP_NET_ADMIN), else up to it.
-    if rustix::net::sockopt::set_socket_recv_buffer_size_force(&s, 8 << 20).is_err() {
-        let _ = s.set_recv_buffer_size(8 << 20);
-    }
-    Ok(s)
+    let ring = RxRing::attach(s.as_fd(), RING)?;
+    Ok((s, ring))
 }
 
 /// One frame read, waiting to be handed over in time order.
@@ -221,14 +232,17 @@ struct Frame {
 #[derive(Debug)]
 pub struct Capture {
     dev: String,
-    out: Socket,
-    inn: Socket,
+    /// The sockets (kept open for their rings) and their rings, leaving and arriving.
+    socks: [Socket; 2],
+    out: RxRing,
+    inn: RxRing,
     est: PassiveDelay,
-    batch: RecvBatch,
     /// The frames of one wake-up (capacity kept: no allocation per wake-up).
     frames_buf: Vec<Frame>,
     /// Frames read since start.
     pub frames: u64,
+    /// Frames the kernel dropped, as counted by the last [`Capture::lost`].
+    lost: u64,
 }
 
 impl Capture {
@@ -242,16 +256,17 @@ impl Capture {
                 format!("packet socket on {dev} (needs CAP_NET_RAW): {e}"),
             )
         };
-        let out = open(dev, Side::ToWan, &p).map_err(ctx)?;
-        let inn = open(dev, Side::FromWan, &p).map_err(ctx)?;
+        let (out_sock, out) = open(dev, Side::ToWan, &p).map_err(ctx)?;
+        let (inn_sock, inn) = open(dev, Side::FromWan, &p).map_err(ctx)?;
         Ok(Capture {
             dev: dev.to_string(),
+            socks: [out_sock, inn_sock],
             out,
             inn,
             est,
-            batch: RecvBatch::new(),
-            frames_buf: Vec::with_capacity(2 * MAX_FRAMES),
+            frames_buf: Vec::with_capacity(MAX_FRAMES),
             frames: 0,
+            lost: 0,
         })
     }
 
@@ -260,48 +275,35 @@ impl Capture {
         &self.dev
     }
 
-    /// Reads every frame waiting on both sockets (at most 4096 each) and hands them
-    /// to the estimator in the order the kernel stamped them. `now` and `real_now_ns` are the
-    /// daemon's monotonic and real-time clocks read together ([`clock::arrival`]). Call at
+    /// Reads every frame the kernel has handed over on both rings (no system call) and hands
+    /// them to the estimator in the order the kernel stamped them. `now` and `real_now_ns` are
+    /// the daemon's monotonic and real-time clocks read together ([`clock::arrival`]). Call at
     /// every wake-up, before a reading. Returns the frames read.
     pub fn drain(&mut self, now: Instant, real_now_ns: u64) -> usize {
         self.frames_buf.clear();
-        for side in [Side::ToWan, Side::FromWan] {
-            let sock = match side {
-                Side::ToWan => &self.out,
-                Side::FromWan => &self.inn,
-            };
-            let mut read = 0;
-            while read < MAX_FRAMES {
-                // An error (the device went away) reads as nothing: the estimate goes stale.
-                let n = self.batch.recv(sock.as_fd()).unwrap_or(0);
-                for i in 0..n {
-                    let (r, bytes) = self.batch.get(i);
-                    let version = bytes.first().map(|b| b >> 4);
-                    let et: u16 = match version {
-                        Some(4) => 0x0800,
-                        Some(6) => 0x86dd,
-                        _ => continue,
-                    };
-                    let len = bytes.len().min(SNAP as usize);
-                    let mut f = Frame {
-                        at: clock::arrival(now, real_now_ns, r.rx_realtime_ns),
-                        side,
-                        len: (14 + len) as u16,
-                        bytes: [0u8; 14 + SNAP as usize],
-                    };
-                    // Locally administered addresses; the EtherType from the IP version.
-                    f.bytes[0] = 0x02;
-                    f.bytes[6] = 0x02;
-                    f.bytes[12..14].copy_from_slice(&et.to_be_bytes());
-                    f.bytes[14..14 + len].copy_from_slice(&bytes[..len]);
-                    self.frames_buf.push(f);
-                }
-                read += n;
-                if n < BATCH {
-                    break;
-                }
-            }
+        let buf = &mut self.frames_buf;
+        for (side, ring) in [(Side::ToWan, &mut self.out), (Side::FromWan, &mut self.inn)] {
+            ring.drain(|fr| {
+                let version = fr.bytes.first().map(|b| b >> 4);
+                let et: u16 = match version {
+                    Some(4) => 0x0800,
+                    Some(6) => 0x86dd,
+                    _ => return,
+                };
+                let len = fr.bytes.len().min(SNAP as usize);
+                let mut f = Frame {
+                    at: clock::arrival(now, real_now_ns, Some(fr.realtime_ns)),
+                    side,
+                    len: (14 + len) as u16,
+                    bytes: [0u8; 14 + SNAP as usize],
+                };
+                // Locally administered addresses; the EtherType from the IP version.
+                f.bytes[0] = 0x02;
+                f.bytes[6] = 0x02;
+                f.bytes[12..14].copy_from_slice(&et.to_be_bytes());
+                f.bytes[14..14 + len].copy_from_slice(&fr.bytes[..len]);
+                buf.push(f);
+            });
         }
         // Stable: frames stamped alike keep their socket's order.
         self.frames_buf.sort_by_key(|f| f.at);
@@ -312,6 +314,17 @@ impl Capture {
         let n = self.frames_buf.len();
         self.frames += n as u64;
         n
+    }
+
+    /// Frames the kernel dropped on both sockets since the capture opened because a ring was
+    /// full (the daemon fell more than a ring behind). One system call per socket: call it
+    /// when reporting, not at each wake-up.
+    pub fn lost(&mut self) -> u64 {
+        for s in &self.socks {
+            // A socket that cannot answer (its device went away) adds nothing.
+            self.lost += os::ring::take_drops(s.as_fd()).unwrap_or(0);
+        }
+        self.lost
     }
 
     /// The estimator (its readings and counters).

@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 
 pub mod actuator;
+pub mod bench_floor;
 pub mod bench_passive;
 pub mod capture;
 pub mod clock;
@@ -37,4 +38,4 @@ pub mod run;
 pub mod service;
 
 pub use config::DaemonConfig;
-pub use run::{Daemon, Exit};
+pub use run::{Daemon, Exit, PassiveCounters};

@@ -590,14 +590,20 @@ impl Daemon {
             .collect()
     }
 
-    /// The passive capture's frames read, its estimator's counters and the flows it tracks
-    /// now; `None` without a capture.
-    pub fn passive_counters(&mut self) -> Option<(u64, controller::passive::PassiveStats, u32)> {
+    /// The passive capture's counters now; `None` without a capture. Asks the kernel for its
+    /// drops (two system calls).
+    pub fn passive_counters(&mut self) -> Option<PassiveCounters> {
         let now = self.clock.now();
         let c = self.capture.as_mut()?;
         let frames = c.frames;
+        let lost = c.lost();
         let e = c.estimator();
-        Some((frames, e.stats(), e.tracked(now)))
+        Some(PassiveCounters {
+            frames,
+            lost,
+            stats: e.stats(),
+            tracked: e.tracked(now),
+        })
     }
 
     /// The agent (its decisions, discards, reflectors).
@@ -609,6 +615,19 @@ impl Daemon {
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.metrics.as_ref().and_then(|m| m.local_addr().ok())
     }
+}
+
+/// What the passive capture counted since the daemon started ([`Daemon::passive_counters`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PassiveCounters {
+    /// Frames read from the capture's rings.
+    pub frames: u64,
+    /// Frames the kernel dropped because a ring was full.
+    pub lost: u64,
+    /// The estimator's counters.
+    pub stats: controller::passive::PassiveStats,
+    /// Connections the estimator tracks now.
+    pub tracked: u32,
 }
 
 /// Most `recvmmsg` rounds per wake-up (each reads up to [`BATCH`] datagrams per socket).

@@ -165,6 +165,9 @@ pub struct BenchReport {
     pub warmup_s: f64,
     /// Our daemon.
     pub purple: Side,
+    /// The system-call floor (`daemon::bench_floor`): the same calls per wake-up as our
+    /// daemon's dry run, with no logic; what the machine charges for the schedule alone.
+    pub floor: Side,
     /// The daemon of the `compare` binary, when given.
     pub compare: Option<Side>,
     /// That binary.
@@ -397,6 +400,49 @@ fn measure_daemon(
     Ok(side(name, c, pk, wall, applied, vec![conf, log, out]))
 }
 
+/// Runs the system-call floor (`purple bench control-floor`, `daemon::bench_floor`) in the
+/// router namespace at the daemon's rate, against the same reflectors and counters, and
+/// measures its window the same way.
+fn measure_floor(t: &Topo, o: &BenchOpts, work: &Path, tp: u64) -> Result<Side, BenchError> {
+    let name = "system-call floor";
+    let out = work.join("floor.out");
+    let bin = o.purple_bin.display().to_string();
+    let rate = o.rate_hz.to_string();
+    let refl = REFLECTORS.join(",");
+    let prog = Program {
+        what: name,
+        prog: &bin,
+        args: &[
+            "bench",
+            "control-floor",
+            "--rate",
+            &rate,
+            "--reflectors",
+            &refl,
+            "--tx-counters",
+            "lan,wan",
+        ],
+        env: &[],
+        output: Some(&out),
+    };
+    let (mut d, counters) =
+        cost::spawn_counted(&t.router, &prog, Duration::from_secs(2), Some(tp))?;
+    let counters = counters.ok_or(BenchError::NoCounters)?;
+    let (c, pk, wall) = window(t, &counters, o, &mut || d.exited().is_none(), name)?;
+    d.stop();
+    if pk.1 == 0 {
+        return Err(BenchError::Run {
+            who: name.into(),
+            what: format!(
+                "the reflectors answered none of its {} probes (its output: {})",
+                pk.0,
+                out.display()
+            ),
+        });
+    }
+    Ok(side(name, c, pk, wall, 0, vec![out]))
+}
+
 /// Runs the bench (see the module doc).
 pub fn run(o: &BenchOpts) -> Result<BenchReport, BenchError> {
     if !os::is_root() {
@@ -437,6 +483,7 @@ fn run_in(
 ) -> Result<BenchReport, BenchError> {
     let t = topo().map_err(BenchError::Setup)?;
     let purple = measure_daemon(&t, o, work, tp, &o.purple_bin, "purple control")?;
+    let floor = measure_floor(&t, o, work, tp)?;
     let compare = match &o.compare {
         Some(bin) => Some(measure_daemon(
             &t,
@@ -515,6 +562,7 @@ fn run_in(
         rate_hz: o.rate_hz,
         warmup_s: o.warmup,
         purple,
+        floor,
         compare,
         compare_bin: o.compare.clone(),
         cake_autorate: cake,
@@ -537,7 +585,8 @@ pub fn table(r: &BenchReport) -> String {
         "{:<22} {:>9} {:>8} {:>11} {:>10} {:>9} {:>10} {:>8}\n",
         "", "CPU s/h", "% core", "syscalls/s", "wakeups/s", "probes/s", "replies/s", "changes"
     );
-    for k in std::iter::once(&r.purple)
+    for k in [&r.purple, &r.floor]
+        .into_iter()
         .chain(r.compare.as_ref())
         .chain(r.cake_autorate.as_ref())
     {
@@ -567,6 +616,11 @@ pub fn table(r: &BenchReport) -> String {
         "target: purple control <= 0.10% of one core at 20 probes/s: {} ({:.3}%)",
         met(r.purple.percent_of_core <= 0.10),
         r.purple.percent_of_core
+    );
+    s += &format!(
+        "; the system-call floor alone: {:.3}% (purple's logic above it: {:.3}%)",
+        r.floor.percent_of_core,
+        r.purple.percent_of_core - r.floor.percent_of_core
     );
     if let Some(x) = &r.ratio {
         s += &format!(

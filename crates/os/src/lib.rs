@@ -6,7 +6,7 @@
 //! batched `recvmmsg`/`sendmmsg` ([`PacketSocket`]), epoll, timerfd, eventfd and signalfd
 //! ([`Epoll`], [`TimerFd`], [`EventFd`], [`SignalFd`]), the clocks, socket options (receive
 //! timestamps, DSCP, TCP congestion control, peer credentials), batched datagram reads with
-//! kernel timestamps ([`recv::RecvBatch`]), signals to children, perf counters ([`perf`]), the
+//! kernel timestamps ([`recv::RecvBatch`]), a packet socket's receive ring ([`ring::RxRing`]), signals to children, perf counters ([`perf`]), the
 //! privilege drop ([`privs`]) and network namespaces ([`netns`]: the one [`netns::Netns`] type
 //! and `setns`). Every `unsafe` block states the invariant that makes it sound (`// SAFETY:`).
 //! **What it must not do**: hold policy (what to forward, which rate, when to probe): callers
@@ -24,6 +24,7 @@ pub mod perf;
 pub mod privs;
 mod process;
 pub mod recv;
+pub mod ring;
 mod sock;
 mod time;
 
