@@ -77,7 +77,7 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
     // reference kernel (lab::kernel_control), against static kernel CAKE.
     if o.kernel && !o.guest && name == "radio" {
         if let Some(q) = o.qdisc.as_deref() {
-            if lab::kernel_control::ALGORITHMS.contains(&q) {
+            if lab::kernel_control::is_algorithm(q) {
                 return kernel_control(&[q.to_string(), "static".into()], o);
             }
         }

@@ -36,6 +36,10 @@
 //! - One module per algorithm ([`Law`] implementations): [`aimd`] (PURPLE-AIMD),
 //!   [`queue_metrics`] (PURPLE with radio metrics, BLUE-like), [`cake_autorate`],
 //!   [`sqm_autorate`] and [`purple`] (our design).
+//! - [`laws`]: the registry of those laws, [`LawKind`]: each law's name (the daemon's
+//!   `algorithm` option, the logs' `law`), and the one constructor, [`LawKind::build`], that
+//!   the daemon and the simulator's closed loop both build their law with. A new law is one
+//!   module plus one entry there.
 //! - [`engine`]: [`Engine`], which glues the signal front end, one law and the safety rules into
 //!   a [`Controller`].
 //!
@@ -64,6 +68,7 @@ pub mod cake_autorate;
 pub mod config;
 pub mod ctl;
 pub mod engine;
+pub mod laws;
 pub mod passive;
 pub mod purple;
 pub mod queue_metrics;
@@ -77,6 +82,7 @@ pub use baseline::{Baseline, BaselineParams};
 pub use cake_autorate::{CakeAutorate, CakeAutorateParams};
 pub use config::{Config, ConfigError, DelaySource};
 pub use engine::{DelayInForce, DirSignals, Engine, Law, Needs, RadioView, Step};
+pub use laws::{LawKind, LawParams, UnknownLaw};
 pub use purple::{ParamInfo, Phase, Purple, PurpleParams, Transition};
 pub use queue_metrics::{QueueMetrics, QueueMetricsParams};
 pub use reflectors::{Health, Pool, ReflectorParams};

@@ -7,7 +7,7 @@
 
 use controller::agent::{AgentConfig, LimiterParams, LogPolicy, ProbeParams, ReadingParams};
 use controller::wire::WallAnchor;
-use controller::{PerDir, Rate};
+use controller::{LawKind, LawParams, PerDir, Rate};
 use qdisc::Duration;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -49,31 +49,20 @@ fn err(option: impl Into<String>, value: impl fmt::Display, accepted: &str) -> C
     }
 }
 
-/// The control algorithm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Algorithm {
-    /// Purple's own design (default).
-    #[default]
-    Purple,
-    /// PURPLE-AIMD.
-    PurpleAimd,
-    /// A port of cake-autorate.
-    CakeAutorate,
-    /// A port of sqm-autorate.
-    SqmAutorate,
+/// The laws the daemon runs (its `algorithm` option): every law of the registry
+/// ([`LawKind::ALL`]) that needs no radio metrics, which the daemon does not read
+/// ([`LawKind::runs_without_radio`]).
+pub fn algorithms() -> Vec<LawKind> {
+    LawKind::ALL
+        .into_iter()
+        .filter(|k| k.runs_without_radio())
+        .collect()
 }
 
-impl Algorithm {
-    /// The name as written in the file.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Purple => "purple",
-            Algorithm::PurpleAimd => "purple-aimd",
-            Algorithm::CakeAutorate => "cake-autorate",
-            Algorithm::SqmAutorate => "sqm-autorate",
-        }
-    }
+/// `algorithm` as written in the file: a name of [`algorithms`]; the error lists them.
+fn deserialize_algorithm<'de, D: serde::Deserializer<'de>>(d: D) -> Result<LawKind, D::Error> {
+    let name = String::deserialize(d)?;
+    LawKind::from_name_among(&name, &algorithms()).map_err(serde::de::Error::custom)
 }
 
 /// How rate changes reach the shaper.
@@ -556,8 +545,10 @@ impl MqttConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
-    /// `"purple"` (default), `"purple-aimd"`, `"cake-autorate"`, `"sqm-autorate"`.
-    pub algorithm: Algorithm,
+    /// The control law, by its name in the registry ([`controller::laws`]): `"purple"`
+    /// (default), `"purple-aimd"`, `"cake-autorate"`, `"sqm-autorate"` (see [`algorithms`]).
+    #[serde(deserialize_with = "deserialize_algorithm")]
+    pub algorithm: LawKind,
     /// After opening sockets, switch to this user keeping only CAP_NET_RAW and CAP_NET_ADMIN.
     /// Default `""` (stay as started; a warning is logged when that is root).
     pub user: String,
@@ -598,7 +589,7 @@ pub struct DaemonConfig {
 impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
-            algorithm: Algorithm::Purple,
+            algorithm: LawKind::Purple,
             user: String::new(),
             counter_interval_ms: 200,
             cake_stats_interval_ms: 50,
@@ -703,12 +694,18 @@ impl DaemonConfig {
                 controller::DelaySource::ACCEPTED,
             ));
         };
-        if src == controller::DelaySource::Passive
-            && matches!(
-                self.algorithm,
-                Algorithm::CakeAutorate | Algorithm::SqmAutorate
-            )
-        {
+        if !self.algorithm.runs_without_radio() {
+            return Err(err(
+                "algorithm",
+                format!("{:?}", self.algorithm.name()),
+                &LawKind::names(&algorithms()),
+            ));
+        }
+        let law = self
+            .algorithm
+            .build(&self.law_params())
+            .map_err(|e| err(e.option, e.value, e.accepted))?;
+        if src == controller::DelaySource::Passive && law.filters_probes() {
             return Err(err(
                 "delay_source",
                 "\"passive\"",
@@ -820,6 +817,13 @@ impl DaemonConfig {
             .validate()
             .map_err(|e| err(e.option, e.value, e.accepted))?;
         Ok(())
+    }
+
+    /// The parameters of the laws: the file has no section for them, so every law runs at its
+    /// documented defaults (sqm-autorate's generator seeded with 1). [`crate::run::make_law`]
+    /// builds `algorithm` with these.
+    pub fn law_params(&self) -> LawParams {
+        LawParams::default()
     }
 
     /// The reflectors, parsed (invalid entries skipped; [`DaemonConfig::validate`] rejects them).
@@ -938,7 +942,7 @@ mod tests {
     #[test]
     fn empty_file_gives_documented_defaults() {
         let c = DaemonConfig::parse("").unwrap();
-        assert_eq!(c.algorithm, Algorithm::Purple);
+        assert_eq!(c.algorithm, LawKind::Purple);
         assert_eq!(c.download.0.iface(), "ifb4wan");
         assert_eq!(c.upload.0.max(), 35.0);
         assert_eq!(c.controller_config(), controller::Config::default());
@@ -1022,6 +1026,29 @@ mod tests {
         );
         let e = DaemonConfig::parse("algorithm = \"blue\"\n").unwrap_err();
         assert!(e.value.contains("cake-autorate"), "{}", e.value);
+        // The registry's radio law is refused by name: the daemon reads no radio metrics.
+        let e = DaemonConfig::parse("algorithm = \"purple-queue\"\n").unwrap_err();
+        assert!(
+            e.value.contains("\"purple-queue\"")
+                && e.value
+                    .contains("\"purple-aimd\", \"cake-autorate\" or \"sqm-autorate\")"),
+            "{}",
+            e.value
+        );
+        let c = DaemonConfig {
+            algorithm: LawKind::PurpleQueue,
+            ..DaemonConfig::parse("").unwrap()
+        };
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.option, "algorithm");
+        assert!(!e.accepted.contains("purple-queue"), "{e}");
+        for k in algorithms() {
+            let c = DaemonConfig::parse(&format!("algorithm = \"{}\"\n", k.name())).unwrap();
+            assert_eq!(c.algorithm, k);
+            let back: DaemonConfig =
+                serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+            assert_eq!(back.algorithm, k, "a recording keeps the name");
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@
 use crate::actuator::{self, Actuator};
 use crate::capture::Capture;
 use crate::clock::{self, Clock};
-use crate::config::{ActuatorKind, Algorithm, DaemonConfig, Method, MqttRecord};
+use crate::config::{ActuatorKind, DaemonConfig, Method, MqttRecord};
 use crate::counters::CounterFile;
 use crate::log::{JsonLog, Record};
 use crate::metrics::{self, Snapshot};
@@ -27,10 +27,7 @@ use crate::mqtt::{self, Publisher, Topic};
 use crate::probe::{Sockets, Which};
 use crate::record::{hex, CakeRec, Input, Recorder};
 use controller::agent::{Agent, ReflectorStats, SetRate};
-use controller::{
-    Aimd, AimdParams, CakeAutorate, CakeAutorateParams, Direction, Law, PerDir, Purple, Rate,
-    SqmAutorate,
-};
+use controller::{Direction, Law, PerDir, Rate};
 use os::recv::{RecvBatch, BATCH};
 use qdisc::{Duration, Instant};
 use rustix::event::{PollFd, PollFlags};
@@ -46,17 +43,12 @@ pub enum Exit {
     Stop,
 }
 
-/// The law for `cfg.algorithm`, with its default parameters.
+/// The law for `cfg.algorithm` with `cfg.law_params()`, built and validated by the registry
+/// ([`controller::LawKind::build`]).
 pub fn make_law(cfg: &DaemonConfig) -> io::Result<Box<dyn Law + Send>> {
-    let law: Box<dyn Law + Send> = match cfg.algorithm {
-        Algorithm::Purple => Box::new(Purple::default()),
-        Algorithm::PurpleAimd => Box::new(Aimd::new(AimdParams::default())),
-        Algorithm::CakeAutorate => Box::new(CakeAutorate::new(CakeAutorateParams::default())),
-        Algorithm::SqmAutorate => Box::new(SqmAutorate::default()),
-    };
-    law.validate()
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    Ok(law)
+    cfg.algorithm
+        .build(&cfg.law_params())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 
 /// The running daemon.

@@ -74,8 +74,13 @@ impl Default for KernelControlOpts {
     }
 }
 
-/// The daemon modes the guest script accepts besides `"static"`.
-pub const ALGORITHMS: [&str; 4] = ["purple", "purple-aimd", "cake-autorate", "sqm-autorate"];
+/// Whether `mode` names one of the daemon's laws (`daemon::config::algorithms`, from the
+/// registry `controller::laws`): the modes the guest script accepts besides `"static"`.
+pub fn is_algorithm(mode: &str) -> bool {
+    daemon::config::algorithms()
+        .iter()
+        .any(|k| k.name() == mode)
+}
 
 impl KernelControlOpts {
     /// Checks the options; the error says which is wrong.
@@ -85,10 +90,14 @@ impl KernelControlOpts {
             return bad("no modes to run");
         }
         for m in &self.modes {
-            if m != "static" && !ALGORITHMS.contains(&m.as_str()) {
+            if m != "static" && !is_algorithm(m) {
+                let names: Vec<&str> = daemon::config::algorithms()
+                    .iter()
+                    .map(|k| k.name())
+                    .collect();
                 return Err(Error::Option(format!(
                     "unknown mode {m:?} (accepted: static, {})",
-                    ALGORITHMS.join(", ")
+                    names.join(", ")
                 )));
             }
         }
@@ -618,7 +627,12 @@ mod tests {
             modes: vec!["purple; rm -rf /".into()],
             ..o.clone()
         };
-        assert!(bad.validate().is_err());
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("(accepted: static, purple, purple-aimd, cake-autorate, sqm-autorate)"),
+            "{e}"
+        );
+        assert!(is_algorithm("sqm-autorate") && !is_algorithm("purple-queue"));
         let inverted = KernelControlOpts { low_mbit: 9.0, ..o };
         assert!(inverted.validate().is_err());
     }

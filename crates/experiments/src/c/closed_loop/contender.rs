@@ -1,9 +1,8 @@
-//! Who sets CAKE's rate in a closed loop ([`Contender`]), and the law each controller runs.
+//! Who sets CAKE's rate in a closed loop ([`Contender`]), and which registered law
+//! ([`controller::LawKind`]) each controller runs.
 
 use super::super::scenario::{Scenario, SlotCapacity};
-use controller::{
-    Aimd, CakeAutorate, DelaySource, Law, Purple, PurpleParams, QueueMetrics, SqmAutorate,
-};
+use controller::{DelaySource, Law, LawKind, LawParams, PurpleParams, SqmAutorateParams};
 
 /// Who sets CAKE's rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -107,20 +106,39 @@ impl Contender {
         )
     }
 
-    /// The law this contender runs in the agent, if it is a controller.
-    pub(super) fn law(&self, seed: u64, pp: PurpleParams) -> Option<Box<dyn Law>> {
+    /// The registered law this contender runs in the agent; `None` for the contenders that are
+    /// not a law (FQ-CoDel, static CAKE, CAKE's autorate-ingress, the oracles).
+    pub fn law_kind(&self) -> Option<LawKind> {
         Some(match self {
-            Contender::PurpleRadio => Box::new(QueueMetrics::default()),
-            Contender::PurpleAimd => Box::new(Aimd::default()),
-            Contender::CakeAutorate => Box::new(CakeAutorate::default()),
-            Contender::SqmAutorate => Box::new(SqmAutorate::new(controller::SqmAutorateParams {
-                seed,
-                ..Default::default()
-            })),
+            Contender::PurpleRadio => LawKind::PurpleQueue,
+            Contender::PurpleAimd => LawKind::PurpleAimd,
+            Contender::CakeAutorate => LawKind::CakeAutorate,
+            Contender::SqmAutorate => LawKind::SqmAutorate,
             Contender::Purple | Contender::PurplePassive | Contender::PurplePassiveOnly => {
-                Box::new(Purple::new(pp))
+                LawKind::Purple
             }
-            _ => return None,
+            Contender::FqCodel
+            | Contender::CakeStatic(..)
+            | Contender::AutorateIngress
+            | Contender::Oracle
+            | Contender::OracleLookahead
+            | Contender::OracleLagged => return None,
         })
+    }
+
+    /// The law this contender runs in the agent, built by the registry: every law at its
+    /// defaults except `purple`'s parameters `pp` and sqm-autorate's generator seeded with the
+    /// run's `seed`. `None` for a contender that is not a law, or parameters the law refuses.
+    pub(super) fn law(&self, seed: u64, pp: PurpleParams) -> Option<Box<dyn Law>> {
+        let params = LawParams {
+            purple: pp,
+            sqm_autorate: SqmAutorateParams {
+                seed,
+                ..SqmAutorateParams::default()
+            },
+            ..LawParams::default()
+        };
+        let law: Box<dyn Law> = self.law_kind()?.build(&params).ok()?;
+        Some(law)
     }
 }
