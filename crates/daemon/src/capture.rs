@@ -9,8 +9,8 @@
 //! redirect to the IFB, so the download CAKE's queue is not either). The filter
 //! ([`filter`]) passes only what the estimator uses and cuts it to [`SNAP`] bytes:
 //!
-//! - frames of the WAN device (matched by interface index, so the sockets need no `bind` with
-//!   a link-layer address) in the socket's direction;
+//! - frames of the WAN device (the sockets are bound to it, and the filter checks the
+//!   interface index too) in the socket's direction;
 //! - TCP over IPv4 (first fragments) or IPv6 (TCP as the first next header);
 //! - SYNs (handshake timing), and segments whose options start with the timestamps option laid
 //!   out as RFC 7323 recommends (NOP, NOP, TS: what Linux, the BSDs, macOS and Windows send)
@@ -213,6 +213,9 @@ fn open(dev: &str, side: Side, p: &PassiveParams) -> io::Result<(Socket, RxRing)
     let ifindex = rustix::net::netdevice::name_to_index(&s, dev)
         .map_err(|e| io::Error::new(io::ErrorKind::NotFound, format!("no device {dev}: {e}")))?;
     s.attach_filter(&filter(ifindex, side, p))?;
+    // Bound to the device: the kernel runs the filter on its frames only, not on every
+    // device's (a router's LAN and Wi-Fi traffic never reaches these sockets).
+    os::bind_to_interface(s.as_fd(), ifindex)?;
     s.set_nonblocking(true)?;
     let ring = RxRing::attach(s.as_fd(), RING)?;
     Ok((s, ring))

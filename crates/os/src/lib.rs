@@ -30,7 +30,7 @@ mod time;
 
 pub use event::{Epoll, EventFd, SignalFd, READABLE, WRITABLE};
 pub use netns::CommandError;
-pub use packet::{if_index, PacketSocket, MAX_BATCH, VNET_HDR_LEN};
+pub use packet::{bind_to_interface, if_index, PacketSocket, MAX_BATCH, VNET_HDR_LEN};
 pub use process::{
     effective_uid, is_root, release_free_memory, set_realtime, signal_group, terminate,
     tight_timer_slack, Signal,

@@ -4,7 +4,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use crate::fd::{cvt, owned, setsockopt_int};
 
@@ -28,6 +28,26 @@ pub fn if_index(name: &str) -> io::Result<u32> {
     } else {
         Ok(idx)
     }
+}
+
+/// Binds the packet socket `fd` to interface `ifindex` for every protocol: from then on the
+/// kernel hands it only that interface's frames (a socket left unbound sees every device's, and
+/// runs its filter on each of them).
+pub fn bind_to_interface(fd: BorrowedFd<'_>, ifindex: u32) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as libc::c_ushort;
+    sll.sll_protocol = ETH_P_ALL_BE;
+    sll.sll_ifindex = ifindex as libc::c_int;
+    // SAFETY: `sll` is a valid sockaddr_ll and its exact size is passed.
+    cvt(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&sll as *const libc::sockaddr_ll).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
 }
 
 /// A non-blocking packet socket bound to one interface, in promiscuous mode, exchanging frames
@@ -73,19 +93,7 @@ impl PacketSocket {
                 std::mem::size_of::<libc::packet_mreq>() as libc::socklen_t,
             )
         })?;
-        // SAFETY: sockaddr_ll is plain old data; all-zero is a valid value.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as libc::c_ushort;
-        sll.sll_protocol = ETH_P_ALL_BE;
-        sll.sll_ifindex = ifindex as libc::c_int;
-        // SAFETY: `sll` is a valid sockaddr_ll and its exact size is passed.
-        cvt(unsafe {
-            libc::bind(
-                raw,
-                (&sll as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-            )
-        })?;
+        bind_to_interface(fd.as_fd(), ifindex)?;
         Ok(PacketSocket { fd })
     }
 
