@@ -169,6 +169,32 @@ macro_rules! purple_params {
                 }, )*
             ];
 
+            /// Sets parameter `key` (as written in a `[purple]` section: the name after
+            /// `purple.`) from a configuration number: durations in milliseconds, counts as
+            /// whole numbers. Fails naming the key for an unknown key or a number the type
+            /// cannot hold; the accepted ranges are checked by validation
+            /// ([`Law::validate`](crate::engine::Law::validate)), as for defaults.
+            pub fn set(&mut self, key: &str, value: f64) -> Result<(), ConfigError> {
+                $( if key == stringify!($name) {
+                    return match <$ty as ParamValue>::from_config(value) {
+                        Some(v) => {
+                            self.$name = v;
+                            Ok(())
+                        }
+                        None => Err(ConfigError {
+                            option: concat!("purple.", stringify!($name)),
+                            value: value.to_string(),
+                            accepted: $acc,
+                        }),
+                    };
+                } )*
+                Err(ConfigError {
+                    option: "purple",
+                    value: format!("{key:?}"),
+                    accepted: concat!("one of: ", $( stringify!($name), " " ),*),
+                })
+            }
+
             fn check_ranges(&self) -> Result<(), ConfigError> {
                 $( check(
                     ($lo..=$hi).contains(&self.$name),
@@ -180,6 +206,39 @@ macro_rules! purple_params {
             }
         }
     };
+}
+
+/// How a parameter's type is read from a configuration number.
+trait ParamValue: Sized {
+    /// The value of configuration number `x`, if the type can hold it: a duration from
+    /// milliseconds (finite, not negative), a count from a whole number in range, a fraction
+    /// from any finite number.
+    fn from_config(x: f64) -> Option<Self>;
+}
+
+impl ParamValue for Duration {
+    fn from_config(x: f64) -> Option<Self> {
+        (x.is_finite() && (0.0..=1e9).contains(&x))
+            .then(|| Duration::from_nanos((x * 1e6).round() as u64))
+    }
+}
+
+impl ParamValue for f64 {
+    fn from_config(x: f64) -> Option<Self> {
+        x.is_finite().then_some(x)
+    }
+}
+
+impl ParamValue for u32 {
+    fn from_config(x: f64) -> Option<Self> {
+        (x.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&x)).then_some(x as u32)
+    }
+}
+
+impl ParamValue for u64 {
+    fn from_config(x: f64) -> Option<Self> {
+        (x.fract() == 0.0 && (0.0..=9.0e15).contains(&x)).then_some(x as u64)
+    }
 }
 
 /// A parameter's name, accepted range and documentation.
@@ -227,7 +286,7 @@ purple_params! {
     /// Default 1 ms (ICMP timestamps have 1 ms resolution).
     queue_floor: Duration = ms(1), Duration::ZERO, ms(1_000), "0 ..= 1 s";
     /// On a fully volatile link the queue above the target drains within `drain_time x (1 +
-    /// volatile_drain)`. Default 4.
+    /// volatile_drain)`. Default 1.
     volatile_drain: f64 = 1.0, 0.0, 100.0, "0 ..= 100";
     /// On a volatile link, the quantile of the last second's loaded deliveries (and the
     /// reading) that the capacity estimate blends in. Default 1 (the best).
@@ -250,7 +309,7 @@ purple_params! {
     /// A delivery below `sudden x` our rate right after a saturated interval is a sudden
     /// shortfall: cut at once, restore if the demand stopped. Default 0: the rule is off (a
     /// capacity drop is then read one interval later from the queue it builds; docs/purple.md,
-    /// "Without the sudden-shortfall cut"). 0.5 was the default before stop 24.
+    /// "The sudden-shortfall cut, off by default"). 0.5 was the default before stop 24.
     sudden: f64 = 0.0, 0.0, 1.0, "0 ..= 1";
     /// How long a delay seen without load is not ours to fix, and how long load is
     /// remembered for a capacity reading from the delay alone. Default 1 s.

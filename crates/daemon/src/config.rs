@@ -584,6 +584,11 @@ pub struct DaemonConfig {
     pub metrics: MetricsConfig,
     /// MQTT export.
     pub mqtt: MqttConfig,
+    /// PURPLE's parameters (`algorithm = "purple"`), by their names in
+    /// [`controller::PurpleParams::OPTIONS`]: durations in milliseconds. The one to change is
+    /// `target` (the queueing delay aimed for, default 2 ms); the others are the law's design
+    /// constants. Empty by default (every parameter at its default).
+    pub purple: std::collections::BTreeMap<String, f64>,
 }
 
 impl Default for DaemonConfig {
@@ -602,6 +607,7 @@ impl Default for DaemonConfig {
             log: LogConfig::default(),
             metrics: MetricsConfig::default(),
             mqtt: MqttConfig::default(),
+            purple: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -702,8 +708,8 @@ impl DaemonConfig {
             ));
         }
         let law = self
-            .algorithm
-            .build(&self.law_params())
+            .law_params()
+            .and_then(|p| self.algorithm.build(&p))
             .map_err(|e| err(e.option, e.value, e.accepted))?;
         if src == controller::DelaySource::Passive && law.filters_probes() {
             return Err(err(
@@ -819,11 +825,16 @@ impl DaemonConfig {
         Ok(())
     }
 
-    /// The parameters of the laws: the file has no section for them, so every law runs at its
-    /// documented defaults (sqm-autorate's generator seeded with 1). [`crate::run::make_law`]
-    /// builds `algorithm` with these.
-    pub fn law_params(&self) -> LawParams {
-        LawParams::default()
+    /// The parameters of the laws: PURPLE's from the `[purple]` section over its defaults, the
+    /// other laws at their documented defaults (sqm-autorate's generator seeded with 1).
+    /// [`crate::run::make_law`] builds `algorithm` with these. Fails naming the first unknown
+    /// key or a value its type cannot hold (ranges are checked when the law is built).
+    pub fn law_params(&self) -> Result<LawParams, controller::ConfigError> {
+        let mut p = LawParams::default();
+        for (k, &v) in &self.purple {
+            p.purple.set(k, v)?;
+        }
+        Ok(p)
     }
 
     /// The reflectors, parsed (invalid entries skipped; [`DaemonConfig::validate`] rejects them).

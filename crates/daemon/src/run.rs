@@ -46,8 +46,8 @@ pub enum Exit {
 /// The law for `cfg.algorithm` with `cfg.law_params()`, built and validated by the registry
 /// ([`controller::LawKind::build`]).
 pub fn make_law(cfg: &DaemonConfig) -> io::Result<Box<dyn Law + Send>> {
-    cfg.algorithm
-        .build(&cfg.law_params())
+    cfg.law_params()
+        .and_then(|p| cfg.algorithm.build(&p))
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
 }
 

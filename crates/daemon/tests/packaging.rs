@@ -15,9 +15,57 @@ fn packaged_example_config_is_valid_and_equals_the_defaults() {
             "# counter_interface = \"ifb4wan\"",
             "counter_interface = \"ifb4wan\"",
         )
-        .replace("# interface = \"wan\"", "interface = \"wan\"");
+        .replace("# interface = \"wan\"", "interface = \"wan\"")
+        .replace("# target = 2", "target = 2");
     let u = daemon::DaemonConfig::parse(&uncommented).unwrap();
     assert_eq!(u.controller_config(), d.controller_config());
     assert_eq!(u.download.0.counter_device(), d.download.0.counter_device());
     assert_eq!(u.passive_device(), d.passive_device());
+    assert_eq!(
+        u.law_params().unwrap().purple,
+        d.law_params().unwrap().purple
+    );
+}
+
+#[test]
+fn the_purple_section_sets_the_laws_parameters_and_names_a_bad_one() {
+    let c = daemon::DaemonConfig::parse("[purple]\ntarget = 5\nprobe_wait = 40\nmargin = 0.02\n")
+        .unwrap();
+    let p = c.law_params().unwrap().purple;
+    assert_eq!(p.target, qdisc::Duration::from_millis(5));
+    assert_eq!((p.probe_wait, p.margin), (40, 0.02));
+    // The rest stay at their defaults.
+    let d = controller::PurpleParams::default();
+    assert_eq!((p.drain_time, p.sudden), (d.drain_time, d.sudden));
+    // An unknown name, a value the type cannot hold, a value out of range: each names it.
+    let e = daemon::DaemonConfig::parse("[purple]\ntargte = 5\n").unwrap_err();
+    assert_eq!(e.option, "purple", "{e}");
+    assert!(
+        e.value.contains("targte") && e.accepted.contains("target"),
+        "{e}"
+    );
+    let e = daemon::DaemonConfig::parse("[purple]\nprobe_wait = 2.5\n").unwrap_err();
+    assert_eq!(e.option, "purple.probe_wait", "{e}");
+    let e = daemon::DaemonConfig::parse("[purple]\ntarget = 5000\n").unwrap_err();
+    assert_eq!(e.option, "purple.target", "{e}");
+    assert_eq!(e.accepted, "0.2 ms ..= 1 s", "{e}");
+    let e = daemon::DaemonConfig::parse("[purple]\ntarget = \"5ms\"\n").unwrap_err();
+    assert!(e.value.contains("purple") || e.option == "(syntax)", "{e}");
+}
+
+#[test]
+fn docs_purple_md_lists_every_parameter_with_its_accepted_range() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/purple.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    for o in controller::PurpleParams::OPTIONS {
+        let name = o.name.trim_start_matches("purple.");
+        let row = format!("| `{name}` | {} |", o.accepted);
+        assert!(text.contains(&row), "docs/purple.md has no row {row:?}");
+    }
+    // Every option is settable by that name in the `[purple]` section.
+    for o in controller::PurpleParams::OPTIONS {
+        let name = o.name.trim_start_matches("purple.");
+        let mut p = controller::PurpleParams::default();
+        assert!(p.set(name, 1.0).is_ok(), "{name}");
+    }
 }
