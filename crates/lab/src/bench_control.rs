@@ -352,6 +352,21 @@ fn daemon_log_counts(log: &Path) -> (usize, usize, usize) {
     (n, with_delay, applied)
 }
 
+/// Starts `prog` in the router namespace behind the counters' gate, measures its window and
+/// stops it: what it cost, the reflectors' packets and the seconds measured.
+fn run_counted(
+    t: &Topo,
+    o: &BenchOpts,
+    tp: u64,
+    prog: &Program<'_>,
+) -> Result<(Counts, (u64, u64), f64), BenchError> {
+    let (mut d, counters) = cost::spawn_counted(&t.router, prog, Duration::from_secs(2), Some(tp))?;
+    let counters = counters.ok_or(BenchError::NoCounters)?;
+    let r = window(t, &counters, o, &mut || d.exited().is_none(), prog.what);
+    d.stop();
+    r
+}
+
 /// Runs `bin control` (our daemon) in the router namespace and measures its window; its
 /// configuration, log and output go to `work`.
 fn measure_daemon(
@@ -378,11 +393,7 @@ fn measure_daemon(
         env: &[],
         output: Some(&out),
     };
-    let (mut d, counters) =
-        cost::spawn_counted(&t.router, &prog, Duration::from_secs(2), Some(tp))?;
-    let counters = counters.ok_or(BenchError::NoCounters)?;
-    let (c, pk, wall) = window(t, &counters, o, &mut || d.exited().is_none(), name)?;
-    d.stop();
+    let (c, pk, wall) = run_counted(t, o, tp, &prog)?;
     let (lines, with_delay, applied) = daemon_log_counts(&log);
     if pk.1 == 0 || with_delay == 0 {
         return Err(BenchError::Run {
@@ -425,11 +436,7 @@ fn measure_floor(t: &Topo, o: &BenchOpts, work: &Path, tp: u64) -> Result<Side, 
         env: &[],
         output: Some(&out),
     };
-    let (mut d, counters) =
-        cost::spawn_counted(&t.router, &prog, Duration::from_secs(2), Some(tp))?;
-    let counters = counters.ok_or(BenchError::NoCounters)?;
-    let (c, pk, wall) = window(t, &counters, o, &mut || d.exited().is_none(), name)?;
-    d.stop();
+    let (c, pk, wall) = run_counted(t, o, tp, &prog)?;
     if pk.1 == 0 {
         return Err(BenchError::Run {
             who: name.into(),

@@ -45,6 +45,16 @@ fn every_sample() -> PassiveDelay {
     .unwrap()
 }
 
+/// A table of one set of 8 ways (the ninth flow replaces one), every timestamp sampled.
+fn one_set_of_eight() -> PassiveDelay {
+    PassiveDelay::new(PassiveParams {
+        max_flows: 8,
+        sample: 1,
+        ..PassiveParams::default()
+    })
+    .unwrap()
+}
+
 fn q_ms(d: Option<Duration>) -> f64 {
     d.expect("an estimate").as_millis_f64()
 }
@@ -182,12 +192,7 @@ fn a_pure_ack_is_only_timed_when_the_far_host_kept_talking() {
 
 #[test]
 fn a_full_set_replaces_the_flow_heard_from_least_recently() {
-    let mut p = PassiveDelay::new(PassiveParams {
-        max_flows: 8,
-        sample: 1,
-        ..PassiveParams::default()
-    })
-    .unwrap();
+    let mut p = one_set_of_eight();
     for port in 0..8u16 {
         p.on_frame(
             ms(u64::from(port)),
@@ -216,13 +221,7 @@ fn a_full_set_replaces_the_flow_heard_from_least_recently() {
 
 #[test]
 fn a_flow_replaced_within_a_reading_window_counts_once_and_its_successor_too() {
-    // One set of 8 ways: the ninth flow replaces the least recently heard one.
-    let mut p = PassiveDelay::new(PassiveParams {
-        max_flows: 8,
-        sample: 1,
-        ..PassiveParams::default()
-    })
-    .unwrap();
+    let mut p = one_set_of_eight();
     for port in 0..8u16 {
         p.on_frame(
             ms(u64::from(port)),
