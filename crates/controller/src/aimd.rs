@@ -11,7 +11,7 @@
 //! `min_change_ratio` (1 %). PURPLE's code measured ICMP RTT against the target; here the
 //! latency is the one-way queueing delay above the baseline, as the slides ask (Polus).
 
-use crate::config::{check, check_f, Config, ConfigError};
+use crate::config::{check, check_f, settable_params, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::{mbit, Direction, Duration, Instant, PerDir, Rate, Reason};
 
@@ -39,6 +39,23 @@ pub struct AimdParams {
     /// Smallest relative change applied. Default 0.01. Accepted 0 ..= 1.
     pub min_change_ratio: f64,
 }
+
+settable_params!(
+    AimdParams,
+    "aimd",
+    [
+        target,
+        tolerance,
+        critical,
+        beta,
+        alpha,
+        good_samples,
+        interval,
+        apply_every,
+        min_change,
+        min_change_ratio
+    ]
+);
 
 impl Default for AimdParams {
     fn default() -> Self {

@@ -15,7 +15,7 @@
 //! `safety.stall_after` (default 2 s; set 10 s for cake-autorate's own timing) and
 //! `safe = min`. Reflector offences and replacement are the pool's.
 
-use crate::config::{check, check_f, Config, ConfigError};
+use crate::config::{check, check_f, settable_params, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, ReflectorId, Sample};
 
@@ -59,6 +59,28 @@ pub struct CakeAutorateParams {
     /// MTU whose serialisation time is added to the thresholds, bytes. Default 1500.
     pub mtu: u32,
 }
+
+settable_params!(
+    CakeAutorateParams,
+    "cake_autorate",
+    [
+        interval,
+        alpha_baseline_increase,
+        alpha_baseline_decrease,
+        delay_threshold,
+        bufferbloat_detection_thr,
+        high_load_thr,
+        avg_delta_low,
+        avg_delta_high,
+        adjust_down_min,
+        adjust_down_max,
+        adjust_up_max,
+        increase_full_delta,
+        decrease_refractory,
+        drift_per_s,
+        mtu
+    ]
+);
 
 impl Default for CakeAutorateParams {
     fn default() -> Self {

@@ -221,6 +221,101 @@ impl Config {
     }
 }
 
+/// How a parameter's type is read from a configuration number (a `[purple]`, `[aimd]`,
+/// `[cake_autorate]` or `[sqm_autorate]` section of the daemon's file): durations in
+/// milliseconds, counts as whole numbers. Ranges are each law's `validate`'s to check.
+pub(crate) trait ParamValue: Sized {
+    /// What a configuration number must be for this type, for errors.
+    const NUMBER: &'static str;
+    /// The value of configuration number `x`, if the type can hold it.
+    fn from_config(x: f64) -> Option<Self>;
+}
+
+impl ParamValue for crate::Duration {
+    const NUMBER: &'static str = "milliseconds, 0 ..= 1e9";
+    fn from_config(x: f64) -> Option<Self> {
+        (x.is_finite() && (0.0..=1e9).contains(&x))
+            .then(|| crate::Duration::from_nanos((x * 1e6).round() as u64))
+    }
+}
+
+impl ParamValue for f64 {
+    const NUMBER: &'static str = "a finite number";
+    fn from_config(x: f64) -> Option<Self> {
+        x.is_finite().then_some(x)
+    }
+}
+
+impl ParamValue for u32 {
+    const NUMBER: &'static str = "a whole number, 0 ..= 2^32 - 1";
+    fn from_config(x: f64) -> Option<Self> {
+        (x.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&x)).then_some(x as u32)
+    }
+}
+
+impl ParamValue for u64 {
+    const NUMBER: &'static str = "a whole number, 0 ..= 9e15";
+    fn from_config(x: f64) -> Option<Self> {
+        (x.fract() == 0.0 && (0.0..=9.0e15).contains(&x)).then_some(x as u64)
+    }
+}
+
+impl ParamValue for usize {
+    const NUMBER: &'static str = "a whole number, 0 ..= 2^32 - 1";
+    fn from_config(x: f64) -> Option<Self> {
+        u32::from_config(x).map(|v| v as usize)
+    }
+}
+
+/// Reads configuration number `x` as the type of the field it is assigned to; `None` when
+/// the type cannot hold it.
+pub(crate) fn param<T: ParamValue>(x: f64) -> Option<T> {
+    T::from_config(x)
+}
+
+/// Gives a law's parameter struct `set(key, value)`: sets field `key` from a configuration
+/// number (see [`ParamValue`]), failing with a [`ConfigError`] that names `PREFIX.key` for a
+/// number the field's type cannot hold, or `PREFIX` and the accepted names for an unknown key.
+/// The accepted ranges are the law's `validate`'s, under the same names.
+macro_rules! settable_params {
+    ($ty:ty, $prefix:literal, [$( $field:ident ),* $(,)?]) => {
+        impl $ty {
+            /// Every parameter's name, as `set` takes it (in declaration order).
+            pub const KEYS: &'static [&'static str] = &[$( stringify!($field) ),*];
+
+            /// Sets parameter `key` (as named in the daemon's section of this law) from a
+            /// configuration number: durations in milliseconds, counts as whole numbers. The
+            /// ranges are checked when the law is built.
+            pub fn set(&mut self, key: &str, value: f64) -> Result<(), $crate::config::ConfigError> {
+                $( if key == stringify!($field) {
+                    return match $crate::config::param(value) {
+                        Some(v) => {
+                            self.$field = v;
+                            Ok(())
+                        }
+                        None => Err($crate::config::ConfigError {
+                            option: concat!($prefix, ".", stringify!($field)),
+                            value: value.to_string(),
+                            accepted: $crate::config::number_of(&self.$field),
+                        }),
+                    };
+                } )*
+                Err($crate::config::ConfigError {
+                    option: $prefix,
+                    value: format!("{key:?}"),
+                    accepted: concat!("one of: ", $( stringify!($field), " " ),*),
+                })
+            }
+        }
+    };
+}
+pub(crate) use settable_params;
+
+/// [`ParamValue::NUMBER`] of `v`'s type.
+pub(crate) fn number_of<T: ParamValue>(_: &T) -> &'static str {
+    T::NUMBER
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -176,7 +176,7 @@ macro_rules! purple_params {
             /// ([`Law::validate`](crate::engine::Law::validate)), as for defaults.
             pub fn set(&mut self, key: &str, value: f64) -> Result<(), ConfigError> {
                 $( if key == stringify!($name) {
-                    return match <$ty as ParamValue>::from_config(value) {
+                    return match crate::config::param::<$ty>(value) {
                         Some(v) => {
                             self.$name = v;
                             Ok(())
@@ -206,39 +206,6 @@ macro_rules! purple_params {
             }
         }
     };
-}
-
-/// How a parameter's type is read from a configuration number.
-trait ParamValue: Sized {
-    /// The value of configuration number `x`, if the type can hold it: a duration from
-    /// milliseconds (finite, not negative), a count from a whole number in range, a fraction
-    /// from any finite number.
-    fn from_config(x: f64) -> Option<Self>;
-}
-
-impl ParamValue for Duration {
-    fn from_config(x: f64) -> Option<Self> {
-        (x.is_finite() && (0.0..=1e9).contains(&x))
-            .then(|| Duration::from_nanos((x * 1e6).round() as u64))
-    }
-}
-
-impl ParamValue for f64 {
-    fn from_config(x: f64) -> Option<Self> {
-        x.is_finite().then_some(x)
-    }
-}
-
-impl ParamValue for u32 {
-    fn from_config(x: f64) -> Option<Self> {
-        (x.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&x)).then_some(x as u32)
-    }
-}
-
-impl ParamValue for u64 {
-    fn from_config(x: f64) -> Option<Self> {
-        (x.fract() == 0.0 && (0.0..=9.0e15).contains(&x)).then_some(x as u64)
-    }
 }
 
 /// A parameter's name, accepted range and documentation.

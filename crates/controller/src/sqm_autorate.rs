@@ -10,7 +10,7 @@
 //!   safe rate)`; the random draw uses a seeded generator;
 //! - no fresh data: the minimum rate.
 
-use crate::config::{check, check_f, Config, ConfigError};
+use crate::config::{check, check_f, settable_params, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, ReflectorId, Sample, Signal};
 use qdisc::Rng;
@@ -38,6 +38,20 @@ pub struct SqmAutorateParams {
     /// Seed of the safe-rate draw. Default 1.
     pub seed: u64,
 }
+
+settable_params!(
+    SqmAutorateParams,
+    "sqm_autorate",
+    [
+        interval,
+        slow_half_life,
+        fast_half_life,
+        rank,
+        threshold,
+        high_load,
+        seed
+    ]
+);
 
 impl Default for SqmAutorateParams {
     fn default() -> Self {

@@ -589,6 +589,15 @@ pub struct DaemonConfig {
     /// `target` (the queueing delay aimed for, default 2 ms); the others are the law's design
     /// constants. Empty by default (every parameter at its default).
     pub purple: std::collections::BTreeMap<String, f64>,
+    /// PURPLE-AIMD's parameters (`algorithm = "purple-aimd"`), by the field names of
+    /// [`controller::AimdParams`]; durations in ms, rates in bytes/s. Empty by default.
+    pub aimd: std::collections::BTreeMap<String, f64>,
+    /// cake-autorate's parameters (`algorithm = "cake-autorate"`), by the field names of
+    /// [`controller::CakeAutorateParams`]; durations in ms. Empty by default.
+    pub cake_autorate: std::collections::BTreeMap<String, f64>,
+    /// sqm-autorate's parameters (`algorithm = "sqm-autorate"`), by the field names of
+    /// [`controller::SqmAutorateParams`]; durations in ms. Empty by default.
+    pub sqm_autorate: std::collections::BTreeMap<String, f64>,
 }
 
 impl Default for DaemonConfig {
@@ -608,6 +617,9 @@ impl Default for DaemonConfig {
             metrics: MetricsConfig::default(),
             mqtt: MqttConfig::default(),
             purple: std::collections::BTreeMap::new(),
+            aimd: std::collections::BTreeMap::new(),
+            cake_autorate: std::collections::BTreeMap::new(),
+            sqm_autorate: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -707,9 +719,17 @@ impl DaemonConfig {
                 &LawKind::names(&algorithms()),
             ));
         }
-        let law = self
+        let params = self
             .law_params()
-            .and_then(|p| self.algorithm.build(&p))
+            .map_err(|e| err(e.option, e.value, e.accepted))?;
+        // Every law's section is checked against its ranges, not only the chosen one's.
+        for k in algorithms() {
+            k.build(&params)
+                .map_err(|e| err(e.option, e.value, e.accepted))?;
+        }
+        let law = self
+            .algorithm
+            .build(&params)
             .map_err(|e| err(e.option, e.value, e.accepted))?;
         if src == controller::DelaySource::Passive && law.filters_probes() {
             return Err(err(
@@ -825,14 +845,25 @@ impl DaemonConfig {
         Ok(())
     }
 
-    /// The parameters of the laws: PURPLE's from the `[purple]` section over its defaults, the
-    /// other laws at their documented defaults (sqm-autorate's generator seeded with 1).
-    /// [`crate::run::make_law`] builds `algorithm` with these. Fails naming the first unknown
-    /// key or a value its type cannot hold (ranges are checked when the law is built).
+    /// The parameters of the laws: each law's section (`[purple]`, `[aimd]`,
+    /// `[cake_autorate]`, `[sqm_autorate]`) over its documented defaults (sqm-autorate's
+    /// generator seeded with 1 unless `seed` is set). [`crate::run::make_law`] builds
+    /// `algorithm` with these. Fails naming the first unknown key or a value its type cannot
+    /// hold; the ranges are checked when the law is built, under the same names. Every
+    /// section is checked, not only the chosen law's: a typo waits for nobody.
     pub fn law_params(&self) -> Result<LawParams, controller::ConfigError> {
         let mut p = LawParams::default();
         for (k, &v) in &self.purple {
             p.purple.set(k, v)?;
+        }
+        for (k, &v) in &self.aimd {
+            p.aimd.set(k, v)?;
+        }
+        for (k, &v) in &self.cake_autorate {
+            p.cake_autorate.set(k, v)?;
+        }
+        for (k, &v) in &self.sqm_autorate {
+            p.sqm_autorate.set(k, v)?;
         }
         Ok(p)
     }

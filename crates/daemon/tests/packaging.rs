@@ -69,3 +69,70 @@ fn docs_purple_md_lists_every_parameter_with_its_accepted_range() {
         assert!(p.set(name, 1.0).is_ok(), "{name}");
     }
 }
+
+#[test]
+fn every_laws_section_sets_its_parameters_and_names_a_bad_one() {
+    let c = daemon::DaemonConfig::parse(
+        "algorithm = \"cake-autorate\"\n\
+         [cake_autorate]\ndelay_threshold = 20\nbufferbloat_detection_thr = 2\nadjust_up_max = 1.02\n\
+         [aimd]\ntarget = 15\ngood_samples = 3\n\
+         [sqm_autorate]\nthreshold = 10\nseed = 7\n",
+    )
+    .unwrap();
+    let p = c.law_params().unwrap();
+    assert_eq!(
+        p.cake_autorate.delay_threshold,
+        qdisc::Duration::from_millis(20)
+    );
+    assert_eq!(p.cake_autorate.bufferbloat_detection_thr, 2);
+    assert_eq!(p.cake_autorate.adjust_up_max, 1.02);
+    assert_eq!(
+        (p.aimd.target, p.aimd.good_samples),
+        (qdisc::Duration::from_millis(15), 3)
+    );
+    assert_eq!(
+        (p.sqm_autorate.threshold, p.sqm_autorate.seed),
+        (qdisc::Duration::from_millis(10), 7)
+    );
+    // Unknown names and numbers the type cannot hold name the option.
+    let e = daemon::DaemonConfig::parse("[cake_autorate]\ndelay_thresold = 20\n").unwrap_err();
+    assert_eq!(e.option, "cake_autorate", "{e}");
+    assert!(e.accepted.contains("delay_threshold"), "{e}");
+    let e = daemon::DaemonConfig::parse("[aimd]\ngood_samples = 1.5\n").unwrap_err();
+    assert_eq!(
+        (e.option.as_str(), e.accepted.as_str()),
+        ("aimd.good_samples", "a whole number, 0 ..= 2^32 - 1"),
+        "{e}"
+    );
+    // Ranges are each law's, under the same names, whichever law is chosen.
+    let e = daemon::DaemonConfig::parse("[cake_autorate]\nbufferbloat_detection_thr = 9\n")
+        .unwrap_err();
+    assert_eq!(
+        (e.option.as_str(), e.accepted.as_str()),
+        ("cake_autorate.bufferbloat_detection_thr", "1 ..= 6"),
+        "{e}"
+    );
+    let e = daemon::DaemonConfig::parse("[sqm_autorate]\nrank = 0\n").unwrap_err();
+    assert_eq!(e.option, "sqm_autorate.rank", "{e}");
+}
+
+#[test]
+fn the_packaged_file_lists_every_parameter_of_every_law_in_its_section() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/purple.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    for (section, keys) in [
+        ("[aimd]", controller::AimdParams::KEYS),
+        ("[cake_autorate]", controller::CakeAutorateParams::KEYS),
+        ("[sqm_autorate]", controller::SqmAutorateParams::KEYS),
+    ] {
+        let at = text.find(section).unwrap_or_else(|| panic!("no {section}"));
+        let rest = &text[at + section.len()..];
+        let body = &rest[..rest.find("\n[").unwrap_or(rest.len())];
+        let listed: Vec<&str> = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("#   "))
+            .filter_map(|l| l.split(':').next())
+            .collect();
+        assert_eq!(listed, keys.to_vec(), "{section}");
+    }
+}
