@@ -845,6 +845,19 @@ impl DaemonConfig {
         Ok(())
     }
 
+    /// The configuration section of law `k` (its parameters set by name); empty for a law
+    /// the file has no section for.
+    pub fn law_section(&self, k: LawKind) -> &std::collections::BTreeMap<String, f64> {
+        static NONE: std::collections::BTreeMap<String, f64> = std::collections::BTreeMap::new();
+        match k {
+            LawKind::Purple => &self.purple,
+            LawKind::PurpleAimd => &self.aimd,
+            LawKind::CakeAutorate => &self.cake_autorate,
+            LawKind::SqmAutorate => &self.sqm_autorate,
+            LawKind::PurpleQueue => &NONE,
+        }
+    }
+
     /// The parameters of the laws: each law's section (`[purple]`, `[aimd]`,
     /// `[cake_autorate]`, `[sqm_autorate]`) over its documented defaults (sqm-autorate's
     /// generator seeded with 1 unless `seed` is set). [`crate::run::make_law`] builds

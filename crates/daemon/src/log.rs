@@ -75,6 +75,11 @@ pub enum Record {
         wall: f64,
         /// The configured reflectors.
         reflectors: Vec<String>,
+        /// The law's parameters set in its configuration section (`[purple]`, ...), by name;
+        /// the rest are at their defaults. Absent when none is set (and in logs written before
+        /// stop 25).
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        params: std::collections::BTreeMap<String, f64>,
     },
     /// A control step.
     Decision {

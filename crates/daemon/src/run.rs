@@ -139,6 +139,7 @@ impl Daemon {
             icmp_raw: socks.icmp_raw(),
             wall: clock.wall_us(now) as f64 / 1e6,
             reflectors: cfg.probe.reflectors.clone(),
+            params: cfg.law_section(cfg.algorithm).clone(),
         };
         log.write(&start)?;
         let capture = open_capture(&cfg, now, &mut log)?;

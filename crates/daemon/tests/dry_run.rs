@@ -41,6 +41,8 @@ path = "{}"
 every_step = true
 [metrics]
 port = 0
+[purple]
+target = 5
 "#,
         log.display()
     );
@@ -78,6 +80,13 @@ port = 0
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines[0]["event"], "start");
+    // The law's configured parameters are in the start line.
+    assert_eq!(
+        lines[0]["params"],
+        serde_json::json!({"target": 5.0}),
+        "{}",
+        lines[0]
+    );
     let decisions: Vec<_> = lines.iter().filter(|l| l["event"] == "decision").collect();
     assert!(decisions.len() >= 5, "{} decisions", decisions.len());
     assert!(decisions

@@ -289,6 +289,7 @@ mod tests {
                 icmp_raw: false,
                 wall: 1000.5,
                 reflectors: vec![],
+                params: Default::default(),
             },
             Record::Decision {
                 t: 2.0,
