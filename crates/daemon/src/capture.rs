@@ -62,7 +62,9 @@ const RING: RingGeometry = RingGeometry {
 /// beyond the wake-up that could have read it.
 pub const RETIRE_MS: u32 = 10;
 
-/// Frames one wake-up may hold before handing them over (capacity kept: two full rings).
+/// Frames one wake-up's buffer holds without growing: both rings full of frames of the usual
+/// size (about 160 a block). Rings full of the smallest frames (up to 256 a block) grow it
+/// once; the capacity is kept, so no later wake-up allocates.
 const MAX_FRAMES: usize = 2 * 32 * 160;
 
 // Classic BPF opcodes (linux/filter.h).
