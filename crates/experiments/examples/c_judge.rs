@@ -3,7 +3,7 @@
 //! fraction of the late oracle's and its p99 minus the late oracle's (seed median and worst).
 //!
 //! `cargo run --release -p purple-experiments --example c_judge -- radio,step 1..=10 [VARIANT ..]`
-//! where a variant is `key=value,...` over `target` (ms) or `-` for the defaults, or
+//! where a variant is `key=value,...` over `target` (ms), `interval` (ms) or `-` for the defaults, or
 //! `contender=i` for `Contender::all`'s i-th contender instead of purple; `SECS=x` scales
 //! the scenario length; `OWD_MS=x` sets the radio hop's one-way delay
 //! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `MIN_MBIT=x` sets the controllers' configured minimum rate (both directions), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
@@ -22,6 +22,7 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
         let f: f64 = x.parse().unwrap_or(f64::NAN);
         match k {
             "target" => p.target = Duration::from_nanos((f * 1e6) as u64),
+            "interval" => p.interval = Duration::from_nanos((f * 1e6) as u64),
             "drain" => p.drain_time = Duration::from_nanos((f * 1e6) as u64),
             "margin" => p.margin = f,
             "probe_min" => p.probe_min = f,
