@@ -102,8 +102,19 @@ pub fn check(path: &Path) -> Result<String, ServiceError> {
         ),
         None => String::new(),
     };
+    // The law's parameters set in its section; the rest are at their defaults.
+    let set: Vec<String> = c
+        .law_section(c.algorithm)
+        .iter()
+        .map(|(k, v)| format!("{k} = {v}"))
+        .collect();
+    let params = if set.is_empty() {
+        "(defaults)".to_string()
+    } else {
+        format!("({}; the rest at their defaults)", set.join(", "))
+    };
     Ok(format!(
-        "{}: OK\n  algorithm {}\n  download {} {}..{} Mbit/s (base {}, safe {})\n  upload   {} {}..{} Mbit/s (base {}, safe {})\n  {} reflectors, {} active, {} probes/s; actuator {:?}\n{mqtt}",
+        "{}: OK\n  algorithm {} {params}\n  download {} {}..{} Mbit/s (base {}, safe {})\n  upload   {} {}..{} Mbit/s (base {}, safe {})\n  {} reflectors, {} active, {} probes/s; actuator {:?}\n{mqtt}",
         path.display(),
         c.algorithm.name(),
         d.down.iface(), d.down.min_mbit, d.down.max(), d.down.base_mbit, d.down.safe(),

@@ -18,7 +18,37 @@ fn check_accepts_the_packaged_config_and_summarises_it() {
         String::from_utf8_lossy(&out.stderr)
     );
     let s = String::from_utf8_lossy(&out.stdout);
-    assert!(s.contains(": OK") && s.contains("algorithm purple"), "{s}");
+    assert!(
+        s.contains(": OK") && s.contains("algorithm purple (defaults)"),
+        "{s}"
+    );
+}
+
+#[test]
+fn check_names_the_laws_parameters_set_in_its_section() {
+    let dir = std::env::temp_dir().join(format!("purple-control-params-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("target.toml");
+    std::fs::write(
+        &f,
+        "[purple]
+target = 5
+[aimd]
+target = 20
+",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["--check", "--config", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let s = String::from_utf8_lossy(&out.stdout);
+    // Only the chosen law's section is summarised.
+    assert!(
+        s.contains("algorithm purple (target = 5; the rest at their defaults)"),
+        "{s}"
+    );
 }
 
 #[test]
