@@ -343,6 +343,45 @@ mod tests {
     }
 
     #[test]
+    fn any_bytes_as_a_block_never_panic_and_frames_stay_inside_it() {
+        // A block of arbitrary bytes (and random header words, so that the walk goes on past
+        // the first frame): every frame handed out lies within the block, and no read panics.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..2000 {
+            let mut b = vec![0u8; 4096];
+            for w in b.chunks_mut(8) {
+                w.copy_from_slice(&next().to_ne_bytes()[..w.len()]);
+            }
+            // Small counts and offsets half the time, so frames are found.
+            if next() % 2 == 0 {
+                let count = (next() % 8) as u32;
+                let first = (next() % 256) as u32;
+                b[BLOCK_NUM_PKTS..BLOCK_NUM_PKTS + 4].copy_from_slice(&count.to_ne_bytes());
+                b[BLOCK_FIRST..BLOCK_FIRST + 4].copy_from_slice(&first.to_ne_bytes());
+                let at = first as usize;
+                b[at + PKT_SNAPLEN..at + PKT_SNAPLEN + 4]
+                    .copy_from_slice(&((next() % 200) as u32).to_ne_bytes());
+                b[at + PKT_MAC..at + PKT_MAC + 2]
+                    .copy_from_slice(&((next() % 128) as u16).to_ne_bytes());
+                b[at + PKT_NEXT..at + PKT_NEXT + 4]
+                    .copy_from_slice(&((next() % 512) as u32).to_ne_bytes());
+            }
+            let range = b.as_ptr_range();
+            let n = read_block(&b, &mut |fr: RingFrame<'_>| {
+                let r = fr.bytes.as_ptr_range();
+                assert!(r.start >= range.start && r.end <= range.end);
+            });
+            assert!(n <= 8 || n as u32 <= u32::from_ne_bytes(b[12..16].try_into().unwrap()));
+        }
+    }
+
+    #[test]
     fn a_bad_geometry_is_refused_before_any_system_call() {
         // Any descriptor: the checks come first, so it is never used.
         // SAFETY: descriptor 0 is only borrowed for the call, and never read or written.
