@@ -24,25 +24,24 @@ fn check_accepts_the_packaged_config_and_summarises_it() {
     );
 }
 
-#[test]
-fn check_names_the_laws_parameters_set_in_its_section() {
-    let dir = std::env::temp_dir().join(format!("purple-control-params-{}", std::process::id()));
+/// Runs `--check` on a configuration file holding `text` (written to a temporary directory
+/// named after `tag`, removed afterwards).
+fn check_text(tag: &str, text: &str) -> std::process::Output {
+    let dir = std::env::temp_dir().join(format!("purple-control-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join("target.toml");
-    std::fs::write(
-        &f,
-        "[purple]
-target = 5
-[aimd]
-target = 20
-",
-    )
-    .unwrap();
+    let f = dir.join("purple.toml");
+    std::fs::write(&f, text).unwrap();
     let out = bin()
         .args(["--check", "--config", f.to_str().unwrap()])
         .output()
         .unwrap();
     std::fs::remove_dir_all(&dir).ok();
+    out
+}
+
+#[test]
+fn check_names_the_laws_parameters_set_in_its_section() {
+    let out = check_text("params", "[purple]\ntarget = 5\n[aimd]\ntarget = 20\n");
     let s = String::from_utf8_lossy(&out.stdout);
     // Only the chosen law's section is summarised.
     assert!(
@@ -53,15 +52,7 @@ target = 20
 
 #[test]
 fn check_rejects_a_bad_option_naming_it_and_the_accepted_range() {
-    let dir = std::env::temp_dir().join(format!("purple-control-bin-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f = dir.join("bad.toml");
-    std::fs::write(&f, "[probe]\nrate_hz = 0\n").unwrap();
-    let out = bin()
-        .args(["--check", "--config", f.to_str().unwrap()])
-        .output()
-        .unwrap();
-    std::fs::remove_dir_all(&dir).ok();
+    let out = check_text("bad", "[probe]\nrate_hz = 0\n");
     assert!(!out.status.success());
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("rate_hz") && e.contains("accepted"), "{e}");
