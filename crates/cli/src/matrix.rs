@@ -191,16 +191,7 @@ pub fn markdown(r: &MatrixResult, plots: bool) -> String {
         }
         m += &l.table().to_markdown();
         m.push('\n');
-        for c in &l.claims {
-            let _ = writeln!(
-                m,
-                "- {}: {}; ours: {} (target: {})",
-                if c.pass { "PASS" } else { "**FAIL**" },
-                c.seed,
-                c.ours,
-                c.tolerance
-            );
-        }
+        crate::demo::text::write_claims_md(&mut m, &l.claims, "target");
         m.push('\n');
     }
     m

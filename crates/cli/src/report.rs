@@ -200,16 +200,7 @@ fn write_dir(reports: &[Report], dir: &Path, seed: u64) -> Result<(), String> {
         let _ = writeln!(m, "{}\n", r.setup);
         m += &r.table.to_markdown();
         m.push('\n');
-        for c in &r.claims {
-            let _ = writeln!(
-                m,
-                "- {}: seed: {}; ours: {} ({})",
-                if c.pass { "PASS" } else { "**FAIL**" },
-                md(&c.seed),
-                md(&c.ours),
-                md(&c.tolerance)
-            );
-        }
+        crate::demo::text::write_claims_md(&mut m, &r.claims, "tolerance");
         if !r.notes.is_empty() {
             m += "\nNotes:\n\n";
             for n in &r.notes {

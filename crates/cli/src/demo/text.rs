@@ -21,6 +21,23 @@ pub(crate) fn write_claims(s: &mut String, claims: &[experiments::Claim], bound:
     }
 }
 
+/// Appends each claim as a Markdown list item (`- PASS: ...` or `- **FAIL**: ...`) with what we
+/// measured; `bound` names the claim's limit (`tolerance` or `target`). `|` and newlines in the
+/// texts are escaped, so an item never breaks the page.
+pub(crate) fn write_claims_md(s: &mut String, claims: &[experiments::Claim], bound: &str) {
+    let md = |t: &str| t.replace('|', "\\|").replace('\n', " ");
+    for c in claims {
+        let _ = writeln!(
+            s,
+            "- {}: {}; ours: {} ({bound}: {})",
+            if c.pass { "PASS" } else { "**FAIL**" },
+            md(&c.seed),
+            md(&c.ours),
+            md(&c.tolerance)
+        );
+    }
+}
+
 /// The demo as text: the table and the claims.
 pub fn to_text(d: &Demo) -> String {
     let mut s = format!(
