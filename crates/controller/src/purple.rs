@@ -169,32 +169,6 @@ macro_rules! purple_params {
                 }, )*
             ];
 
-            /// Sets parameter `key` (as written in a `[purple]` section: the name after
-            /// `purple.`) from a configuration number: durations in milliseconds, counts as
-            /// whole numbers. Fails naming the key for an unknown key or a number the type
-            /// cannot hold; the accepted ranges are checked by validation
-            /// ([`Law::validate`](crate::engine::Law::validate)), as for defaults.
-            pub fn set(&mut self, key: &str, value: f64) -> Result<(), ConfigError> {
-                $( if key == stringify!($name) {
-                    return match crate::config::param::<$ty>(value) {
-                        Some(v) => {
-                            self.$name = v;
-                            Ok(())
-                        }
-                        None => Err(ConfigError {
-                            option: concat!("purple.", stringify!($name)),
-                            value: value.to_string(),
-                            accepted: $acc,
-                        }),
-                    };
-                } )*
-                Err(ConfigError {
-                    option: "purple",
-                    value: format!("{key:?}"),
-                    accepted: concat!("one of: ", $( stringify!($name), " " ),*),
-                })
-            }
-
             fn check_ranges(&self) -> Result<(), ConfigError> {
                 $( check(
                     ($lo..=$hi).contains(&self.$name),
@@ -205,6 +179,8 @@ macro_rules! purple_params {
                 Ok(())
             }
         }
+
+        crate::config::settable_params!(PurpleParams, "purple", [$( $name ),*]);
     };
 }
 
