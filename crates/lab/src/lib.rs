@@ -48,6 +48,7 @@ pub mod cost;
 mod driver;
 pub mod kernel;
 pub mod kernel_control;
+pub mod link;
 mod results;
 pub mod scenario;
 mod testbed;
@@ -83,16 +84,13 @@ mod tests {
     use crate::driver::script_points;
     use crate::results::latency_ms;
     use crate::scenario::ProbeId;
-    use crate::testbed::write_steps_trace;
     use sim::RunSummary;
     use std::path::PathBuf;
 
     #[test]
     fn the_steps_trace_delivers_each_rate_for_its_period() {
-        let p = std::env::temp_dir().join(format!("plab-trace-test-{}", std::process::id()));
-        write_steps_trace(&p, [120_000_000, 60_000_000], 2).expect("write");
-        let text = std::fs::read_to_string(&p).expect("read");
-        let _ = std::fs::remove_file(&p);
+        let s = sim::RateSchedule::parse("0 step 120mbit\n2 step 60mbit\n").expect("parses");
+        let text = crate::link::mahimahi_of(&s, 4.0).expect("renders");
         let ms: Vec<u64> = text.lines().map(|l| l.parse().expect("ms")).collect();
         assert!(ms.windows(2).all(|w| w[0] <= w[1]), "non-decreasing");
         let first = ms.iter().filter(|&&t| t <= 2000).count() as f64;

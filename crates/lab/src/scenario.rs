@@ -1,7 +1,13 @@
 //! The lab's scenarios: the seeds' testbeds (evaluation.md B1, B2 and the PURPLE radio link)
 //! with their flows and contenders as tc strings.
 
+use std::path::Path;
+
 use sim::flent::{self, FlentLabels, FlentTest, Role};
+use sim::link_file::{derived_rates, per_second_mbit, LinkDesc};
+use sim::{RatePoint, RateSchedule};
+
+pub use crate::link::{DirCapacity, LabLinkError, Link};
 
 /// How a contender's qdisc is built for a direction shaped to a rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,87 +209,27 @@ impl Test {
     }
 }
 
-/// The link emulator's capacity for the bottleneck-behind-the-shaper or the radio.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Capacity {
-    /// Fixed rate each way (bit/s), above the shaper.
-    Fixed {
-        /// Client → server.
-        up_bit_s: u64,
-        /// Server → client.
-        down_bit_s: u64,
-    },
-    /// The radio: fixed uplink, a downlink that steps between two rates every `period_s`
-    /// (a Mahimahi trace handed to `purple linkem --down-trace`).
-    Steps {
-        /// Client → server, bit/s.
-        up_bit_s: u64,
-        /// The two downlink rates, bit/s.
-        down_bit_s: [u64; 2],
-        /// Seconds each rate lasts.
-        period_s: u64,
-    },
-    /// A recorded link: Mahimahi traces for both directions (handed to `purple linkem
-    /// --up-trace/--down-trace`; they loop at their end).
-    Trace {
-        /// The trace's name in tables.
-        name: &'static str,
-        /// Client → server trace text.
-        up: &'static str,
-        /// Server → client trace text.
-        down: &'static str,
-    },
-}
-
 /// The T-Mobile LTE trace (first 60 s, mahimahi; `scenarios/traces/README.md`).
 const TM_DOWN: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60s.down");
 const TM_UP: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60s.up");
 
-/// Mahimahi trace bin for rates read from a trace: 100 ms.
-const TRACE_BIN_MS: u64 = 100;
+/// The radio's link as a link file (the simulator reads the same file: `purple demo --link
+/// scenarios/links/lab-radio.toml`), with its schedule.
+const RADIO_LINK: &str = include_str!("../../../scenarios/links/lab-radio.toml");
+const RADIO_LINK_PATH: &str = "scenarios/links/lab-radio.toml";
+const RADIO_DOWN: &str = include_str!("../../../scenarios/links/lab-radio.down");
 
-/// The bit rate of every 100 ms of a Mahimahi trace (a line per 1500-byte delivery
-/// opportunity, at its millisecond offset). Empty for a trace with no lines.
-pub fn trace_bins(text: &str) -> Vec<u64> {
-    let mut bins: Vec<u64> = Vec::new();
-    for ms in text.lines().filter_map(|l| l.trim().parse::<u64>().ok()) {
-        let b = (ms / TRACE_BIN_MS) as usize;
-        if bins.len() <= b {
-            bins.resize(b + 1, 0);
+/// The radio's link, read from the compiled-in `scenarios/links/lab-radio.toml`.
+pub fn radio_link() -> Result<Link, LabLinkError> {
+    let d = LinkDesc::parse(Path::new(RADIO_LINK_PATH), RADIO_LINK, &|name: &str| {
+        match name {
+            "lab-radio.down" => Ok(RADIO_DOWN.to_string()),
+            _ => Err(sim::ScenarioError(format!(
+                "{name}: not compiled in with {RADIO_LINK_PATH}"
+            ))),
         }
-        bins[b] += 1500 * 8 * (1000 / TRACE_BIN_MS);
-    }
-    bins
-}
-
-/// [`trace_bins`] of a built-in trace, computed once.
-fn cached_bins(text: &'static str) -> std::sync::Arc<Vec<u64>> {
-    use std::sync::{Arc, Mutex, OnceLock};
-    type Cache = Mutex<Vec<(usize, Arc<Vec<u64>>)>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let key = text.as_ptr() as usize;
-    let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
-    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, b)) = c.iter().find(|(k, _)| *k == key) {
-        return Arc::clone(b);
-    }
-    let b = Arc::new(trace_bins(text));
-    c.push((key, Arc::clone(&b)));
-    b
-}
-
-/// The lowest and highest 1 s average rate of a trace, bit/s.
-fn trace_span(text: &'static str) -> (u64, u64) {
-    let bins = cached_bins(text);
-    let per_s = (1000 / TRACE_BIN_MS) as usize;
-    let secs: Vec<u64> = bins
-        .chunks_exact(per_s)
-        .map(|c| c.iter().sum::<u64>() / per_s as u64)
-        .collect();
-    (
-        secs.iter().copied().min().unwrap_or(0),
-        secs.iter().copied().max().unwrap_or(0),
-    )
+    })?;
+    Link::from_desc(&d, 1.0)
 }
 
 /// The rate range (Mbit/s) a daemon is given for one direction.
@@ -297,70 +243,21 @@ pub struct RateRange {
     pub max: f64,
 }
 
-impl Capacity {
-    /// The link emulator's downlink capacity (bit/s) `t` seconds after it started: the fixed
-    /// rate, the step in force (the trace repeats every two periods), or a recorded trace's rate
-    /// over the 100 ms around `t` (the trace loops).
-    pub fn down_at(&self, t: f64) -> u64 {
-        match *self {
-            Capacity::Trace { down, .. } => {
-                let bins = cached_bins(down);
-                if bins.is_empty() {
-                    return 0;
-                }
-                let k = (t.max(0.0) * 1000.0 / TRACE_BIN_MS as f64) as usize;
-                bins[k % bins.len()]
-            }
-            Capacity::Fixed { down_bit_s, .. } => down_bit_s,
-            Capacity::Steps {
-                down_bit_s,
-                period_s,
-                ..
-            } => {
-                let k = (t.max(0.0) / period_s.max(1) as f64) as u64;
-                down_bit_s[(k % 2) as usize]
-            }
-        }
-    }
-
-    /// The uplink capacity, bit/s (a trace's highest 1 s rate).
-    pub fn up(&self) -> u64 {
-        match *self {
-            Capacity::Fixed { up_bit_s, .. } | Capacity::Steps { up_bit_s, .. } => up_bit_s,
-            Capacity::Trace { up, .. } => trace_span(up).1,
-        }
-    }
-
-    /// The lowest and highest downlink capacity, bit/s (a trace's over 1 s averages).
-    pub fn down_span(&self) -> (u64, u64) {
-        match *self {
-            Capacity::Trace { down, .. } => trace_span(down),
-            Capacity::Fixed { down_bit_s, .. } => (down_bit_s, down_bit_s),
-            Capacity::Steps { down_bit_s, .. } => (
-                down_bit_s[0].min(down_bit_s[1]),
-                down_bit_s[0].max(down_bit_s[1]),
-            ),
-        }
-    }
-}
-
 /// A lab scenario.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
-    /// Name for `purple lab run NAME`.
-    pub name: &'static str,
+    /// Name for `purple lab run NAME` (a link file's name for `purple lab run --link FILE`).
+    pub name: String,
     /// One line.
-    pub title: &'static str,
+    pub title: String,
     /// The simulator experiment with the same testbed (`purple sim report` id), if any.
     pub sim_id: Option<&'static str>,
     /// Shaper rate client → server, bit/s.
     pub up_bit_s: u64,
     /// Shaper rate server → client, bit/s.
     pub down_bit_s: u64,
-    /// One-way propagation delay of the link emulator, ms.
-    pub one_way_ms: u32,
-    /// The link emulator's capacity.
-    pub capacity: Capacity,
+    /// The link emulator's link: capacities, delays (the netem stage's too) and buffer.
+    pub link: Link,
     /// Whether the scenario is meaningless without the link emulator (delay or varying rate).
     pub needs_linkem: bool,
     /// Seconds of load per test at full length (the seed's).
@@ -371,6 +268,9 @@ pub struct Scenario {
     pub contenders: Vec<Contender>,
     /// How its `purple control` contenders probe.
     pub daemon_probe: DaemonProbe,
+    /// The `(download, upload)` range of its `purple control` contenders, where it is not
+    /// [`Scenario::control_range`]'s default rule (a link file's: [`Scenario::for_link`]).
+    pub range: Option<(RateRange, RateRange)>,
 }
 
 /// CAKE diffserv3 triple-isolate (the seeds' default CAKE).
@@ -400,16 +300,13 @@ fn b1() -> Scenario {
     let up = || Flow::new("TCP upload", FlowKind::TcpUp, 0);
     let down = || Flow::new("TCP download", FlowKind::TcpDown, 0);
     Scenario {
-        name: "b1",
-        title: "B1: tcp_upload / tcp_download / tcp_bidirectional at 20/3 Mbit/s, 45 ms each way",
+        name: "b1".into(),
+        title: "B1: tcp_upload / tcp_download / tcp_bidirectional at 20/3 Mbit/s, 45 ms each way"
+            .into(),
         sim_id: Some("B1"),
         up_bit_s: 3_000_000,
         down_bit_s: 20_000_000,
-        one_way_ms: 45,
-        capacity: Capacity::Fixed {
-            up_bit_s: 100_000_000,
-            down_bit_s: 100_000_000,
-        },
+        link: Link::fixed(100_000_000, 100_000_000, 45.0),
         needs_linkem: false,
         full_seconds: 60.0,
         tests: vec![
@@ -431,6 +328,7 @@ fn b1() -> Scenario {
         ],
         contenders: vec![CAKE, FQ_CODEL, FIFO],
         daemon_probe: DaemonProbe::Udp,
+        range: None,
     }
 }
 
@@ -450,8 +348,9 @@ fn b2() -> Scenario {
         ));
     }
     Scenario {
-        name: "b2",
-        title: "B2: RRUL (4 TCP each way on CS0/CS1/CS5/EF + ICMP/UDP probes) at 20/3 Mbit/s",
+        name: "b2".into(),
+        title: "B2: RRUL (4 TCP each way on CS0/CS1/CS5/EF + ICMP/UDP probes) at 20/3 Mbit/s"
+            .into(),
         sim_id: Some("B2"),
         tests: vec![Test {
             name: "rrul",
@@ -465,17 +364,14 @@ fn b2() -> Scenario {
 
 fn radio() -> Scenario {
     Scenario {
-        name: "radio",
-        title: "PURPLE radio: downlink stepping 130/80 Mbit/s behind CAKE static 100 Mbit/s",
+        name: "radio".into(),
+        title: "PURPLE radio: downlink stepping 130/80 Mbit/s behind CAKE static 100 Mbit/s".into(),
         sim_id: None,
         up_bit_s: 50_000_000,
         down_bit_s: 100_000_000,
-        one_way_ms: 5,
-        capacity: Capacity::Steps {
-            up_bit_s: 50_000_000,
-            down_bit_s: [130_000_000, 80_000_000],
-            period_s: 5,
-        },
+        // Invariant: the compiled-in file reads and plays (test
+        // `the_radio_is_its_link_file_with_the_linkem_options_it_always_had`).
+        link: radio_link().expect("scenarios/links/lab-radio.toml is a playable link"),
         needs_linkem: true,
         full_seconds: 60.0,
         tests: vec![Test {
@@ -510,6 +406,7 @@ fn radio() -> Scenario {
             CAKE_AUTORATE,
         ],
         daemon_probe: DaemonProbe::Udp,
+        range: None,
     }
 }
 
@@ -521,17 +418,33 @@ fn radio() -> Scenario {
 /// flow, so the runs with ICMP blocked measure the same UDP probe as the others.
 fn starlink() -> Scenario {
     Scenario {
-        name: "starlink",
+        name: "starlink".into(),
         title: "Starlink-like: downlink stepping 150/60 Mbit/s every 8 s, 15 ms each way, deep \
-                queue; daemons probe with ICMP echo",
+                queue; daemons probe with ICMP echo"
+            .into(),
         sim_id: Some("C-starlink-no-probes"),
         up_bit_s: 20_000_000,
         down_bit_s: 100_000_000,
-        one_way_ms: 15,
-        capacity: Capacity::Steps {
-            up_bit_s: 20_000_000,
-            down_bit_s: [150_000_000, 60_000_000],
-            period_s: 8,
+        link: Link {
+            name: "starlink-like".into(),
+            down: DirCapacity::Schedule {
+                schedule: RateSchedule::new(vec![
+                    RatePoint {
+                        at: qdisc::Instant::ZERO,
+                        rate: 150e6 / 8.0,
+                        ramp: false,
+                    },
+                    RatePoint {
+                        at: qdisc::Instant::from_secs(8),
+                        rate: 60e6 / 8.0,
+                        ramp: false,
+                    },
+                ])
+                .expect("two points"),
+                loop_s: 16.0,
+                what: "150/60 Mbit/s every 8 s".into(),
+            },
+            ..Link::fixed(20_000_000, 0, 15.0)
         },
         needs_linkem: true,
         full_seconds: 48.0,
@@ -557,22 +470,24 @@ fn starlink() -> Scenario {
             CAKE_AUTORATE,
         ],
         daemon_probe: DaemonProbe::Echo,
+        range: None,
     }
 }
 
 /// The PURPLE radio on a recorded link: the T-Mobile LTE trace both ways.
 fn tmobile() -> Scenario {
     Scenario {
-        name: "tmobile",
-        title: "PURPLE on a recorded link: T-Mobile LTE trace (60 s, ~14 down / 6 up Mbit/s)",
+        name: "tmobile".into(),
+        title: "PURPLE on a recorded link: T-Mobile LTE trace (60 s, ~14 down / 6 up Mbit/s)"
+            .into(),
         sim_id: None,
         up_bit_s: 6_000_000,
         down_bit_s: 14_000_000,
-        one_way_ms: 20,
-        capacity: Capacity::Trace {
-            name: "T-Mobile LTE (mahimahi)",
-            up: TM_UP,
-            down: TM_DOWN,
+        link: Link {
+            name: "T-Mobile LTE (mahimahi)".into(),
+            up: DirCapacity::trace(TM_UP),
+            down: DirCapacity::trace(TM_DOWN),
+            ..Link::fixed(0, 0, 20.0)
         },
         full_seconds: 60.0,
         // The radio's contenders; static CAKE runs at this scenario's rates, the trace's means.
@@ -596,7 +511,10 @@ impl Scenario {
     /// tenth of the highest capacity up to 5% above it, starting at the shaper rate; upload up
     /// to the uplink capacity, starting at 90% of it.
     pub fn control_range(&self) -> (RateRange, RateRange) {
-        let (_, hi) = self.capacity.down_span();
+        if let Some(r) = self.range {
+            return r;
+        }
+        let (_, hi) = self.link.down.span();
         let hi = hi as f64 / 1e6;
         let max = hi * 1.05;
         let down = RateRange {
@@ -604,13 +522,68 @@ impl Scenario {
             base: (self.down_bit_s as f64 / 1e6).clamp(hi / 10.0, max),
             max,
         };
-        let up_cap = self.capacity.up() as f64 / 1e6;
+        let up_cap = self.link.up.span().1 as f64 / 1e6;
         let up = RateRange {
             min: (up_cap / 10.0).max(0.1),
             base: up_cap * 0.9,
             max: up_cap,
         };
         (down, up)
+    }
+
+    /// The radio's testbed on the link a link file describes (`purple lab run --link FILE`,
+    /// `purple demo --lab --link FILE`): `purple linkem` plays its capacities, delays (1 ms each
+    /// way where it gives none, as the simulator's radio hop) and buffer; the radio's test and
+    /// contenders run on it. The shaper rates and the daemons' range come from the link's
+    /// capacity over `seconds` (default its `duration_s`) by the simulator's rule for the same
+    /// file (`sim::link_file::derived_rates`): static CAKE at the median per-second capacity
+    /// each way, the daemons from a tenth of the mean to 1.2 × the 90th percentile, starting
+    /// at 60% of that top (as section C's controllers). A run at full length is `duration_s`.
+    pub fn for_link(d: &LinkDesc, seconds: Option<f64>) -> Result<Scenario, LabLinkError> {
+        let link = Link::from_desc(d, 1.0)?;
+        let secs = d.secs(seconds)?;
+        let down = derived_rates(&per_second_mbit(&d.down.capacity, secs));
+        let up = derived_rates(&per_second_mbit(&d.up.capacity, secs));
+        let range = |k: sim::link_file::DerivedRates| RateRange {
+            min: k.lo,
+            base: k.hi * 0.6,
+            max: k.hi,
+        };
+        let radio = radio();
+        let bits = |mbit: f64| (mbit * 1e6).round() as u64;
+        Ok(Scenario {
+            name: link.name.clone(),
+            title: format!(
+                "link {}: down {}, up {}, {}, {}-packet buffer; CAKE static {}/{} Mbit/s (the \
+                 median)",
+                d.path.display(),
+                d.down.what,
+                d.up.what,
+                link.delay_words(),
+                link.buffer_packets,
+                down.p50,
+                up.p50
+            ),
+            sim_id: None,
+            up_bit_s: bits(up.p50),
+            down_bit_s: bits(down.p50),
+            link,
+            needs_linkem: true,
+            full_seconds: d.secs(None)?,
+            contenders: radio
+                .contenders
+                .iter()
+                .map(|c| match c.short {
+                    "cake" => Contender {
+                        name: "CAKE static, the median capacity",
+                        ..*c
+                    },
+                    _ => *c,
+                })
+                .collect(),
+            range: Some((range(down), range(up))),
+            ..radio
+        })
     }
 }
 
@@ -746,20 +719,20 @@ mod tests {
     fn trace_capacity_reads_rates_from_the_mahimahi_lines() {
         // 10 opportunities in the first 100 ms (1.2 Mbit/s), none in the next, 1 in the third.
         let text = "1\n1\n2\n3\n4\n5\n50\n60\n70\n99\n250\n";
-        assert_eq!(trace_bins(text), vec![1_200_000, 0, 120_000]);
-        assert!(trace_bins("").is_empty());
+        assert_eq!(crate::link::trace_bins(text), vec![1_200_000, 0, 120_000]);
+        assert!(crate::link::trace_bins("").is_empty());
         // The built-in T-Mobile trace: its mean and 1 s span as scenarios/traces/README.md says.
         let t = find("tmobile").expect("tmobile");
-        let (lo, hi) = t.capacity.down_span();
+        let (lo, hi) = t.link.down.span();
         assert!((3_000_000..4_000_000).contains(&lo), "{lo}");
         assert!((31_000_000..32_000_000).contains(&hi), "{hi}");
         let mean: f64 = (0..600)
-            .map(|k| t.capacity.down_at(k as f64 * 0.1) as f64)
+            .map(|k| t.link.down.at(k as f64 * 0.1) as f64)
             .sum::<f64>()
             / 600.0;
         assert!((13.5e6..14.5e6).contains(&mean), "{mean}");
         // It loops: 60 s later the rate is the same.
-        assert_eq!(t.capacity.down_at(12.34), t.capacity.down_at(72.34));
+        assert_eq!(t.link.down.at(12.34), t.link.down.at(72.34));
         let (down, up) = t.control_range();
         assert!(down.max > 31.0 && up.max > 15.0, "{down:?} {up:?}");
     }
@@ -768,8 +741,8 @@ mod tests {
     fn b1_and_b2_use_the_seeds_testbed_and_contender_strings() {
         let b2 = find("B2").expect("b2");
         assert_eq!(
-            (b2.up_bit_s, b2.down_bit_s, b2.one_way_ms),
-            (3_000_000, 20_000_000, 45)
+            (b2.up_bit_s, b2.down_bit_s, b2.link.down_delay_ms),
+            (3_000_000, 20_000_000, 45.0)
         );
         assert_eq!(
             CAKE.tc(20_000_000),
@@ -821,5 +794,95 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `purple linkem`'s options and trace text for a scenario's link, as a string (the trace
+    /// files named `UP` and `DOWN`).
+    fn linkem(s: &Scenario) -> (String, Vec<(std::path::PathBuf, String)>) {
+        let (args, files) = s
+            .link
+            .linkem_args(Path::new("UP"), Path::new("DOWN"))
+            .expect("plays");
+        (args.join(" "), files)
+    }
+
+    #[test]
+    fn the_radio_is_its_link_file_with_the_linkem_options_it_always_had() {
+        let radio = find("radio").expect("radio");
+        // What `start_delay` handed `purple linkem` for `Capacity::Steps { up 50 Mbit/s, down
+        // [130, 80] Mbit/s, period 5 s }`, 5 ms, 1000 packets.
+        let (args, files) = linkem(&radio);
+        assert_eq!(
+            args,
+            "--up 50000kbit --down-trace DOWN --delay-ms 5 --buffer-packets 1000"
+        );
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].0, Path::new("DOWN"));
+        assert!(
+            files[0].1 == crate::link::legacy_steps_trace([130_000_000, 80_000_000], 5),
+            "the radio's trace text changed"
+        );
+        // The capacity series and ranges read the same steps: 130 then 80 every 5 s, looping.
+        for (t, bits) in [(0.05, 130), (4.95, 130), (5.05, 80), (9.95, 80), (10.05, 130)] {
+            assert_eq!(radio.link.down.at(t), bits * 1_000_000, "{t}");
+            assert_eq!(radio.link.down.at(t + 60.0), bits * 1_000_000, "{t}");
+        }
+        assert_eq!(radio.link.down_words(), "130/80 Mbit/s every 5 s");
+        assert_eq!(radio.link.delay_words(), "5 ms each way");
+        let (down, up) = radio.control_range();
+        assert_eq!((down.min, down.base, down.max), (13.0, 100.0, 136.5));
+        assert_eq!((up.min, up.base, up.max), (5.0, 45.0, 50.0));
+        // Starlink's steps too.
+        let (args, files) = linkem(&find("starlink").expect("starlink"));
+        assert_eq!(
+            args,
+            "--up 20000kbit --down-trace DOWN --delay-ms 15 --buffer-packets 1000"
+        );
+        assert!(files[0].1 == crate::link::legacy_steps_trace([150_000_000, 60_000_000], 8));
+        // The recorded link hands its traces as they are; the fixed ones their rates.
+        let (args, files) = linkem(&find("tmobile").expect("tmobile"));
+        assert_eq!(
+            args,
+            "--up-trace UP --down-trace DOWN --delay-ms 20 --buffer-packets 1000"
+        );
+        assert!(files[0].1 == TM_UP && files[1].1 == TM_DOWN);
+        let (args, files) = linkem(&find("b1").expect("b1"));
+        assert_eq!(
+            args,
+            "--up 100000kbit --down 100000kbit --delay-ms 45 --buffer-packets 1000"
+        );
+        assert!(files.is_empty());
+    }
+
+    #[test]
+    fn a_link_file_runs_the_radios_test_and_contenders_at_the_simulators_rates() {
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/links/lab-radio.toml"
+        ));
+        let d = LinkDesc::read(path).expect("reads");
+        let s = Scenario::for_link(&d, None).expect("plays");
+        let radio = find("radio").expect("radio");
+        // The same link as the built-in radio.
+        assert_eq!(s.link, radio.link);
+        assert_eq!(s.name, "lab-radio");
+        assert_eq!(s.full_seconds, 60.0);
+        assert_eq!(s.tests, radio.tests);
+        let shorts: Vec<&str> = s.contenders.iter().map(|c| c.short).collect();
+        assert_eq!(shorts, ["cake", "fq_codel", "fifo", "purple", "cake-autorate"]);
+        // The simulator's rule over 60 s of 130/80: up fixed at 50 (static 50, range 5 to 60,
+        // from 36), down static at the median (30 s of each: the rounded rank is 130) and
+        // range 10.5 to 156 from 93.6.
+        assert_eq!((s.down_bit_s, s.up_bit_s), (130_000_000, 50_000_000));
+        let (down, up) = s.control_range();
+        assert!((down.min - 10.5).abs() < 1e-9 && (down.max - 156.0).abs() < 1e-9, "{down:?}");
+        assert!((down.base - 93.6).abs() < 1e-9, "{down:?}");
+        assert!((up.min - 5.0).abs() < 1e-9 && (up.max - 60.0).abs() < 1e-9, "{up:?}");
+        assert!(s.title.contains("lab-radio.down"), "{}", s.title);
+        // --seconds changes the window the rates come from, not the link.
+        let short = Scenario::for_link(&d, Some(5.0)).expect("plays");
+        assert!((short.control_range().0.min - 13.0).abs() < 1e-9);
+        assert_eq!(short.link, s.link);
+        assert!(Scenario::for_link(&d, Some(0.5)).is_err());
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use os::netns::{Netns, Proc};
 
 use crate::error::io;
-use crate::scenario::{self, Capacity, Contender, Scenario};
+use crate::scenario::{self, Contender, Scenario};
 use crate::{DelayStage, Error, CLIENT, SERVER};
 
 /// The namespaces of one run, deleted (in reverse order) on drop.
@@ -49,26 +49,6 @@ impl Topo {
     }
 }
 
-/// Writes a Mahimahi trace (one line per 1500-byte delivery opportunity, ms) alternating
-/// `rates` every `period_s`, one full cycle long.
-pub(crate) fn write_steps_trace(path: &Path, rates: [u64; 2], period_s: u64) -> Result<(), Error> {
-    let mut out = String::new();
-    let mut t0 = 0u64;
-    for r in rates {
-        let per_ms = r as f64 / (1500.0 * 8.0 * 1000.0);
-        let mut acc = 0.0;
-        for ms in 0..period_s * 1000 {
-            acc += per_ms;
-            while acc >= 1.0 {
-                out += &format!("{}\n", t0 + ms + 1);
-                acc -= 1.0;
-            }
-        }
-        t0 += period_s * 1000;
-    }
-    std::fs::write(path, out).map_err(io(format!("write {}", path.display())))
-}
-
 /// Starts the delay stage in the linkem namespace.
 pub(crate) fn start_delay(
     scn: &Scenario,
@@ -100,8 +80,9 @@ pub(crate) fn start_delay(
             }
             let l = &t.linkem;
             tc_wire(l, "l0", "l1")?;
-            let d = format!("{}ms", scn.one_way_ms);
-            for dev in ["l0", "l1"] {
+            // l0's egress goes towards the client (down), l1's towards the server (up).
+            for (dev, ms) in [("l0", scn.link.down_delay_ms), ("l1", scn.link.up_delay_ms)] {
+                let d = format!("{ms}ms");
                 l.exec(
                     "tc",
                     &[
@@ -111,7 +92,7 @@ pub(crate) fn start_delay(
             }
             Ok((
                 None,
-                format!("kernel netem, {} ms each way", scn.one_way_ms),
+                format!("kernel netem, {}", scn.link.delay_words()),
                 None,
             ))
         }
@@ -119,52 +100,18 @@ pub(crate) fn start_delay(
             let name = format!("{}-linkem", t.prefix);
             let ctl = format!("/run/purple/{name}.sock");
             let ctl_path = ctl.clone();
-            let delay = scn.one_way_ms.to_string();
             let mut args: Vec<String> = vec!["linkem".into(), "l0".into(), "l1".into()];
             let trace = std::env::temp_dir().join(format!("{name}.down.trace"));
-            match scn.capacity {
-                Capacity::Fixed {
-                    up_bit_s,
-                    down_bit_s,
-                } => {
-                    args.extend([
-                        "--up".into(),
-                        format!("{}kbit", up_bit_s / 1000),
-                        "--down".into(),
-                        format!("{}kbit", down_bit_s / 1000),
-                    ]);
-                }
-                Capacity::Steps {
-                    up_bit_s,
-                    down_bit_s,
-                    period_s,
-                } => {
-                    write_steps_trace(&trace, down_bit_s, period_s)?;
-                    args.extend([
-                        "--up".into(),
-                        format!("{}kbit", up_bit_s / 1000),
-                        "--down-trace".into(),
-                        trace.display().to_string(),
-                    ]);
-                }
-                Capacity::Trace { up, down, .. } => {
-                    let up_trace = std::env::temp_dir().join(format!("{name}.up.trace"));
-                    for (p, text) in [(&trace, down), (&up_trace, up)] {
-                        std::fs::write(p, text).map_err(io(format!("write {}", p.display())))?;
-                    }
-                    args.extend([
-                        "--up-trace".into(),
-                        up_trace.display().to_string(),
-                        "--down-trace".into(),
-                        trace.display().to_string(),
-                    ]);
-                }
+            let up_trace = std::env::temp_dir().join(format!("{name}.up.trace"));
+            let (link_args, files) = scn
+                .link
+                .linkem_args(&up_trace, &trace)
+                .map_err(|e| Error::Unsupported(format!("scenario {}: {e}", scn.name)))?;
+            for (p, text) in &files {
+                std::fs::write(p, text).map_err(io(format!("write {}", p.display())))?;
             }
+            args.extend(link_args);
             args.extend([
-                "--delay-ms".into(),
-                delay,
-                "--buffer-packets".into(),
-                "1000".into(),
                 "--name".into(),
                 name.clone(),
                 "--ctl".into(),
@@ -186,10 +133,7 @@ pub(crate) fn start_delay(
             // options first): remove them then, or leave them if it is slower than 5 s.
             for _ in 0..50 {
                 if Path::new(&ctl_path).exists() {
-                    for f in [
-                        &trace,
-                        &std::env::temp_dir().join(format!("{name}.up.trace")),
-                    ] {
+                    for f in [&trace, &up_trace] {
                         let _ = std::fs::remove_file(f);
                     }
                     break;
@@ -205,8 +149,8 @@ pub(crate) fn start_delay(
             Ok((
                 Some(p),
                 format!(
-                    "purple linkem, {} ms each way{}",
-                    scn.one_way_ms,
+                    "purple linkem, {}{}",
+                    scn.link.delay_words(),
                     if icmp_apart {
                         ", ICMP queued apart"
                     } else {

@@ -255,6 +255,11 @@ impl RateSchedule {
         (!points.is_empty()).then_some(RateSchedule { points })
     }
 
+    /// Its points, in time order (at least one).
+    pub fn points(&self) -> &[RatePoint] {
+        &self.points
+    }
+
     /// The rate in bytes per second at `t`.
     pub fn rate_at(&self, t: Instant) -> f64 {
         let i = self.points.partition_point(|p| p.at <= t);

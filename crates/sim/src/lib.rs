@@ -43,6 +43,7 @@ mod app;
 pub mod bench;
 mod events;
 pub mod flent;
+pub mod link_file;
 mod metrics;
 mod scenario;
 mod sim;
@@ -61,7 +62,7 @@ pub use metrics::{
 /// A link's capacity: the one type every backend shares ([`qdisc::link`]).
 pub use qdisc::link::Capacity;
 pub use scenario::{
-    link_capacity, parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError,
+    link_capacity, link_capacity_read, parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError,
 };
 pub use sim::{
     tag_sent_at, AppId, Buffer, IcmpPolicy, LinkConfig, LinkId, NodeId, Sim, SimMemory, TapAt,

@@ -177,14 +177,32 @@ pub fn link_capacity(
         let p = dir.join(t);
         std::fs::read_to_string(&p).or_else(|e| err(format!("{}: {e}", p.display())))
     };
+    link_capacity_read(rate_key, trace, schedule, &read).map(|(c, _)| c)
+}
+
+/// [`link_capacity`] with the files read by `read` (given the key's value, it answers the
+/// file's text or an error naming the file), also answering the text of the trace or schedule
+/// file (`None` for a `rate`). Error messages are [`link_capacity`]'s.
+pub fn link_capacity_read(
+    rate_key: Option<&str>,
+    trace: Option<&str>,
+    schedule: Option<&str>,
+    read: &dyn Fn(&str) -> Result<String, ScenarioError>,
+) -> Result<(Capacity, Option<String>), ScenarioError> {
     match (rate_key, trace, schedule) {
-        (Some(r), None, None) => Ok(Capacity::Rate(rate(r)?)),
-        (None, Some(t), None) => Ok(Capacity::Trace(
-            MahimahiTrace::parse(&read(t)?).or_else(|e| err(format!("{t}: {e}")))?,
-        )),
-        (None, None, Some(t)) => Ok(Capacity::Schedule(
-            RateSchedule::parse(&read(t)?).or_else(|e| err(format!("{t}: {e}")))?,
-        )),
+        (Some(r), None, None) => Ok((Capacity::Rate(rate(r)?), None)),
+        (None, Some(t), None) => {
+            let text = read(t)?;
+            let c = Capacity::Trace(MahimahiTrace::parse(&text).or_else(|e| err(format!("{t}: {e}")))?);
+            Ok((c, Some(text)))
+        }
+        (None, None, Some(t)) => {
+            let text = read(t)?;
+            let c = Capacity::Schedule(
+                RateSchedule::parse(&text).or_else(|e| err(format!("{t}: {e}")))?,
+            );
+            Ok((c, Some(text)))
+        }
         _ => err("give exactly one of rate, trace, schedule"),
     }
 }

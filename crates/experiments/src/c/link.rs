@@ -1,5 +1,5 @@
 //! A user's own variable link for section C: a mahimahi trace per direction (as `purple linkem`
-//! reads them), or a small TOML file in the simulator's vocabulary (docs/scenarios.md):
+//! reads them), or a link file (`sim::link_file`, read by the lab too; docs/scenarios.md):
 //!
 //! ```toml
 //! name = "my-lte"          # optional (default: the file's stem)
@@ -14,133 +14,20 @@
 //! rate = "20mbit"
 //! ```
 //!
-//! Relative paths resolve against the TOML file's directory. Either way the result is a
+//! Relative paths resolve against the TOML file's directory; a direction without `delay_ms`
+//! gets the built-in scenarios' radio hop ([`RADIO_DELAY`], 1 ms). Either way the result is a
 //! [`Scenario`] from [`Scenario::for_link`]: every contender runs on it in the usual closed loop.
 
 use super::closed_loop::PATH_RTT;
 use super::scenario::{Capacity, Scenario, SlotCapacity, RADIO_DELAY};
 use qdisc::Duration;
-use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use sim::link_file::{check_buffer, check_secs, LinkDesc};
+use std::path::Path;
 
-/// The radio buffer of a user's link unless given (as the built-in recorded traces).
-pub const DEFAULT_BUFFER_PACKETS: u32 = 300;
-/// Simulated seconds on a user's link unless given.
-pub const DEFAULT_SECS: f64 = 60.0;
-
-/// Why a user's link could not be built.
-#[derive(Clone, Debug, PartialEq)]
-pub enum LinkError {
-    /// A file could not be read.
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The system's reason.
-        reason: String,
-    },
-    /// A trace or schedule file is malformed; the message names the file and the line.
-    Capacity(String),
-    /// The TOML file is malformed (the message names the key or line).
-    Toml {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        reason: String,
-    },
-    /// An option's value is out of range.
-    Option {
-        /// The option (`--seconds`, `buffer_packets`, ...).
-        option: &'static str,
-        /// The value given.
-        value: String,
-        /// What is accepted.
-        accepted: String,
-    },
-}
-
-impl std::fmt::Display for LinkError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LinkError::Read { path, reason } => write!(f, "{}: {reason}", path.display()),
-            LinkError::Capacity(m) => f.write_str(m),
-            LinkError::Toml { path, reason } => write!(f, "{}: {reason}", path.display()),
-            LinkError::Option {
-                option,
-                value,
-                accepted,
-            } => write!(f, "{option} {value}: accepted {accepted}"),
-        }
-    }
-}
-
-impl std::error::Error for LinkError {}
-
-/// One direction of a link file: exactly one of `rate`, `trace`, `schedule` (as a simulator
-/// `[[link]]`), and the radio hop's one-way delay.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DirectionSpec {
-    /// Fixed rate in tc syntax (`20mbit`).
-    pub rate: Option<String>,
-    /// Mahimahi trace file.
-    pub trace: Option<String>,
-    /// Step/ramp schedule file.
-    pub schedule: Option<String>,
-    /// One-way propagation delay of the radio hop, ms (default 1).
-    pub delay_ms: Option<f64>,
-}
-
-/// A link file (see the module docs).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinkFile {
-    /// Name in outputs.
-    pub name: Option<String>,
-    /// Simulated seconds.
-    pub duration_s: Option<f64>,
-    /// The radio's droptail buffer in packets.
-    pub buffer_packets: Option<u32>,
-    /// Towards the client.
-    pub down: DirectionSpec,
-    /// From the client.
-    pub up: DirectionSpec,
-}
-
-fn check_secs(secs: f64, option: &'static str) -> Result<f64, LinkError> {
-    if (1.0..=3600.0).contains(&secs) {
-        Ok(secs)
-    } else {
-        Err(LinkError::Option {
-            option,
-            value: secs.to_string(),
-            accepted: "1 ..= 3600 seconds".into(),
-        })
-    }
-}
-
-fn check_buffer(n: u32, option: &'static str) -> Result<u32, LinkError> {
-    if (1..=100_000).contains(&n) {
-        Ok(n)
-    } else {
-        Err(LinkError::Option {
-            option,
-            value: n.to_string(),
-            accepted: "1 ..= 100000 packets".into(),
-        })
-    }
-}
-
-fn delay(ms: f64, option: &'static str) -> Result<Duration, LinkError> {
-    if ms.is_finite() && (0.0..=10_000.0).contains(&ms) {
-        Ok(Duration::from_secs_f64(ms / 1e3))
-    } else {
-        Err(LinkError::Option {
-            option,
-            value: ms.to_string(),
-            accepted: "0 ..= 10000 ms".into(),
-        })
-    }
-}
+/// The link file's format and its errors live in `sim::link_file`, shared with the lab.
+pub use sim::link_file::{
+    DirectionSpec, LinkError, LinkFile, DEFAULT_BUFFER_PACKETS, DEFAULT_SECS,
+};
 
 /// The capacity from one direction's keys, files relative to `dir`.
 fn capacity(
@@ -222,67 +109,65 @@ pub fn from_traces(
 /// A user's link from a link file (`purple demo --link FILE.toml`); `secs` overrides its
 /// `duration_s`.
 pub fn from_file(path: &Path, secs: Option<f64>) -> Result<Scenario, LinkError> {
-    let text = std::fs::read_to_string(path).map_err(|e| LinkError::Read {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let f: LinkFile = toml::from_str(&text).map_err(|e| LinkError::Toml {
-        path: path.to_path_buf(),
-        reason: e.to_string().trim_end().to_string(),
-    })?;
-    let secs = match secs {
-        Some(s) => check_secs(s, "--seconds")?,
-        None => check_secs(f.duration_s.unwrap_or(DEFAULT_SECS), "duration_s")?,
-    };
-    let buffer = check_buffer(
-        f.buffer_packets.unwrap_or(DEFAULT_BUFFER_PACKETS),
-        "buffer_packets",
-    )?;
-    let dir = path.parent().unwrap_or(Path::new(""));
-    let dir_cap = |d: &DirectionSpec, which: &str| {
-        capacity(
-            d.rate.as_deref(),
-            d.trace.as_deref(),
-            d.schedule.as_deref(),
-            dir,
-            secs,
-        )
-        .map_err(|e| match e {
-            LinkError::Capacity(m) => {
-                LinkError::Capacity(format!("{}: [{which}]: {m}", path.display()))
-            }
-            e => e,
-        })
-    };
-    let (down, up) = (dir_cap(&f.down, "down")?, dir_cap(&f.up, "up")?);
-    let name = f.name.clone().unwrap_or_else(|| {
-        path.file_stem()
-            .map_or("user-link".into(), |s| s.to_string_lossy().into_owned())
-    });
-    let words = |d: &DirectionSpec, c: &Capacity| {
-        let what = match (&d.rate, &d.trace, &d.schedule) {
-            (Some(r), _, _) => r.clone(),
-            (_, Some(t), _) => t.clone(),
-            (_, _, Some(s)) => s.clone(),
-            _ => String::new(),
-        };
-        format!("{what} (mean {} Mbit/s)", mean_words(c, secs))
-    };
-    let description = format!(
-        "{}: down {}, up {}, {buffer}-packet radio buffer",
-        path.display(),
-        words(&f.down, &down),
-        words(&f.up, &up)
+    let d = LinkDesc::read(path)?;
+    let secs = d.secs(secs)?;
+    let (down, up) = (
+        d.down.capacity.clone().sampled(secs),
+        d.up.capacity.clone().sampled(secs),
     );
-    let ms = |d: &DirectionSpec, o| d.delay_ms.map_or(Ok(RADIO_DELAY), |x| delay(x, o));
+    let description = format!(
+        "{}: down {} (mean {} Mbit/s), up {} (mean {} Mbit/s), {}-packet radio buffer",
+        path.display(),
+        d.down.what,
+        mean_words(&down, secs),
+        d.up.what,
+        mean_words(&up, secs),
+        d.buffer_packets
+    );
     Ok(Scenario::for_link(
-        name,
+        d.name,
         description,
         secs,
         down,
         up,
-        buffer,
-        ms(&f.down, "[down] delay_ms")?,
-        ms(&f.up, "[up] delay_ms")?,
+        d.buffer_packets,
+        d.down.delay.unwrap_or(RADIO_DELAY),
+        d.up.delay.unwrap_or(RADIO_DELAY),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sim::link_file::per_second_mbit;
+
+    /// The lab derives a link's rates from `sim::link_file::per_second_mbit` of the capacity as
+    /// given; section C from its own sampled view. They must agree, so both backends give a
+    /// link the same shaper rates and controller range.
+    #[test]
+    fn per_second_capacity_is_section_cs_sampled_view() {
+        let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"));
+        let cases = [
+            (None, None, Some("links/lab-radio.down"), 60.0),
+            (None, None, Some("links/lab-radio.down"), 23.5),
+            (Some("37.3mbit"), None, None, 10.0),
+            (None, Some("traces/TMobile-LTE-short-60s.down"), None, 60.0),
+            (None, Some("traces/TMobile-LTE-short-60s.up"), None, 75.0),
+        ];
+        for (rate, trace, schedule, secs) in cases {
+            let raw = sim::link_capacity(rate, trace, schedule, dir).expect("reads");
+            let ours = per_second_mbit(&raw, secs);
+            let theirs = raw.clone().sampled(secs).rates_per_second(secs);
+            assert_eq!(ours, theirs, "{rate:?} {trace:?} {schedule:?} {secs}");
+            assert!(!ours.is_empty());
+        }
+        // A ramp, sampled between its points.
+        let ramp = sim::RateSchedule::parse("0 step 10mbit\n2 ramp 40mbit\n3.3 step 1kbit\n")
+            .expect("parses");
+        let c = Capacity::Schedule(ramp);
+        assert_eq!(
+            per_second_mbit(&c, 6.0),
+            c.clone().sampled(6.0).rates_per_second(6.0)
+        );
+    }
 }

@@ -5,7 +5,7 @@
 //! into its loop, so seeds are different stretches of the same drive). [`Scenario::for_link`]
 //! builds a scenario from any capacity, e.g. a user's own traces.
 
-use qdisc::{quantile, Duration, Instant, Rate, Rng};
+use qdisc::{Duration, Instant, Rate, Rng};
 use sim::{MahimahiTrace, RatePoint, RateSchedule};
 
 /// A direction's capacity: the one link capacity type ([`qdisc::link::Capacity`]). Section C
@@ -187,12 +187,6 @@ pub enum ProbePath {
 /// The radio hop's one-way propagation delay in the built-in scenarios other than `starlink`.
 pub const RADIO_DELAY: Duration = Duration::from_millis(1);
 
-/// Percentile `p` (0..=1) of `v` (nearest rank on the sorted values); NaN for an empty slice.
-fn percentile(v: &[f64], p: f64) -> f64 {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    s.sort_by(f64::total_cmp);
-    quantile::rounded_rank(&s, p).unwrap_or(f64::NAN)
-}
 
 impl Scenario {
     /// This link deployed as a home router deploys CAKE and its controller (sqm-scripts'
@@ -252,15 +246,10 @@ impl Scenario {
         delay_up: Duration,
     ) -> Scenario {
         let derive = |c: &Capacity| {
-            let r = c.rates_per_second(secs);
-            let mean = r.iter().sum::<f64>() / r.len().max(1) as f64;
-            let (p50, p90) = (percentile(&r, 0.5), percentile(&r, 0.9));
-            let round = |x: f64| (x * 10.0).round() / 10.0;
-            let hi = (1.2 * p90).max(0.2);
-            let lo = (0.1 * mean).clamp(0.1, hi / 2.0);
+            let k = sim::link_file::derived_rates(&c.rates_per_second(secs));
             (
-                (Rate::from_mbit(lo), Rate::from_mbit(hi)),
-                (round(p50).max(0.1), round(p90).max(0.1)),
+                (Rate::from_mbit(k.lo), Rate::from_mbit(k.hi)),
+                (k.p50, k.p90),
             )
         };
         let (range_down, sd) = derive(&down);

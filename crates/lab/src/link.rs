@@ -1,0 +1,567 @@
+//! The lab's link: what `purple linkem` emulates between the router and the server, per
+//! direction a fixed rate, a step/ramp schedule or a recorded mahimahi trace, with a one-way
+//! delay and a droptail buffer. Built from a link file ([`Link::from_desc`], the simulator's
+//! vocabulary: `sim::link_file`) or in code for the built-in scenarios; [`Link::linkem_args`]
+//! is the one place that turns it into `purple linkem`'s options.
+//!
+//! How the lab plays a schedule: as the mahimahi trace [`mahimahi_of`] writes (one 1500-byte
+//! delivery opportunity per line, a millisecond's share of the rate at a time), covering the
+//! link's length and looping after it like any trace. The simulator serialises frames at the
+//! schedule's rate instead and holds its last rate after the end; within the link's length the
+//! capacity is the same.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sim::link_file::{LinkDesc, LinkError};
+use qdisc::Instant;
+use sim::{Capacity as SimCapacity, RatePoint, RateSchedule};
+
+/// Mahimahi trace bin for rates read from a trace: 100 ms.
+const TRACE_BIN_MS: u64 = 100;
+
+/// One direction's capacity in the link emulator.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DirCapacity {
+    /// A fixed rate, bit/s (`purple linkem --up/--down {kbit}kbit`).
+    Rate(u64),
+    /// A step/ramp schedule played for `loop_s` seconds and then again from its start, written
+    /// for the emulator as a mahimahi trace ([`mahimahi_of`]).
+    Schedule {
+        /// The schedule.
+        schedule: RateSchedule,
+        /// Seconds after which it starts again.
+        loop_s: f64,
+        /// Its name in tables (the file's name as the link file gave it).
+        what: String,
+    },
+    /// A recorded mahimahi trace (it loops at its last line, as mahimahi's).
+    Trace {
+        /// The trace's text, handed to the emulator as is.
+        text: Arc<str>,
+        /// The bit rate of every 100 ms of it ([`trace_bins`]).
+        bins: Arc<Vec<u64>>,
+    },
+}
+
+impl DirCapacity {
+    /// A recorded mahimahi trace's capacity.
+    pub fn trace(text: &str) -> DirCapacity {
+        DirCapacity::Trace {
+            bins: Arc::new(trace_bins(text)),
+            text: Arc::from(text),
+        }
+    }
+
+    /// The capacity (bit/s) `t` seconds after the emulator started: the fixed rate, the
+    /// schedule's rate in force (it loops), or a recorded trace's rate over the 100 ms around
+    /// `t` (the trace loops).
+    pub fn at(&self, t: f64) -> u64 {
+        match self {
+            DirCapacity::Rate(r) => *r,
+            DirCapacity::Schedule {
+                schedule, loop_s, ..
+            } => {
+                let t = t.max(0.0) % loop_s;
+                (schedule.rate_at(Instant::from_nanos((t * 1e9) as u64)) * 8.0) as u64
+            }
+            DirCapacity::Trace { bins, .. } => {
+                if bins.is_empty() {
+                    return 0;
+                }
+                let k = (t.max(0.0) * 1000.0 / TRACE_BIN_MS as f64) as usize;
+                bins[k % bins.len()]
+            }
+        }
+    }
+
+    /// The lowest and highest capacity, bit/s: a schedule's over its points in its loop, a
+    /// trace's over 1 s averages.
+    pub fn span(&self) -> (u64, u64) {
+        match self {
+            DirCapacity::Rate(r) => (*r, *r),
+            DirCapacity::Schedule {
+                schedule, loop_s, ..
+            } => {
+                let end = Instant::from_nanos((loop_s * 1e9) as u64);
+                let bits = |p: &RatePoint| (p.rate * 8.0) as u64;
+                let rates = || {
+                    let ps = schedule.points();
+                    let n = ps.iter().take_while(|p| p.at < end).count().max(1);
+                    ps[..n].iter().map(bits)
+                };
+                (
+                    rates().min().unwrap_or(0),
+                    rates().max().unwrap_or(0),
+                )
+            }
+            DirCapacity::Trace { bins, .. } => {
+                let per_s = (1000 / TRACE_BIN_MS) as usize;
+                let secs: Vec<u64> = bins
+                    .chunks_exact(per_s)
+                    .map(|c| c.iter().sum::<u64>() / per_s as u64)
+                    .collect();
+                (
+                    secs.iter().copied().min().unwrap_or(0),
+                    secs.iter().copied().max().unwrap_or(0),
+                )
+            }
+        }
+    }
+}
+
+/// The link between the router and the server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// Its name in tables (a link file's name, a recorded trace's).
+    pub name: String,
+    /// Client → server.
+    pub up: DirCapacity,
+    /// Server → client.
+    pub down: DirCapacity,
+    /// One-way delay client → server, ms.
+    pub up_delay_ms: f64,
+    /// One-way delay server → client, ms.
+    pub down_delay_ms: f64,
+    /// The emulator's droptail buffer per direction, packets.
+    pub buffer_packets: u32,
+}
+
+/// The emulator's buffer in the built-in scenarios: `purple linkem`'s default.
+pub const BUILT_IN_BUFFER_PACKETS: u32 = 1000;
+
+/// Why a link cannot be played in the lab.
+#[derive(Debug)]
+pub enum LabLinkError {
+    /// The link file is wrong (it names the file and the key, option or line).
+    File(LinkError),
+    /// A direction the emulator cannot play: the file, the direction and why.
+    Unplayable {
+        /// The link file.
+        path: PathBuf,
+        /// `down` or `up`.
+        which: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for LabLinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LabLinkError::File(e) => e.fmt(f),
+            LabLinkError::Unplayable {
+                path,
+                which,
+                reason,
+            } => write!(f, "{}: [{which}]: {reason}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for LabLinkError {}
+
+impl From<LinkError> for LabLinkError {
+    fn from(e: LinkError) -> Self {
+        LabLinkError::File(e)
+    }
+}
+
+impl Link {
+    /// A fixed rate each way (bit/s) with `one_way_ms` each way and the built-in buffer.
+    pub fn fixed(up_bit_s: u64, down_bit_s: u64, one_way_ms: f64) -> Link {
+        Link {
+            name: format!("fixed {}/{} Mbit/s", down_bit_s / 1_000_000, up_bit_s / 1_000_000),
+            up: DirCapacity::Rate(up_bit_s),
+            down: DirCapacity::Rate(down_bit_s),
+            up_delay_ms: one_way_ms,
+            down_delay_ms: one_way_ms,
+            buffer_packets: BUILT_IN_BUFFER_PACKETS,
+        }
+    }
+
+    /// The link a link file describes: its capacities (a schedule loops after the file's
+    /// `duration_s`, default 60), its buffer and its delays (`default_delay_ms` where it gives
+    /// none). Fails, naming the file and the direction, for a direction the emulator cannot
+    /// play (a schedule whose mahimahi rendering is empty or ends in more than a second without
+    /// capacity).
+    pub fn from_desc(d: &LinkDesc, default_delay_ms: f64) -> Result<Link, LabLinkError> {
+        let loop_s = d.secs(None)?;
+        let dir = |x: &sim::link_file::DirectionDesc, which: &'static str| {
+            let c = match &x.capacity {
+                SimCapacity::Rate(bytes) => DirCapacity::Rate(bytes.saturating_mul(8)),
+                SimCapacity::Trace(_) => DirCapacity::trace(x.text.as_deref().unwrap_or("")),
+                SimCapacity::Schedule(s) => DirCapacity::Schedule {
+                    schedule: s.clone(),
+                    loop_s,
+                    what: x.what.clone(),
+                },
+                SimCapacity::Unlimited => {
+                    return Err(LabLinkError::Unplayable {
+                        path: d.path.clone(),
+                        which,
+                        reason: "an unlimited capacity is not a variable link".into(),
+                    })
+                }
+            };
+            if let DirCapacity::Schedule {
+                schedule, loop_s, ..
+            } = &c
+            {
+                mahimahi_of(schedule, *loop_s).map_err(|reason| LabLinkError::Unplayable {
+                    path: d.path.clone(),
+                    which,
+                    reason,
+                })?;
+            }
+            let delay_ms = x.delay.map_or(default_delay_ms, |t| t.as_millis_f64());
+            Ok((c, delay_ms))
+        };
+        let (down, down_delay_ms) = dir(&d.down, "down")?;
+        let (up, up_delay_ms) = dir(&d.up, "up")?;
+        Ok(Link {
+            name: d.name.clone(),
+            up,
+            down,
+            up_delay_ms,
+            down_delay_ms,
+            buffer_packets: d.buffer_packets,
+        })
+    }
+
+    /// The delays in words: `5 ms each way`, or `5 ms up, 20 ms down`.
+    pub fn delay_words(&self) -> String {
+        if self.up_delay_ms == self.down_delay_ms {
+            format!("{} ms each way", self.up_delay_ms)
+        } else {
+            format!(
+                "{} ms up, {} ms down",
+                self.up_delay_ms, self.down_delay_ms
+            )
+        }
+    }
+
+    /// The downlink's capacity in words for tables: `130/80 Mbit/s every 5 s` (a schedule
+    /// alternating two rates), `fixed 100 Mbit/s`, `trace NAME` or `schedule FILE`.
+    pub fn down_words(&self) -> String {
+        match &self.down {
+            DirCapacity::Rate(r) => format!("fixed {} Mbit/s", r / 1_000_000),
+            DirCapacity::Trace { .. } => format!("trace {}", self.name),
+            DirCapacity::Schedule {
+                schedule,
+                loop_s,
+                what,
+            } => {
+                let p = period_ns(schedule, (loop_s * 1e9) as u64);
+                let ps = schedule.points();
+                match ps {
+                    [a, b, ..]
+                        if !a.ramp
+                            && !b.ramp
+                            && b.at.as_nanos() * 2 == p
+                            && p % 2_000_000_000 == 0 =>
+                    {
+                        format!(
+                            "{}/{} Mbit/s every {} s",
+                            (a.rate * 8.0) as u64 / 1_000_000,
+                            (b.rate * 8.0) as u64 / 1_000_000,
+                            p / 2_000_000_000
+                        )
+                    }
+                    _ => format!("schedule {what}"),
+                }
+            }
+        }
+    }
+
+    /// `purple linkem`'s capacity, delay and buffer options for this link, and the trace files
+    /// they name with the text to write there first: a direction's trace goes to `up_trace` or
+    /// `down_trace`. In order: the up capacity, the down capacity, the delay, the buffer. Fails
+    /// for a schedule [`mahimahi_of`] cannot write (a link file's is checked by
+    /// [`Link::from_desc`] already).
+    #[allow(clippy::type_complexity)]
+    pub fn linkem_args(
+        &self,
+        up_trace: &Path,
+        down_trace: &Path,
+    ) -> Result<(Vec<String>, Vec<(PathBuf, String)>), String> {
+        let mut args = Vec::new();
+        let mut files = Vec::new();
+        for (c, flag, path) in [
+            (&self.up, "up", up_trace),
+            (&self.down, "down", down_trace),
+        ] {
+            let text = match c {
+                DirCapacity::Rate(r) => {
+                    args.extend([format!("--{flag}"), format!("{}kbit", r / 1000)]);
+                    continue;
+                }
+                DirCapacity::Trace { text, .. } => text.to_string(),
+                DirCapacity::Schedule {
+                    schedule, loop_s, ..
+                } => mahimahi_of(schedule, *loop_s)?,
+            };
+            args.extend([
+                format!("--{flag}-trace"),
+                path.display().to_string(),
+            ]);
+            files.push((path.to_path_buf(), text));
+        }
+        if self.up_delay_ms == self.down_delay_ms {
+            args.extend(["--delay-ms".into(), self.up_delay_ms.to_string()]);
+        } else {
+            args.extend([
+                "--up-delay-ms".into(),
+                self.up_delay_ms.to_string(),
+                "--down-delay-ms".into(),
+                self.down_delay_ms.to_string(),
+            ]);
+        }
+        args.extend([
+            "--buffer-packets".into(),
+            self.buffer_packets.to_string(),
+        ]);
+        Ok((args, files))
+    }
+}
+
+/// The bit rate of every 100 ms of a Mahimahi trace (a line per 1500-byte delivery
+/// opportunity, at its millisecond offset). Empty for a trace with no lines.
+pub fn trace_bins(text: &str) -> Vec<u64> {
+    let mut bins: Vec<u64> = Vec::new();
+    for ms in text.lines().filter_map(|l| l.trim().parse::<u64>().ok()) {
+        let b = (ms / TRACE_BIN_MS) as usize;
+        if bins.len() <= b {
+            bins.resize(b + 1, 0);
+        }
+        bins[b] += 1500 * 8 * (1000 / TRACE_BIN_MS);
+    }
+    bins
+}
+
+/// The shortest period (ns) of `s` over `[0, loop_ns)`: the first point time `p` (a step at
+/// 0 and `p` dividing `loop_ns`) such that the points of every later `p` repeat the first
+/// one's exactly; `loop_ns` if none.
+fn period_ns(s: &RateSchedule, loop_ns: u64) -> u64 {
+    let ps: Vec<&RatePoint> = s
+        .points()
+        .iter()
+        .filter(|p| p.at.as_nanos() < loop_ns)
+        .collect();
+    if ps.first().is_none_or(|p| p.at.as_nanos() != 0 || p.ramp) {
+        return loop_ns;
+    }
+    for c in ps.iter().skip(1) {
+        let p = c.at.as_nanos();
+        if p == 0 || loop_ns % p != 0 {
+            continue;
+        }
+        let cycle: Vec<&&RatePoint> = ps.iter().take_while(|q| q.at.as_nanos() < p).collect();
+        let repeats = ps.len() % cycle.len() == 0
+            && ps.chunks(cycle.len()).enumerate().all(|(j, chunk)| {
+                chunk.iter().zip(&cycle).all(|(q, first)| {
+                    q.at.as_nanos() == first.at.as_nanos() + j as u64 * p
+                        && q.rate == first.rate
+                        && q.ramp == first.ramp
+                })
+            })
+            && ps.len() / cycle.len() == (loop_ns / p) as usize;
+        if repeats {
+            return p;
+        }
+    }
+    loop_ns
+}
+
+/// `s` over `[0, loop_s)` as a mahimahi trace, as the lab has always written its radio's steps:
+/// every millisecond adds its share of the rate in force at its start (bits / 12000 per ms, a
+/// 1500-byte opportunity each) to an accumulator emptied at every point of the schedule, and
+/// each whole opportunity is a line at the end of that millisecond. A schedule repeating itself
+/// within the loop (the radio's alternating steps) is written as its shortest period, which the
+/// emulator loops the same way. Fails when no opportunity is left or the rendering ends more
+/// than a second before the loop does (a trace loops at its last line, so a trailing outage
+/// would be lost).
+pub fn mahimahi_of(s: &RateSchedule, loop_s: f64) -> Result<String, String> {
+    if !(loop_s.is_finite() && loop_s >= 0.001) {
+        return Err(format!("a loop of {loop_s} s"));
+    }
+    let loop_ns = (loop_s * 1e9).round() as u64;
+    let period_ms = period_ns(s, loop_ns) / 1_000_000;
+    let resets: Vec<u64> = s
+        .points()
+        .iter()
+        .map(|p| p.at.as_nanos() / 1_000_000)
+        .collect();
+    let mut out = String::new();
+    let mut last = 0;
+    let mut acc = 0.0;
+    let mut next = 0;
+    for ms in 0..period_ms {
+        while next < resets.len() && resets[next] <= ms {
+            if resets[next] == ms {
+                acc = 0.0;
+            }
+            next += 1;
+        }
+        let rate_bits = s.rate_at(Instant::from_millis(ms)) * 8.0;
+        acc += rate_bits / (1500.0 * 8.0 * 1000.0);
+        while acc >= 1.0 {
+            out += &format!("{}\n", ms + 1);
+            last = ms + 1;
+            acc -= 1.0;
+        }
+    }
+    if out.is_empty() {
+        return Err("the schedule gives no capacity to write as a mahimahi trace".into());
+    }
+    if period_ms - last > 1000 {
+        return Err(format!(
+            "the schedule ends in {} ms without capacity, which a looping mahimahi trace \
+             cannot keep (it loops at its last opportunity)",
+            period_ms - last
+        ));
+    }
+    Ok(out)
+}
+
+/// How the lab wrote the radio's and starlink's two alternating steps before links were
+/// described by files (crates/lab/src/testbed.rs `write_steps_trace`): the reference the
+/// schedule's rendering must reproduce byte for byte.
+#[cfg(test)]
+pub(crate) fn legacy_steps_trace(rates: [u64; 2], period_s: u64) -> String {
+        let mut out = String::new();
+        let mut t0 = 0u64;
+        for r in rates {
+            let per_ms = r as f64 / (1500.0 * 8.0 * 1000.0);
+            let mut acc = 0.0;
+            for ms in 0..period_s * 1000 {
+                acc += per_ms;
+                while acc >= 1.0 {
+                    out += &format!("{}\n", t0 + ms + 1);
+                    acc -= 1.0;
+                }
+            }
+            t0 += period_s * 1000;
+        }
+        out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schedule(text: &str) -> RateSchedule {
+        RateSchedule::parse(text).expect("schedule")
+    }
+
+    #[test]
+    fn alternating_steps_render_as_the_legacy_trace_of_one_period() {
+        // Over one period, and over six: the repeating schedule is written as one period.
+        let one = schedule("0 step 130mbit\n5 step 80mbit\n");
+        assert_eq!(
+            mahimahi_of(&one, 10.0).expect("renders"),
+            legacy_steps_trace([130_000_000, 80_000_000], 5)
+        );
+        let six: String = (0..12)
+            .map(|k| format!("{} step {}mbit\n", 5 * k, [130, 80][k % 2]))
+            .collect();
+        let six = schedule(&six);
+        assert_eq!(
+            mahimahi_of(&six, 60.0).expect("renders"),
+            legacy_steps_trace([130_000_000, 80_000_000], 5)
+        );
+        assert_eq!(period_ns(&six, 60_000_000_000), 10_000_000_000);
+        // Odd rates too (accumulator rounding), and starlink's.
+        assert_eq!(
+            mahimahi_of(&schedule("0 step 7.3mbit\n3 step 1.1mbit\n"), 6.0).expect("renders"),
+            legacy_steps_trace([7_300_000, 1_100_000], 3)
+        );
+        assert_eq!(
+            mahimahi_of(&schedule("0 step 150mbit\n8 step 60mbit\n"), 16.0).expect("renders"),
+            legacy_steps_trace([150_000_000, 60_000_000], 8)
+        );
+    }
+
+    #[test]
+    fn a_schedule_that_does_not_repeat_is_written_over_its_whole_loop() {
+        // 12 Mbit/s is one opportunity per ms; 6 Mbit/s one per 2 ms.
+        let s = schedule("0 step 12mbit\n1 step 6mbit\n");
+        let text = mahimahi_of(&s, 3.0).expect("renders");
+        let ms: Vec<u64> = text.lines().map(|l| l.parse().expect("ms")).collect();
+        assert_eq!(ms.len(), 1000 + 1000);
+        assert_eq!(ms[..3], [1, 2, 3]);
+        assert_eq!(ms[1000..1003], [1002, 1004, 1006]);
+        assert_eq!(ms.last(), Some(&3000));
+        // A ramp: from 0 to 24 Mbit/s over 1 s, 12 Mbit/s on average.
+        let r = schedule("0 ramp 0bit\n1 step 24mbit\n");
+        let n = mahimahi_of(&r, 1.5).expect("renders").lines().count();
+        assert!((998..=1001).contains(&(n - 1000)), "{n}");
+        // Nothing to write, or an outage at the end, is refused.
+        assert!(mahimahi_of(&schedule("0 step 0bit\n"), 5.0).is_err());
+        let e = mahimahi_of(&schedule("0 step 12mbit\n2 step 0bit\n"), 5.0).expect_err("outage");
+        assert!(e.contains("3000 ms without capacity"), "{e}");
+    }
+
+    #[test]
+    fn a_link_file_becomes_linkem_options() {
+        let files = |name: &str| match name {
+            "d.txt" => Ok("0 step 20mbit\n2 step 10mbit\n".to_string()),
+            "u.trace" => Ok("1\n2\n3\n".to_string()),
+            _ => Err(sim::ScenarioError(format!("{name}: no such file"))),
+        };
+        let d = LinkDesc::parse(
+            Path::new("x/two.toml"),
+            "duration_s = 4\nbuffer_packets = 250\n[down]\nschedule = \"d.txt\"\ndelay_ms = \
+             7.5\n[up]\ntrace = \"u.trace\"\n",
+            &files,
+        )
+        .expect("parses");
+        let l = Link::from_desc(&d, 1.0).expect("plays");
+        assert_eq!((l.up_delay_ms, l.down_delay_ms), (1.0, 7.5));
+        assert_eq!(l.delay_words(), "1 ms up, 7.5 ms down");
+        assert_eq!(l.down_words(), "20/10 Mbit/s every 2 s");
+        assert_eq!(l.down.span(), (10_000_000, 20_000_000));
+        assert_eq!((l.down.at(1.0), l.down.at(3.0), l.down.at(5.0)), (20_000_000, 10_000_000, 20_000_000));
+        let (args, files) = l
+            .linkem_args(Path::new("/t/up"), Path::new("/t/down"))
+            .expect("writes");
+        assert_eq!(
+            args,
+            [
+                "--up-trace",
+                "/t/up",
+                "--down-trace",
+                "/t/down",
+                "--up-delay-ms",
+                "1",
+                "--down-delay-ms",
+                "7.5",
+                "--buffer-packets",
+                "250"
+            ]
+        );
+        assert_eq!(files[0], (PathBuf::from("/t/up"), "1\n2\n3\n".to_string()));
+        assert_eq!(
+            files[1].1,
+            legacy_steps_trace([20_000_000, 10_000_000], 2)
+        );
+        // A fixed link is two rates.
+        let (args, files) = Link::fixed(3_000_000, 20_000_000, 45.0)
+            .linkem_args(Path::new("/t/up"), Path::new("/t/down"))
+            .expect("writes");
+        assert_eq!(
+            args.join(" "),
+            "--up 3000kbit --down 20000kbit --delay-ms 45 --buffer-packets 1000"
+        );
+        assert!(files.is_empty());
+        // A schedule the emulator cannot loop names the file and the direction.
+        let d = LinkDesc::parse(
+            Path::new("x/out.toml"),
+            "duration_s = 10\n[down]\nschedule = \"d2.txt\"\n[up]\nrate = \"1mbit\"\n",
+            &|_: &str| Ok("0 step 10mbit\n1 step 0bit\n".to_string()),
+        )
+        .expect("parses");
+        let e = Link::from_desc(&d, 1.0).expect_err("outage").to_string();
+        assert!(e.starts_with("x/out.toml: [down]: the schedule ends in 9000 ms"), "{e}");
+    }
+}

@@ -1,0 +1,420 @@
+//! A variable link described once for every backend: the link file (`purple demo --link
+//! FILE.toml`, `purple demo --matrix --link`, `purple lab run --link`, `purple demo --lab
+//! --link`; docs/scenarios.md):
+//!
+//! ```toml
+//! name = "my-lte"          # optional (default: the file's stem)
+//! duration_s = 60.0        # optional (default 60)
+//! buffer_packets = 300     # the radio's droptail buffer, both directions (default 300)
+//!
+//! [down]
+//! trace = "my-lte.down"    # a mahimahi file; or `rate = "100mbit"`, or
+//! delay_ms = 10.0          #   `schedule = "down.txt"` (step/ramp); delay: the radio hop's
+//!                          #   one-way propagation (default: the backend's)
+//! [up]
+//! rate = "20mbit"
+//! ```
+//!
+//! Relative paths resolve against the TOML file's directory. [`LinkDesc::read`] checks the file
+//! and reads its capacities; each backend builds its own run from the [`LinkDesc`] (section C's
+//! closed loop: `experiments::c::link::from_file`; the namespace lab:
+//! `lab::scenario::Scenario::for_link`). [`derived_rates`] is the one rule both take a link's
+//! shaper rates and controller range from.
+
+use crate::scenario::{link_capacity_read, ScenarioError};
+use qdisc::link::Capacity;
+use qdisc::{quantile, Duration, Instant};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The radio buffer of a link unless given (as the built-in recorded traces).
+pub const DEFAULT_BUFFER_PACKETS: u32 = 300;
+/// Seconds of a link unless given.
+pub const DEFAULT_SECS: f64 = 60.0;
+
+/// Why a link could not be built.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LinkError {
+    /// A file could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The system's reason.
+        reason: String,
+    },
+    /// A trace or schedule file is malformed; the message names the file and the line.
+    Capacity(String),
+    /// The TOML file is malformed (the message names the key or line).
+    Toml {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An option's value is out of range.
+    Option {
+        /// The option (`--seconds`, `buffer_packets`, ...).
+        option: &'static str,
+        /// The value given.
+        value: String,
+        /// What is accepted.
+        accepted: String,
+    },
+}
+
+impl std::fmt::Display for LinkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkError::Read { path, reason } => write!(f, "{}: {reason}", path.display()),
+            LinkError::Capacity(m) => f.write_str(m),
+            LinkError::Toml { path, reason } => write!(f, "{}: {reason}", path.display()),
+            LinkError::Option {
+                option,
+                value,
+                accepted,
+            } => write!(f, "{option} {value}: accepted {accepted}"),
+        }
+    }
+}
+
+impl std::error::Error for LinkError {}
+
+/// One direction of a link file: exactly one of `rate`, `trace`, `schedule` (as a simulator
+/// `[[link]]`), and the radio hop's one-way delay.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectionSpec {
+    /// Fixed rate in tc syntax (`20mbit`).
+    pub rate: Option<String>,
+    /// Mahimahi trace file.
+    pub trace: Option<String>,
+    /// Step/ramp schedule file.
+    pub schedule: Option<String>,
+    /// One-way propagation delay of the radio hop, ms (default: the backend's).
+    pub delay_ms: Option<f64>,
+}
+
+/// A link file as written (see the module docs).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkFile {
+    /// Name in outputs.
+    pub name: Option<String>,
+    /// Seconds of the link.
+    pub duration_s: Option<f64>,
+    /// The radio's droptail buffer in packets.
+    pub buffer_packets: Option<u32>,
+    /// Towards the client.
+    pub down: DirectionSpec,
+    /// From the client.
+    pub up: DirectionSpec,
+}
+
+/// One direction of a checked link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DirectionDesc {
+    /// What the file gave, in its words: the rate (`50mbit`) or the file's name as written.
+    pub what: String,
+    /// The capacity (a `rate` or `schedule` as given, not sampled).
+    pub capacity: Capacity,
+    /// The trace's or schedule's text (`None` for a rate).
+    pub text: Option<String>,
+    /// The radio hop's one-way delay, if the file gives one (checked: 0 ..= 10 s).
+    pub delay: Option<Duration>,
+}
+
+/// A checked link file: what every backend builds its run from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkDesc {
+    /// The file (in messages and descriptions).
+    pub path: PathBuf,
+    /// Its name: the `name` key, else the file's stem.
+    pub name: String,
+    /// `duration_s` as given (checked by [`LinkDesc::secs`], which a command-line override
+    /// replaces).
+    pub duration_s: Option<f64>,
+    /// The droptail buffer, packets (default [`DEFAULT_BUFFER_PACKETS`]; checked 1 ..= 100000).
+    pub buffer_packets: u32,
+    /// Towards the client.
+    pub down: DirectionDesc,
+    /// From the client.
+    pub up: DirectionDesc,
+}
+
+/// `secs` if in 1 ..= 3600, else the error naming `option`.
+pub fn check_secs(secs: f64, option: &'static str) -> Result<f64, LinkError> {
+    if (1.0..=3600.0).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(LinkError::Option {
+            option,
+            value: secs.to_string(),
+            accepted: "1 ..= 3600 seconds".into(),
+        })
+    }
+}
+
+/// `n` if in 1 ..= 100000 packets, else the error naming `option`.
+pub fn check_buffer(n: u32, option: &'static str) -> Result<u32, LinkError> {
+    if (1..=100_000).contains(&n) {
+        Ok(n)
+    } else {
+        Err(LinkError::Option {
+            option,
+            value: n.to_string(),
+            accepted: "1 ..= 100000 packets".into(),
+        })
+    }
+}
+
+fn delay(ms: f64, option: &'static str) -> Result<Duration, LinkError> {
+    if ms.is_finite() && (0.0..=10_000.0).contains(&ms) {
+        Ok(Duration::from_secs_f64(ms / 1e3))
+    } else {
+        Err(LinkError::Option {
+            option,
+            value: ms.to_string(),
+            accepted: "0 ..= 10000 ms".into(),
+        })
+    }
+}
+
+impl LinkDesc {
+    /// Reads and checks the link file at `path` (its trace and schedule files relative to its
+    /// directory). Errors name the file and the key, option or line.
+    pub fn read(path: &Path) -> Result<LinkDesc, LinkError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LinkError::Read {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        LinkDesc::parse(path, &text, &|t: &str| {
+            let p = dir.join(t);
+            std::fs::read_to_string(&p)
+                .map_err(|e| ScenarioError(format!("{}: {e}", p.display())))
+        })
+    }
+
+    /// Checks the link file `text` (named `path` in messages), reading its trace and schedule
+    /// files with `read` (given the key's value, the file's text or an error naming it): for
+    /// a link compiled in, whose files are compiled in too.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        read: &dyn Fn(&str) -> Result<String, ScenarioError>,
+    ) -> Result<LinkDesc, LinkError> {
+        let f: LinkFile = toml::from_str(text).map_err(|e| LinkError::Toml {
+            path: path.to_path_buf(),
+            reason: e.to_string().trim_end().to_string(),
+        })?;
+        let buffer_packets = check_buffer(
+            f.buffer_packets.unwrap_or(DEFAULT_BUFFER_PACKETS),
+            "buffer_packets",
+        )?;
+        let dir = |d: &DirectionSpec, which: &str, delay_key: &'static str| {
+            let (capacity, text) = link_capacity_read(
+                d.rate.as_deref(),
+                d.trace.as_deref(),
+                d.schedule.as_deref(),
+                read,
+            )
+            .map_err(|e| LinkError::Capacity(format!("{}: [{which}]: {e}", path.display())))?;
+            let what = match (&d.rate, &d.trace, &d.schedule) {
+                (Some(r), _, _) => r.clone(),
+                (_, Some(t), _) => t.clone(),
+                (_, _, Some(s)) => s.clone(),
+                _ => String::new(),
+            };
+            Ok(DirectionDesc {
+                what,
+                capacity,
+                text,
+                delay: d.delay_ms.map(|x| delay(x, delay_key)).transpose()?,
+            })
+        };
+        let down = dir(&f.down, "down", "[down] delay_ms")?;
+        let up = dir(&f.up, "up", "[up] delay_ms")?;
+        let name = f.name.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map_or("user-link".into(), |s| s.to_string_lossy().into_owned())
+        });
+        Ok(LinkDesc {
+            path: path.to_path_buf(),
+            name,
+            duration_s: f.duration_s,
+            buffer_packets,
+            down,
+            up,
+        })
+    }
+
+    /// The link's seconds: `over` (a command line's `--seconds`) if given, else `duration_s`
+    /// (default [`DEFAULT_SECS`]); 1 ..= 3600, the error naming whichever was out of range.
+    pub fn secs(&self, over: Option<f64>) -> Result<f64, LinkError> {
+        match over {
+            Some(s) => check_secs(s, "--seconds"),
+            None => check_secs(self.duration_s.unwrap_or(DEFAULT_SECS), "duration_s"),
+        }
+    }
+}
+
+/// The mean capacity of every whole second in `[0, secs)` (at least one), Mbit/s, as section C
+/// reads a link over `secs` seconds (its `SlotCapacity::rates_per_second` after `sampled`,
+/// which a test of experiments holds equal): a rate or schedule sampled at the start of every
+/// 50 ms (at least 1 byte/s, whole bytes/s), a trace's opportunities in the second.
+pub fn per_second_mbit(c: &Capacity, secs: f64) -> Vec<f64> {
+    const SLOT: Duration = Duration::from_millis(50);
+    (0..secs.floor().max(1.0) as u64)
+        .map(|k| {
+            let from = Instant::from_secs(k);
+            match c {
+                Capacity::Trace(_) | Capacity::Unlimited => {
+                    c.rate_in(from, Duration::from_secs(1))
+                        .map_or(u64::MAX, |r| r as u64) as f64
+                        * 8e-6
+                }
+                Capacity::Rate(r) => (*r).max(1) as f64 * 8e-6,
+                Capacity::Schedule(s) => {
+                    let to = Instant::from_secs(k + 1);
+                    let mut t = from;
+                    let (mut sum, mut n) = (0.0, 0u64);
+                    while t < to {
+                        sum += s.rate_at(t).max(1.0) as u64 as f64;
+                        n += 1;
+                        t += SLOT;
+                    }
+                    sum / n as f64 * 8e-6
+                }
+            }
+        })
+        .collect()
+}
+
+/// A link's shaper rates and controller range, derived from its per-second capacities
+/// ([`derived_rates`]), Mbit/s.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DerivedRates {
+    /// The controllers' lowest rate: a tenth of the mean (at least 0.1, at most half of `hi`).
+    pub lo: f64,
+    /// The controllers' highest rate: 1.2 × the 90th percentile (at least 0.2).
+    pub hi: f64,
+    /// The median per-second capacity, to 0.1 (at least 0.1): the "safe" static rate.
+    pub p50: f64,
+    /// The 90th percentile, to 0.1 (at least 0.1): the "fast" static rate.
+    pub p90: f64,
+}
+
+fn percentile(v: &[f64], p: f64) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    s.sort_by(f64::total_cmp);
+    quantile::rounded_rank(&s, p).unwrap_or(f64::NAN)
+}
+
+/// The one rule a variable link's static shaper rates and controller range come from, given
+/// its per-second capacities ([`per_second_mbit`]): section C's `Scenario::for_link` and the
+/// lab's link scenarios.
+pub fn derived_rates(per_second_mbit: &[f64]) -> DerivedRates {
+    let r = per_second_mbit;
+    let mean = r.iter().sum::<f64>() / r.len().max(1) as f64;
+    let (p50, p90) = (percentile(r, 0.5), percentile(r, 0.9));
+    let round = |x: f64| (x * 10.0).round() / 10.0;
+    let hi = (1.2 * p90).max(0.2);
+    let lo = (0.1 * mean).clamp(0.1, hi / 2.0);
+    DerivedRates {
+        lo,
+        hi,
+        p50: round(p50).max(0.1),
+        p90: round(p90).max(0.1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RADIO: &str = include_str!("../../../scenarios/links/lab-radio.toml");
+    const RADIO_DOWN: &str = include_str!("../../../scenarios/links/lab-radio.down");
+
+    fn files(name: &str) -> Result<String, ScenarioError> {
+        match name {
+            "lab-radio.down" => Ok(RADIO_DOWN.to_string()),
+            "two.down" => Ok("0 step 20mbit\n3 step 10mbit\n".to_string()),
+            _ => Err(ScenarioError(format!("{name}: no such file"))),
+        }
+    }
+
+    #[test]
+    fn the_lab_radio_file_reads_as_the_lab_radio() {
+        let d = LinkDesc::parse(Path::new("lab-radio.toml"), RADIO, &files).expect("parses");
+        assert_eq!(d.name, "lab-radio");
+        assert_eq!(d.buffer_packets, 1000);
+        assert_eq!(d.secs(None), Ok(60.0));
+        assert_eq!(d.secs(Some(20.0)), Ok(20.0));
+        assert_eq!(d.up.capacity, Capacity::Rate(6_250_000));
+        assert_eq!(d.up.text, None);
+        assert_eq!(d.down.what, "lab-radio.down");
+        assert_eq!(d.down.text.as_deref(), Some(RADIO_DOWN));
+        let Capacity::Schedule(s) = &d.down.capacity else {
+            panic!("{:?}", d.down.capacity)
+        };
+        assert_eq!(s.rate_at(Instant::from_secs(2)), 16_250_000.0);
+        assert_eq!(s.rate_at(Instant::from_secs(7)), 10_000_000.0);
+        for dir in [&d.down, &d.up] {
+            assert_eq!(dir.delay, Some(Duration::from_millis(5)));
+        }
+        // Its per-second capacity alternates 130/80 every 5 s: median 80 (rounded rank), 90th
+        // percentile 130, a tenth of the mean 105 at the bottom.
+        let r = per_second_mbit(&d.down.capacity, 60.0);
+        assert_eq!(r.len(), 60);
+        assert!((r[0] - 130.0).abs() < 1e-9 && (r[5] - 80.0).abs() < 1e-9, "{r:?}");
+        let k = derived_rates(&r);
+        assert!((k.hi - 156.0).abs() < 1e-9 && (k.lo - 10.5).abs() < 1e-9, "{k:?}");
+        assert_eq!(k.p90, 130.0);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key_option_or_line() {
+        let p = Path::new("my.toml");
+        let e = |text: &str| {
+            LinkDesc::parse(p, text, &files)
+                .expect_err(text)
+                .to_string()
+        };
+        let m = e("[down]\nrate = \"10mbit\"\n[up]\nrate = \"x\"\n");
+        assert!(m.starts_with("my.toml: [up]: bad rate \"x\""), "{m}");
+        let m = e("[down]\nschedule = \"nope.down\"\n[up]\nrate = \"1mbit\"\n");
+        assert_eq!(m, "my.toml: [down]: nope.down: no such file");
+        let m = e("[down]\nrate = \"1mbit\"\ntrace = \"two.down\"\n[up]\nrate = \"1mbit\"\n");
+        assert_eq!(
+            m,
+            "my.toml: [down]: give exactly one of rate, trace, schedule"
+        );
+        // A schedule given as a trace names the file and its line.
+        let m = e("[down]\ntrace = \"two.down\"\n[up]\nrate = \"1mbit\"\n");
+        assert!(m.starts_with("my.toml: [down]: two.down: line 1"), "{m}");
+        let m = e("buffer_packets = 0\n[down]\nrate = \"1mbit\"\n[up]\nrate = \"1mbit\"\n");
+        assert_eq!(m, "buffer_packets 0: accepted 1 ..= 100000 packets");
+        let m = e("[down]\nrate = \"1mbit\"\ndelay_ms = -1.0\n[up]\nrate = \"1mbit\"\n");
+        assert_eq!(m, "[down] delay_ms -1: accepted 0 ..= 10000 ms");
+        let m = e("[down]\nrate = \"1mbit\"\nspeed = 3\n[up]\nrate = \"1mbit\"\n");
+        assert!(m.starts_with("my.toml: TOML parse error at line 3"), "{m}");
+        assert!(m.contains("speed"), "{m}");
+        let d = LinkDesc::parse(
+            p,
+            "duration_s = 0.5\n[down]\nschedule = \"two.down\"\n[up]\nrate = \"2mbit\"\n",
+            &files,
+        )
+        .expect("parses");
+        assert_eq!(d.name, "my");
+        assert_eq!(d.buffer_packets, DEFAULT_BUFFER_PACKETS);
+        assert_eq!((d.down.delay, d.up.delay), (None, None));
+        assert_eq!(
+            d.secs(None).expect_err("0.5 s").to_string(),
+            "duration_s 0.5: accepted 1 ..= 3600 seconds"
+        );
+        assert_eq!(
+            d.secs(Some(5000.0)).expect_err("5000 s").to_string(),
+            "--seconds 5000: accepted 1 ..= 3600 seconds"
+        );
+    }
+}
