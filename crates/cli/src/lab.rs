@@ -71,8 +71,33 @@ fn pick(s: &Scenario, q: Option<&str>) -> Result<Vec<Contender>, String> {
     }
 }
 
-/// Runs `purple lab run NAME`; returns what to print.
-pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
+/// What `purple lab run` runs.
+#[derive(Debug)]
+pub enum Which {
+    /// A built-in scenario by name (`purple lab list`).
+    Name(String),
+    /// The radio's test and contenders on the link a link file describes (`--link FILE`).
+    Link(PathBuf),
+}
+
+/// The scenario `which` names, built for `seconds` of load (`None`: its full length).
+fn scenario_of(which: &Which, seconds: Option<f64>) -> Result<Scenario, String> {
+    match which {
+        Which::Name(name) => scenario::find(name)
+            .ok_or_else(|| format!("unknown lab scenario {name:?} (see `purple lab list`)")),
+        Which::Link(file) => {
+            let d = sim::link_file::LinkDesc::read(file).map_err(|e| e.to_string())?;
+            Scenario::for_link(&d, seconds).map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// Runs `purple lab run NAME` or `purple lab run --link FILE`; returns what to print.
+pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
+    let name = match which {
+        Which::Name(n) => n.as_str(),
+        Which::Link(_) => "",
+    };
     // `radio --kernel --qdisc purple|cake-autorate`: the daemon driving kernel CAKE in the
     // reference kernel (lab::kernel_control), against static kernel CAKE.
     if o.kernel && !o.guest && name == "radio" {
@@ -82,8 +107,10 @@ pub fn run(name: &str, o: &LabCmdOpts) -> Result<String, String> {
             }
         }
     }
-    let scn = scenario::find(name)
-        .ok_or_else(|| format!("unknown lab scenario {name:?} (see `purple lab list`)"))?;
+    if o.kernel && matches!(which, Which::Link(_)) {
+        return Err("--kernel runs the built-in scenarios only, not --link".into());
+    }
+    let scn = scenario_of(which, o.seconds)?;
     let mut contenders = pick(&scn, o.qdisc.as_deref())?;
     let checkout = match &o.cake_autorate {
         None => None,
@@ -340,7 +367,7 @@ fn kernel_text(scn: &Scenario, k: &Value) -> String {
             } else {
                 udp.join(" / ")
             },
-            scenario::seed_figure(scn.name, c, test).into(),
+            scenario::seed_figure(&scn.name, c, test).into(),
         ]);
     }
     format!(
@@ -466,7 +493,7 @@ fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&experiments:
             } else {
                 udp.join(" / ")
             },
-            scenario::seed_figure(scn.name, &r.contender, &r.test).into(),
+            scenario::seed_figure(&scn.name, &r.contender, &r.test).into(),
         ]);
     }
     out += &t.to_text();

@@ -195,9 +195,10 @@ struct DemoArgs {
     /// Run the comparison in the namespace lab instead (real kernel TCP through our bridge,
     /// `purple linkem`, `purple reflector` and `purple control`; root needed). --scenario then
     /// names a lab scenario with a link emulator: radio (default) or starlink (the passive
-    /// delay signal's). Files go into DIR/lab/; --seconds is seconds of load per contender
-    /// (default 30).
-    #[arg(long, conflicts_with_all = ["matrix", "down_trace", "link"])]
+    /// delay signal's); or --link FILE.toml runs the radio's contenders on your link (as
+    /// `purple lab run --link`). Files go into DIR/lab/; --seconds is seconds of load per
+    /// contender (default 30).
+    #[arg(long, conflicts_with_all = ["matrix", "down_trace"])]
     lab: bool,
     /// Deploy the link as a home router deploys CAKE and `purple control`: the download
     /// shaped at the router after the radio, every controller's throughput read from CAKE's
@@ -247,7 +248,14 @@ enum LabCommand {
     /// Run a scenario in network namespaces and report it beside the simulator and the seed.
     Run {
         /// Scenario name (`purple lab list`).
-        scenario: String,
+        #[arg(required_unless_present = "link", conflicts_with = "link")]
+        scenario: Option<String>,
+        /// Your own link as a link file (the simulator's: `[down]` and `[up]` each with
+        /// `trace`, `rate` or `schedule` and `delay_ms`; `duration_s`, `buffer_packets`;
+        /// docs/lab.md): the radio's contenders on it, behind `purple linkem`, with static
+        /// CAKE and the daemons' range derived from it as `purple demo --link` does.
+        #[arg(long, value_name = "FILE.toml")]
+        link: Option<std::path::PathBuf>,
         /// Seconds of load per test (default: the seed's length).
         #[arg(long)]
         seconds: Option<f64>,
@@ -541,6 +549,7 @@ fn main() {
             out: (!a.no_out).then(|| a.out.join("lab")),
             kernel: a.kernel,
             scenario: a.scenario.clone(),
+            link: a.link.clone(),
             faults: a.fault.clone(),
         }) {
             Ok(out) => print!("{out}"),
@@ -752,6 +761,7 @@ fn main() {
         Command::Lab(LabCommand::List) => print!("{}", lab::list()),
         Command::Lab(LabCommand::Run {
             scenario,
+            link,
             seconds,
             json,
             out,
@@ -777,7 +787,12 @@ fn main() {
                 quiet,
                 faults: fault,
             };
-            match lab::run(&scenario, &o) {
+            let which = match (scenario, link) {
+                (_, Some(f)) => lab::Which::Link(f),
+                (Some(n), None) => lab::Which::Name(n),
+                (None, None) => lab::Which::Name(String::new()),
+            };
+            match lab::run(&which, &o) {
                 Ok(out) => print!("{out}"),
                 Err(e) => {
                     eprintln!("error: {e}");

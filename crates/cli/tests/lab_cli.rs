@@ -27,6 +27,64 @@ fn lab_list_names_the_three_scenarios() {
     }
 }
 
+/// A link file the lab cannot read is refused before any namespace exists, naming the file and
+/// the option or line; `--link` and a scenario name exclude each other, and `--kernel` runs
+/// built-in scenarios only.
+fn lab_run_link_errors_name_the_file_and_the_option() {
+    let dir = std::env::temp_dir().join(format!("purple-lab-link-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_purple"))
+            .args(["lab", "run"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let cases = [
+        (
+            "buffer_packets = 0\n[down]\nrate = \"10mbit\"\n[up]\nrate = \"2mbit\"\n",
+            format!(
+                "{}: buffer_packets 0: accepted 1 ..= 100000 packets",
+                bad.display()
+            ),
+        ),
+        (
+            "[down]\nschedule = \"missing.down\"\n[up]\nrate = \"2mbit\"\n",
+            format!(
+                "{}: [down]: {}",
+                bad.display(),
+                dir.join("missing.down").display()
+            ),
+        ),
+        (
+            "[down]\nrate = \"10mbit\"\nburst = 3\n[up]\nrate = \"2mbit\"\n",
+            format!("{}: TOML parse error at line 3", bad.display()),
+        ),
+    ];
+    for (text, want) in cases {
+        std::fs::write(&bad, text).unwrap();
+        let (code, err) = run(&["--link", bad.to_str().unwrap(), "--no-sim"]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(&want), "{text:?}: {err}");
+    }
+    std::fs::write(&bad, "[down]\nrate = \"10mbit\"\n[up]\nrate = \"2mbit\"\n").unwrap();
+    let (code, err) = run(&["radio", "--link", bad.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, err) = run(&["--link", bad.to_str().unwrap(), "--kernel"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--kernel runs the built-in scenarios only"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Lab runs are serialised: two at once share 2 cores and starve each other's bridges.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -203,7 +261,7 @@ fn kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake() {
 }
 
 testkit::harness! {
-    [] => { lab_list_names_the_three_scenarios },
+    [] => { lab_list_names_the_three_scenarios, lab_run_link_errors_name_the_file_and_the_option },
     [Netns] => {
         lab_json_has_one_sim_style_summary_per_run_with_our_bridge_stats,
         sigterm_stops_the_run_and_removes_its_namespaces,

@@ -207,6 +207,56 @@ fn the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq
     assert!((0.4..1.05).contains(&share), "share {share:.2}");
 }
 
+/// `purple lab run --link FILE`'s testbed on a small link file: a downlink stepping 40/20
+/// Mbit/s every 3 s, a 10 Mbit/s uplink, 5 ms each way. Unshaped FQ-CoDel carries the link's
+/// capacity, which the emulator steps as the file says. About 10 s.
+fn a_link_file_is_played_by_linkem_and_carried_near_its_capacity() {
+    let dir = std::env::temp_dir().join(format!("purple-lab-link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("two.down"), "0 step 40mbit\n3 step 20mbit\n").unwrap();
+    let file = dir.join("two-step.toml");
+    std::fs::write(
+        &file,
+        "duration_s = 6\nbuffer_packets = 200\n[down]\nschedule = \"two.down\"\ndelay_ms = \
+         5\n[up]\nrate = \"10mbit\"\ndelay_ms = 5\n",
+    )
+    .unwrap();
+    let d = sim::link_file::LinkDesc::read(&file).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = scenario::Scenario::for_link(&d, Some(6.0)).unwrap();
+    assert_eq!(s.link.down_words(), "40/20 Mbit/s every 3 s");
+    assert_eq!(s.link.buffer_packets, 200);
+    let fq = *s.contenders.iter().find(|c| c.short == "fq_codel").unwrap();
+    let test = s.tests[0].clone();
+    let opts = LabOpts::new(6.0, stage());
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let r = lab::run_one(&s, &fq, &test, &opts, &mut |_| {}).unwrap();
+    eprintln!(
+        "link file: down {:.1} up {:.1} Mbit/s; UDP induced {:?}; stage {}; warnings {:?}",
+        r.down_mbit,
+        r.up_mbit,
+        r.induced(ProbeId::UDP_BE),
+        r.delay_stage,
+        r.warnings
+    );
+    assert!(r.delay_stage.contains("5 ms each way"), "{}", r.delay_stage);
+    // The emulator's capacity series is the file's: both steps appear during the run.
+    let cap = &r.capacity_down_mbit;
+    assert!(cap.iter().any(|&c| c == 40.0), "{cap:?}");
+    assert!(cap.iter().any(|&c| c == 20.0), "{cap:?}");
+    // Unshaped, the download takes most of the link's capacity and cannot exceed it.
+    let idle = opts.idle_seconds;
+    let row = lab::analysis::demo_row(r, idle, lab::analysis::warm_up_s(6.0)).unwrap();
+    let share = row.share().expect("the emulator's capacity");
+    assert!(
+        (0.6..1.05).contains(&share),
+        "download / capacity {share:.2}"
+    );
+    // The base RTT is the file's 5 ms each way (plus the veths and the bridge).
+    let base = row.run.induced(ProbeId::UDP_BE).unwrap().base_ms;
+    assert!((9.5..14.0).contains(&base), "base RTT {base:.1} ms");
+}
+
 testkit::harness! {
     [Netns] => {
         b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput,
@@ -214,5 +264,6 @@ testkit::harness! {
         a_run_leaves_none_of_its_namespaces_behind,
         with_linkem_the_base_rtt_is_the_scenarios_90_ms,
         the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq_codel,
+        a_link_file_is_played_by_linkem_and_carried_near_its_capacity,
     },
 }

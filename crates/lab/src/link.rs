@@ -13,8 +13,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use sim::link_file::{LinkDesc, LinkError};
 use qdisc::Instant;
+use sim::link_file::{LinkDesc, LinkError};
 use sim::{Capacity as SimCapacity, RatePoint, RateSchedule};
 
 /// Mahimahi trace bin for rates read from a trace: 100 ms.
@@ -90,10 +90,7 @@ impl DirCapacity {
                     let n = ps.iter().take_while(|p| p.at < end).count().max(1);
                     ps[..n].iter().map(bits)
                 };
-                (
-                    rates().min().unwrap_or(0),
-                    rates().max().unwrap_or(0),
-                )
+                (rates().min().unwrap_or(0), rates().max().unwrap_or(0))
             }
             DirCapacity::Trace { bins, .. } => {
                 let per_s = (1000 / TRACE_BIN_MS) as usize;
@@ -171,7 +168,11 @@ impl Link {
     /// A fixed rate each way (bit/s) with `one_way_ms` each way and the built-in buffer.
     pub fn fixed(up_bit_s: u64, down_bit_s: u64, one_way_ms: f64) -> Link {
         Link {
-            name: format!("fixed {}/{} Mbit/s", down_bit_s / 1_000_000, up_bit_s / 1_000_000),
+            name: format!(
+                "fixed {}/{} Mbit/s",
+                down_bit_s / 1_000_000,
+                up_bit_s / 1_000_000
+            ),
             up: DirCapacity::Rate(up_bit_s),
             down: DirCapacity::Rate(down_bit_s),
             up_delay_ms: one_way_ms,
@@ -234,10 +235,7 @@ impl Link {
         if self.up_delay_ms == self.down_delay_ms {
             format!("{} ms each way", self.up_delay_ms)
         } else {
-            format!(
-                "{} ms up, {} ms down",
-                self.up_delay_ms, self.down_delay_ms
-            )
+            format!("{} ms up, {} ms down", self.up_delay_ms, self.down_delay_ms)
         }
     }
 
@@ -287,10 +285,7 @@ impl Link {
     ) -> Result<(Vec<String>, Vec<(PathBuf, String)>), String> {
         let mut args = Vec::new();
         let mut files = Vec::new();
-        for (c, flag, path) in [
-            (&self.up, "up", up_trace),
-            (&self.down, "down", down_trace),
-        ] {
+        for (c, flag, path) in [(&self.up, "up", up_trace), (&self.down, "down", down_trace)] {
             let text = match c {
                 DirCapacity::Rate(r) => {
                     args.extend([format!("--{flag}"), format!("{}kbit", r / 1000)]);
@@ -301,10 +296,7 @@ impl Link {
                     schedule, loop_s, ..
                 } => mahimahi_of(schedule, *loop_s)?,
             };
-            args.extend([
-                format!("--{flag}-trace"),
-                path.display().to_string(),
-            ]);
+            args.extend([format!("--{flag}-trace"), path.display().to_string()]);
             files.push((path.to_path_buf(), text));
         }
         if self.up_delay_ms == self.down_delay_ms {
@@ -317,10 +309,7 @@ impl Link {
                 self.down_delay_ms.to_string(),
             ]);
         }
-        args.extend([
-            "--buffer-packets".into(),
-            self.buffer_packets.to_string(),
-        ]);
+        args.extend(["--buffer-packets".into(), self.buffer_packets.to_string()]);
         Ok((args, files))
     }
 }
@@ -429,21 +418,21 @@ pub fn mahimahi_of(s: &RateSchedule, loop_s: f64) -> Result<String, String> {
 /// schedule's rendering must reproduce byte for byte.
 #[cfg(test)]
 pub(crate) fn legacy_steps_trace(rates: [u64; 2], period_s: u64) -> String {
-        let mut out = String::new();
-        let mut t0 = 0u64;
-        for r in rates {
-            let per_ms = r as f64 / (1500.0 * 8.0 * 1000.0);
-            let mut acc = 0.0;
-            for ms in 0..period_s * 1000 {
-                acc += per_ms;
-                while acc >= 1.0 {
-                    out += &format!("{}\n", t0 + ms + 1);
-                    acc -= 1.0;
-                }
+    let mut out = String::new();
+    let mut t0 = 0u64;
+    for r in rates {
+        let per_ms = r as f64 / (1500.0 * 8.0 * 1000.0);
+        let mut acc = 0.0;
+        for ms in 0..period_s * 1000 {
+            acc += per_ms;
+            while acc >= 1.0 {
+                out += &format!("{}\n", t0 + ms + 1);
+                acc -= 1.0;
             }
-            t0 += period_s * 1000;
         }
-        out
+        t0 += period_s * 1000;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -521,7 +510,10 @@ mod tests {
         assert_eq!(l.delay_words(), "1 ms up, 7.5 ms down");
         assert_eq!(l.down_words(), "20/10 Mbit/s every 2 s");
         assert_eq!(l.down.span(), (10_000_000, 20_000_000));
-        assert_eq!((l.down.at(1.0), l.down.at(3.0), l.down.at(5.0)), (20_000_000, 10_000_000, 20_000_000));
+        assert_eq!(
+            (l.down.at(1.0), l.down.at(3.0), l.down.at(5.0)),
+            (20_000_000, 10_000_000, 20_000_000)
+        );
         let (args, files) = l
             .linkem_args(Path::new("/t/up"), Path::new("/t/down"))
             .expect("writes");
@@ -541,10 +533,7 @@ mod tests {
             ]
         );
         assert_eq!(files[0], (PathBuf::from("/t/up"), "1\n2\n3\n".to_string()));
-        assert_eq!(
-            files[1].1,
-            legacy_steps_trace([20_000_000, 10_000_000], 2)
-        );
+        assert_eq!(files[1].1, legacy_steps_trace([20_000_000, 10_000_000], 2));
         // A fixed link is two rates.
         let (args, files) = Link::fixed(3_000_000, 20_000_000, 45.0)
             .linkem_args(Path::new("/t/up"), Path::new("/t/down"))
@@ -562,6 +551,9 @@ mod tests {
         )
         .expect("parses");
         let e = Link::from_desc(&d, 1.0).expect_err("outage").to_string();
-        assert!(e.starts_with("x/out.toml: [down]: the schedule ends in 9000 ms"), "{e}");
+        assert!(
+            e.starts_with("x/out.toml: [down]: the schedule ends in 9000 ms"),
+            "{e}"
+        );
     }
 }

@@ -221,14 +221,16 @@ const RADIO_DOWN: &str = include_str!("../../../scenarios/links/lab-radio.down")
 
 /// The radio's link, read from the compiled-in `scenarios/links/lab-radio.toml`.
 pub fn radio_link() -> Result<Link, LabLinkError> {
-    let d = LinkDesc::parse(Path::new(RADIO_LINK_PATH), RADIO_LINK, &|name: &str| {
-        match name {
+    let d = LinkDesc::parse(
+        Path::new(RADIO_LINK_PATH),
+        RADIO_LINK,
+        &|name: &str| match name {
             "lab-radio.down" => Ok(RADIO_DOWN.to_string()),
             _ => Err(sim::ScenarioError(format!(
                 "{name}: not compiled in with {RADIO_LINK_PATH}"
             ))),
-        }
-    })?;
+        },
+    )?;
     Link::from_desc(&d, 1.0)
 }
 
@@ -823,7 +825,13 @@ mod tests {
             "the radio's trace text changed"
         );
         // The capacity series and ranges read the same steps: 130 then 80 every 5 s, looping.
-        for (t, bits) in [(0.05, 130), (4.95, 130), (5.05, 80), (9.95, 80), (10.05, 130)] {
+        for (t, bits) in [
+            (0.05, 130),
+            (4.95, 130),
+            (5.05, 80),
+            (9.95, 80),
+            (10.05, 130),
+        ] {
             assert_eq!(radio.link.down.at(t), bits * 1_000_000, "{t}");
             assert_eq!(radio.link.down.at(t + 60.0), bits * 1_000_000, "{t}");
         }
@@ -869,15 +877,24 @@ mod tests {
         assert_eq!(s.full_seconds, 60.0);
         assert_eq!(s.tests, radio.tests);
         let shorts: Vec<&str> = s.contenders.iter().map(|c| c.short).collect();
-        assert_eq!(shorts, ["cake", "fq_codel", "fifo", "purple", "cake-autorate"]);
+        assert_eq!(
+            shorts,
+            ["cake", "fq_codel", "fifo", "purple", "cake-autorate"]
+        );
         // The simulator's rule over 60 s of 130/80: up fixed at 50 (static 50, range 5 to 60,
         // from 36), down static at the median (30 s of each: the rounded rank is 130) and
         // range 10.5 to 156 from 93.6.
         assert_eq!((s.down_bit_s, s.up_bit_s), (130_000_000, 50_000_000));
         let (down, up) = s.control_range();
-        assert!((down.min - 10.5).abs() < 1e-9 && (down.max - 156.0).abs() < 1e-9, "{down:?}");
+        assert!(
+            (down.min - 10.5).abs() < 1e-9 && (down.max - 156.0).abs() < 1e-9,
+            "{down:?}"
+        );
         assert!((down.base - 93.6).abs() < 1e-9, "{down:?}");
-        assert!((up.min - 5.0).abs() < 1e-9 && (up.max - 60.0).abs() < 1e-9, "{up:?}");
+        assert!(
+            (up.min - 5.0).abs() < 1e-9 && (up.max - 60.0).abs() < 1e-9,
+            "{up:?}"
+        );
         assert!(s.title.contains("lab-radio.down"), "{}", s.title);
         // --seconds changes the window the rates come from, not the link.
         let short = Scenario::for_link(&d, Some(5.0)).expect("plays");

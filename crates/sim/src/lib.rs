@@ -62,7 +62,8 @@ pub use metrics::{
 /// A link's capacity: the one type every backend shares ([`qdisc::link`]).
 pub use qdisc::link::Capacity;
 pub use scenario::{
-    link_capacity, link_capacity_read, parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario, ScenarioError,
+    link_capacity, link_capacity_read, parse_qdisc, AppSpec, Built, LinkSpec, NodeSpec, Scenario,
+    ScenarioError,
 };
 pub use sim::{
     tag_sent_at, AppId, Buffer, IcmpPolicy, LinkConfig, LinkId, NodeId, Sim, SimMemory, TapAt,

@@ -51,6 +51,17 @@ pub enum LinkError {
         /// What is wrong.
         reason: String,
     },
+    /// A key's value in a link file is out of range.
+    Key {
+        /// The file.
+        path: PathBuf,
+        /// The key (`buffer_packets`, `duration_s`, `[down] delay_ms`, ...).
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// What is accepted.
+        accepted: String,
+    },
     /// An option's value is out of range.
     Option {
         /// The option (`--seconds`, `buffer_packets`, ...).
@@ -73,11 +84,34 @@ impl std::fmt::Display for LinkError {
                 value,
                 accepted,
             } => write!(f, "{option} {value}: accepted {accepted}"),
+            LinkError::Key {
+                path,
+                key,
+                value,
+                accepted,
+            } => write!(f, "{}: {key} {value}: accepted {accepted}", path.display()),
         }
     }
 }
 
 impl std::error::Error for LinkError {}
+
+/// An out-of-range [`LinkError::Option`] as the key of the file at `path` that gave it.
+fn in_file(path: &Path, e: LinkError) -> LinkError {
+    match e {
+        LinkError::Option {
+            option,
+            value,
+            accepted,
+        } => LinkError::Key {
+            path: path.to_path_buf(),
+            key: option,
+            value,
+            accepted,
+        },
+        e => e,
+    }
+}
 
 /// One direction of a link file: exactly one of `rate`, `trace`, `schedule` (as a simulator
 /// `[[link]]`), and the radio hop's one-way delay.
@@ -190,8 +224,7 @@ impl LinkDesc {
         let dir = path.parent().unwrap_or(Path::new(""));
         LinkDesc::parse(path, &text, &|t: &str| {
             let p = dir.join(t);
-            std::fs::read_to_string(&p)
-                .map_err(|e| ScenarioError(format!("{}: {e}", p.display())))
+            std::fs::read_to_string(&p).map_err(|e| ScenarioError(format!("{}: {e}", p.display())))
         })
     }
 
@@ -210,7 +243,8 @@ impl LinkDesc {
         let buffer_packets = check_buffer(
             f.buffer_packets.unwrap_or(DEFAULT_BUFFER_PACKETS),
             "buffer_packets",
-        )?;
+        )
+        .map_err(|e| in_file(path, e))?;
         let dir = |d: &DirectionSpec, which: &str, delay_key: &'static str| {
             let (capacity, text) = link_capacity_read(
                 d.rate.as_deref(),
@@ -229,7 +263,11 @@ impl LinkDesc {
                 what,
                 capacity,
                 text,
-                delay: d.delay_ms.map(|x| delay(x, delay_key)).transpose()?,
+                delay: d
+                    .delay_ms
+                    .map(|x| delay(x, delay_key))
+                    .transpose()
+                    .map_err(|e| in_file(path, e))?,
             })
         };
         let down = dir(&f.down, "down", "[down] delay_ms")?;
@@ -249,11 +287,13 @@ impl LinkDesc {
     }
 
     /// The link's seconds: `over` (a command line's `--seconds`) if given, else `duration_s`
-    /// (default [`DEFAULT_SECS`]); 1 ..= 3600, the error naming whichever was out of range.
+    /// (default [`DEFAULT_SECS`]); 1 ..= 3600, the error naming whichever was out of range
+    /// (and the file, for `duration_s`).
     pub fn secs(&self, over: Option<f64>) -> Result<f64, LinkError> {
         match over {
             Some(s) => check_secs(s, "--seconds"),
-            None => check_secs(self.duration_s.unwrap_or(DEFAULT_SECS), "duration_s"),
+            None => check_secs(self.duration_s.unwrap_or(DEFAULT_SECS), "duration_s")
+                .map_err(|e| in_file(&self.path, e)),
         }
     }
 }
@@ -366,9 +406,15 @@ mod tests {
         // percentile 130, a tenth of the mean 105 at the bottom.
         let r = per_second_mbit(&d.down.capacity, 60.0);
         assert_eq!(r.len(), 60);
-        assert!((r[0] - 130.0).abs() < 1e-9 && (r[5] - 80.0).abs() < 1e-9, "{r:?}");
+        assert!(
+            (r[0] - 130.0).abs() < 1e-9 && (r[5] - 80.0).abs() < 1e-9,
+            "{r:?}"
+        );
         let k = derived_rates(&r);
-        assert!((k.hi - 156.0).abs() < 1e-9 && (k.lo - 10.5).abs() < 1e-9, "{k:?}");
+        assert!(
+            (k.hi - 156.0).abs() < 1e-9 && (k.lo - 10.5).abs() < 1e-9,
+            "{k:?}"
+        );
         assert_eq!(k.p90, 130.0);
     }
 
@@ -393,9 +439,12 @@ mod tests {
         let m = e("[down]\ntrace = \"two.down\"\n[up]\nrate = \"1mbit\"\n");
         assert!(m.starts_with("my.toml: [down]: two.down: line 1"), "{m}");
         let m = e("buffer_packets = 0\n[down]\nrate = \"1mbit\"\n[up]\nrate = \"1mbit\"\n");
-        assert_eq!(m, "buffer_packets 0: accepted 1 ..= 100000 packets");
+        assert_eq!(
+            m,
+            "my.toml: buffer_packets 0: accepted 1 ..= 100000 packets"
+        );
         let m = e("[down]\nrate = \"1mbit\"\ndelay_ms = -1.0\n[up]\nrate = \"1mbit\"\n");
-        assert_eq!(m, "[down] delay_ms -1: accepted 0 ..= 10000 ms");
+        assert_eq!(m, "my.toml: [down] delay_ms -1: accepted 0 ..= 10000 ms");
         let m = e("[down]\nrate = \"1mbit\"\nspeed = 3\n[up]\nrate = \"1mbit\"\n");
         assert!(m.starts_with("my.toml: TOML parse error at line 3"), "{m}");
         assert!(m.contains("speed"), "{m}");
@@ -410,7 +459,7 @@ mod tests {
         assert_eq!((d.down.delay, d.up.delay), (None, None));
         assert_eq!(
             d.secs(None).expect_err("0.5 s").to_string(),
-            "duration_s 0.5: accepted 1 ..= 3600 seconds"
+            "my.toml: duration_s 0.5: accepted 1 ..= 3600 seconds"
         );
         assert_eq!(
             d.secs(Some(5000.0)).expect_err("5000 s").to_string(),

@@ -193,7 +193,8 @@ pub fn link_capacity_read(
         (Some(r), None, None) => Ok((Capacity::Rate(rate(r)?), None)),
         (None, Some(t), None) => {
             let text = read(t)?;
-            let c = Capacity::Trace(MahimahiTrace::parse(&text).or_else(|e| err(format!("{t}: {e}")))?);
+            let c =
+                Capacity::Trace(MahimahiTrace::parse(&text).or_else(|e| err(format!("{t}: {e}")))?);
             Ok((c, Some(text)))
         }
         (None, None, Some(t)) => {

@@ -18,28 +18,37 @@ pub fn compute_lab(
                 .into(),
         );
     }
-    let name = if o.scenario.is_empty() {
-        "radio"
-    } else {
-        o.scenario.as_str()
-    };
-    let scn = lab::scenario::find(name)
-        .filter(|s| s.needs_linkem)
-        .ok_or_else(|| {
-            let names: Vec<&str> = lab::scenario::all()
-                .iter()
-                .filter(|s| s.needs_linkem)
-                .map(|s| s.name)
-                .collect();
-            format!(
-                "purple demo --lab: no lab scenario {name:?} with a variable link (accepted: {})",
-                names.join(", ")
-            )
-        })?;
     let seconds = o.seconds.unwrap_or(30.0);
     if !(5.0..=3600.0).contains(&seconds) {
         return Err(format!("--seconds {seconds}: accepted 5 ..= 3600"));
     }
+    let scn = match &o.link {
+        Some(file) => {
+            let d = sim::link_file::LinkDesc::read(file).map_err(|e| e.to_string())?;
+            lab::scenario::Scenario::for_link(&d, o.seconds).map_err(|e| e.to_string())?
+        }
+        None => {
+            let name = if o.scenario.is_empty() {
+                "radio"
+            } else {
+                o.scenario.as_str()
+            };
+            lab::scenario::find(name)
+                .filter(|s| s.needs_linkem)
+                .ok_or_else(|| {
+                    let names: Vec<String> = lab::scenario::all()
+                        .into_iter()
+                        .filter(|s| s.needs_linkem)
+                        .map(|s| s.name)
+                        .collect();
+                    format!(
+                        "purple demo --lab: no lab scenario {name:?} with a variable link \
+                         (accepted: {})",
+                        names.join(", ")
+                    )
+                })?
+        }
+    };
     let exe = std::env::current_exe().ok();
     let stage = match lab::DelayStage::detect(exe.as_deref()) {
         lab::DelayStage::Passthrough => lab::DelayStage::detect(

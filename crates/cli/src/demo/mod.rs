@@ -106,6 +106,8 @@ pub struct LabDemoOpts {
     pub kernel: bool,
     /// The lab scenario (`radio` when empty): one with a link emulator.
     pub scenario: String,
+    /// A link file to run the radio's contenders on instead of a lab scenario (`--link`).
+    pub link: Option<PathBuf>,
     /// Faults injected into the testbed.
     pub faults: Vec<::lab::Fault>,
 }

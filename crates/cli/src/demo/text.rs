@@ -87,7 +87,7 @@ pub fn lab_text(d: &LabDemo) -> String {
             r.capacity_down_mbit.map_or("-".into(), |c| {
                 format!("{:.0}%", 100.0 * r.run.down_mbit / c)
             }),
-            lab::scenario::seed_figure(d.scenario.name, &r.run.contender, "").to_string(),
+            lab::scenario::seed_figure(&d.scenario.name, &r.run.contender, "").to_string(),
         ]);
         t.row(row);
     }
@@ -120,21 +120,7 @@ pub fn lab_text(d: &LabDemo) -> String {
         let _ = write!(
             s,
             "\nShaped-rate tracking (download; capacity steps {}):\n{}",
-            match d.scenario.capacity {
-                lab::scenario::Capacity::Steps {
-                    down_bit_s,
-                    period_s,
-                    ..
-                } => format!(
-                    "{}/{} Mbit/s every {period_s} s",
-                    down_bit_s[0] / 1_000_000,
-                    down_bit_s[1] / 1_000_000
-                ),
-                lab::scenario::Capacity::Fixed { down_bit_s, .. } => {
-                    format!("fixed {} Mbit/s", down_bit_s / 1_000_000)
-                }
-                lab::scenario::Capacity::Trace { name, .. } => format!("trace {name}"),
-            },
+            d.scenario.link.down_words(),
             tt.to_text()
         );
     }

@@ -187,7 +187,6 @@ pub enum ProbePath {
 /// The radio hop's one-way propagation delay in the built-in scenarios other than `starlink`.
 pub const RADIO_DELAY: Duration = Duration::from_millis(1);
 
-
 impl Scenario {
     /// This link deployed as a home router deploys CAKE and its controller (sqm-scripts'
     /// layout, the lab's, `purple control`'s): the download shaped at the router after the
