@@ -257,7 +257,7 @@ impl Link {
                         if !a.ramp
                             && !b.ramp
                             && b.at.as_nanos() * 2 == p
-                            && p % 2_000_000_000 == 0 =>
+                            && p.is_multiple_of(2_000_000_000) =>
                     {
                         format!(
                             "{}/{} Mbit/s every {} s",
@@ -342,11 +342,11 @@ fn period_ns(s: &RateSchedule, loop_ns: u64) -> u64 {
     }
     for c in ps.iter().skip(1) {
         let p = c.at.as_nanos();
-        if p == 0 || loop_ns % p != 0 {
+        if p == 0 || !loop_ns.is_multiple_of(p) {
             continue;
         }
         let cycle: Vec<&&RatePoint> = ps.iter().take_while(|q| q.at.as_nanos() < p).collect();
-        let repeats = ps.len() % cycle.len() == 0
+        let repeats = ps.len().is_multiple_of(cycle.len())
             && ps.chunks(cycle.len()).enumerate().all(|(j, chunk)| {
                 chunk.iter().zip(&cycle).all(|(q, first)| {
                     q.at.as_nanos() == first.at.as_nanos() + j as u64 * p
