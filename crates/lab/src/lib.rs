@@ -30,6 +30,11 @@
 //! Controllers: a contender's CAKE rates may be driven by `purple control` ([`control`]) or by
 //! the real cake-autorate through the tc shim ([`autorate`]), both in the router namespace.
 //!
+//! Links: what `purple linkem` plays is a [`link::Link`] (per direction a rate, a schedule or a
+//! recorded trace, delays, buffer), built in for the scenarios ([`scenario::all`]; the radio's
+//! is read from `scenarios/links/lab-radio.toml`) or from a user's link file in the simulator's
+//! format ([`scenario::Scenario::for_link`], `purple lab run --link FILE`).
+//!
 //! Stages: [`RouterStage::Purple`] (our bridge) or [`RouterStage::Kernel`] (Linux qdiscs by
 //! `tc`, used inside the reference kernel by [`kernel`]); [`DelayStage::Linkem`] (`purple
 //! linkem`, when built in), [`DelayStage::Netem`] (reference kernel) or
