@@ -449,6 +449,7 @@ impl Tin {
     /// slots for dual modes. `flow_hash` is the queue key (the 5-tuple hash, or the host hashes
     /// combined for host modes); `host_hashes` yields (source, destination) host hashes and is
     /// called only when host slots must be (re)allocated. Updates the way statistics.
+    #[inline(always)]
     pub fn classify(
         &mut self,
         flow_hash: u32,
