@@ -112,10 +112,14 @@ struct TinMap {
     order: [u8; MAX_TINS],
     /// Tins in use.
     count: usize,
+    /// The tin comes from the priority override or the DSCP alone: no washing, no fwmark
+    /// mask, not besteffort (the default configurations).
+    dscp_only: bool,
 }
 
 impl TinMap {
-    fn new(mode: DiffservMode) -> Self {
+    fn new(cfg: &CakeConfig) -> Self {
+        let mode = cfg.diffserv;
         let count = mode.tin_count();
         let mut of_dscp = *dscp_table(mode);
         for t in &mut of_dscp {
@@ -127,6 +131,7 @@ impl TinMap {
             of_dscp,
             order: *tin_order(mode),
             count,
+            dscp_only: !cfg.wash && cfg.fwmark_mask == 0 && mode != DiffservMode::Besteffort,
         }
     }
 }
@@ -181,7 +186,7 @@ impl Cake {
         let mut rng = Rng::new(seed);
         let hasher = FlowHasher::new(&mut rng);
         let tins = Tins::new(&params);
-        let tin_map = TinMap::new(cfg.diffserv);
+        let tin_map = TinMap::new(&cfg);
         let autorate = Autorate {
             avg_peak_bandwidth: cfg.rate_bps,
             ..Autorate::default()
@@ -266,8 +271,27 @@ impl Cake {
         &self.params.rate
     }
 
-    #[inline]
+    /// The kernel tin of a packet: the fwmark, then the priority override, then its DSCP.
+    #[inline(always)]
     fn select_tin(&self, pkt: &mut Packet, h: &FlowHeaders) -> usize {
+        let map = &self.tin_map;
+        if !map.dscp_only {
+            return self.select_tin_general(pkt, h);
+        }
+        // No washing, no fwmark mask, several tins: the priority override, else the DSCP
+        // (what select_tin_general does with those settings).
+        let prio = pkt.meta.priority;
+        let minor = (prio & 0xFFFF) as usize;
+        if (prio >> 16) as u16 == self.cfg.handle_major && minor > 0 && minor <= map.count {
+            return map.order[(minor - 1) % MAX_TINS] as usize;
+        }
+        map.of_dscp[Self::diffserv(pkt, h, false) as usize & 63] as usize
+    }
+
+    /// [`Cake::select_tin`] with any configuration (washing, besteffort, a fwmark mask). Out
+    /// of line.
+    #[inline(never)]
+    fn select_tin_general(&self, pkt: &mut Packet, h: &FlowHeaders) -> usize {
         let cfg = &self.cfg;
         let map = &self.tin_map;
         let mut dscp = None;
@@ -297,14 +321,17 @@ impl Cake {
     /// Reads the DSCP (ARP counts as 56, other non-IP as 0), clearing it when washing.
     #[inline]
     fn diffserv(pkt: &mut Packet, h: &FlowHeaders, wash: bool) -> u8 {
-        match (h.kind, h.ip) {
-            (NetKind::Ipv4 | NetKind::Ipv6, Some(ip)) => {
-                if wash && ip.dscp != 0 {
-                    Self::wash(pkt);
+        match h.kind {
+            NetKind::Ipv4 | NetKind::Ipv6 => match &h.ip {
+                Some(ip) => {
+                    if wash && ip.dscp != 0 {
+                        Self::wash(pkt);
+                    }
+                    ip.dscp
                 }
-                ip.dscp
-            }
-            (NetKind::Arp, _) => 56,
+                None => 0,
+            },
+            NetKind::Arp => 56,
             _ => 0,
         }
     }
