@@ -916,6 +916,7 @@ impl Cake {
 
     /// Handles a flow found empty at dequeue: to the decaying list while COBALT holds state,
     /// else off all lists.
+    #[inline(never)]
     fn retire_empty_flow(&mut self, tin: usize, flow: u16, now: Instant) {
         let mode = self.cfg.flow_mode;
         let t = &mut self.tins[tin];
