@@ -958,6 +958,43 @@ impl Cake {
         }
     }
 
+    /// Drops the packet COBALT judged (`verdict`, a drop), in slot `i`, already unlinked from
+    /// flow `flow` of tin `tin`; returns true when the caller must go back to choosing a flow
+    /// (ingress mode, where the drop is charged to the shaper and the deficits). Out of line:
+    /// most packets pass.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn drop_head(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        i: u32,
+        adj: u32,
+        verdict: Verdict,
+        now: Instant,
+        drops: &mut Vec<Dropped>,
+    ) -> bool {
+        let t = &mut self.tins[tin];
+        t.flow_drops[qi(flow)] += 1;
+        t.dropped += 1;
+        let reason = if verdict == Verdict::DropBlue {
+            DropReason::Blue
+        } else {
+            DropReason::Aqm
+        };
+        let pkt = self.slab.free(i);
+        self.hand_back(pkt, reason, drops);
+        if self.cfg.ingress {
+            self.advance_shaper(tin, adj, now, true);
+            let t = &mut self.tins[tin];
+            t.flows[qi(flow)].deficit -= adj as i32;
+            t.deficit -= adj as i32;
+            return true;
+        }
+        false
+    }
+
     fn dequeue_inner(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
         let mode = self.cfg.flow_mode;
         // As in the kernel, only the very first pass of a dequeue call prefers the decaying
@@ -1021,12 +1058,12 @@ impl Cake {
                     } else {
                         0
                     };
-                    let params = t.params.cobalt;
+                    let params = &t.params.cobalt;
                     let f = &mut t.flows[qi(flow)];
                     let slab = &mut self.slab;
                     let verdict =
                         f.cvars
-                            .should_drop(&params, now, enqueued, bulk, &mut self.rng, || {
+                            .should_drop(params, now, enqueued, bulk, &mut self.rng, || {
                                 let pkt = &mut slab.get_mut(i).pkt;
                                 let h = Headers::parse(&pkt.data);
                                 packet::mark_ce(&mut pkt.data, &h)
@@ -1035,20 +1072,7 @@ impl Cake {
                     if !verdict.is_drop() || last {
                         break (i, enqueued, adj);
                     }
-                    t.flow_drops[qi(flow)] += 1;
-                    t.dropped += 1;
-                    let reason = if verdict == Verdict::DropBlue {
-                        DropReason::Blue
-                    } else {
-                        DropReason::Aqm
-                    };
-                    let pkt = self.slab.free(i);
-                    self.hand_back(pkt, reason, drops);
-                    if self.cfg.ingress {
-                        self.advance_shaper(tin, adj, now, true);
-                        let t = &mut self.tins[tin];
-                        t.flows[qi(flow)].deficit -= adj as i32;
-                        t.deficit -= adj as i32;
+                    if self.drop_head(tin, flow, i, adj, verdict, now, drops) {
                         continue 'retry;
                     }
                 };
