@@ -901,6 +901,7 @@ impl Cake {
     /// same order and the moves are done at the end as one rotation of the list, which leaves
     /// every list, deficit, count and random draw exactly as the visits one by one would (with
     /// 1,000 bulk flows sharing a host, a packet costs dozens of visits).
+    #[inline(always)]
     fn refill_old_list(&mut self, tin: usize, mut flow: u16) {
         let mode = self.cfg.flow_mode;
         loop {
@@ -995,6 +996,7 @@ impl Cake {
         false
     }
 
+    #[inline(always)]
     fn dequeue_inner(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
         let mode = self.cfg.flow_mode;
         // As in the kernel, only the very first pass of a dequeue call prefers the decaying
@@ -1226,6 +1228,9 @@ impl Qdisc for Cake {
         self.enqueue_inner(now, pkt, drops, bufs);
     }
 
+    /// Inlined into its callers (`AnyQdisc`'s dispatch, cake_mq's shards): the dispatch then
+    /// shares dequeue's stack frame instead of setting up its own around a call.
+    #[inline(always)]
     fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
         self.dequeue_inner(now, drops)
     }
