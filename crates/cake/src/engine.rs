@@ -679,6 +679,57 @@ impl Cake {
         added_bytes
     }
 
+    /// Queues `pkt` (adjusted length `adj`) whole, as one packet, and runs the ACK filter when
+    /// enabled; returns the bytes this enqueue added net.
+    #[inline(always)]
+    fn enqueue_whole(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        pkt: Packet,
+        now: Instant,
+        adj: u32,
+        drops: &mut Vec<Dropped>,
+    ) -> u64 {
+        let len = pkt.len();
+        self.queue_push(tin, flow, pkt, now, adj);
+        let t = &mut self.tins[tin];
+        t.packets += 1;
+        t.bytes += u64::from(len);
+        if self.cfg.ack_filter != AckFilterMode::None {
+            self.filter_acks(tin, flow, now, u64::from(len), drops)
+        } else {
+            u64::from(len)
+        }
+    }
+
+    /// Queues a GSO super-packet: its segments with `split-gso`, else whole, charged as its
+    /// segments would be. Out of line: most packets are not GSO.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_gso(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        pkt: Packet,
+        now: Instant,
+        net_off: u32,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn packet::Buffers,
+    ) -> u64 {
+        if self.cfg.split_gso {
+            return self.enqueue_segments(tin, flow, pkt, now, net_off, bufs);
+        }
+        let gso = pkt
+            .meta
+            .gso
+            .map(|g| (u32::from(g.size), gso_header_len(&pkt.headers())));
+        let adj = self
+            .overhead
+            .packet_len(&mut self.sizes, pkt.len(), net_off, gso);
+        self.enqueue_whole(tin, flow, pkt, now, adj, drops)
+    }
+
     /// Runs the ACK filter over flow `flow` after a packet of `added` bytes joined it, dropping
     /// the ACK it makes redundant; returns the bytes this enqueue added net. Out of line (only
     /// with `ack-filter`).
@@ -754,23 +805,13 @@ impl Cake {
         t.max_skblen = t.max_skblen.max(len);
         let net_off = u32::from(h.network_offset);
 
-        let added_bytes = if pkt.meta.gso.is_some() && self.cfg.split_gso {
-            self.enqueue_segments(tin, flow, pkt, now, net_off, bufs)
+        let added_bytes = if pkt.meta.gso.is_none() {
+            let adj = self
+                .overhead
+                .packet_len(&mut self.sizes, len, net_off, None);
+            self.enqueue_whole(tin, flow, pkt, now, adj, drops)
         } else {
-            let gso = pkt
-                .meta
-                .gso
-                .map(|g| (u32::from(g.size), gso_header_len(&pkt.headers())));
-            let adj = self.overhead.packet_len(&mut self.sizes, len, net_off, gso);
-            self.queue_push(tin, flow, pkt, now, adj);
-            let t = &mut self.tins[tin];
-            t.packets += 1;
-            t.bytes += u64::from(len);
-            if self.cfg.ack_filter != AckFilterMode::None {
-                self.filter_acks(tin, flow, now, u64::from(len), drops)
-            } else {
-                u64::from(len)
-            }
+            self.enqueue_gso(tin, flow, pkt, now, net_off, drops, bufs)
         };
         self.heap_up(tin, flow);
         self.update_autorate(now, added_bytes);
