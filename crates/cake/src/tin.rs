@@ -419,6 +419,7 @@ impl Tin {
     }
 
     /// Lowers the bulk counts of flow `i`'s hosts (dual modes only), floored at 0.
+    #[inline(always)]
     pub fn dec_host_bulk(&mut self, i: u16, mode: FlowMode) {
         let f = self.flows[qi(i)];
         if dsrc(mode) {
