@@ -221,6 +221,38 @@ const _: () = assert!(
     "a flow is one cache line"
 );
 
+/// The `SET_WAYS` tags of the set starting at index `outer` (a multiple of `SET_WAYS`).
+#[inline(always)]
+fn set_of(tags: &[u32; QUEUES], outer: usize) -> &[u32; SET_WAYS] {
+    let start = outer % QUEUES;
+    match tags[start..].first_chunk::<SET_WAYS>() {
+        Some(set) => set,
+        // `outer` is a multiple of SET_WAYS below QUEUES, which SET_WAYS divides: a whole set
+        // follows it.
+        None => unreachable!("a set starts at {start}"),
+    }
+}
+
+/// The way of `set` holding tag `want`, the first visited from way `inner` on circularly
+/// (as the kernel searches a set).
+///
+/// Within a set a tag other than 0 appears at most once: the flow and host tables write a tag
+/// only into a way of a set that does not hold it (or over itself). So for such a tag the
+/// first match from `inner` on is the only match, and the ways are compared in index order,
+/// which takes fewer instructions than the circular walk; the zeros a table starts with may
+/// repeat, so tag 0 is searched circularly. Debug builds check the uniqueness.
+#[inline(always)]
+fn find_way(set: &[u32; SET_WAYS], inner: usize, want: u32) -> Option<usize> {
+    if want != 0 {
+        debug_assert!(set.iter().filter(|&&t| t == want).count() <= 1, "{set:?}");
+        set.iter().position(|&t| t == want)
+    } else {
+        (0..SET_WAYS)
+            .map(|off| (inner + off) % SET_WAYS)
+            .find(|&k| set[k] == want)
+    }
+}
+
 #[inline]
 fn dsrc(mode: FlowMode) -> bool {
     mode.dual_src()
@@ -472,33 +504,30 @@ impl Tin {
         self.debug_check_busy(outer);
         // The ways are visited from `inner` on, circularly: first for the tag, then for a free
         // queue; with neither, the collision takes way `inner`.
-        let tags = &self.tags[outer..outer + SET_WAYS];
-        let (k, allocate) =
-            match (0..SET_WAYS).position(|off| tags[(inner + off) % SET_WAYS] == flow_hash) {
-                Some(off) => {
-                    if off != 0 {
-                        self.way_hits += 1;
-                    }
-                    let k = (inner + off) % SET_WAYS;
-                    (k, busy & (1 << k) == 0)
+        let (k, allocate) = match find_way(set_of(&self.tags, outer), inner, flow_hash) {
+            Some(k) => {
+                if k != inner {
+                    self.way_hits += 1;
                 }
-                None => {
-                    // The free ways rotated so that bit 0 is way `inner`: the lowest set bit
-                    // is the first free way visited from `inner` on.
-                    let free = (!busy).rotate_right(inner as u32);
-                    if free != 0 {
-                        self.way_misses += 1;
-                        ((inner + free.trailing_zeros() as usize) % SET_WAYS, true)
-                    } else {
-                        // No free way: accept the collision in the original slot.
-                        self.way_collisions += 1;
-                        if self.flows[(outer + inner) % QUEUES].set == FlowSet::Bulk {
-                            self.dec_host_bulk((outer + inner) as u16, mode);
-                        }
-                        (inner, true)
+                (k, busy & (1 << k) == 0)
+            }
+            None => {
+                // The free ways rotated so that bit 0 is way `inner`: the lowest set bit
+                // is the first free way visited from `inner` on.
+                let free = (!busy).rotate_right(inner as u32);
+                if free != 0 {
+                    self.way_misses += 1;
+                    ((inner + free.trailing_zeros() as usize) % SET_WAYS, true)
+                } else {
+                    // No free way: accept the collision in the original slot.
+                    self.way_collisions += 1;
+                    if self.flows[(outer + inner) % QUEUES].set == FlowSet::Bulk {
+                        self.dec_host_bulk((outer + inner) as u16, mode);
                     }
+                    (inner, true)
                 }
-            };
+            }
+        };
         let idx = (outer + k) % QUEUES;
         self.tags[idx] = flow_hash;
         if allocate && (dsrc(mode) || ddst(mode)) {
@@ -542,11 +571,7 @@ impl Tin {
         };
         // The ways from `inner` on, circularly: the slot with this tag, else the first slot
         // without bulk flows, else way `inner`.
-        let set = &tags[outer..outer + SET_WAYS];
-        if let Some(k) = (0..SET_WAYS)
-            .map(|off| (inner + off) % SET_WAYS)
-            .find(|&k| set[k] == hash)
-        {
+        if let Some(k) = find_way(set_of(tags, outer), inner, hash) {
             return (outer + k) as u16;
         }
         let counts = &bulk[outer..outer + SET_WAYS];
