@@ -942,8 +942,10 @@ impl Cake {
     /// same order and the moves are done at the end as one rotation of the list, which leaves
     /// every list, deficit, count and random draw exactly as the visits one by one would (with
     /// 1,000 bulk flows sharing a host, a packet costs dozens of visits).
+    ///
+    /// Returns the flow the walk stopped at, now the old list's head.
     #[inline(always)]
-    fn refill_old_list(&mut self, tin: usize, mut flow: u16) {
+    fn refill_old_list(&mut self, tin: usize, mut flow: u16) -> u16 {
         let mode = self.cfg.flow_mode;
         loop {
             self.refill(tin, flow, mode);
@@ -951,7 +953,7 @@ impl Cake {
             flow = t.next_circular(flow);
             if t.flows[qi(flow)].deficit > 0 {
                 t.rotate_old_to(flow);
-                return;
+                return flow;
             }
         }
     }
@@ -1071,14 +1073,18 @@ impl Cake {
                             t.list_head(ListId::Decaying)
                         })
                 };
-                let Some(flow) = head else { continue 'begin };
+                let Some(mut flow) = head else {
+                    continue 'begin;
+                };
                 first_flow = false;
 
                 if from_old && self.tins[tin].flows[qi(flow)].deficit <= 0 {
                     // The head of the old list with the new list empty: the next visits walk
                     // the old list in order. Refill them all at once (see refill_old_list).
-                    self.refill_old_list(tin, flow);
-                    continue 'retry;
+                    // The next visit would pick the old list's new head (the new list is still
+                    // empty, and the decaying list is preferred only on the first visit): the
+                    // flow the walk stopped at, with a positive deficit. Serve it at once.
+                    flow = self.refill_old_list(tin, flow);
                 }
                 if self.tins[tin].flows[qi(flow)].deficit <= 0 {
                     self.refill(tin, flow, mode);
