@@ -142,6 +142,11 @@ impl CobaltVars {
     /// bulk flow count in ingress mode, 0 in egress. `try_mark` is called when CoDel wants to
     /// signal: it must set CE and return true for ECN-capable packets, return false otherwise
     /// (the packet is then dropped). `rng` is drawn only while BLUE is engaged.
+    ///
+    /// The common case, a flow at rest (sojourn within target, no CoDel count, BLUE off), is
+    /// decided first, in a few comparisons; anything else goes through every step
+    /// ([`CobaltVars::judge`]), with the same result either way.
+    #[inline(always)]
     pub fn should_drop(
         &mut self,
         p: &CobaltParams,
@@ -152,13 +157,36 @@ impl CobaltVars {
         try_mark: impl FnOnce() -> bool,
     ) -> Verdict {
         let sojourn = now.saturating_duration_since(sojourn_since).as_nanos();
-        let mut schedule = signed_diff(now, self.drop_next);
         let over_target = sojourn > p.target
             && sojourn
                 > p.mtu_time
                     .saturating_mul(u64::from(bulk_flows))
                     .saturating_mul(2)
             && sojourn > p.mtu_time.saturating_mul(4);
+        if !over_target && self.count == 0 && self.p_drop == 0 {
+            // What `judge` does here: CoDel leaves (or stays out of) dropping, nothing is due
+            // (the count is 0), BLUE is off, and drop_next becomes the activity timeout.
+            self.dropping = false;
+            self.ecn_marked = false;
+            self.drop_next = now + qdisc::Duration::from_nanos(p.interval);
+            return Verdict::Pass;
+        }
+        self.judge(p, now, over_target, rng, try_mark)
+    }
+
+    /// [`CobaltVars::should_drop`] past its common case: CoDel's dropping state and schedule,
+    /// and BLUE. Inlined as well: at 10,000 flows most packets come here, and a call costs
+    /// more than the branch saves.
+    #[inline(always)]
+    fn judge(
+        &mut self,
+        p: &CobaltParams,
+        now: Instant,
+        over_target: bool,
+        rng: &mut Rng,
+        try_mark: impl FnOnce() -> bool,
+    ) -> Verdict {
+        let mut schedule = signed_diff(now, self.drop_next);
         let mut next_due = self.count != 0 && schedule >= 0;
         let mut verdict = Verdict::Pass;
         self.ecn_marked = false;

@@ -112,10 +112,14 @@ struct TinMap {
     order: [u8; MAX_TINS],
     /// Tins in use.
     count: usize,
+    /// The tin comes from the priority override or the DSCP alone: no washing, no fwmark
+    /// mask, not besteffort (the default configurations).
+    dscp_only: bool,
 }
 
 impl TinMap {
-    fn new(mode: DiffservMode) -> Self {
+    fn new(cfg: &CakeConfig) -> Self {
+        let mode = cfg.diffserv;
         let count = mode.tin_count();
         let mut of_dscp = *dscp_table(mode);
         for t in &mut of_dscp {
@@ -127,6 +131,7 @@ impl TinMap {
             of_dscp,
             order: *tin_order(mode),
             count,
+            dscp_only: !cfg.wash && cfg.fwmark_mask == 0 && mode != DiffservMode::Besteffort,
         }
     }
 }
@@ -181,7 +186,7 @@ impl Cake {
         let mut rng = Rng::new(seed);
         let hasher = FlowHasher::new(&mut rng);
         let tins = Tins::new(&params);
-        let tin_map = TinMap::new(cfg.diffserv);
+        let tin_map = TinMap::new(&cfg);
         let autorate = Autorate {
             avg_peak_bandwidth: cfg.rate_bps,
             ..Autorate::default()
@@ -266,8 +271,27 @@ impl Cake {
         &self.params.rate
     }
 
-    #[inline]
+    /// The kernel tin of a packet: the fwmark, then the priority override, then its DSCP.
+    #[inline(always)]
     fn select_tin(&self, pkt: &mut Packet, h: &FlowHeaders) -> usize {
+        let map = &self.tin_map;
+        if !map.dscp_only {
+            return self.select_tin_general(pkt, h);
+        }
+        // No washing, no fwmark mask, several tins: the priority override, else the DSCP
+        // (what select_tin_general does with those settings).
+        let prio = pkt.meta.priority;
+        let minor = (prio & 0xFFFF) as usize;
+        if (prio >> 16) as u16 == self.cfg.handle_major && minor > 0 && minor <= map.count {
+            return map.order[(minor - 1) % MAX_TINS] as usize;
+        }
+        map.of_dscp[Self::diffserv(pkt, h, false) as usize & 63] as usize
+    }
+
+    /// [`Cake::select_tin`] with any configuration (washing, besteffort, a fwmark mask). Out
+    /// of line.
+    #[inline(never)]
+    fn select_tin_general(&self, pkt: &mut Packet, h: &FlowHeaders) -> usize {
         let cfg = &self.cfg;
         let map = &self.tin_map;
         let mut dscp = None;
@@ -297,14 +321,17 @@ impl Cake {
     /// Reads the DSCP (ARP counts as 56, other non-IP as 0), clearing it when washing.
     #[inline]
     fn diffserv(pkt: &mut Packet, h: &FlowHeaders, wash: bool) -> u8 {
-        match (h.kind, h.ip) {
-            (NetKind::Ipv4 | NetKind::Ipv6, Some(ip)) => {
-                if wash && ip.dscp != 0 {
-                    Self::wash(pkt);
+        match h.kind {
+            NetKind::Ipv4 | NetKind::Ipv6 => match &h.ip {
+                Some(ip) => {
+                    if wash && ip.dscp != 0 {
+                        Self::wash(pkt);
+                    }
+                    ip.dscp
                 }
-                ip.dscp
-            }
-            (NetKind::Arp, _) => 56,
+                None => 0,
+            },
+            NetKind::Arp => 56,
             _ => 0,
         }
     }
@@ -652,6 +679,57 @@ impl Cake {
         added_bytes
     }
 
+    /// Queues `pkt` (adjusted length `adj`) whole, as one packet, and runs the ACK filter when
+    /// enabled; returns the bytes this enqueue added net.
+    #[inline(always)]
+    fn enqueue_whole(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        pkt: Packet,
+        now: Instant,
+        adj: u32,
+        drops: &mut Vec<Dropped>,
+    ) -> u64 {
+        let len = pkt.len();
+        self.queue_push(tin, flow, pkt, now, adj);
+        let t = &mut self.tins[tin];
+        t.packets += 1;
+        t.bytes += u64::from(len);
+        if self.cfg.ack_filter != AckFilterMode::None {
+            self.filter_acks(tin, flow, now, u64::from(len), drops)
+        } else {
+            u64::from(len)
+        }
+    }
+
+    /// Queues a GSO super-packet: its segments with `split-gso`, else whole, charged as its
+    /// segments would be. Out of line: most packets are not GSO.
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_gso(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        pkt: Packet,
+        now: Instant,
+        net_off: u32,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn packet::Buffers,
+    ) -> u64 {
+        if self.cfg.split_gso {
+            return self.enqueue_segments(tin, flow, pkt, now, net_off, bufs);
+        }
+        let gso = pkt
+            .meta
+            .gso
+            .map(|g| (u32::from(g.size), gso_header_len(&pkt.headers())));
+        let adj = self
+            .overhead
+            .packet_len(&mut self.sizes, pkt.len(), net_off, gso);
+        self.enqueue_whole(tin, flow, pkt, now, adj, drops)
+    }
+
     /// Runs the ACK filter over flow `flow` after a packet of `added` bytes joined it, dropping
     /// the ACK it makes redundant; returns the bytes this enqueue added net. Out of line (only
     /// with `ack-filter`).
@@ -727,23 +805,13 @@ impl Cake {
         t.max_skblen = t.max_skblen.max(len);
         let net_off = u32::from(h.network_offset);
 
-        let added_bytes = if pkt.meta.gso.is_some() && self.cfg.split_gso {
-            self.enqueue_segments(tin, flow, pkt, now, net_off, bufs)
+        let added_bytes = if pkt.meta.gso.is_none() {
+            let adj = self
+                .overhead
+                .packet_len(&mut self.sizes, len, net_off, None);
+            self.enqueue_whole(tin, flow, pkt, now, adj, drops)
         } else {
-            let gso = pkt
-                .meta
-                .gso
-                .map(|g| (u32::from(g.size), gso_header_len(&pkt.headers())));
-            let adj = self.overhead.packet_len(&mut self.sizes, len, net_off, gso);
-            self.queue_push(tin, flow, pkt, now, adj);
-            let t = &mut self.tins[tin];
-            t.packets += 1;
-            t.bytes += u64::from(len);
-            if self.cfg.ack_filter != AckFilterMode::None {
-                self.filter_acks(tin, flow, now, u64::from(len), drops)
-            } else {
-                u64::from(len)
-            }
+            self.enqueue_gso(tin, flow, pkt, now, net_off, drops, bufs)
         };
         self.heap_up(tin, flow);
         self.update_autorate(now, added_bytes);
@@ -874,7 +942,10 @@ impl Cake {
     /// same order and the moves are done at the end as one rotation of the list, which leaves
     /// every list, deficit, count and random draw exactly as the visits one by one would (with
     /// 1,000 bulk flows sharing a host, a packet costs dozens of visits).
-    fn refill_old_list(&mut self, tin: usize, mut flow: u16) {
+    ///
+    /// Returns the flow the walk stopped at, now the old list's head.
+    #[inline(always)]
+    fn refill_old_list(&mut self, tin: usize, mut flow: u16) -> u16 {
         let mode = self.cfg.flow_mode;
         loop {
             self.refill(tin, flow, mode);
@@ -882,13 +953,14 @@ impl Cake {
             flow = t.next_circular(flow);
             if t.flows[qi(flow)].deficit > 0 {
                 t.rotate_old_to(flow);
-                return;
+                return flow;
             }
         }
     }
 
     /// Handles a flow found empty at dequeue: to the decaying list while COBALT holds state,
     /// else off all lists.
+    #[inline(never)]
     fn retire_empty_flow(&mut self, tin: usize, flow: u16, now: Instant) {
         let mode = self.cfg.flow_mode;
         let t = &mut self.tins[tin];
@@ -930,6 +1002,44 @@ impl Cake {
         }
     }
 
+    /// Drops the packet COBALT judged (`verdict`, a drop), in slot `i`, already unlinked from
+    /// flow `flow` of tin `tin`; returns true when the caller must go back to choosing a flow
+    /// (ingress mode, where the drop is charged to the shaper and the deficits). Out of line:
+    /// most packets pass.
+    #[cold]
+    #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
+    fn drop_head(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        i: u32,
+        adj: u32,
+        verdict: Verdict,
+        now: Instant,
+        drops: &mut Vec<Dropped>,
+    ) -> bool {
+        let t = &mut self.tins[tin];
+        t.flow_drops[qi(flow)] += 1;
+        t.dropped += 1;
+        let reason = if verdict == Verdict::DropBlue {
+            DropReason::Blue
+        } else {
+            DropReason::Aqm
+        };
+        let pkt = self.slab.free(i);
+        self.hand_back(pkt, reason, drops);
+        if self.cfg.ingress {
+            self.advance_shaper(tin, adj, now, true);
+            let t = &mut self.tins[tin];
+            t.flows[qi(flow)].deficit -= adj as i32;
+            t.deficit -= adj as i32;
+            return true;
+        }
+        false
+    }
+
+    #[inline(always)]
     fn dequeue_inner(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
         let mode = self.cfg.flow_mode;
         // As in the kernel, only the very first pass of a dequeue call prefers the decaying
@@ -963,14 +1073,18 @@ impl Cake {
                             t.list_head(ListId::Decaying)
                         })
                 };
-                let Some(flow) = head else { continue 'begin };
+                let Some(mut flow) = head else {
+                    continue 'begin;
+                };
                 first_flow = false;
 
                 if from_old && self.tins[tin].flows[qi(flow)].deficit <= 0 {
                     // The head of the old list with the new list empty: the next visits walk
                     // the old list in order. Refill them all at once (see refill_old_list).
-                    self.refill_old_list(tin, flow);
-                    continue 'retry;
+                    // The next visit would pick the old list's new head (the new list is still
+                    // empty, and the decaying list is preferred only on the first visit): the
+                    // flow the walk stopped at, with a positive deficit. Serve it at once.
+                    flow = self.refill_old_list(tin, flow);
                 }
                 if self.tins[tin].flows[qi(flow)].deficit <= 0 {
                     self.refill(tin, flow, mode);
@@ -993,12 +1107,12 @@ impl Cake {
                     } else {
                         0
                     };
-                    let params = t.params.cobalt;
+                    let params = &t.params.cobalt;
                     let f = &mut t.flows[qi(flow)];
                     let slab = &mut self.slab;
                     let verdict =
                         f.cvars
-                            .should_drop(&params, now, enqueued, bulk, &mut self.rng, || {
+                            .should_drop(params, now, enqueued, bulk, &mut self.rng, || {
                                 let pkt = &mut slab.get_mut(i).pkt;
                                 let h = Headers::parse(&pkt.data);
                                 packet::mark_ce(&mut pkt.data, &h)
@@ -1007,20 +1121,7 @@ impl Cake {
                     if !verdict.is_drop() || last {
                         break (i, enqueued, adj);
                     }
-                    t.flow_drops[qi(flow)] += 1;
-                    t.dropped += 1;
-                    let reason = if verdict == Verdict::DropBlue {
-                        DropReason::Blue
-                    } else {
-                        DropReason::Aqm
-                    };
-                    let pkt = self.slab.free(i);
-                    self.hand_back(pkt, reason, drops);
-                    if self.cfg.ingress {
-                        self.advance_shaper(tin, adj, now, true);
-                        let t = &mut self.tins[tin];
-                        t.flows[qi(flow)].deficit -= adj as i32;
-                        t.deficit -= adj as i32;
+                    if self.drop_head(tin, flow, i, adj, verdict, now, drops) {
                         continue 'retry;
                     }
                 };
@@ -1174,6 +1275,9 @@ impl Qdisc for Cake {
         self.enqueue_inner(now, pkt, drops, bufs);
     }
 
+    /// Inlined into its callers (`AnyQdisc`'s dispatch, cake_mq's shards): the dispatch then
+    /// shares dequeue's stack frame instead of setting up its own around a call.
+    #[inline(always)]
     fn dequeue(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
         self.dequeue_inner(now, drops)
     }

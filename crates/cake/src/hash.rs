@@ -9,6 +9,9 @@ use qdisc::Rng;
 #[derive(Clone, Debug)]
 pub struct FlowHasher {
     key: [u64; 4],
+    /// The first step of [`FlowHasher::hash`] for an all-zero first address (a host hash's),
+    /// which depends on the key alone: computed once.
+    zero_first: u64,
 }
 
 #[inline]
@@ -29,22 +32,29 @@ fn halves(a: &[u8; 16]) -> (u64, u64) {
 impl FlowHasher {
     /// A hasher keyed from `rng`.
     pub fn new(rng: &mut Rng) -> Self {
+        let key = [
+            rng.next_u64(),
+            rng.next_u64(),
+            rng.next_u64(),
+            rng.next_u64(),
+        ];
         FlowHasher {
-            key: [
-                rng.next_u64(),
-                rng.next_u64(),
-                rng.next_u64(),
-                rng.next_u64(),
-            ],
+            key,
+            zero_first: fold(key[0], key[1]),
         }
     }
 
     #[inline]
     fn hash(&self, a: &[u8; 16], b: &[u8; 16], ports: u32, proto: u8) -> u32 {
         let (a0, a1) = halves(a);
+        self.hash_from(fold(a0 ^ self.key[0], a1 ^ self.key[1]), b, ports, proto)
+    }
+
+    /// [`FlowHasher::hash`] from its first step's result `h` (the first address folded in).
+    #[inline]
+    fn hash_from(&self, mut h: u64, b: &[u8; 16], ports: u32, proto: u8) -> u32 {
         let (b0, b1) = halves(b);
         let k = &self.key;
-        let mut h = fold(a0 ^ k[0], a1 ^ k[1]);
         h = fold(h ^ b0 ^ k[2], b1 ^ k[3]);
         h = fold(
             h ^ (u64::from(ports) | u64::from(proto) << 32),
@@ -73,10 +83,10 @@ impl FlowHasher {
     /// cleared. The engine computes these only when a queue needs host slots, not per packet.
     #[inline]
     pub fn host_hashes(&self, t: &FlowTuple) -> (u32, u32) {
-        const ZERO: [u8; 16] = [0; 16];
+        // hash(&[0; 16], addr, 0, 0), with its first step (the zero address) precomputed.
         (
-            self.hash(&ZERO, &t.src, 0, 0),
-            self.hash(&ZERO, &t.dst, 0, 0),
+            self.hash_from(self.zero_first, &t.src, 0, 0),
+            self.hash_from(self.zero_first, &t.dst, 0, 0),
         )
     }
 
@@ -131,5 +141,16 @@ mod tests {
         assert_ne!(h.flow_hash(&f), h.flow_hash(&tuple(1, 2, 1001, 80)));
         assert_eq!(h.host_hashes(&f).0, h.host_hashes(&tuple(1, 9, 5, 6)).0);
         assert_ne!(h.host_hashes(&f).0, h.host_hashes(&f).1);
+    }
+
+    #[test]
+    fn host_hashes_equal_the_hash_of_a_zero_first_address() {
+        let h = FlowHasher::new(&mut Rng::new(5));
+        let t = tuple(7, 9, 1234, 443);
+        let zero = [0u8; 16];
+        assert_eq!(
+            h.host_hashes(&t),
+            (h.hash(&zero, &t.src, 0, 0), h.hash(&zero, &t.dst, 0, 0))
+        );
     }
 }

@@ -196,8 +196,6 @@ pub struct Tin {
     pub packets: u64,
     /// Bytes enqueued.
     pub bytes: u64,
-    /// Way statistics.
-    pub way_directs: u64,
     /// Indirect hits.
     pub way_hits: u64,
     /// Misses.
@@ -220,6 +218,38 @@ const _: () = assert!(
     std::mem::size_of::<Flow>() == 64,
     "a flow is one cache line"
 );
+
+/// The `SET_WAYS` tags of the set starting at index `outer` (a multiple of `SET_WAYS`).
+#[inline(always)]
+fn set_of(tags: &[u32; QUEUES], outer: usize) -> &[u32; SET_WAYS] {
+    let start = outer % QUEUES;
+    match tags[start..].first_chunk::<SET_WAYS>() {
+        Some(set) => set,
+        // `outer` is a multiple of SET_WAYS below QUEUES, which SET_WAYS divides: a whole set
+        // follows it.
+        None => unreachable!("a set starts at {start}"),
+    }
+}
+
+/// The way of `set` holding tag `want`, the first visited from way `inner` on circularly
+/// (as the kernel searches a set).
+///
+/// Within a set a tag other than 0 appears at most once: the flow and host tables write a tag
+/// only into a way of a set that does not hold it (or over itself). So for such a tag the
+/// first match from `inner` on is the only match, and the ways are compared in index order,
+/// which takes fewer instructions than the circular walk; the zeros a table starts with may
+/// repeat, so tag 0 is searched circularly. Debug builds check the uniqueness.
+#[inline(always)]
+fn find_way(set: &[u32; SET_WAYS], inner: usize, want: u32) -> Option<usize> {
+    if want != 0 {
+        debug_assert!(set.iter().filter(|&&t| t == want).count() <= 1, "{set:?}");
+        set.iter().position(|&t| t == want)
+    } else {
+        (0..SET_WAYS)
+            .map(|off| (inner + off) % SET_WAYS)
+            .find(|&k| set[k] == want)
+    }
+}
 
 #[inline]
 fn dsrc(mode: FlowMode) -> bool {
@@ -255,7 +285,6 @@ impl Tin {
             base_delay: 0,
             packets: 0,
             bytes: 0,
-            way_directs: 0,
             way_hits: 0,
             way_misses: 0,
             way_collisions: 0,
@@ -419,6 +448,7 @@ impl Tin {
     }
 
     /// Lowers the bulk counts of flow `i`'s hosts (dual modes only), floored at 0.
+    #[inline(always)]
     pub fn dec_host_bulk(&mut self, i: u16, mode: FlowMode) {
         let f = self.flows[qi(i)];
         if dsrc(mode) {
@@ -449,6 +479,7 @@ impl Tin {
     /// slots for dual modes. `flow_hash` is the queue key (the 5-tuple hash, or the host hashes
     /// combined for host modes); `host_hashes` yields (source, destination) host hashes and is
     /// called only when host slots must be (re)allocated. Updates the way statistics.
+    #[inline(always)]
     pub fn classify(
         &mut self,
         flow_hash: u32,
@@ -460,8 +491,9 @@ impl Tin {
         }
         let reduced = flow_hash as usize % QUEUES;
         // The direct way: its flow's line is read anyway when the packet is queued.
+        // (The kernel also counts these direct hits, but reports them nowhere; neither do we,
+        // so they are not counted.)
         if self.tags[reduced] == flow_hash && self.flows[reduced].set != FlowSet::None {
-            self.way_directs += 1;
             return reduced as u16;
         }
         let inner = reduced % SET_WAYS;
@@ -470,33 +502,30 @@ impl Tin {
         self.debug_check_busy(outer);
         // The ways are visited from `inner` on, circularly: first for the tag, then for a free
         // queue; with neither, the collision takes way `inner`.
-        let tags = &self.tags[outer..outer + SET_WAYS];
-        let (k, allocate) =
-            match (0..SET_WAYS).position(|off| tags[(inner + off) % SET_WAYS] == flow_hash) {
-                Some(off) => {
-                    if off != 0 {
-                        self.way_hits += 1;
-                    }
-                    let k = (inner + off) % SET_WAYS;
-                    (k, busy & (1 << k) == 0)
+        let (k, allocate) = match find_way(set_of(&self.tags, outer), inner, flow_hash) {
+            Some(k) => {
+                if k != inner {
+                    self.way_hits += 1;
                 }
-                None => {
-                    // The free ways rotated so that bit 0 is way `inner`: the lowest set bit
-                    // is the first free way visited from `inner` on.
-                    let free = (!busy).rotate_right(inner as u32);
-                    if free != 0 {
-                        self.way_misses += 1;
-                        ((inner + free.trailing_zeros() as usize) % SET_WAYS, true)
-                    } else {
-                        // No free way: accept the collision in the original slot.
-                        self.way_collisions += 1;
-                        if self.flows[(outer + inner) % QUEUES].set == FlowSet::Bulk {
-                            self.dec_host_bulk((outer + inner) as u16, mode);
-                        }
-                        (inner, true)
+                (k, busy & (1 << k) == 0)
+            }
+            None => {
+                // The free ways rotated so that bit 0 is way `inner`: the lowest set bit
+                // is the first free way visited from `inner` on.
+                let free = (!busy).rotate_right(inner as u32);
+                if free != 0 {
+                    self.way_misses += 1;
+                    ((inner + free.trailing_zeros() as usize) % SET_WAYS, true)
+                } else {
+                    // No free way: accept the collision in the original slot.
+                    self.way_collisions += 1;
+                    if self.flows[(outer + inner) % QUEUES].set == FlowSet::Bulk {
+                        self.dec_host_bulk((outer + inner) as u16, mode);
                     }
+                    (inner, true)
                 }
-            };
+            }
+        };
         let idx = (outer + k) % QUEUES;
         self.tags[idx] = flow_hash;
         if allocate && (dsrc(mode) || ddst(mode)) {
@@ -524,6 +553,10 @@ impl Tin {
         }
     }
 
+    /// The host slot for host hash `hash` in the source (`src`) or destination table, claiming
+    /// one when the hash has none. Inlined into [`Tin::allocate_hosts`], its only caller (two
+    /// calls per allocation, which at 10,000 flows is every packet).
+    #[inline(always)]
     fn host_slot(&mut self, hash: u32, src: bool) -> u16 {
         let idx = hash as usize % QUEUES;
         let inner = idx % SET_WAYS;
@@ -536,11 +569,7 @@ impl Tin {
         };
         // The ways from `inner` on, circularly: the slot with this tag, else the first slot
         // without bulk flows, else way `inner`.
-        let set = &tags[outer..outer + SET_WAYS];
-        if let Some(k) = (0..SET_WAYS)
-            .map(|off| (inner + off) % SET_WAYS)
-            .find(|&k| set[k] == hash)
-        {
+        if let Some(k) = find_way(set_of(tags, outer), inner, hash) {
             return (outer + k) as u16;
         }
         let counts = &bulk[outer..outer + SET_WAYS];
