@@ -15,29 +15,24 @@ use experiments::c::scenario::scenario;
 use qdisc::Duration;
 use std::sync::Mutex;
 
+/// `base` with variant `v` (`key=value,...`, as `[purple]` in the daemon's configuration takes
+/// them: durations in ms; `drain` is short for `drain_time`) applied; `contender=i` is read
+/// elsewhere. A bad key or value stops the run, naming it.
 fn parse(base: PurpleParams, v: &str) -> PurpleParams {
     let mut p = base;
     for kv in v.split(',').filter(|s| s.contains('=')) {
         let (k, x) = kv.split_once('=').unwrap_or(("", ""));
-        let f: f64 = x.parse().unwrap_or(f64::NAN);
-        match k {
-            "target" => p.target = Duration::from_nanos((f * 1e6) as u64),
-            "interval" => p.interval = Duration::from_nanos((f * 1e6) as u64),
-            "drain" => p.drain_time = Duration::from_nanos((f * 1e6) as u64),
-            "margin" => p.margin = f,
-            "probe_min" => p.probe_min = f,
-            "probe_max" => p.probe_max = f,
-            "probe_wait" => p.probe_wait = f as u32,
-            "volatile" => p.volatile = f,
-            "queue_floor" => p.queue_floor = Duration::from_nanos((f * 1e6) as u64),
-            "sudden" => p.sudden = f,
-            "shortfall" => p.shortfall = f,
-            "recent_quantile" => p.recent_quantile = f,
-            "volatile_drain" => p.volatile_drain = f,
-            "max_noise" => p.max_noise = Duration::from_nanos((f * 1e6) as u64),
-            "noise_rise" => p.noise_rise = f,
-            "contender" => {}
-            _ => eprintln!("unknown key {k}"),
+        if k == "contender" {
+            continue;
+        }
+        let k = if k == "drain" { "drain_time" } else { k };
+        let set = x
+            .parse::<f64>()
+            .map_err(|e| format!("{k}: {e}"))
+            .and_then(|f| p.set(k, f).map_err(|e| e.to_string()));
+        if let Err(e) = set {
+            eprintln!("c_judge: variant {v:?}: {e}");
+            std::process::exit(2);
         }
     }
     p
