@@ -3,7 +3,8 @@
 //! fraction of the late oracle's and its p99 minus the late oracle's (seed median and worst).
 //!
 //! `cargo run --release -p purple-experiments --example c_judge -- radio,step 1..=10 [VARIANT ..]`
-//! where a variant is `key=value,...` over `target` (ms), `interval` (ms) or `-` for the defaults, or
+//! where a variant is `key=value,...` over any of PURPLE's parameters as the daemon's `[purple]`
+//! section names them (durations in ms; `drain` for `drain_time`) or `-` for the defaults, or
 //! `contender=i` for `Contender::all`'s i-th contender instead of purple; `SECS=x` scales
 //! the scenario length; `OWD_MS=x` sets the radio hop's one-way delay
 //! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `MIN_MBIT=x` sets the controllers' configured minimum rate (both directions), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
