@@ -221,8 +221,7 @@ impl<L: Law> Engine<L> {
             !(law.filters_probes() && cfg.delay_source == crate::DelaySource::Passive),
             "delay_source",
             "passive",
-            "\"probes\" or \"both\" with algorithm cake-autorate or sqm-autorate (they read \
-             the probes only)",
+            crate::laws::passive_refusal(),
         )?;
         let pool = Pool::new(cfg.reflectors, cfg.baseline);
         Ok(Engine {
@@ -802,6 +801,7 @@ mod tests {
         };
         let err = Engine::new(cfg, cake_autorate).unwrap_err();
         assert_eq!(err.option, "delay_source");
+        assert_eq!(err.accepted, crate::laws::passive_refusal());
         assert!(err.accepted.contains("cake-autorate"), "{err}");
         // With a fresh passive estimate under `both`, a law with its own filters still gets
         // every probe sample; one reading the engine's delay does not (the passive estimate is

@@ -115,11 +115,7 @@ impl LawKind {
     /// `kinds`' names quoted, for error messages: `"purple", "purple-aimd" or "sqm-autorate"`.
     pub fn names(kinds: &[LawKind]) -> String {
         let quoted: Vec<String> = kinds.iter().map(|k| format!("{:?}", k.name())).collect();
-        match quoted.split_last() {
-            None => "(none)".to_string(),
-            Some((last, [])) => last.clone(),
-            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-        }
+        one_of(&quoted)
     }
 
     /// The law of this kind with its parameters from `params`, validated ([`Law::validate`]):
@@ -143,6 +139,48 @@ impl LawKind {
         self.build(&LawParams::default())
             .is_ok_and(|law| law.needs() != Needs::RadioQueue)
     }
+
+    /// Whether the law keeps its own windows of probe delays and so reads the probes only
+    /// ([`Law::filters_probes`] of the law at its defaults): such a law cannot run on
+    /// `delay_source = "passive"` ([`passive_refusal`]).
+    pub fn filters_probes(self) -> bool {
+        self.build(&LawParams::default())
+            .is_ok_and(|law| law.filters_probes())
+    }
+}
+
+/// `items` as a list for a message: `a`, `a or b`, `a, b or c`; `(none)` for none.
+fn one_of(items: &[String]) -> String {
+    match items.split_last() {
+        None => "(none)".to_string(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+/// What `delay_source` accepts when the law reads the probes only, for the refusal of
+/// `delay_source = "passive"` with such a law (the engine's, [`crate::Engine::new`], and the
+/// daemon's configuration check): `"probes" or "both" with algorithm cake-autorate or
+/// sqm-autorate (they read the probes only)`, naming every law of [`LawKind::ALL`] whose
+/// [`LawKind::filters_probes`] holds, in that order. Built once; the same text every call.
+pub fn passive_refusal() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| {
+        let laws: Vec<String> = LawKind::ALL
+            .into_iter()
+            .filter(|k| k.filters_probes())
+            .map(|k| k.name().to_string())
+            .collect();
+        let they = if laws.len() == 1 {
+            "it reads"
+        } else {
+            "they read"
+        };
+        format!(
+            "\"probes\" or \"both\" with algorithm {} ({they} the probes only)",
+            one_of(&laws)
+        )
+    })
 }
 
 impl fmt::Display for LawKind {
@@ -219,6 +257,31 @@ mod tests {
         for k in LawKind::ALL {
             assert_eq!(k.runs_without_radio(), k != LawKind::PurpleQueue, "{k:?}");
         }
+    }
+
+    #[test]
+    fn the_passive_refusal_names_the_laws_that_read_the_probes_only() {
+        let text = passive_refusal();
+        assert_eq!(
+            text,
+            "\"probes\" or \"both\" with algorithm cake-autorate or sqm-autorate (they read \
+             the probes only)"
+        );
+        // Each law is named there exactly when it filters the probes itself.
+        let words: Vec<&str> = text.split([' ', ',', '(', ')']).collect();
+        for k in LawKind::ALL {
+            let law = k.build(&LawParams::default()).unwrap();
+            assert_eq!(k.filters_probes(), law.filters_probes(), "{k:?}");
+            assert_eq!(
+                words.contains(&k.name()),
+                k.filters_probes(),
+                "{k:?}: {text}"
+            );
+        }
+        assert!(std::ptr::eq(text, passive_refusal()), "built once");
+        assert_eq!(one_of(&[]), "(none)");
+        assert_eq!(one_of(&["a".into()]), "a");
+        assert_eq!(one_of(&["a".into(), "b".into(), "c".into()]), "a, b or c");
     }
 
     #[test]

@@ -735,8 +735,7 @@ impl DaemonConfig {
             return Err(err(
                 "delay_source",
                 "\"passive\"",
-                "\"probes\" or \"both\" with algorithm cake-autorate or sqm-autorate (they \
-                 read the probes only)",
+                controller::laws::passive_refusal(),
             ));
         }
         if let Some(i) = &self.passive.interface {
@@ -1063,10 +1062,26 @@ mod tests {
         assert_eq!(c.passive_device(), "eth1");
         let e = DaemonConfig::parse("[probe]\nreflectors = []\n").unwrap_err();
         assert_eq!(e.option, "probe.reflectors");
-        let e = DaemonConfig::parse("algorithm = \"cake-autorate\"\ndelay_source = \"passive\"\n")
-            .unwrap_err();
-        assert_eq!(e.option, "delay_source");
-        assert!(e.accepted.contains("cake-autorate"), "{e}");
+        // A law with its own probe filters refuses passive alone, and the message names every
+        // such law the daemon runs (from the registry) and no other.
+        for k in algorithms() {
+            let text = format!("algorithm = \"{k}\"\ndelay_source = \"passive\"\n");
+            let r = DaemonConfig::parse(&text);
+            assert_eq!(r.is_err(), k.filters_probes(), "{k}");
+            if let Err(e) = r {
+                assert_eq!(
+                    (e.option.as_str(), e.value.as_str()),
+                    ("delay_source", "\"passive\"")
+                );
+                assert_eq!(
+                    e.to_string(),
+                    "delay_source = \"passive\" is not accepted (accepted: \"probes\" or \
+                     \"both\" with algorithm cake-autorate or sqm-autorate (they read the probes \
+                     only))"
+                );
+            }
+        }
+        assert!(algorithms().iter().filter(|k| k.filters_probes()).count() >= 2);
     }
 
     #[test]

@@ -209,29 +209,54 @@ impl Test {
     }
 }
 
-/// The T-Mobile LTE trace (first 60 s, mahimahi; `scenarios/traces/README.md`).
-const TM_DOWN: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60s.down");
-const TM_UP: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60s.up");
-
 /// The radio's link as a link file (the simulator reads the same file: `purple demo --link
 /// scenarios/links/lab-radio.toml`), with its schedule.
 const RADIO_LINK: &str = include_str!("../../../scenarios/links/lab-radio.toml");
 const RADIO_LINK_PATH: &str = "scenarios/links/lab-radio.toml";
 const RADIO_DOWN: &str = include_str!("../../../scenarios/links/lab-radio.down");
 
+/// The recorded link as a link file (`purple demo --link scenarios/links/tmobile-lte.toml`),
+/// with the T-Mobile LTE trace it names (first 60 s, mahimahi; `scenarios/traces/README.md`).
+const TMOBILE_LINK: &str = include_str!("../../../scenarios/links/tmobile-lte.toml");
+const TMOBILE_LINK_PATH: &str = "scenarios/links/tmobile-lte.toml";
+const TM_DOWN: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60s.down");
+const TM_UP: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60s.up");
+
+/// The link file `text` compiled in from `path`, its trace and schedule files among `files`
+/// (each by the name the file gives, with its text), as the lab plays it (1 ms each way where
+/// it gives no delay, as [`Scenario::for_link`]). Fails as [`Link::from_desc`] does, or
+/// naming a file the link file names that is not among `files`.
+fn compiled_in_link(path: &str, text: &str, files: &[(&str, &str)]) -> Result<Link, LabLinkError> {
+    let d = LinkDesc::parse(Path::new(path), text, &|name: &str| {
+        files
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| t.to_string())
+            .ok_or_else(|| sim::ScenarioError(format!("{name}: not compiled in with {path}")))
+    })?;
+    Link::from_desc(&d, 1.0)
+}
+
 /// The radio's link, read from the compiled-in `scenarios/links/lab-radio.toml`.
 pub fn radio_link() -> Result<Link, LabLinkError> {
-    let d = LinkDesc::parse(
-        Path::new(RADIO_LINK_PATH),
+    compiled_in_link(
+        RADIO_LINK_PATH,
         RADIO_LINK,
-        &|name: &str| match name {
-            "lab-radio.down" => Ok(RADIO_DOWN.to_string()),
-            _ => Err(sim::ScenarioError(format!(
-                "{name}: not compiled in with {RADIO_LINK_PATH}"
-            ))),
-        },
-    )?;
-    Link::from_desc(&d, 1.0)
+        &[("lab-radio.down", RADIO_DOWN)],
+    )
+}
+
+/// The recorded link of `purple lab run tmobile`, read from the compiled-in
+/// `scenarios/links/tmobile-lte.toml` and the two T-Mobile LTE traces it names.
+pub fn tmobile_link() -> Result<Link, LabLinkError> {
+    compiled_in_link(
+        TMOBILE_LINK_PATH,
+        TMOBILE_LINK,
+        &[
+            ("../traces/TMobile-LTE-short-60s.down", TM_DOWN),
+            ("../traces/TMobile-LTE-short-60s.up", TM_UP),
+        ],
+    )
 }
 
 /// The rate range (Mbit/s) a daemon is given for one direction.
@@ -372,7 +397,7 @@ fn radio() -> Scenario {
         up_bit_s: 50_000_000,
         down_bit_s: 100_000_000,
         // Invariant: the compiled-in file reads and plays (test
-        // `the_radio_is_its_link_file_with_the_linkem_options_it_always_had`).
+        // `the_radio_and_tmobile_are_their_link_files_with_the_linkem_options_they_always_had`).
         link: radio_link().expect("scenarios/links/lab-radio.toml is a playable link"),
         needs_linkem: true,
         full_seconds: 60.0,
@@ -476,7 +501,8 @@ fn starlink() -> Scenario {
     }
 }
 
-/// The PURPLE radio on a recorded link: the T-Mobile LTE trace both ways.
+/// The PURPLE radio on a recorded link: the T-Mobile LTE trace both ways, 20 ms each way, the
+/// emulator's 1000-packet buffer (`scenarios/links/tmobile-lte.toml`).
 fn tmobile() -> Scenario {
     Scenario {
         name: "tmobile".into(),
@@ -485,12 +511,9 @@ fn tmobile() -> Scenario {
         sim_id: None,
         up_bit_s: 6_000_000,
         down_bit_s: 14_000_000,
-        link: Link {
-            name: "T-Mobile LTE (mahimahi)".into(),
-            up: DirCapacity::trace(TM_UP),
-            down: DirCapacity::trace(TM_DOWN),
-            ..Link::fixed(0, 0, 20.0)
-        },
+        // Invariant: the compiled-in file reads and plays (test
+        // `the_radio_and_tmobile_are_their_link_files_with_the_linkem_options_they_always_had`).
+        link: tmobile_link().expect("scenarios/links/tmobile-lte.toml is a playable link"),
         full_seconds: 60.0,
         // The radio's contenders; static CAKE runs at this scenario's rates, the trace's means.
         contenders: radio()
@@ -809,7 +832,7 @@ mod tests {
     }
 
     #[test]
-    fn the_radio_is_its_link_file_with_the_linkem_options_it_always_had() {
+    fn the_radio_and_tmobile_are_their_link_files_with_the_linkem_options_they_always_had() {
         let radio = find("radio").expect("radio");
         // What `start_delay` handed `purple linkem` for `Capacity::Steps { up 50 Mbit/s, down
         // [130, 80] Mbit/s, period 5 s }`, 5 ms, 1000 packets.
@@ -847,19 +870,100 @@ mod tests {
             "--up 20000kbit --down-trace DOWN --delay-ms 15 --buffer-packets 1000"
         );
         assert!(files[0].1 == crate::link::legacy_steps_trace([150_000_000, 60_000_000], 8));
-        // The recorded link hands its traces as they are; the fixed ones their rates.
-        let (args, files) = linkem(&find("tmobile").expect("tmobile"));
+        // The recorded link, read from scenarios/links/tmobile-lte.toml, hands its traces as
+        // they are with the options the lab always gave it (values taken before it was a file).
+        let tmobile = find("tmobile").expect("tmobile");
+        let (args, files) = linkem(&tmobile);
         assert_eq!(
             args,
             "--up-trace UP --down-trace DOWN --delay-ms 20 --buffer-packets 1000"
         );
-        assert!(files[0].1 == TM_UP && files[1].1 == TM_DOWN);
+        assert_eq!(files.len(), 2);
+        assert_eq!(
+            (files[0].0.as_path(), files[1].0.as_path()),
+            (Path::new("UP"), Path::new("DOWN"))
+        );
+        assert!(
+            files[0].1 == TM_UP && files[1].1 == TM_DOWN,
+            "the traces' text changed"
+        );
+        // The two files as they were compiled in: bytes, lines and FNV-1a 64 of each.
+        let fnv = |t: &str| {
+            t.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            })
+        };
+        let shape = |t: &str| (t.len(), t.lines().count(), fnv(t));
+        assert_eq!(shape(&files[0].1), (185_576, 31_758, 0x5f0f_a0b1_c8c4_d50f));
+        assert_eq!(shape(&files[1].1), (395_391, 69_905, 0x90cf_00fa_6a18_7390));
+        // The link the code built before, but for its name (now the file's).
+        let before = Link {
+            name: "T-Mobile LTE (mahimahi)".into(),
+            up: DirCapacity::trace(TM_UP),
+            down: DirCapacity::trace(TM_DOWN),
+            ..Link::fixed(0, 0, 20.0)
+        };
+        assert_eq!(tmobile.link.name, "lab-tmobile-lte");
+        assert_eq!(
+            tmobile.link,
+            Link {
+                name: tmobile.link.name.clone(),
+                ..before
+            }
+        );
+        // And so the same capacity spans, daemon ranges and words.
+        assert_eq!(tmobile.link.down.span(), (3_552_000, 31_560_000));
+        assert_eq!(tmobile.link.up.span(), (612_000, 15_552_000));
+        let (down, up) = tmobile.control_range();
+        assert!((down.min - 3.156).abs() < 1e-9, "{down:?}");
+        assert_eq!((down.base, down.max), (14.0, 31.56 * 1.05));
+        assert!((up.min - 1.5552).abs() < 1e-9, "{up:?}");
+        assert_eq!((up.base, up.max), (15.552 * 0.9, 15.552));
+        assert_eq!(
+            (tmobile.down_bit_s, tmobile.up_bit_s),
+            (14_000_000, 6_000_000)
+        );
+        assert_eq!(tmobile.link.delay_words(), "20 ms each way");
+        assert_eq!(tmobile.link.down_words(), "trace lab-tmobile-lte");
+        // The fixed links hand their rates.
         let (args, files) = linkem(&find("b1").expect("b1"));
         assert_eq!(
             args,
             "--up 100000kbit --down 100000kbit --delay-ms 45 --buffer-packets 1000"
         );
         assert!(files.is_empty());
+    }
+
+    #[test]
+    fn the_link_files_on_disk_are_the_compiled_in_links() {
+        for (file, scenario) in [("lab-radio.toml", "radio"), ("tmobile-lte.toml", "tmobile")] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../scenarios/links")
+                .join(file);
+            let d = LinkDesc::read(&path).expect("reads");
+            let built_in = find(scenario).expect("scenario").link;
+            assert_eq!(Link::from_desc(&d, 1.0).expect("plays"), built_in, "{file}");
+            let s = Scenario::for_link(&d, None).expect("plays");
+            assert_eq!(s.link, built_in, "{file}");
+            if scenario == "tmobile" {
+                // `purple lab run --link` on it takes the simulator's rule, not `tmobile`'s
+                // (static CAKE at the means, 14/6): static CAKE at the median 1 s rates,
+                // the daemons from a tenth of the mean to 1.2 x the 90th percentile.
+                assert_eq!((s.down_bit_s, s.up_bit_s), (13_400_000, 6_800_000));
+                let (down, up) = s.control_range();
+                let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+                assert!(
+                    close(down.min, 1.39822)
+                        && close(down.base, 18.2736)
+                        && close(down.max, 30.456),
+                    "{down:?}"
+                );
+                assert!(
+                    close(up.min, 0.63516) && close(up.base, 6.84288) && close(up.max, 11.4048),
+                    "{up:?}"
+                );
+            }
+        }
     }
 
     #[test]
