@@ -145,7 +145,7 @@ impl CobaltVars {
     ///
     /// The common case, a flow at rest (sojourn within target, no CoDel count, BLUE off), is
     /// decided first, in a few comparisons; anything else goes through every step
-    /// ([`CobaltVars::judge`]), with the same result either way.
+    /// (`CobaltVars::judge`), with the same result either way.
     #[inline(always)]
     pub fn should_drop(
         &mut self,
