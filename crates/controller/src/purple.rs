@@ -36,7 +36,8 @@
 //!   interval's overshoot adds at most the target; the volatility on a volatile one; or
 //!   `probe_max` far below the highest reading of the last 10 s, either after a deep dip (the
 //!   last reading below half of it, when an outage or a hand-over's near-outage ended) or on a
-//!   volatile link, whose capacity jumps between levels). Far below a recent reading the rate goes straight back to
+//!   link more than 1.5 x `volatile` volatile, whose capacity jumps between levels). Far below a
+//!   recent reading the rate goes straight back to
 //!   the cruise level under it. A probe's answer (the delivery falling short of it) is a reading;
 //! - **holds when the demand is the limit**: a download ending is not a capacity drop;
 //! - optionally **cuts on a sudden shortfall** ([`Reason::Shortfall`]; off by default, `sudden =
