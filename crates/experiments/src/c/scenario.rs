@@ -572,7 +572,7 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
         ),
         "tmobile-lte" => recorded(
             "tmobile-lte",
-            "T-Mobile LTE (first 60 s of the mahimahi trace), ~17 down / 13 up Mbit/s",
+            "T-Mobile LTE (first 60 s of the mahimahi trace), mean 14.0 down / 6.4 up Mbit/s",
             (TM_DOWN, TM_UP),
             (1.0, 35.0),
             (1.0, 30.0),
