@@ -168,9 +168,14 @@ struct DemoArgs {
     /// With --matrix: seeds 1..=N.
     #[arg(long, value_name = "N", requires = "matrix", default_value_t = 10)]
     seeds: u64,
-    /// With --matrix: only these built-in scenarios (comma-separated).
+    /// With --matrix: only these built-in scenarios (comma-separated; the held-out links'
+    /// names too).
     #[arg(long, value_delimiter = ',', requires = "matrix")]
     scenarios: Vec<String>,
+    /// With --matrix: the held-out links instead of the built-in scenarios (wisp, lte-walk,
+    /// mmwave, cable-evening, wifi: link families never used to tune PURPLE; docs/matrix.md).
+    #[arg(long, requires = "matrix", conflicts_with = "scenarios")]
+    holdout: bool,
     /// With --matrix: only these contenders (comma-separated): fq-codel, static-safe,
     /// static-optimistic, purple-radio, purple-aimd, cake-autorate, sqm-autorate,
     /// autorate-ingress, purple, oracle, oracle-late, oracle-lookahead.
@@ -569,7 +574,15 @@ fn main() {
                 _ => None,
             };
             let r = if a.matrix {
-                matrix_opts(a.seeds, a.scenarios, a.contenders, a.targets.as_deref()).and_then(
+                let scenarios = if a.holdout {
+                    experiments::c::scenario::HOLDOUT_NAMES
+                        .iter()
+                        .map(|n| n.to_string())
+                        .collect()
+                } else {
+                    a.scenarios
+                };
+                matrix_opts(a.seeds, scenarios, a.contenders, a.targets.as_deref()).and_then(
                     |mut o| {
                         o.link = match &link {
                             Some(l) => Some(demo::link_scenario(l, 1, a.seconds)?),

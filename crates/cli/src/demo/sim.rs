@@ -17,9 +17,10 @@ pub fn link_scenario(
     match link {
         LinkChoice::Scenario(name) => scenario::scenario(name, seed).ok_or_else(|| {
             format!(
-                "unknown scenario {name:?} (known: {}, {})",
+                "unknown scenario {name:?} (known: {}, {}; held out: {})",
                 scenario::NAMES.join(", "),
-                scenario::PASSIVE_NAMES.join(", ")
+                scenario::PASSIVE_NAMES.join(", "),
+                scenario::HOLDOUT_NAMES.join(", ")
             )
         }),
         LinkChoice::Traces {

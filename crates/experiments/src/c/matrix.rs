@@ -184,8 +184,9 @@ impl std::fmt::Display for MatrixError {
         match self {
             MatrixError::UnknownScenario(n) => write!(
                 f,
-                "unknown scenario {n:?} (known: {})",
-                scenario::NAMES.join(", ")
+                "unknown scenario {n:?} (known: {}; held out: {})",
+                scenario::NAMES.join(", "),
+                scenario::HOLDOUT_NAMES.join(", ")
             ),
             MatrixError::UnknownContender(n) => {
                 let ids: Vec<&str> = Role::ALL.iter().map(|r| r.id()).collect();
@@ -306,7 +307,9 @@ impl MatrixSpec {
         }
         for l in &self.links {
             if let MatrixLink::Named(n) = l {
-                if !scenario::NAMES.contains(&n.as_str()) {
+                if !scenario::NAMES.contains(&n.as_str())
+                    && !scenario::HOLDOUT_NAMES.contains(&n.as_str())
+                {
                     return Err(MatrixError::UnknownScenario(n.clone()));
                 }
             }
