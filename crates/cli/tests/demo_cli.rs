@@ -247,13 +247,18 @@ fn home_router_deploys_a_link_as_the_router_scenario_does() {
 
 /// A one-seed, 4 s matrix of purple alone on `step`, with `extra` options, as JSON.
 fn small_matrix(extra: &[&str]) -> serde_json::Value {
+    small_matrix_on("step", extra)
+}
+
+/// A one-seed, 4 s matrix of purple alone on `scenario`, with `extra` options, as JSON.
+fn small_matrix_on(scenario: &str, extra: &[&str]) -> serde_json::Value {
     let mut a = vec![
         "demo",
         "--matrix",
         "--seeds",
         "1",
         "--scenarios",
-        "step",
+        scenario,
         "--contenders",
         "purple",
         "--targets",
@@ -265,6 +270,47 @@ fn small_matrix(extra: &[&str]) -> serde_json::Value {
     ];
     a.extend_from_slice(extra);
     serde_json::from_str(&ok(&purple(&a))).expect("JSON")
+}
+
+/// `--holdout` runs the held-out links (and only them), in their order; with `--scenarios` it is
+/// refused; a held-out name is accepted by `--scenarios` and an unknown one is refused naming
+/// the held-out links too.
+#[test]
+fn matrix_holdout_runs_the_held_out_links_only() {
+    let v: serde_json::Value = serde_json::from_str(&ok(&purple(&[
+        "demo",
+        "--matrix",
+        "--holdout",
+        "--seeds",
+        "1",
+        "--contenders",
+        "purple",
+        "--targets",
+        "none",
+        "--seconds",
+        "2",
+        "--json",
+        "--no-out",
+    ])))
+    .expect("JSON");
+    let names: Vec<&str> = v["scenarios"]
+        .as_array()
+        .expect("scenarios")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["wisp", "lte-walk", "mmwave", "cable-evening", "wifi"]
+    );
+    let one = small_matrix_on("wifi", &[]);
+    assert_eq!(one["scenarios"][0]["name"], "wifi");
+    let o = purple(&["demo", "--matrix", "--holdout", "--scenarios", "step"]);
+    assert!(!o.status.success());
+    let o = purple(&["demo", "--matrix", "--scenarios", "nope", "--no-out"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("held out: wisp"), "{e}");
 }
 
 /// `--home-router` with `--matrix` deploys every link that way: its description says so and

@@ -885,7 +885,10 @@ mod tests {
             let a2 = scenario(n, 1).unwrap_or_else(|| panic!("{n}"));
             assert!((0..1200).all(|k| at(&a, k) == at(&a2, k)), "{n}");
             // Ranges and statics derived from the capacity, as for a user's link.
-            assert!(a.range_down.0 < a.range_down.1 && a.range_up.0 < a.range_up.1, "{n}");
+            assert!(
+                a.range_down.0 < a.range_down.1 && a.range_up.0 < a.range_up.1,
+                "{n}"
+            );
             assert!(a.statics[0].0 <= a.statics[1].0, "{n}");
         }
     }
