@@ -319,6 +319,19 @@ fn uniform(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
     lo + (hi - lo) * rng.next_f64()
 }
 
+/// One step of an AR(1) wander: `x` kept by `a`, plus a uniform innovation in `[-b, b)`.
+fn wander(x: f64, a: f64, b: f64, rng: &mut Rng) -> f64 {
+    a * x + uniform(rng, -b, b)
+}
+
+/// Whether a spell (an interference burst, a blockage) starts in this slot, one every `every_s`
+/// seconds on average, and if so its length in slots, uniform in `lo_s..hi_s` seconds.
+fn spell_starts(rng: &mut Rng, every_s: f64, (lo_s, hi_s): (f64, f64)) -> Option<usize> {
+    let per_s = 1.0 / SLOT.as_secs_f64();
+    (rng.next_f64() < 1.0 / (every_s * per_s))
+        .then(|| (uniform(rng, lo_s, hi_s) * per_s).round() as usize)
+}
+
 /// A held-out family's `(down, up)` series in Mbit/s per slot, its description and its radio
 /// hop's one-way delay.
 fn holdout_series(
@@ -336,10 +349,13 @@ fn holdout_series(
             let (mut xd, mut xu) = (0.0f64, 0.0f64);
             let (mut left, mut depth) = (0usize, 1.0);
             for _ in 0..n {
-                xd = 0.975 * xd + uniform(rng, -0.058, 0.058);
-                xu = 0.975 * xu + uniform(rng, -0.058, 0.058);
-                if left == 0 && rng.next_f64() < 1.0 / (10.0 * per_s) {
-                    left = (uniform(rng, 0.2, 1.5) * per_s).round() as usize;
+                xd = wander(xd, 0.975, 0.058, rng);
+                xu = wander(xu, 0.975, 0.058, rng);
+                if let Some(l) = (left == 0)
+                    .then(|| spell_starts(rng, 10.0, (0.2, 1.5)))
+                    .flatten()
+                {
+                    left = l;
                     depth = uniform(rng, 0.2, 0.5);
                 }
                 let f = if left > 0 {
@@ -395,10 +411,13 @@ fn holdout_series(
             let (mut xd, mut xu) = (0.0f64, 0.0f64);
             let (mut left, mut bd, mut bu) = (0usize, 0.0, 0.0);
             for _ in 0..n {
-                xd = 0.95 * xd + uniform(rng, -0.03, 0.03);
-                xu = 0.95 * xu + uniform(rng, -0.03, 0.03);
-                if left == 0 && rng.next_f64() < 1.0 / (8.0 * per_s) {
-                    left = (uniform(rng, 0.3, 2.0) * per_s).round() as usize;
+                xd = wander(xd, 0.95, 0.03, rng);
+                xu = wander(xu, 0.95, 0.03, rng);
+                if let Some(l) = (left == 0)
+                    .then(|| spell_starts(rng, 8.0, (0.3, 2.0)))
+                    .flatten()
+                {
+                    left = l;
                     bd = uniform(rng, 15.0, 40.0);
                     bu = uniform(rng, 3.0, 8.0);
                 }
