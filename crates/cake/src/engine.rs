@@ -17,7 +17,7 @@ use crate::params::{DerivedParams, RateFixed, MAX_TINS};
 use crate::slab::Slab;
 use crate::stats::{CakeStats, FlowStats, TinStats};
 use crate::tin::{qi, FlowSet, ListId, Tin, NIL, QUEUES};
-use qdisc::packet::{self, FlowHeaders, FlowTuple, Headers, NetKind, Packet};
+use qdisc::packet::{self, FlowHeaders, FlowTuple, FlowV4, Headers, NetKind, Packet};
 use qdisc::{
     Counter, Dequeue, DropReason, Dropped, Duration, Instant, NoShaper, Qdisc, QdiscStats, Rate,
     Rng,
@@ -278,14 +278,22 @@ impl Cake {
         if !map.dscp_only {
             return self.select_tin_general(pkt, h);
         }
-        // No washing, no fwmark mask, several tins: the priority override, else the DSCP
-        // (what select_tin_general does with those settings).
+        let dscp = Self::diffserv(pkt, h, false);
+        self.select_tin_dscp(pkt, dscp)
+    }
+
+    /// [`Cake::select_tin`] when the tin comes from the priority override or the DSCP alone
+    /// (`TinMap::dscp_only`): no washing, no fwmark mask, several tins. `dscp` is the packet's
+    /// DSCP as `diffserv` reads it.
+    #[inline(always)]
+    fn select_tin_dscp(&self, pkt: &Packet, dscp: u8) -> usize {
+        let map = &self.tin_map;
         let prio = pkt.meta.priority;
         let minor = (prio & 0xFFFF) as usize;
         if (prio >> 16) as u16 == self.cfg.handle_major && minor > 0 && minor <= map.count {
             return map.order[(minor - 1) % MAX_TINS] as usize;
         }
-        map.of_dscp[Self::diffserv(pkt, h, false) as usize & 63] as usize
+        map.of_dscp[dscp as usize & 63] as usize
     }
 
     /// [`Cake::select_tin`] with any configuration (washing, besteffort, a fwmark mask). Out
@@ -360,17 +368,47 @@ impl Cake {
         self.classify(tin, pkt.meta.nat.as_ref())
     }
 
+    /// [`Cake::classify_packet`] for a frame read by [`FlowV4::parse`]: its tuple hashed from
+    /// the IPv4 addresses as they are (the same hashes as the mapped tuple's).
+    #[inline(always)]
+    fn classify_v4(&mut self, tin: usize, pkt: &Packet, v: &FlowV4) -> u16 {
+        if self.cfg.nat && pkt.meta.nat.is_some() {
+            return self.classify_nat(tin, pkt);
+        }
+        self.classify_with(
+            tin,
+            |hasher| hasher.flow_hash_v4(v),
+            |hasher| hasher.host_hashes_v4(v),
+        )
+    }
+
     /// Picks the flow queue for a packet in `tin`.
     #[inline(always)]
     fn classify(&mut self, tin: usize, tuple: Option<&FlowTuple>) -> u16 {
+        self.classify_with(
+            tin,
+            |hasher| tuple.map_or_else(|| hasher.non_ip_flow_hash(), |t| hasher.flow_hash(t)),
+            |hasher| tuple.map_or((0, 0), |t| hasher.host_hashes(t)),
+        )
+    }
+
+    /// Picks the flow queue for a packet in `tin` whose flow hash is `flow_hash` and host
+    /// hashes `host_hashes` (each computed only when the flow mode needs it).
+    #[inline(always)]
+    fn classify_with(
+        &mut self,
+        tin: usize,
+        flow_hash: impl FnOnce(&FlowHasher) -> u32,
+        host_hashes: impl Fn(&FlowHasher) -> (u32, u32),
+    ) -> u16 {
         let mode = self.cfg.flow_mode;
         if mode == FlowMode::Flowblind {
             return 0;
         }
         let hasher = &self.hasher;
-        let host_hashes = || tuple.map_or((0, 0), |t| hasher.host_hashes(t));
+        let host_hashes = || host_hashes(hasher);
         let key = if mode.uses_flows() {
-            tuple.map_or_else(|| hasher.non_ip_flow_hash(), |t| hasher.flow_hash(t))
+            flow_hash(hasher)
         } else {
             let (src, dst) = host_hashes();
             let mut key = 0;
@@ -781,9 +819,25 @@ impl Cake {
         drops: &mut Vec<Dropped>,
         bufs: &mut dyn packet::Buffers,
     ) {
-        let h = FlowHeaders::parse(&pkt.data);
-        let tin = self.select_tin(&mut pkt, &h);
-        let flow = self.classify_packet(tin, &pkt, &h);
+        // The common frame (untagged IPv4, TCP or UDP) with a tin from the DSCP or priority
+        // alone: read and hashed without building its headers' mapped addresses. Anything
+        // else through the parsed headers.
+        let (tin, flow, net_off) = match FlowV4::parse(&pkt.data) {
+            Some(v) if self.tin_map.dscp_only => {
+                let tin = self.select_tin_dscp(&pkt, v.dscp);
+                let flow = self.classify_v4(tin, &pkt, &v);
+                (tin, flow, u32::from(FlowV4::NETWORK_OFFSET))
+            }
+            v4 => {
+                let h = match v4 {
+                    Some(v) => v.headers(),
+                    None => FlowHeaders::parse(&pkt.data),
+                };
+                let tin = self.select_tin(&mut pkt, &h);
+                let flow = self.classify_packet(tin, &pkt, &h);
+                (tin, flow, u32::from(h.network_offset))
+            }
+        };
         let len = pkt.len();
 
         // Ensure the shaper state isn't stale.
@@ -803,7 +857,6 @@ impl Cake {
         }
         let t = &mut self.tins[tin];
         t.max_skblen = t.max_skblen.max(len);
-        let net_off = u32::from(h.network_offset);
 
         let added_bytes = if pkt.meta.gso.is_none() {
             let adj = self

@@ -2,7 +2,7 @@
 //! one address with the other zeroed, ports and protocol cleared, for hosts); the hash function
 //! itself is our own keyed mixer, seeded by the caller.
 
-use qdisc::packet::FlowTuple;
+use qdisc::packet::{FlowTuple, FlowV4};
 use qdisc::Rng;
 
 /// A keyed hasher; the key comes from the caller's seed.
@@ -29,6 +29,13 @@ fn halves(a: &[u8; 16]) -> (u64, u64) {
     (u64::from_le_bytes(lo), u64::from_le_bytes(hi))
 }
 
+/// The last eight bytes of IPv4 address `a` (read little-endian from its frame bytes) mapped
+/// into IPv6 (`::ffff:a`), as a little-endian integer.
+#[inline(always)]
+fn mapped_high(a: u32) -> u64 {
+    0xffff_0000 | u64::from(a) << 32
+}
+
 impl FlowHasher {
     /// A hasher keyed from `rng`.
     pub fn new(rng: &mut Rng) -> Self {
@@ -52,8 +59,14 @@ impl FlowHasher {
 
     /// [`FlowHasher::hash`] from its first step's result `h` (the first address folded in).
     #[inline]
-    fn hash_from(&self, mut h: u64, b: &[u8; 16], ports: u32, proto: u8) -> u32 {
+    fn hash_from(&self, h: u64, b: &[u8; 16], ports: u32, proto: u8) -> u32 {
         let (b0, b1) = halves(b);
+        self.hash_from_halves(h, b0, b1, ports, proto)
+    }
+
+    /// [`FlowHasher::hash_from`] with the second address as its two little-endian halves.
+    #[inline(always)]
+    fn hash_from_halves(&self, mut h: u64, b0: u64, b1: u64, ports: u32, proto: u8) -> u32 {
         let k = &self.key;
         h = fold(h ^ b0 ^ k[2], b1 ^ k[3]);
         h = fold(
@@ -77,6 +90,41 @@ impl FlowHasher {
             (&t.src, &t.dst, t.src_port, t.dst_port)
         };
         self.hash(a, b, u32::from(pa) << 16 | u32::from(pb), t.proto)
+    }
+
+    /// [`FlowHasher::flow_hash`] of the frame's tuple, from its IPv4 addresses as they are:
+    /// the same value as the hash of the IPv4-mapped tuple ([`FlowV4::headers`]), without
+    /// building it. An IPv4-mapped address is zero in its first eight bytes, and its last
+    /// eight, read little-endian, are `0xffff_0000 | addr << 32`; its first 12 bytes are the
+    /// same for every IPv4 address, so two of them sort as their IPv4 addresses do, big-endian.
+    #[inline(always)]
+    pub fn flow_hash_v4(&self, v: &FlowV4) -> u32 {
+        let (s, d) = (u32::from_le_bytes(v.src), u32::from_le_bytes(v.dst));
+        let swap = d.swap_bytes() < s.swap_bytes() || (d == s && v.dst_port < v.src_port);
+        let (a, b, pa, pb) = if swap {
+            (d, s, v.dst_port, v.src_port)
+        } else {
+            (s, d, v.src_port, v.dst_port)
+        };
+        let k = &self.key;
+        // The first step with a zero first half: `a0 ^ k[0]` is `k[0]`.
+        let h = fold(k[0], mapped_high(a) ^ k[1]);
+        self.hash_from_halves(
+            h,
+            0,
+            mapped_high(b),
+            u32::from(pa) << 16 | u32::from(pb),
+            v.proto,
+        )
+    }
+
+    /// [`FlowHasher::host_hashes`] of the frame's IPv4-mapped tuple, from its IPv4 addresses.
+    #[inline]
+    pub fn host_hashes_v4(&self, v: &FlowV4) -> (u32, u32) {
+        let host = |a: [u8; 4]| {
+            self.hash_from_halves(self.zero_first, 0, mapped_high(u32::from_le_bytes(a)), 0, 0)
+        };
+        (host(v.src), host(v.dst))
     }
 
     /// The (source host, destination host) hashes: each address alone, ports and protocol
@@ -141,6 +189,29 @@ mod tests {
         assert_ne!(h.flow_hash(&f), h.flow_hash(&tuple(1, 2, 1001, 80)));
         assert_eq!(h.host_hashes(&f).0, h.host_hashes(&tuple(1, 9, 5, 6)).0);
         assert_ne!(h.host_hashes(&f).0, h.host_hashes(&f).1);
+    }
+
+    #[test]
+    fn ipv4_hashes_equal_those_of_the_mapped_tuple() {
+        let h = FlowHasher::new(&mut Rng::new(9));
+        let mut rng = Rng::new(17);
+        // Few distinct values, so that equal addresses and equal ports (the tie-breaks) come up.
+        let mut small = |n: u32| (rng.next_u32() % n) as u8;
+        for _ in 0..20_000 {
+            let v = FlowV4 {
+                src: [small(3), small(2), small(2), small(3)],
+                dst: [small(3), small(2), small(2), small(3)],
+                src_port: u16::from(small(3)) << 8 | u16::from(small(3)),
+                dst_port: u16::from(small(3)) << 8 | u16::from(small(3)),
+                proto: if small(2) == 0 { 6 } else { 17 },
+                dscp: 0,
+            };
+            let Some(ip) = v.headers().ip else {
+                panic!("an IPv4 frame has IP headers")
+            };
+            assert_eq!(h.flow_hash_v4(&v), h.flow_hash(&ip.tuple), "{v:?}");
+            assert_eq!(h.host_hashes_v4(&v), h.host_hashes(&ip.tuple), "{v:?}");
+        }
     }
 
     #[test]
