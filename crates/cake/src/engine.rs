@@ -287,8 +287,20 @@ impl Cake {
     /// DSCP as `diffserv` reads it.
     #[inline(always)]
     fn select_tin_dscp(&self, pkt: &Packet, dscp: u8) -> usize {
-        let map = &self.tin_map;
         let prio = pkt.meta.priority;
+        if prio & 0xFFFF != 0 {
+            // A priority with a minor number may name a tin: out of line, as most packets
+            // carry none.
+            return self.select_tin_prio(prio, dscp);
+        }
+        self.tin_map.of_dscp[dscp as usize & 63] as usize
+    }
+
+    /// [`Cake::select_tin_dscp`] for a packet whose priority has a minor number: the tin it
+    /// names when its major number is this qdisc's handle and the minor a tin, else the DSCP's.
+    #[inline(never)]
+    fn select_tin_prio(&self, prio: u32, dscp: u8) -> usize {
+        let map = &self.tin_map;
         let minor = (prio & 0xFFFF) as usize;
         if (prio >> 16) as u16 == self.cfg.handle_major && minor > 0 && minor <= map.count {
             return map.order[(minor - 1) % MAX_TINS] as usize;
