@@ -1150,8 +1150,9 @@ impl Cake {
                     // empty, and the decaying list is preferred only on the first visit): the
                     // flow the walk stopped at, with a positive deficit. Serve it at once.
                     flow = self.refill_old_list(tin, flow);
-                }
-                if self.tins[tin].flows[qi(flow)].deficit <= 0 {
+                } else if self.tins[tin].flows[qi(flow)].deficit <= 0 {
+                    // (The walk above stops at a flow with a positive deficit: only a flow
+                    // that did not take it can be out of deficit here.)
                     self.refill(tin, flow, mode);
                     self.tins[tin].move_tail(flow, ListId::Old);
                     continue 'retry;
