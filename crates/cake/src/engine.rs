@@ -158,6 +158,10 @@ pub struct Cake {
     hasher: FlowHasher,
     rng: Rng,
     tin_map: TinMap,
+    /// Enqueue takes an IPv4 frame that [`FlowV4::parse`] reads by its fast path: the tin
+    /// comes from the DSCP or priority alone (`TinMap::dscp_only`), `nat` is off and the flow
+    /// mode hashes flows. Fixed by the configuration, which never changes.
+    v4_fast: bool,
     time_next: Instant,
     failsafe_next: Instant,
     rate_bps: u64,
@@ -187,6 +191,7 @@ impl Cake {
         let hasher = FlowHasher::new(&mut rng);
         let tins = Tins::new(&params);
         let tin_map = TinMap::new(&cfg);
+        let v4_fast = tin_map.dscp_only && !cfg.nat && cfg.flow_mode.uses_flows();
         let autorate = Autorate {
             avg_peak_bandwidth: cfg.rate_bps,
             ..Autorate::default()
@@ -202,6 +207,7 @@ impl Cake {
             hasher,
             rng,
             tin_map,
+            v4_fast,
             time_next: Instant::ZERO,
             failsafe_next: Instant::ZERO,
             buffer_used: 0,
@@ -381,17 +387,15 @@ impl Cake {
     }
 
     /// [`Cake::classify_packet`] for a frame read by [`FlowV4::parse`]: its tuple hashed from
-    /// the IPv4 addresses as they are (the same hashes as the mapped tuple's).
+    /// the IPv4 addresses as they are (the same hashes as the mapped tuple's). Only with the
+    /// `v4_fast` settings: no `nat`, and a flow mode that hashes flows.
     #[inline(always)]
-    fn classify_v4(&mut self, tin: usize, pkt: &Packet, v: &FlowV4) -> u16 {
-        if self.cfg.nat && pkt.meta.nat.is_some() {
-            return self.classify_nat(tin, pkt);
-        }
-        self.classify_with(
-            tin,
-            |hasher| hasher.flow_hash_v4(v),
-            |hasher| hasher.host_hashes_v4(v),
-        )
+    fn classify_v4(&mut self, tin: usize, v: &FlowV4) -> u16 {
+        let mode = self.cfg.flow_mode;
+        debug_assert!(self.v4_fast && !self.cfg.nat && mode.uses_flows());
+        let hasher = &self.hasher;
+        let key = hasher.flow_hash_v4(v);
+        self.tins[tin].classify_hashed(key, || hasher.host_hashes_v4(v), mode)
     }
 
     /// Picks the flow queue for a packet in `tin`.
@@ -831,13 +835,13 @@ impl Cake {
         drops: &mut Vec<Dropped>,
         bufs: &mut dyn packet::Buffers,
     ) {
-        // The common frame (untagged IPv4, TCP or UDP) with a tin from the DSCP or priority
-        // alone: read and hashed without building its headers' mapped addresses. Anything
-        // else through the parsed headers.
+        // The common frame (untagged IPv4, TCP or UDP) with the common settings (`v4_fast`):
+        // read and hashed without building its headers' mapped addresses. Anything else
+        // through the parsed headers.
         let (tin, flow, net_off) = match FlowV4::parse(&pkt.data) {
-            Some(v) if self.tin_map.dscp_only => {
+            Some(v) if self.v4_fast => {
                 let tin = self.select_tin_dscp(&pkt, v.dscp);
-                let flow = self.classify_v4(tin, &pkt, &v);
+                let flow = self.classify_v4(tin, &v);
                 (tin, flow, u32::from(FlowV4::NETWORK_OFFSET))
             }
             v4 => {
