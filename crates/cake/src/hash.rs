@@ -12,7 +12,17 @@ pub struct FlowHasher {
     /// The first step of [`FlowHasher::hash`] for an all-zero first address (a host hash's),
     /// which depends on the key alone: computed once.
     zero_first: u64,
+    /// The key words the IPv4 path (`FlowHasher::flow_hash_v4`) folds a mapped address's
+    /// second half with, with the `0xffff_0000` that every such half carries folded in: that
+    /// half is `0xffff_0000 | addr << 32`, and the two terms share no bit, so `| 0xffff_0000`
+    /// and `^ 0xffff_0000` agree and the constant moves into the key. `[k1, k3]`.
+    v4_keys: [u64; 2],
+    /// The last step's multiplier, `key[0] ^ GOLDEN`, computed once.
+    last: u64,
 }
+
+/// The constant the last step mixes with `key[0]`.
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 #[inline]
 fn fold(a: u64, b: u64) -> u64 {
@@ -29,13 +39,6 @@ fn halves(a: &[u8; 16]) -> (u64, u64) {
     (u64::from_le_bytes(lo), u64::from_le_bytes(hi))
 }
 
-/// The last eight bytes of IPv4 address `a` (read little-endian from its frame bytes) mapped
-/// into IPv6 (`::ffff:a`), as a little-endian integer.
-#[inline(always)]
-fn mapped_high(a: u32) -> u64 {
-    0xffff_0000 | u64::from(a) << 32
-}
-
 impl FlowHasher {
     /// A hasher keyed from `rng`.
     pub fn new(rng: &mut Rng) -> Self {
@@ -48,6 +51,8 @@ impl FlowHasher {
         FlowHasher {
             key,
             zero_first: fold(key[0], key[1]),
+            v4_keys: [key[1] ^ 0xffff_0000, key[3] ^ 0xffff_0000],
+            last: key[0] ^ GOLDEN,
         }
     }
 
@@ -61,18 +66,14 @@ impl FlowHasher {
     #[inline]
     fn hash_from(&self, h: u64, b: &[u8; 16], ports: u32, proto: u8) -> u32 {
         let (b0, b1) = halves(b);
-        self.hash_from_halves(h, b0, b1, ports, proto)
+        let k = &self.key;
+        self.finish(fold(h ^ b0 ^ k[2], b1 ^ k[3]), ports, proto)
     }
 
-    /// [`FlowHasher::hash_from`] with the second address as its two little-endian halves.
+    /// The last step: the ports and protocol folded in, the result folded to 32 bits.
     #[inline(always)]
-    fn hash_from_halves(&self, mut h: u64, b0: u64, b1: u64, ports: u32, proto: u8) -> u32 {
-        let k = &self.key;
-        h = fold(h ^ b0 ^ k[2], b1 ^ k[3]);
-        h = fold(
-            h ^ (u64::from(ports) | u64::from(proto) << 32),
-            k[0] ^ 0x9E37_79B9_7F4A_7C15,
-        );
+    fn finish(&self, h: u64, ports: u32, proto: u8) -> u32 {
+        let h = fold(h ^ (u64::from(ports) | u64::from(proto) << 32), self.last);
         (h ^ (h >> 32)) as u32
     }
 
@@ -106,23 +107,30 @@ impl FlowHasher {
         } else {
             (s, d, v.src_port, v.dst_port)
         };
-        let k = &self.key;
-        // The first step with a zero first half: `a0 ^ k[0]` is `k[0]`.
-        let h = fold(k[0], mapped_high(a) ^ k[1]);
-        self.hash_from_halves(
-            h,
-            0,
-            mapped_high(b),
-            u32::from(pa) << 16 | u32::from(pb),
-            v.proto,
-        )
+        // `hash` of the mapped addresses: each first half is zero, so `a0 ^ k[0]` is `k[0]`
+        // and `b0 ^ k[2]` is `k[2]`; each second half is folded with its key word as
+        // `v4_high`.
+        let h = fold(self.key[0], self.v4_high(a, 0));
+        let h = fold(h ^ self.key[2], self.v4_high(b, 1));
+        self.finish(h, u32::from(pa) << 16 | u32::from(pb), v.proto)
+    }
+
+    /// The second half of IPv4 address `a` mapped into IPv6 (`::ffff:a`, read little-endian:
+    /// `0xffff_0000 | a << 32`) folded with key word 1 (`i` = 0) or 3 (`i` = 1).
+    #[inline(always)]
+    fn v4_high(&self, a: u32, i: usize) -> u64 {
+        u64::from(a) << 32 ^ self.v4_keys[i % 2]
     }
 
     /// [`FlowHasher::host_hashes`] of the frame's IPv4-mapped tuple, from its IPv4 addresses.
     #[inline]
     pub fn host_hashes_v4(&self, v: &FlowV4) -> (u32, u32) {
         let host = |a: [u8; 4]| {
-            self.hash_from_halves(self.zero_first, 0, mapped_high(u32::from_le_bytes(a)), 0, 0)
+            let h = fold(
+                self.zero_first ^ self.key[2],
+                self.v4_high(u32::from_le_bytes(a), 1),
+            );
+            self.finish(h, 0, 0)
         };
         (host(v.src), host(v.dst))
     }
