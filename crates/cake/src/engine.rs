@@ -885,9 +885,27 @@ impl Cake {
         self.heap_up(tin, flow);
         self.update_autorate(now, added_bytes);
 
-        // Flow chain.
-        let mode = self.cfg.flow_mode;
+        // Flow chain: a flow already sparse or bulk stays as it is (most packets); any other
+        // moves, out of line.
         let set = self.tins[tin].flows[qi(flow)].set;
+        if !matches!(set, FlowSet::Sparse | FlowSet::Bulk) {
+            self.flow_wakes(tin, flow, set);
+        }
+
+        self.buffer_max_used = self.buffer_max_used.max(self.buffer_used);
+        if self.buffer_used > u64::from(self.params.buffer_limit) {
+            let dropped = self.drop_overlimit(now, drops);
+            self.tins[tin].drop_overlimit += dropped;
+        }
+    }
+
+    /// The DRR++ step of a packet queued in flow `flow` of tin `tin` whose state was `set`,
+    /// neither sparse nor bulk: an idle or decaying flow joins the new list as sparse with a
+    /// fresh quantum; a sparse flow waiting on the old list becomes bulk. Out of line: most
+    /// packets join a flow that is already sparse or bulk.
+    #[inline(never)]
+    fn flow_wakes(&mut self, tin: usize, flow: u16, set: FlowSet) {
+        let mode = self.cfg.flow_mode;
         match set {
             FlowSet::None | FlowSet::Decaying => {
                 let t = &mut self.tins[tin];
@@ -909,12 +927,6 @@ impl Cake {
                 t.inc_host_bulk(flow, mode);
             }
             FlowSet::Sparse | FlowSet::Bulk => {}
-        }
-
-        self.buffer_max_used = self.buffer_max_used.max(self.buffer_used);
-        if self.buffer_used > u64::from(self.params.buffer_limit) {
-            let dropped = self.drop_overlimit(now, drops);
-            self.tins[tin].drop_overlimit += dropped;
         }
     }
 
