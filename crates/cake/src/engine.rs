@@ -1159,19 +1159,20 @@ impl Cake {
                 };
                 first_flow = false;
 
-                if from_old && self.tins[tin].flows[qi(flow)].deficit <= 0 {
-                    // The head of the old list with the new list empty: the next visits walk
-                    // the old list in order. Refill them all at once (see refill_old_list).
-                    // The next visit would pick the old list's new head (the new list is still
-                    // empty, and the decaying list is preferred only on the first visit): the
-                    // flow the walk stopped at, with a positive deficit. Serve it at once.
-                    flow = self.refill_old_list(tin, flow);
-                } else if self.tins[tin].flows[qi(flow)].deficit <= 0 {
-                    // (The walk above stops at a flow with a positive deficit: only a flow
-                    // that did not take it can be out of deficit here.)
-                    self.refill(tin, flow, mode);
-                    self.tins[tin].move_tail(flow, ListId::Old);
-                    continue 'retry;
+                if self.tins[tin].flows[qi(flow)].deficit <= 0 {
+                    if from_old {
+                        // The head of the old list with the new list empty: the next visits
+                        // walk the old list in order. Refill them all at once (see
+                        // refill_old_list). The next visit would pick the old list's new head
+                        // (the new list is still empty, and the decaying list is preferred
+                        // only on the first visit): the flow the walk stopped at, with a
+                        // positive deficit. Serve it at once.
+                        flow = self.refill_old_list(tin, flow);
+                    } else {
+                        self.refill(tin, flow, mode);
+                        self.tins[tin].move_tail(flow, ListId::Old);
+                        continue 'retry;
+                    }
                 }
 
                 // Retrieve a packet via the AQM. The packet stays in its slab slot until it
