@@ -220,6 +220,24 @@ mod tests {
             assert_eq!(h.flow_hash_v4(&v), h.flow_hash(&ip.tuple), "{v:?}");
             assert_eq!(h.host_hashes_v4(&v), h.host_hashes(&ip.tuple), "{v:?}");
         }
+        // And over the whole range of every field.
+        let mut rng = Rng::new(23);
+        for _ in 0..20_000 {
+            let (a, b, p) = (rng.next_u32(), rng.next_u32(), rng.next_u32());
+            let v = FlowV4 {
+                src: a.to_le_bytes(),
+                dst: b.to_le_bytes(),
+                src_port: p as u16,
+                dst_port: (p >> 16) as u16,
+                proto: if a & 1 == 0 { 6 } else { 17 },
+                dscp: 0,
+            };
+            let Some(ip) = v.headers().ip else {
+                panic!("an IPv4 frame has IP headers")
+            };
+            assert_eq!(h.flow_hash_v4(&v), h.flow_hash(&ip.tuple), "{v:?}");
+            assert_eq!(h.host_hashes_v4(&v), h.host_hashes(&ip.tuple), "{v:?}");
+        }
     }
 
     #[test]
