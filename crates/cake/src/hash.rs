@@ -2,7 +2,7 @@
 //! one address with the other zeroed, ports and protocol cleared, for hosts); the hash function
 //! itself is our own keyed mixer, seeded by the caller.
 
-use qdisc::packet::FlowTuple;
+use qdisc::packet::{FlowTuple, FlowV4};
 use qdisc::Rng;
 
 /// A keyed hasher; the key comes from the caller's seed.
@@ -12,7 +12,17 @@ pub struct FlowHasher {
     /// The first step of [`FlowHasher::hash`] for an all-zero first address (a host hash's),
     /// which depends on the key alone: computed once.
     zero_first: u64,
+    /// The key words the IPv4 path (`FlowHasher::flow_hash_v4`) folds a mapped address's
+    /// second half with, with the `0xffff_0000` that every such half carries folded in: that
+    /// half is `0xffff_0000 | addr << 32`, and the two terms share no bit, so `| 0xffff_0000`
+    /// and `^ 0xffff_0000` agree and the constant moves into the key. `[k1, k3]`.
+    v4_keys: [u64; 2],
+    /// The last step's multiplier, `key[0] ^ GOLDEN`, computed once.
+    last: u64,
 }
+
+/// The constant the last step mixes with `key[0]`.
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 #[inline]
 fn fold(a: u64, b: u64) -> u64 {
@@ -41,6 +51,8 @@ impl FlowHasher {
         FlowHasher {
             key,
             zero_first: fold(key[0], key[1]),
+            v4_keys: [key[1] ^ 0xffff_0000, key[3] ^ 0xffff_0000],
+            last: key[0] ^ GOLDEN,
         }
     }
 
@@ -52,14 +64,16 @@ impl FlowHasher {
 
     /// [`FlowHasher::hash`] from its first step's result `h` (the first address folded in).
     #[inline]
-    fn hash_from(&self, mut h: u64, b: &[u8; 16], ports: u32, proto: u8) -> u32 {
+    fn hash_from(&self, h: u64, b: &[u8; 16], ports: u32, proto: u8) -> u32 {
         let (b0, b1) = halves(b);
         let k = &self.key;
-        h = fold(h ^ b0 ^ k[2], b1 ^ k[3]);
-        h = fold(
-            h ^ (u64::from(ports) | u64::from(proto) << 32),
-            k[0] ^ 0x9E37_79B9_7F4A_7C15,
-        );
+        self.finish(fold(h ^ b0 ^ k[2], b1 ^ k[3]), ports, proto)
+    }
+
+    /// The last step: the ports and protocol folded in, the result folded to 32 bits.
+    #[inline(always)]
+    fn finish(&self, h: u64, ports: u32, proto: u8) -> u32 {
+        let h = fold(h ^ (u64::from(ports) | u64::from(proto) << 32), self.last);
         (h ^ (h >> 32)) as u32
     }
 
@@ -77,6 +91,48 @@ impl FlowHasher {
             (&t.src, &t.dst, t.src_port, t.dst_port)
         };
         self.hash(a, b, u32::from(pa) << 16 | u32::from(pb), t.proto)
+    }
+
+    /// [`FlowHasher::flow_hash`] of the frame's tuple, from its IPv4 addresses as they are:
+    /// the same value as the hash of the IPv4-mapped tuple ([`FlowV4::headers`]), without
+    /// building it. An IPv4-mapped address is zero in its first eight bytes, and its last
+    /// eight, read little-endian, are `0xffff_0000 | addr << 32`; its first 12 bytes are the
+    /// same for every IPv4 address, so two of them sort as their IPv4 addresses do, big-endian.
+    #[inline(always)]
+    pub fn flow_hash_v4(&self, v: &FlowV4) -> u32 {
+        let (s, d) = (u32::from_le_bytes(v.src), u32::from_le_bytes(v.dst));
+        let swap = d.swap_bytes() < s.swap_bytes() || (d == s && v.dst_port < v.src_port);
+        let (a, b, pa, pb) = if swap {
+            (d, s, v.dst_port, v.src_port)
+        } else {
+            (s, d, v.src_port, v.dst_port)
+        };
+        // `hash` of the mapped addresses: each first half is zero, so `a0 ^ k[0]` is `k[0]`
+        // and `b0 ^ k[2]` is `k[2]`; each second half is folded with its key word as
+        // `v4_high`.
+        let h = fold(self.key[0], self.v4_high(a, 0));
+        let h = fold(h ^ self.key[2], self.v4_high(b, 1));
+        self.finish(h, u32::from(pa) << 16 | u32::from(pb), v.proto)
+    }
+
+    /// The second half of IPv4 address `a` mapped into IPv6 (`::ffff:a`, read little-endian:
+    /// `0xffff_0000 | a << 32`) folded with key word 1 (`i` = 0) or 3 (`i` = 1).
+    #[inline(always)]
+    fn v4_high(&self, a: u32, i: usize) -> u64 {
+        u64::from(a) << 32 ^ self.v4_keys[i % 2]
+    }
+
+    /// [`FlowHasher::host_hashes`] of the frame's IPv4-mapped tuple, from its IPv4 addresses.
+    #[inline]
+    pub fn host_hashes_v4(&self, v: &FlowV4) -> (u32, u32) {
+        let host = |a: [u8; 4]| {
+            let h = fold(
+                self.zero_first ^ self.key[2],
+                self.v4_high(u32::from_le_bytes(a), 1),
+            );
+            self.finish(h, 0, 0)
+        };
+        (host(v.src), host(v.dst))
     }
 
     /// The (source host, destination host) hashes: each address alone, ports and protocol
@@ -141,6 +197,47 @@ mod tests {
         assert_ne!(h.flow_hash(&f), h.flow_hash(&tuple(1, 2, 1001, 80)));
         assert_eq!(h.host_hashes(&f).0, h.host_hashes(&tuple(1, 9, 5, 6)).0);
         assert_ne!(h.host_hashes(&f).0, h.host_hashes(&f).1);
+    }
+
+    #[test]
+    fn ipv4_hashes_equal_those_of_the_mapped_tuple() {
+        let h = FlowHasher::new(&mut Rng::new(9));
+        let mut rng = Rng::new(17);
+        // Few distinct values, so that equal addresses and equal ports (the tie-breaks) come up.
+        let mut small = |n: u32| (rng.next_u32() % n) as u8;
+        for _ in 0..20_000 {
+            let v = FlowV4 {
+                src: [small(3), small(2), small(2), small(3)],
+                dst: [small(3), small(2), small(2), small(3)],
+                src_port: u16::from(small(3)) << 8 | u16::from(small(3)),
+                dst_port: u16::from(small(3)) << 8 | u16::from(small(3)),
+                proto: if small(2) == 0 { 6 } else { 17 },
+                dscp: 0,
+            };
+            let Some(ip) = v.headers().ip else {
+                panic!("an IPv4 frame has IP headers")
+            };
+            assert_eq!(h.flow_hash_v4(&v), h.flow_hash(&ip.tuple), "{v:?}");
+            assert_eq!(h.host_hashes_v4(&v), h.host_hashes(&ip.tuple), "{v:?}");
+        }
+        // And over the whole range of every field.
+        let mut rng = Rng::new(23);
+        for _ in 0..20_000 {
+            let (a, b, p) = (rng.next_u32(), rng.next_u32(), rng.next_u32());
+            let v = FlowV4 {
+                src: a.to_le_bytes(),
+                dst: b.to_le_bytes(),
+                src_port: p as u16,
+                dst_port: (p >> 16) as u16,
+                proto: if a & 1 == 0 { 6 } else { 17 },
+                dscp: 0,
+            };
+            let Some(ip) = v.headers().ip else {
+                panic!("an IPv4 frame has IP headers")
+            };
+            assert_eq!(h.flow_hash_v4(&v), h.flow_hash(&ip.tuple), "{v:?}");
+            assert_eq!(h.host_hashes_v4(&v), h.host_hashes(&ip.tuple), "{v:?}");
+        }
     }
 
     #[test]

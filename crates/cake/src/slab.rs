@@ -34,6 +34,15 @@ pub const SLOT_OVERHEAD: u32 = std::mem::size_of::<Slot>() as u32;
 // today, as docs/fidelity.md says).
 const _: () = assert!(SLOT_OVERHEAD < 256, "a queue slot of 256 bytes or more");
 
+/// The memory charged for queued packet `pkt`: [`Packet::truesize`] plus [`SLOT_OVERHEAD`], each
+/// sum saturating at `u32::MAX`, computed as one sum in 64 bits and saturated once (the same
+/// value: every term is non-negative, and the 64-bit sum cannot overflow).
+#[inline(always)]
+fn charge(pkt: &Packet) -> u32 {
+    let sum = pkt.data.capacity() as u64 + u64::from(pkt.meta.pad) + u64::from(SLOT_OVERHEAD);
+    u32::try_from(sum).unwrap_or(u32::MAX)
+}
+
 /// Slots [`Slab::shrink_empty`] keeps (about 110 KiB): enough for ordinary backlogs, so that
 /// shrinking after each drain does not make the next burst allocate.
 const KEEP_SLOTS: usize = 1024;
@@ -50,13 +59,18 @@ impl Slab {
     /// Stores a packet, returning its index and the memory charged for it (the slot's `mem`).
     #[inline(always)]
     pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> (u32, u32) {
-        let mem = pkt.truesize().saturating_add(SLOT_OVERHEAD);
+        let mem = charge(&pkt);
         if self.free != NIL {
             // Written field by field into the free slot: no slot-sized temporary.
             let i = self.free;
             let s = &mut self.slots[i as usize];
             self.free = s.next;
-            s.pkt = pkt;
+            // A free slot's buffer is empty (`free` took it, `Vec::new()` owns no memory):
+            // nothing to drop, so the old packet is forgotten rather than dropped (which would
+            // test its capacity for a deallocation that never happens).
+            let old = std::mem::replace(&mut s.pkt, pkt);
+            debug_assert_eq!(old.data.capacity(), 0, "a free slot holds a buffer");
+            std::mem::forget(old);
             s.next = NIL;
             s.enqueued = enqueued;
             s.adj_len = adj_len;
@@ -136,6 +150,29 @@ impl Slab {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_charge_is_the_saturating_truesize_plus_the_slot() {
+        for cap in [0usize, 60, 2048, 65_536] {
+            for pad in [
+                0,
+                1,
+                1_000,
+                u32::MAX - 200,
+                u32::MAX - 112,
+                u32::MAX - 111,
+                u32::MAX,
+            ] {
+                let mut pkt = Packet::new(Vec::with_capacity(cap));
+                pkt.meta.pad = pad;
+                assert_eq!(
+                    charge(&pkt),
+                    pkt.truesize().saturating_add(SLOT_OVERHEAD),
+                    "{cap} {pad}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn shrink_empty_releases_all_but_the_reserve() {

@@ -489,6 +489,19 @@ impl Tin {
         if mode == FlowMode::Flowblind {
             return 0;
         }
+        self.classify_hashed(flow_hash, host_hashes, mode)
+    }
+
+    /// [`Tin::classify`] for a flow mode other than [`FlowMode::Flowblind`] (which the caller
+    /// has ruled out).
+    #[inline(always)]
+    pub fn classify_hashed(
+        &mut self,
+        flow_hash: u32,
+        host_hashes: impl FnOnce() -> (u32, u32),
+        mode: FlowMode,
+    ) -> u16 {
+        debug_assert!(mode != FlowMode::Flowblind);
         let reduced = flow_hash as usize % QUEUES;
         // The direct way: its flow's line is read anyway when the packet is queued.
         // (The kernel also counts these direct hits, but reports them nowhere; neither do we,

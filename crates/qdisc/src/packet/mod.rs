@@ -227,6 +227,64 @@ impl FlowHeaders {
     }
 }
 
+/// The flow fields of the most common frame, read straight from its bytes: an untagged
+/// Ethernet II frame with an option-less, unfragmented IPv4 header carrying TCP or UDP (both
+/// ports present). A flow classifier that hashes the IPv4 addresses as they are can skip
+/// building the IPv4-mapped [`FlowTuple`]; [`FlowV4::headers`] gives the [`FlowHeaders`] of the
+/// same frame, which [`FlowHeaders::parse`] returns for it too (the tests check that).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowV4 {
+    /// Source address, in frame (network) byte order.
+    pub src: [u8; 4],
+    /// Destination address, in frame byte order.
+    pub dst: [u8; 4],
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Transport protocol number: TCP (6) or UDP (17).
+    pub proto: u8,
+    /// The DSCP (the ToS byte's upper six bits).
+    pub dscp: u8,
+}
+
+impl FlowV4 {
+    /// The network offset of every frame [`FlowV4::parse`] accepts: an untagged Ethernet header.
+    pub const NETWORK_OFFSET: u16 = 14;
+
+    /// Reads `frame` when it is the common case described above; `None` for any other frame
+    /// (parse those with [`FlowHeaders::parse`]). Never panics.
+    #[inline(always)]
+    pub fn parse(frame: &[u8]) -> Option<FlowV4> {
+        parse::parse_flow_v4(frame)
+    }
+
+    /// The same frame's [`FlowHeaders`]: the addresses IPv4-mapped.
+    pub fn headers(&self) -> FlowHeaders {
+        let mapped = |a: [u8; 4]| {
+            let mut m = [0u8; 16];
+            m[10] = 0xff;
+            m[11] = 0xff;
+            m[12..].copy_from_slice(&a);
+            m
+        };
+        FlowHeaders {
+            network_offset: Self::NETWORK_OFFSET,
+            kind: NetKind::Ipv4,
+            ip: Some(FlowIp {
+                tuple: FlowTuple {
+                    src: mapped(self.src),
+                    dst: mapped(self.dst),
+                    proto: self.proto,
+                    src_port: self.src_port,
+                    dst_port: self.dst_port,
+                },
+                dscp: self.dscp,
+            }),
+        }
+    }
+}
+
 impl From<&Headers> for FlowHeaders {
     fn from(h: &Headers) -> FlowHeaders {
         FlowHeaders {
