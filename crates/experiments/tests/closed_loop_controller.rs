@@ -42,7 +42,7 @@ fn time_until(r: &LoopResult, from: f64, pred: impl Fn(&Point) -> bool) -> Optio
 /// RTT + 15 ms.
 fn reaction(r: &LoopResult) -> Option<f64> {
     time_until(r, DROP, |x| {
-        x.rate.down <= 30.0 && x.rtt_ms.is_finite() && x.rtt_ms < r.base_rtt_ms + 15.0
+        x.rate.down <= 30.0 && x.rtt_ms.is_finite() && x.rtt_ms < r.base_rtt_ms() + 15.0
     })
 }
 
@@ -89,6 +89,11 @@ fn recording_decisions_keeps_every_step_and_changes_nothing() {
         serde_json::to_string(&plain).unwrap(),
         serde_json::to_string(&rec).unwrap()
     );
+    // The samples are not serialised: compared apart.
+    assert_eq!(plain.samples(), rec.samples());
+    for d in controller::Direction::ALL {
+        assert_eq!(plain.one_way(d).samples_ms, rec.one_way(d).samples_ms);
+    }
     // A step every 50 ms from 0 to 12 s: 240, give or take the first and the last.
     let n = rec.decisions.len();
     assert!((238..=242).contains(&n), "{n} decisions");

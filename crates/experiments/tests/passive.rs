@@ -27,12 +27,12 @@ fn check(name: &str) {
     for r in runs.iter().chain(&refs) {
         eprintln!(
             "{:28} p95 {:7.2} p99 {:7.2} mean {:6.2} down {:6.1} of {:6.1}",
-            r.name,
-            r.latency.p95,
-            r.latency.p99,
-            r.latency.mean,
-            r.throughput.down,
-            r.capacity.down
+            r.name(),
+            r.latency().p95,
+            r.latency().p99,
+            r.latency().mean,
+            r.throughput().down,
+            r.capacity().down
         );
     }
     let claims = passive_claims(
@@ -49,11 +49,11 @@ fn check(name: &str) {
     }
     for r in &runs[1..] {
         assert!(
-            r.throughput.down >= 0.9 * refs[0].throughput.down,
+            r.throughput().down >= 0.9 * refs[0].throughput().down,
             "{}: {:.1} vs {:.1} Mbit/s",
-            r.name,
-            r.throughput.down,
-            refs[0].throughput.down
+            r.name(),
+            r.throughput().down,
+            refs[0].throughput().down
         );
     }
 }

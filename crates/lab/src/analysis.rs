@@ -8,8 +8,10 @@
 
 use crate::scenario::{ProbeId, Scenario, Shape};
 use crate::LabRun;
+use controller::{Direction, PerDir};
 use qdisc::quantile;
 use sim::tally::LatencyStats;
+use sim::LoadedSummary;
 use std::fmt;
 
 /// The probe whose RTT is the lab demo's loaded latency: the best-effort UDP ping-pong (one
@@ -45,23 +47,9 @@ impl fmt::Display for AnalysisError {
 
 impl std::error::Error for AnalysisError {}
 
-/// How a daemon's download rate followed the emulator's capacity during the load.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Tracking {
-    /// Mean shaped download rate, Mbit/s.
-    pub mean_rate_mbit: f64,
-    /// Share of the load's bins where the shaped rate was at or below the capacity.
-    pub below_capacity: f64,
-    /// Capacity drops seen during the load.
-    pub drops: usize,
-    /// Of those, how many the rate went below the new capacity before the next change.
-    pub drops_followed: usize,
-    /// Upper median of the seconds from a drop until the rate was at or below the new
-    /// capacity (`None` when no drop was followed).
-    pub reaction_median_s: Option<f64>,
-    /// Slowest such reaction, s (`None` when no drop was followed).
-    pub reaction_max_s: Option<f64>,
-}
+/// How a daemon's download rate followed the emulator's capacity during the load (the
+/// tracking part of the lab demo's [`sim::LoadedSummary`]).
+pub use sim::Tracking;
 
 /// How the rate `rate_at(t)` (Mbit/s; `None` before the first decision) followed the capacity
 /// `cap_mbit` (one value per bin of `bin_s` seconds, read at each bin's middle) from `load_s`
@@ -145,36 +133,35 @@ pub fn mean_capacity_mbit(cap_mbit: &[f64], from: usize) -> Option<f64> {
     Some(steady.iter().sum::<f64>() / steady.len() as f64).filter(|m| m.is_finite())
 }
 
-/// One contender of the lab demo, reduced to the slides' figures.
+/// One contender of the lab demo, reduced to the slides' figures: its run, whose summary
+/// carries them as its loaded phase ([`sim::RunSummary::loaded`], filled by [`demo_row`]).
 #[derive(Debug)]
 pub struct DemoRow {
-    /// The run as measured.
+    /// The run as measured; [`demo_row`] fills its summary's `loaded` part: the loaded latency
+    /// ([`LOADED_LATENCY_PROBE`]'s RTT minus its idle median) after the warm-up (`None` when
+    /// the probe had no sample after it) and its samples, the TCP goodput per direction, the
+    /// mean downlink capacity over the steady window (`None` without the emulator; the upload
+    /// capacity is not known) and, for the daemon contenders, the shaped-rate tracking.
     pub run: LabRun,
-    /// Loaded latency ([`LOADED_LATENCY_PROBE`]'s RTT minus its idle median) after the
-    /// warm-up, ms; `None` when the probe had no sample after the warm-up.
-    pub latency: Option<LatencyStats>,
-    /// Loaded-latency samples after the warm-up, ms.
-    pub samples: Vec<f64>,
-    /// Mean downlink capacity over the steady window, Mbit/s (`None` without the emulator).
-    pub capacity_down_mbit: Option<f64>,
-    /// Shaped-rate tracking, for the daemon contenders.
-    pub tracking: Option<Tracking>,
 }
 
 impl DemoRow {
+    /// The run's loaded phase (nothing measured for a row not made by [`demo_row`]).
+    pub fn loaded(&self) -> &LoadedSummary {
+        self.run.summary.loaded_or_empty()
+    }
+
     /// Download goodput over the mean capacity (`None` without a capacity, or when the ratio
     /// is not finite).
     pub fn share(&self) -> Option<f64> {
-        self.capacity_down_mbit
-            .map(|c| self.run.down_mbit / c)
-            .filter(|s| s.is_finite())
+        self.loaded().share(Direction::Down)
     }
 }
 
 /// Reduces one lab run to the demo's figures: `idle_s` seconds of idle probing came before the
 /// load, and the first `warm_s` seconds of load are skipped (the probe sends every 100 ms).
 /// Fails when the run has no [`LOADED_LATENCY_PROBE`].
-pub fn demo_row(run: LabRun, idle_s: f64, warm_s: f64) -> Result<DemoRow, AnalysisError> {
+pub fn demo_row(mut run: LabRun, idle_s: f64, warm_s: f64) -> Result<DemoRow, AnalysisError> {
     let no_probe = || AnalysisError::NoProbe {
         probe: LOADED_LATENCY_PROBE.label(),
         contender: run.contender.clone(),
@@ -189,13 +176,15 @@ pub fn demo_row(run: LabRun, idle_s: f64, warm_s: f64) -> Result<DemoRow, Analys
     let from = ((idle_s + warm_s) / run.summary.bin_s).round() as usize;
     let capacity_down_mbit = mean_capacity_mbit(&run.capacity_down_mbit, from);
     let tracking = tracking(&run, idle_s);
-    Ok(DemoRow {
+    run.summary.loaded = Some(LoadedSummary {
         latency: LatencyStats::of(&samples),
-        samples,
-        capacity_down_mbit,
+        samples_ms: samples,
+        throughput_mbit: PerDir::new(run.down_mbit, run.up_mbit),
+        capacity_mbit: PerDir::new(capacity_down_mbit, None),
+        one_way: None,
         tracking,
-        run,
-    })
+    });
+    Ok(DemoRow { run })
 }
 
 /// The times (s since the run's epoch) of the ends of the capacity series' bins, the x axis of

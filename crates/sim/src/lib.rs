@@ -44,6 +44,7 @@ pub mod bench;
 mod events;
 pub mod flent;
 pub mod link_file;
+mod loaded;
 mod metrics;
 mod scenario;
 mod sim;
@@ -55,6 +56,7 @@ pub use qdisc::trace;
 
 pub use app::{Application, Outbox, Ping, UdpSource};
 pub use flent::{FlentLabels, FlentTest};
+pub use loaded::{LoadedSummary, OneWayDelay, Tracking};
 pub use metrics::{
     summarize, FlowBin, FlowEndpoints, FlowMetrics, LatencySummary, LinkBin, LinkMetrics,
     BIN_GROWTH_DIV, LATENCY_GROWTH_DIV,
