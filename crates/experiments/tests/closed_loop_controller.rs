@@ -94,6 +94,35 @@ fn recording_decisions_keeps_every_step_and_changes_nothing() {
     for d in controller::Direction::ALL {
         assert_eq!(plain.one_way(d).samples_ms, rec.one_way(d).samples_ms);
     }
+    // The result is the backends' summary, its loaded part what the accessors read.
+    let s = plain.summary();
+    let l = s
+        .loaded
+        .as_ref()
+        .expect("the closed loop fills its loaded part");
+    assert_eq!(
+        (s.name.as_str(), s.duration_s, s.bin_s),
+        (plain.name(), 12.0, 0.05)
+    );
+    assert!(s.flows.is_empty() && s.qdiscs.is_empty());
+    assert_eq!(l.latency.as_ref(), Some(plain.latency()));
+    assert!(plain.latency().n > 0 && plain.latency().p99 >= plain.latency().median);
+    assert_eq!(l.samples_ms.len(), plain.latency().n);
+    let one_way = l.one_way.as_ref().expect("one-way delays");
+    assert_eq!(
+        plain.base_rtt_ms(),
+        one_way.down.base_ms + one_way.up.base_ms
+    );
+    assert!(plain.base_rtt_ms() > 0.0);
+    let names: Vec<&str> = s.links.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["radio down", "radio up"]);
+    assert_eq!(s.links[0].utilisation, plain.share());
+    assert!(
+        plain.share() > 0.1 && plain.share() <= 1.0,
+        "{}",
+        plain.share()
+    );
+    assert_eq!(s.links[1].tx_bps.len(), plain.series.len());
     // A step every 50 ms from 0 to 12 s: 240, give or take the first and the last.
     let n = rec.decisions.len();
     assert!((238..=242).contains(&n), "{n} decisions");

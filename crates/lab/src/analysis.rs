@@ -217,6 +217,62 @@ mod tests {
         move |t| bins.get(t as usize).copied().flatten()
     }
 
+    /// A run of the loaded-latency probe: 5 samples in the warm-up, then 10, 20, 30 ms over
+    /// its idle median of 20 ms; capacity 100 Mbit/s for 2 s, then 50.
+    fn probed_run(control: Option<crate::control::ControlTrace>) -> LabRun {
+        let mut samples = vec![90.0; 5];
+        samples.extend([30.0, 40.0, 50.0]);
+        let mut caps = vec![100.0; 20];
+        caps.extend([50.0; 20]);
+        LabRun {
+            contender: "x".into(),
+            test: "radio".into(),
+            summary: sim::RunSummary {
+                bin_s: 0.1,
+                flows: vec![sim::FlowSummary {
+                    latency_samples_ms: samples,
+                    ..sim::FlowSummary::default()
+                }],
+                ..sim::RunSummary::default()
+            },
+            induced: vec![crate::ProbeLatency {
+                id: LOADED_LATENCY_PROBE,
+                name: LOADED_LATENCY_PROBE.label(),
+                flow: 0,
+                induced: crate::Induced {
+                    base_ms: 20.0,
+                    ..crate::Induced::default()
+                },
+            }],
+            up_mbit: 30.0,
+            down_mbit: 45.0,
+            delay_stage: String::new(),
+            warnings: Vec::new(),
+            namespaces: Vec::new(),
+            capacity_down_mbit: caps,
+            control,
+        }
+    }
+
+    #[test]
+    fn demo_row_fills_the_summarys_loaded_part() {
+        // 1 s idle, 0.5 s warm-up: 5 samples skipped, capacity from bin 15 (5 x 100, 20 x 50).
+        let row = demo_row(probed_run(None), 1.0, 0.5).expect("has the probe");
+        let l = row.loaded();
+        assert_eq!(row.run.summary.loaded.as_ref(), Some(l));
+        assert_eq!(l.samples_ms, [10.0, 20.0, 30.0]);
+        let lat = l.latency.expect("samples");
+        assert_eq!((lat.n, lat.mean, lat.max), (3, 20.0, 30.0));
+        assert_eq!(l.throughput_mbit, PerDir::new(45.0, 30.0));
+        assert_eq!(l.capacity_mbit, PerDir::new(Some(60.0), None));
+        assert_eq!(row.share(), Some(0.75));
+        assert!(l.one_way.is_none() && l.tracking.is_none());
+        // Every sample in the warm-up: no latency, the rest still measured.
+        let row = demo_row(probed_run(None), 1.0, 1.0).expect("has the probe");
+        assert_eq!(row.loaded().latency, None);
+        assert_eq!(row.share(), Some(45.0 / 50.0));
+    }
+
     const CAP: [f64; 9] = [10.0, 10.0, 4.0, 4.0, 4.0, 10.0, 10.0, 2.0, 2.0];
 
     #[test]
