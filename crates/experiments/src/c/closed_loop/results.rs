@@ -8,7 +8,7 @@ use controller::agent::DirStep;
 use controller::{Direction, PerDir};
 use qdisc::Instant;
 use serde::Serialize;
-use sim::{LinkSummary, LoadedSummary, OneWayDelay, RunSummary, Sim};
+use sim::{LoadedSummary, OneWayDelay, RunSummary, Sim};
 
 /// One step of the time series.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -59,9 +59,9 @@ impl std::error::Error for NoSamples {}
 #[derive(Clone, Debug, Serialize)]
 pub struct LoopResult {
     /// The run in the backends' summary: `name` (the contender), `duration_s`, `bin_s` (one
-    /// [`STEP`]), `links` (the radio down and up: each step's delivered rate, and the share of
-    /// the mean capacity delivered after the warm-up as utilisation), `loaded`. The closed loop
-    /// collects no per-flow or qdisc figures: `flows` and `qdiscs` are empty.
+    /// [`STEP`]), `links` and `qdiscs` as the simulator collects them (the radio down and up,
+    /// then the links after it carrying a CAKE, if any), `loaded`. The closed loop collects
+    /// no per-flow figures: `flows` is empty.
     summary: RunSummary,
     /// The time series, one point per [`STEP`].
     pub series: Vec<Point>,
@@ -233,12 +233,17 @@ impl Recorder {
     }
 
     /// The result of contender `name` on a link whose mean capacity after the warm-up was
-    /// `capacity` (bytes/s); [`NoSamples`] when a latency probe (round trip or one way)
-    /// measured nothing after the warm-up.
+    /// `capacity` (bytes/s), once `sim` has run to the end; the summary reports `links` as the
+    /// simulator's summaries do ([`RunSummary::collect`]: utilisation over the whole run,
+    /// each [`STEP`]'s sent bits per second, the tc statistics of the links with a qdisc).
+    /// [`NoSamples`] when a latency probe (round trip or one way) measured nothing after the
+    /// warm-up.
     pub(super) fn finish(
         self,
         name: String,
         capacity: PerDir<f64>,
+        sim: &Sim,
+        links: &[(sim::LinkId, String)],
     ) -> Result<LoopResult, NoSamples> {
         let (warm, end) = (self.warm, self.end);
         let span = (end.as_secs_f64() - warm.as_secs_f64()).max(1e-3);
@@ -275,26 +280,10 @@ impl Recorder {
             )),
             tracking: None,
         };
-        let bin_s = STEP.as_secs_f64();
-        let links = Direction::ALL
-            .iter()
-            .map(|&d| LinkSummary {
-                name: format!("radio {}", d.name()),
-                utilisation: loaded.share(d).unwrap_or(0.0),
-                tx_bps: self.series.iter().map(|p| p.thr[d] * 1e6).collect(),
-            })
-            .collect();
+        let mut summary = RunSummary::collect(sim, &name, &[], links, warm);
+        summary.loaded = Some(loaded);
         Ok(LoopResult {
-            summary: RunSummary {
-                name,
-                duration_s: end.as_secs_f64(),
-                bin_s,
-                flows: Vec::new(),
-                links,
-                qdiscs: Vec::new(),
-                flent: None,
-                loaded: Some(loaded),
-            },
+            summary,
             series: self.series,
             decisions: Vec::new(),
         })
