@@ -2,7 +2,8 @@
 //!
 //! **What this crate owns**: the simulator ([`Sim`]: nodes, links, routes, applications,
 //! metrics), TOML scenarios ([`Scenario`]), [`RunSummary`] (the JSON every backend reports in,
-//! docs/scenarios.md) and Flent files ([`flent`]). **What it must not do**: read a clock or
+//! docs/scenarios.md, with the loaded phase of the closed loop and the lab's demo rows as its
+//! optional [`LoadedSummary`]) and Flent files ([`flent`]). **What it must not do**: read a clock or
 //! draw unseeded entropy; decide what a controller decides (closed loops run the
 //! `controller` crate's agent from outside, as `experiments::c::closed_loop` does).
 //!
