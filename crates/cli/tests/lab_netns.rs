@@ -193,15 +193,15 @@ fn the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq
     let warm = lab::analysis::warm_up_s(opts.seconds);
     let pr = lab::analysis::demo_row(p, opts.idle_seconds, warm).unwrap();
     let fr = lab::analysis::demo_row(f, opts.idle_seconds, warm).unwrap();
-    let k = pr.tracking.expect("the daemon's rate was tracked");
+    let k = pr.loaded().tracking.expect("the daemon's rate was tracked");
     assert!(k.drops >= 1, "{k:?}");
     assert!(
         (50.0..140.0).contains(&k.mean_rate_mbit),
         "mean shaped rate {k:?}"
     );
-    assert!(fr.tracking.is_none(), "fq_codel has no daemon");
+    assert!(fr.loaded().tracking.is_none(), "fq_codel has no daemon");
     // 12 s of load less a 2 s warm-up at one probe per 100 ms.
-    let l = pr.latency.expect("loaded-latency samples");
+    let l = pr.loaded().latency.expect("loaded-latency samples");
     assert!(l.n >= 80, "{} samples", l.n);
     let share = pr.share().expect("the emulator's capacity");
     assert!((0.4..1.05).contains(&share), "share {share:.2}");

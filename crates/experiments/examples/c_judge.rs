@@ -10,7 +10,7 @@
 //! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `MIN_MBIT=x` sets the controllers' configured minimum rate (both directions), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
 //! throughput from CAKE's sent bytes as the daemon does. Beside the round-trip p99 it prints
 //! the one-way p99 per direction minus the late oracle's (`dn99-L`, `up99-L`). The matrix command (`purple demo --matrix`) is the user-facing version.
-use controller::PurpleParams;
+use controller::{Direction, PurpleParams};
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
 use experiments::c::scenario::scenario;
 use qdisc::Duration;
@@ -188,15 +188,19 @@ fn main() {
                 let (Some(l), Some(p)) = (find(None), find(Some(k))) else {
                     continue;
                 };
-                fr.push(p.throughput.down / l.throughput.down);
-                up.push(p.throughput.up / l.throughput.up);
-                dp.push(p.latency.p99 - l.latency.p99);
-                p99.push(p.latency.p99);
-                mean.push(p.latency.mean);
-                odn.push(p.owd_down.p99 - l.owd_down.p99);
-                oup.push(p.owd_up.p99 - l.owd_up.p99);
-                mp.push(p.throughput.down);
-                ml.push(l.throughput.down);
+                fr.push(p.throughput().down / l.throughput().down);
+                up.push(p.throughput().up / l.throughput().up);
+                dp.push(p.latency().p99 - l.latency().p99);
+                p99.push(p.latency().p99);
+                mean.push(p.latency().mean);
+                odn.push(
+                    p.one_way(Direction::Down).latency.p99 - l.one_way(Direction::Down).latency.p99,
+                );
+                oup.push(
+                    p.one_way(Direction::Up).latency.p99 - l.one_way(Direction::Up).latency.p99,
+                );
+                mp.push(p.throughput().down);
+                ml.push(l.throughput().down);
             }
             let worst = fr.iter().copied().fold(f64::INFINITY, f64::min);
             let worst_d = dp.iter().copied().fold(f64::NEG_INFINITY, f64::max);

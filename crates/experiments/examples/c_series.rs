@@ -66,6 +66,10 @@ fn main() {
     }
     println!(
         "{} mean {:.2} p99 {:.2} down {:.2} up {:.2}",
-        r.name, r.latency.mean, r.latency.p99, r.throughput.down, r.throughput.up
+        r.name(),
+        r.latency().mean,
+        r.latency().p99,
+        r.throughput().down,
+        r.throughput().up
     );
 }

@@ -199,8 +199,8 @@ pub fn late_oracle_claims(results: &[LoopResult], contenders: &[Contender]) -> V
     };
     match (find(Contender::Purple), find(Contender::OracleLagged)) {
         (Some(p), Some(o)) => vec![
-            matrix::throughput_claim("", p.throughput.down, o.throughput.down),
-            matrix::p99_claim("", p.latency.p99, o.latency.p99),
+            matrix::throughput_claim("", p.throughput().down, o.throughput().down),
+            matrix::p99_claim("", p.latency().p99, o.latency().p99),
         ],
         _ => Vec::new(),
     }
@@ -219,12 +219,12 @@ pub fn table(results: &[LoopResult], labels: &[&str], slides: bool) -> Table {
     for (i, r) in results.iter().enumerate() {
         let mut row = vec![
             labels.get(i).copied().unwrap_or("").to_string(),
-            r.name.clone(),
+            r.name().to_string(),
         ];
-        row.extend(latency_cells(&r.latency));
+        row.extend(latency_cells(r.latency()));
         row.extend([
-            format!("{:.1}", r.throughput.down),
-            format!("{:.1}", r.throughput.up),
+            format!("{:.1}", r.throughput().down),
+            format!("{:.1}", r.throughput().up),
             format!("{:.2}", r.share()),
         ]);
         if slides {
@@ -286,20 +286,28 @@ pub fn goal_claims(r: &[LoopResult]) -> Vec<Claim> {
             format!(
                 "purple mean {:.2} ms, {:.1} Mbit/s; AIMD mean {:.2} ms; PURPLE-regular {:.1} \
                  Mbit/s",
-                o.latency.mean, o.throughput.down, a.latency.mean, q.throughput.down
+                o.latency().mean,
+                o.throughput().down,
+                a.latency().mean,
+                q.throughput().down
             ),
             "mean <= AIMD + 0.5 ms and down >= 0.98 x PURPLE-regular",
-            o.latency.mean <= a.latency.mean + 0.5 && o.throughput.down >= 0.98 * q.throughput.down,
+            o.latency().mean <= a.latency().mean + 0.5
+                && o.throughput().down >= 0.98 * q.throughput().down,
         ),
         Claim::new(
             "goal: purple within 10% of the oracle's throughput, p99 within 5 ms of the \
              oracle's",
             format!(
                 "purple {:.1} Mbit/s, p99 {:.2} ms; oracle {:.1} Mbit/s, p99 {:.2} ms",
-                o.throughput.down, o.latency.p99, x.throughput.down, x.latency.p99
+                o.throughput().down,
+                o.latency().p99,
+                x.throughput().down,
+                x.latency().p99
             ),
             "down >= 0.9 x oracle and p99 <= oracle + 5 ms",
-            o.throughput.down >= 0.9 * x.throughput.down && o.latency.p99 <= x.latency.p99 + 5.0,
+            o.throughput().down >= 0.9 * x.throughput().down
+                && o.latency().p99 <= x.latency().p99 + 5.0,
         ),
     ]
 }
@@ -318,44 +326,51 @@ pub fn slides_claims(r: &[LoopResult]) -> Vec<Claim> {
     };
     let slides_min = [fq, safe, opt, rad]
         .iter()
-        .map(|x| x.latency.mean)
+        .map(|x| x.latency().mean)
         .fold(f64::INFINITY, f64::min);
     vec![
         Claim::new(
             "C1 FQ-CoDel without shaping is bloated (the radio's queue fills)",
             format!(
                 "FQ-CoDel mean {:.2} ms vs CAKE static safe {:.2} ms",
-                fq.latency.mean, safe.latency.mean
+                fq.latency().mean,
+                safe.latency().mean
             ),
             "FQ-CoDel mean >= 1.5 x C2's",
-            fq.latency.mean >= 1.5 * safe.latency.mean,
+            fq.latency().mean >= 1.5 * safe.latency().mean,
         ),
         Claim::new(
             "C2 (safe static rate) has lower latency but less throughput than C3 (optimistic)",
             format!(
                 "C2 {:.2} ms {:.1} Mbit/s; C3 {:.2} ms {:.1} Mbit/s",
-                safe.latency.mean, safe.throughput.down, opt.latency.mean, opt.throughput.down
+                safe.latency().mean,
+                safe.throughput().down,
+                opt.latency().mean,
+                opt.throughput().down
             ),
             "strictly, on the mean and the download throughput",
-            safe.latency.mean < opt.latency.mean && safe.throughput.down < opt.throughput.down,
+            safe.latency().mean < opt.latency().mean
+                && safe.throughput().down < opt.throughput().down,
         ),
         Claim::new(
             "PURPLE-AIMD has the lowest latency of the slides' set (C1-C5)",
             format!(
                 "AIMD mean {:.2} ms; lowest of the others {:.2} ms",
-                aimd.latency.mean, slides_min
+                aimd.latency().mean,
+                slides_min
             ),
             "AIMD mean <= every other C1-C4 mean + 0.5 ms",
-            aimd.latency.mean <= slides_min + 0.5,
+            aimd.latency().mean <= slides_min + 0.5,
         ),
         Claim::new(
             "regular PURPLE (radio metrics) delivers more throughput than PURPLE-AIMD",
             format!(
                 "PURPLE {:.1} Mbit/s vs AIMD {:.1} Mbit/s",
-                rad.throughput.down, aimd.throughput.down
+                rad.throughput().down,
+                aimd.throughput().down
             ),
             "strictly more",
-            rad.throughput.down > aimd.throughput.down,
+            rad.throughput().down > aimd.throughput().down,
         ),
     ]
 }
@@ -514,8 +529,8 @@ pub fn passive_claims(
             "with every probe lost, purple on the probes alone falls to its safe rate",
             format!(
                 "{:.1} of {:.1} Mbit/s ({:.2})",
-                probes.throughput.down,
-                probes.capacity.down,
+                probes.throughput().down,
+                probes.capacity().down,
                 probes.share()
             ),
             "download share < 0.20",
@@ -526,34 +541,35 @@ pub fn passive_claims(
             "the probes miss the download's queue: purple on them alone bloats",
             format!(
                 "p95 {:.1} ms on the probes, {:.1} ms with the passive signal",
-                probes.latency.p95, both.latency.p95
+                probes.latency().p95,
+                both.latency().p95
             ),
             "p95 on the probes >= 3 x p95 with both",
-            probes.latency.p95 >= 3.0 * both.latency.p95,
+            probes.latency().p95 >= 3.0 * both.latency().p95,
         )
     }];
-    let thr = |x: &LoopResult| x.throughput.down / r.throughput.down.max(1e-9);
+    let thr = |x: &LoopResult| x.throughput().down / r.throughput().down.max(1e-9);
     for x in [both, alone] {
         claims.push(Claim::new(
             format!(
                 "issue 14: {} holds p99 within {PASSIVE_P99_EXCESS_MS} ms of purple with \
                  answered reflectors (starlink-router), at >= {PASSIVE_THROUGHPUT_FRACTION} of \
                  its throughput",
-                x.name
+                x.name()
             ),
             format!(
                 "p99 {:.1} vs {:.1} ms; {:.1} vs {:.1} Mbit/s ({:.2})",
-                x.latency.p99,
-                r.latency.p99,
-                x.throughput.down,
-                r.throughput.down,
+                x.latency().p99,
+                r.latency().p99,
+                x.throughput().down,
+                r.throughput().down,
                 thr(x)
             ),
             format!(
                 "p99 <= reference + {PASSIVE_P99_EXCESS_MS} ms and throughput >= \
                  {PASSIVE_THROUGHPUT_FRACTION} x reference"
             ),
-            x.latency.p99 <= r.latency.p99 + PASSIVE_P99_EXCESS_MS
+            x.latency().p99 <= r.latency().p99 + PASSIVE_P99_EXCESS_MS
                 && thr(x) >= PASSIVE_THROUGHPUT_FRACTION,
         ));
     }
@@ -561,11 +577,11 @@ pub fn passive_claims(
         claims.push(Claim::new(
             format!(
                 "{} holds the steady-state latency of purple with answered reflectors",
-                x.name
+                x.name()
             ),
-            format!("p95 {:.2} vs {:.2} ms", x.latency.p95, r.latency.p95),
+            format!("p95 {:.2} vs {:.2} ms", x.latency().p95, r.latency().p95),
             format!("p95 <= reference + {PASSIVE_P95_EXCESS_MS} ms"),
-            x.latency.p95 <= r.latency.p95 + PASSIVE_P95_EXCESS_MS,
+            x.latency().p95 <= r.latency().p95 + PASSIVE_P95_EXCESS_MS,
         ));
     }
     claims.push(Claim::new(
@@ -573,13 +589,16 @@ pub fn passive_claims(
         format!(
             "probes + passive p95 {:.2} ms, {:.1} Mbit/s; probes alone p95 {:.2} ms, {:.1} \
              Mbit/s",
-            r_both.latency.p95, r_both.throughput.down, r.latency.p95, r.throughput.down
+            r_both.latency().p95,
+            r_both.throughput().down,
+            r.latency().p95,
+            r.throughput().down
         ),
         format!(
             "p95 <= probes' + {PASSIVE_P95_EXCESS_MS} ms and throughput >= \
              {PASSIVE_THROUGHPUT_FRACTION} x probes'"
         ),
-        r_both.latency.p95 <= r.latency.p95 + PASSIVE_P95_EXCESS_MS
+        r_both.latency().p95 <= r.latency().p95 + PASSIVE_P95_EXCESS_MS
             && thr(r_both) >= PASSIVE_THROUGHPUT_FRACTION,
     ));
     claims

@@ -42,7 +42,7 @@ fn time_until(r: &LoopResult, from: f64, pred: impl Fn(&Point) -> bool) -> Optio
 /// RTT + 15 ms.
 fn reaction(r: &LoopResult) -> Option<f64> {
     time_until(r, DROP, |x| {
-        x.rate.down <= 30.0 && x.rtt_ms.is_finite() && x.rtt_ms < r.base_rtt_ms + 15.0
+        x.rate.down <= 30.0 && x.rtt_ms.is_finite() && x.rtt_ms < r.base_rtt_ms() + 15.0
     })
 }
 
@@ -89,6 +89,58 @@ fn recording_decisions_keeps_every_step_and_changes_nothing() {
         serde_json::to_string(&plain).unwrap(),
         serde_json::to_string(&rec).unwrap()
     );
+    // The samples are not serialised: compared apart.
+    assert_eq!(plain.samples(), rec.samples());
+    for d in controller::Direction::ALL {
+        assert_eq!(plain.one_way(d).samples_ms, rec.one_way(d).samples_ms);
+    }
+    // The result is the backends' summary, its loaded part what the accessors read.
+    let s = plain.summary();
+    let l = s
+        .loaded
+        .as_ref()
+        .expect("the closed loop fills its loaded part");
+    assert_eq!(
+        (s.name.as_str(), s.duration_s, s.bin_s),
+        (plain.name(), 12.0, 0.05)
+    );
+    assert!(s.flows.is_empty());
+    assert_eq!(l.latency.as_ref(), Some(plain.latency()));
+    assert!(plain.latency().n > 0 && plain.latency().p99 >= plain.latency().median);
+    assert_eq!(l.samples_ms.len(), plain.latency().n);
+    let one_way = l.one_way.as_ref().expect("one-way delays");
+    assert_eq!(
+        plain.base_rtt_ms(),
+        one_way.down.base_ms + one_way.up.base_ms
+    );
+    assert!(plain.base_rtt_ms() > 0.0);
+    assert!(
+        plain.share() > 0.1 && plain.share() <= 1.0,
+        "{}",
+        plain.share()
+    );
+    // The radio both ways, as the simulator reports links, each with its CAKE's tc statistics.
+    let names: Vec<&str> = s.links.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["radio down", "radio up"]);
+    for k in &s.links {
+        assert!(
+            k.utilisation > 0.1 && k.utilisation <= 1.0,
+            "{}",
+            k.utilisation
+        );
+        assert_eq!(k.tx_bps.len(), plain.series.len());
+    }
+    let kinds: Vec<(&str, &str)> = s
+        .qdiscs
+        .iter()
+        .map(|q| {
+            (
+                q["link"].as_str().unwrap_or(""),
+                q["kind"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(kinds, [("radio down", "cake"), ("radio up", "cake")]);
     // A step every 50 ms from 0 to 12 s: 240, give or take the first and the last.
     let n = rec.decisions.len();
     assert!((238..=242).contains(&n), "{n} decisions");

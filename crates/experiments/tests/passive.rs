@@ -27,12 +27,12 @@ fn check(name: &str) {
     for r in runs.iter().chain(&refs) {
         eprintln!(
             "{:28} p95 {:7.2} p99 {:7.2} mean {:6.2} down {:6.1} of {:6.1}",
-            r.name,
-            r.latency.p95,
-            r.latency.p99,
-            r.latency.mean,
-            r.throughput.down,
-            r.capacity.down
+            r.name(),
+            r.latency().p95,
+            r.latency().p99,
+            r.latency().mean,
+            r.throughput().down,
+            r.capacity().down
         );
     }
     let claims = passive_claims(
@@ -47,13 +47,20 @@ fn check(name: &str) {
     for c in claims.iter().filter(|c| !c.seed.starts_with("issue 14")) {
         assert!(c.pass, "{}: {} ({})", c.seed, c.ours, c.tolerance);
     }
+    // The download CAKE at the router is after the radio: the summary reports its link too,
+    // with the tc statistics of both CAKEs.
+    let s = runs[0].summary();
+    let names: Vec<&str> = s.links.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["radio down", "radio up", "after the radio down"]);
+    let with_cake: Vec<&str> = s.qdiscs.iter().filter_map(|q| q["link"].as_str()).collect();
+    assert_eq!(with_cake, ["radio up", "after the radio down"]);
     for r in &runs[1..] {
         assert!(
-            r.throughput.down >= 0.9 * refs[0].throughput.down,
+            r.throughput().down >= 0.9 * refs[0].throughput().down,
             "{}: {:.1} vs {:.1} Mbit/s",
-            r.name,
-            r.throughput.down,
-            refs[0].throughput.down
+            r.name(),
+            r.throughput().down,
+            refs[0].throughput().down
         );
     }
 }

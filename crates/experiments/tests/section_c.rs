@@ -29,12 +29,15 @@ fn demo_ordering_on_the_radio_holds_within_tolerances() {
     for x in &r {
         eprintln!(
             "{:28} mean {:6.2} p99 {:6.2} down {:6.1}",
-            x.name, x.latency.mean, x.latency.p99, x.throughput.down
+            x.name(),
+            x.latency().mean,
+            x.latency().p99,
+            x.throughput().down
         );
     }
-    let m = |i: usize| r[i].latency.mean;
-    let p99 = |i: usize| r[i].latency.p99;
-    let thr = |i: usize| r[i].throughput.down;
+    let m = |i: usize| r[i].latency().mean;
+    let p99 = |i: usize| r[i].latency().p99;
+    let thr = |i: usize| r[i].throughput().down;
     // Unshaped FQ-CoDel and the optimistic static rate bloat the radio's queue.
     assert!(m(idx::FQ) > 5.0 * m(idx::OURS), "FQ-CoDel not bloated");
     assert!(m(idx::OPT) > 5.0 * m(idx::OURS), "C3 not bloated");
@@ -42,7 +45,7 @@ fn demo_ordering_on_the_radio_holds_within_tolerances() {
     assert!(m(idx::SAFE) < m(idx::OPT) && thr(idx::SAFE) < thr(idx::OPT));
     // PURPLE-AIMD: lowest mean latency of C1-C5 (within 0.5 ms).
     for i in [idx::FQ, idx::SAFE, idx::OPT, idx::RADIO] {
-        assert!(m(idx::AIMD) <= m(i) + 0.5, "AIMD vs {}", r[i].name);
+        assert!(m(idx::AIMD) <= m(i) + 0.5, "AIMD vs {}", r[i].name());
     }
     // Regular PURPLE delivers more than AIMD (measured: +5%; the slides: +16%).
     assert!(thr(idx::RADIO) > thr(idx::AIMD));
@@ -122,7 +125,7 @@ fn every_controller_keeps_its_rate_within_bounds_on_fast_fluctuation() {
                 assert!(
                     v >= lo - 1e-6 && v <= hi + 1e-6,
                     "{}: {v} outside [{lo}, {hi}] at {}",
-                    r.name,
+                    r.name(),
                     p.t
                 );
             }
@@ -164,9 +167,10 @@ fn purple_ignores_one_lying_reflector() {
     let lied = run(&spec).expect("probe samples");
     eprintln!(
         "honest {:.1} Mbit/s, with a liar {:.1} Mbit/s",
-        honest.throughput.down, lied.throughput.down
+        honest.throughput().down,
+        lied.throughput().down
     );
-    assert!(lied.throughput.down >= 0.85 * honest.throughput.down);
+    assert!(lied.throughput().down >= 0.85 * honest.throughput().down);
 }
 
 /// One reflector dead: the two others keep the loop working (no fallback to the safe rate).
@@ -214,9 +218,10 @@ fn an_oracle_one_interval_late_misses_the_oracles_p99_by_more_than_5ms_on_fast_f
     let late = run(&short("fast", Contender::OracleLagged, 15.0)).expect("probe samples");
     eprintln!(
         "oracle p99 {:.2}, one interval late p99 {:.2}",
-        now.latency.p99, late.latency.p99
+        now.latency().p99,
+        late.latency().p99
     );
-    assert!(late.latency.p99 > now.latency.p99 + 5.0);
+    assert!(late.latency().p99 > now.latency().p99 + 5.0);
     for w in late.series.windows(2) {
         let want = (w[0].cap.down * 0.95 * 1e6 / 8.0).floor() * 8e-6;
         assert!((w[1].rate.down - want).abs() < 1e-3, "{:?}", w[1]);
@@ -234,9 +239,10 @@ fn an_oracle_told_three_intervals_late_sets_the_capacity_of_three_intervals_back
     let later = run(&spec).expect("probe samples");
     eprintln!(
         "one interval late p99 {:.2}, three intervals late p99 {:.2}",
-        late.latency.p99, later.latency.p99
+        late.latency().p99,
+        later.latency().p99
     );
-    assert!(later.latency.p99 > late.latency.p99);
+    assert!(later.latency().p99 > late.latency().p99);
     for w in later.series.windows(4) {
         let want = (w[0].cap.down * 0.95 * 1e6 / 8.0).floor() * 8e-6;
         assert!((w[3].rate.down - want).abs() < 1e-3, "{:?}", w[3]);
@@ -258,9 +264,10 @@ fn purple_absorbs_a_one_hour_clock_step_on_every_reflector() {
     let r = run(&spec).expect("probe samples");
     eprintln!(
         "honest {:.1} Mbit/s, with the step {:.1} Mbit/s",
-        honest.throughput.down, r.throughput.down
+        honest.throughput().down,
+        r.throughput().down
     );
-    assert!(r.throughput.down >= 0.9 * honest.throughput.down);
+    assert!(r.throughput().down >= 0.9 * honest.throughput().down);
     assert!(r
         .series
         .iter()

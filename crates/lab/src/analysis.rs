@@ -8,8 +8,10 @@
 
 use crate::scenario::{ProbeId, Scenario, Shape};
 use crate::LabRun;
+use controller::{Direction, PerDir};
 use qdisc::quantile;
 use sim::tally::LatencyStats;
+use sim::LoadedSummary;
 use std::fmt;
 
 /// The probe whose RTT is the lab demo's loaded latency: the best-effort UDP ping-pong (one
@@ -45,23 +47,9 @@ impl fmt::Display for AnalysisError {
 
 impl std::error::Error for AnalysisError {}
 
-/// How a daemon's download rate followed the emulator's capacity during the load.
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
-pub struct Tracking {
-    /// Mean shaped download rate, Mbit/s.
-    pub mean_rate_mbit: f64,
-    /// Share of the load's bins where the shaped rate was at or below the capacity.
-    pub below_capacity: f64,
-    /// Capacity drops seen during the load.
-    pub drops: usize,
-    /// Of those, how many the rate went below the new capacity before the next change.
-    pub drops_followed: usize,
-    /// Upper median of the seconds from a drop until the rate was at or below the new
-    /// capacity (`None` when no drop was followed).
-    pub reaction_median_s: Option<f64>,
-    /// Slowest such reaction, s (`None` when no drop was followed).
-    pub reaction_max_s: Option<f64>,
-}
+/// How a daemon's download rate followed the emulator's capacity during the load (the
+/// tracking part of the lab demo's [`sim::LoadedSummary`]).
+pub use sim::Tracking;
 
 /// How the rate `rate_at(t)` (Mbit/s; `None` before the first decision) followed the capacity
 /// `cap_mbit` (one value per bin of `bin_s` seconds, read at each bin's middle) from `load_s`
@@ -145,36 +133,35 @@ pub fn mean_capacity_mbit(cap_mbit: &[f64], from: usize) -> Option<f64> {
     Some(steady.iter().sum::<f64>() / steady.len() as f64).filter(|m| m.is_finite())
 }
 
-/// One contender of the lab demo, reduced to the slides' figures.
+/// One contender of the lab demo, reduced to the slides' figures: its run, whose summary
+/// carries them as its loaded phase ([`sim::RunSummary::loaded`], filled by [`demo_row`]).
 #[derive(Debug)]
 pub struct DemoRow {
-    /// The run as measured.
+    /// The run as measured; [`demo_row`] fills its summary's `loaded` part: the loaded latency
+    /// ([`LOADED_LATENCY_PROBE`]'s RTT minus its idle median) after the warm-up (`None` when
+    /// the probe had no sample after it) and its samples, the TCP goodput per direction, the
+    /// mean downlink capacity over the steady window (`None` without the emulator; the upload
+    /// capacity is not known) and, for the daemon contenders, the shaped-rate tracking.
     pub run: LabRun,
-    /// Loaded latency ([`LOADED_LATENCY_PROBE`]'s RTT minus its idle median) after the
-    /// warm-up, ms; `None` when the probe had no sample after the warm-up.
-    pub latency: Option<LatencyStats>,
-    /// Loaded-latency samples after the warm-up, ms.
-    pub samples: Vec<f64>,
-    /// Mean downlink capacity over the steady window, Mbit/s (`None` without the emulator).
-    pub capacity_down_mbit: Option<f64>,
-    /// Shaped-rate tracking, for the daemon contenders.
-    pub tracking: Option<Tracking>,
 }
 
 impl DemoRow {
+    /// The run's loaded phase (nothing measured for a row not made by [`demo_row`]).
+    pub fn loaded(&self) -> &LoadedSummary {
+        self.run.summary.loaded_or_empty()
+    }
+
     /// Download goodput over the mean capacity (`None` without a capacity, or when the ratio
     /// is not finite).
     pub fn share(&self) -> Option<f64> {
-        self.capacity_down_mbit
-            .map(|c| self.run.down_mbit / c)
-            .filter(|s| s.is_finite())
+        self.loaded().share(Direction::Down)
     }
 }
 
 /// Reduces one lab run to the demo's figures: `idle_s` seconds of idle probing came before the
 /// load, and the first `warm_s` seconds of load are skipped (the probe sends every 100 ms).
 /// Fails when the run has no [`LOADED_LATENCY_PROBE`].
-pub fn demo_row(run: LabRun, idle_s: f64, warm_s: f64) -> Result<DemoRow, AnalysisError> {
+pub fn demo_row(mut run: LabRun, idle_s: f64, warm_s: f64) -> Result<DemoRow, AnalysisError> {
     let no_probe = || AnalysisError::NoProbe {
         probe: LOADED_LATENCY_PROBE.label(),
         contender: run.contender.clone(),
@@ -189,13 +176,15 @@ pub fn demo_row(run: LabRun, idle_s: f64, warm_s: f64) -> Result<DemoRow, Analys
     let from = ((idle_s + warm_s) / run.summary.bin_s).round() as usize;
     let capacity_down_mbit = mean_capacity_mbit(&run.capacity_down_mbit, from);
     let tracking = tracking(&run, idle_s);
-    Ok(DemoRow {
+    run.summary.loaded = Some(LoadedSummary {
         latency: LatencyStats::of(&samples),
-        samples,
-        capacity_down_mbit,
+        samples_ms: samples,
+        throughput_mbit: PerDir::new(run.down_mbit, run.up_mbit),
+        capacity_mbit: PerDir::new(capacity_down_mbit, None),
+        one_way: None,
         tracking,
-        run,
-    })
+    });
+    Ok(DemoRow { run })
 }
 
 /// The times (s since the run's epoch) of the ends of the capacity series' bins, the x axis of
@@ -226,6 +215,62 @@ mod tests {
     /// Capacity 10, 10, 4, 4, 4, 10, 10, 2, 2 (bins of 1 s); the rate passed as bin values.
     fn rate_from(bins: &'static [Option<f64>]) -> impl Fn(f64) -> Option<f64> {
         move |t| bins.get(t as usize).copied().flatten()
+    }
+
+    /// A run of the loaded-latency probe: 5 samples in the warm-up, then 10, 20, 30 ms over
+    /// its idle median of 20 ms; capacity 100 Mbit/s for 2 s, then 50.
+    fn probed_run(control: Option<crate::control::ControlTrace>) -> LabRun {
+        let mut samples = vec![90.0; 5];
+        samples.extend([30.0, 40.0, 50.0]);
+        let mut caps = vec![100.0; 20];
+        caps.extend([50.0; 20]);
+        LabRun {
+            contender: "x".into(),
+            test: "radio".into(),
+            summary: sim::RunSummary {
+                bin_s: 0.1,
+                flows: vec![sim::FlowSummary {
+                    latency_samples_ms: samples,
+                    ..sim::FlowSummary::default()
+                }],
+                ..sim::RunSummary::default()
+            },
+            induced: vec![crate::ProbeLatency {
+                id: LOADED_LATENCY_PROBE,
+                name: LOADED_LATENCY_PROBE.label(),
+                flow: 0,
+                induced: crate::Induced {
+                    base_ms: 20.0,
+                    ..crate::Induced::default()
+                },
+            }],
+            up_mbit: 30.0,
+            down_mbit: 45.0,
+            delay_stage: String::new(),
+            warnings: Vec::new(),
+            namespaces: Vec::new(),
+            capacity_down_mbit: caps,
+            control,
+        }
+    }
+
+    #[test]
+    fn demo_row_fills_the_summarys_loaded_part() {
+        // 1 s idle, 0.5 s warm-up: 5 samples skipped, capacity from bin 15 (5 x 100, 20 x 50).
+        let row = demo_row(probed_run(None), 1.0, 0.5).expect("has the probe");
+        let l = row.loaded();
+        assert_eq!(row.run.summary.loaded.as_ref(), Some(l));
+        assert_eq!(l.samples_ms, [10.0, 20.0, 30.0]);
+        let lat = l.latency.expect("samples");
+        assert_eq!((lat.n, lat.mean, lat.max), (3, 20.0, 30.0));
+        assert_eq!(l.throughput_mbit, PerDir::new(45.0, 30.0));
+        assert_eq!(l.capacity_mbit, PerDir::new(Some(60.0), None));
+        assert_eq!(row.share(), Some(0.75));
+        assert!(l.one_way.is_none() && l.tracking.is_none());
+        // Every sample in the warm-up: no latency, the rest still measured.
+        let row = demo_row(probed_run(None), 1.0, 1.0).expect("has the probe");
+        assert_eq!(row.loaded().latency, None);
+        assert_eq!(row.share(), Some(45.0 / 50.0));
     }
 
     const CAP: [f64; 9] = [10.0, 10.0, 4.0, 4.0, 4.0, 10.0, 10.0, 2.0, 2.0];

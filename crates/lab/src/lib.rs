@@ -150,6 +150,7 @@ mod tests {
                 links: Vec::new(),
                 qdiscs: Vec::new(),
                 flent: None,
+                loaded: None,
             },
             induced: vec![ProbeLatency {
                 id: ProbeId::Icmp,

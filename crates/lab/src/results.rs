@@ -276,6 +276,8 @@ pub(crate) fn summarise(
         qdiscs: Vec::new(),
         // Probes run from 0, the load from the end of the idle period.
         flent: Some(test.flent_labels(opts.idle_seconds)),
+        // The demo's reduction fills it (`analysis::demo_row`).
+        loaded: None,
     };
     Ok((summary, (induced, up / 1e6, down / 1e6)))
 }

@@ -2,7 +2,8 @@
 //!
 //! **What this crate owns**: the simulator ([`Sim`]: nodes, links, routes, applications,
 //! metrics), TOML scenarios ([`Scenario`]), [`RunSummary`] (the JSON every backend reports in,
-//! docs/scenarios.md) and Flent files ([`flent`]). **What it must not do**: read a clock or
+//! docs/scenarios.md, with the loaded phase of the closed loop and the lab's demo rows as its
+//! optional [`LoadedSummary`]) and Flent files ([`flent`]). **What it must not do**: read a clock or
 //! draw unseeded entropy; decide what a controller decides (closed loops run the
 //! `controller` crate's agent from outside, as `experiments::c::closed_loop` does).
 //!
@@ -44,6 +45,7 @@ pub mod bench;
 mod events;
 pub mod flent;
 pub mod link_file;
+mod loaded;
 mod metrics;
 mod scenario;
 mod sim;
@@ -55,6 +57,7 @@ pub use qdisc::trace;
 
 pub use app::{Application, Outbox, Ping, UdpSource};
 pub use flent::{FlentLabels, FlentTest};
+pub use loaded::{LoadedSummary, OneWayDelay, Tracking};
 pub use metrics::{
     summarize, FlowBin, FlowEndpoints, FlowMetrics, LatencySummary, LinkBin, LinkMetrics,
     BIN_GROWTH_DIV, LATENCY_GROWTH_DIV,

@@ -3,6 +3,7 @@
 //! experiment reports.
 
 use crate::flent::{FlentError, FlentLabels};
+use crate::loaded::LoadedSummary;
 use crate::metrics::{summarize, FlowMetrics, LatencySummary};
 use crate::sim::{AppId, LinkId, Sim};
 use cake::AnyQdisc;
@@ -190,6 +191,10 @@ pub struct RunSummary {
     /// data files (not serialised; `None` until the run's maker labels it).
     #[serde(skip)]
     pub flent: Option<FlentLabels>,
+    /// The loaded phase per direction, for backends that measure it (section C's closed loop,
+    /// the lab's demo rows); `None` for the simulator's scenarios. Not in `purple sim --json`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loaded: Option<LoadedSummary>,
 }
 
 impl FlowSummary {
@@ -277,6 +282,7 @@ impl RunSummary {
                 .filter_map(|(id, n)| Some(qdisc_json(sim.qdisc(*id)?, n, to)))
                 .collect(),
             flent: None,
+            loaded: None,
         }
     }
 
@@ -294,6 +300,14 @@ impl RunSummary {
         })?;
         l.check(self)?;
         Ok(l)
+    }
+
+    /// The loaded phase ([`RunSummary::loaded`]), or [`LoadedSummary::EMPTY`] (nothing
+    /// measured) for a run without one. For results whose maker always fills it (section C's
+    /// closed loop, the lab demo's rows), so their readers need no `Option`.
+    pub fn loaded_or_empty(&self) -> &LoadedSummary {
+        static EMPTY: LoadedSummary = LoadedSummary::EMPTY;
+        self.loaded.as_ref().unwrap_or(&EMPTY)
     }
 
     /// The flow named `name`.

@@ -120,6 +120,19 @@ pub struct LatencyStats {
 }
 
 impl LatencyStats {
+    /// No sample, every figure NaN: stands in where a table needs a number for a latency that
+    /// was not measured (NaN prints as such and fails every comparison a claim makes).
+    pub const MISSING: LatencyStats = LatencyStats {
+        n: 0,
+        mean: f64::NAN,
+        median: f64::NAN,
+        min: f64::NAN,
+        max: f64::NAN,
+        std: f64::NAN,
+        p95: f64::NAN,
+        p99: f64::NAN,
+    };
+
     /// Statistics of `v` (ms); `None` for an empty slice (no sample is not a latency of 0).
     pub fn of(v: &[f64]) -> Option<Self> {
         if v.is_empty() {

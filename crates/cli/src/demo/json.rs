@@ -15,10 +15,10 @@ pub fn to_json(d: &Demo) -> Value {
         .map(|(i, r)| {
             json!({
                 "id": d.labels.get(i).copied().unwrap_or(""),
-                "name": r.name,
-                "latency_ms": r.latency,
-                "throughput_mbit": r.throughput,
-                "capacity_mbit": r.capacity,
+                "name": r.name(),
+                "latency_ms": r.latency(),
+                "throughput_mbit": r.throughput(),
+                "capacity_mbit": r.capacity(),
                 "share": r.share(),
             })
         })
@@ -69,11 +69,11 @@ pub fn lab_json(d: &LabDemo) -> Value {
                 .unwrap_or_default();
             json!({
                 "name": r.run.contender,
-                "latency_ms": r.latency,
+                "latency_ms": r.loaded().latency,
                 "throughput_mbit": {"down": r.run.down_mbit, "up": r.run.up_mbit},
-                "capacity_mbit": {"down": r.capacity_down_mbit},
+                "capacity_mbit": {"down": r.loaded().capacity_mbit.down},
                 "share": r.share(),
-                "tracking": r.tracking,
+                "tracking": r.loaded().tracking,
                 "daemon_log": r.run.control.as_ref().map(|c| c.log.display().to_string()),
                 "warnings": r.run.warnings,
                 "series": {"t": t, "capacity": r.run.capacity_down_mbit, "shaped_rate": rate,

@@ -63,11 +63,11 @@ fn write_shaped_rates(dir: &Path, title: &str, lines: &[Line]) -> Result<Vec<Pat
 fn write_latency_cdf<'a>(
     dir: &Path,
     title: &str,
-    samples: impl Iterator<Item = (&'a String, &'a [f64])>,
+    samples: impl Iterator<Item = (&'a str, &'a [f64])>,
 ) -> Result<Vec<PathBuf>, String> {
     let lines: Vec<Line> = samples
         .map(|(name, s)| Line {
-            name: name.clone(),
+            name: name.to_string(),
             points: cdf_points(s),
             thin: false,
         })
@@ -100,8 +100,8 @@ fn write_plots(d: &Demo, dir: &Path) -> Result<Vec<PathBuf>, String> {
         files.extend(write_rates(
             dir,
             i,
-            &r.name,
-            &format!("{}: {} download", d.scenario, r.name),
+            r.name(),
+            &format!("{}: {} download", d.scenario, r.name()),
             [
                 pick(&|p| p.cap.down),
                 pick(&|p| p.rate.down),
@@ -119,9 +119,10 @@ fn write_plots(d: &Demo, dir: &Path) -> Result<Vec<PathBuf>, String> {
         });
     }
     for r in &d.results {
-        if r.series.iter().any(|p| p.rate.down.is_finite()) && !r.name.starts_with("CAKE static") {
+        if r.series.iter().any(|p| p.rate.down.is_finite()) && !r.name().starts_with("CAKE static")
+        {
             lines.push(Line {
-                name: r.name.clone(),
+                name: r.name().to_string(),
                 points: r.series.iter().map(|p| (p.t, p.rate.down)).collect(),
                 thin: true,
             });
@@ -135,7 +136,7 @@ fn write_plots(d: &Demo, dir: &Path) -> Result<Vec<PathBuf>, String> {
     files.extend(write_latency_cdf(
         dir,
         &format!("{}: loaded latency CDF", d.scenario),
-        d.results.iter().map(|r| (&r.name, r.samples.as_slice())),
+        d.results.iter().map(|r| (r.name(), r.samples())),
     )?);
     Ok(files)
 }
@@ -274,7 +275,7 @@ fn write_lab_plots(d: &LabDemo, dir: &Path) -> Result<Vec<PathBuf>, String> {
         &format!("lab {}: loaded latency CDF (UDP probe)", d.scenario.name),
         d.rows
             .iter()
-            .map(|r| (&r.run.contender, r.samples.as_slice())),
+            .map(|r| (r.run.contender.as_str(), r.loaded().samples_ms.as_slice())),
     )?);
     Ok(files)
 }

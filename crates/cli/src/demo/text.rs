@@ -73,7 +73,7 @@ pub fn lab_text(d: &LabDemo) -> String {
     let mut t = experiments::Table::new(&h);
     for r in &d.rows {
         let mut row = vec![r.run.contender.clone()];
-        match &r.latency {
+        match &r.loaded().latency {
             Some(l) => row.extend(experiments::latency_cells(l)),
             None => {
                 row.push("no samples".into());
@@ -84,7 +84,7 @@ pub fn lab_text(d: &LabDemo) -> String {
         row.extend([
             format!("{:.1}", r.run.down_mbit),
             format!("{:.1}", r.run.up_mbit),
-            r.capacity_down_mbit.map_or("-".into(), |c| {
+            r.loaded().capacity_mbit.down.map_or("-".into(), |c| {
                 format!("{:.0}%", 100.0 * r.run.down_mbit / c)
             }),
             lab::scenario::seed_figure(&d.scenario.name, &r.run.contender, "").to_string(),
@@ -103,7 +103,7 @@ pub fn lab_text(d: &LabDemo) -> String {
     ]);
     let mut any = false;
     for r in &d.rows {
-        if let (Some(k), Some(c)) = (&r.tracking, &r.run.control) {
+        if let (Some(k), Some(c)) = (&r.loaded().tracking, &r.run.control) {
             any = true;
             tt.row(vec![
                 r.run.contender.clone(),
@@ -153,7 +153,16 @@ mod tests {
             run: lab::LabRun {
                 contender: contender.into(),
                 test: "radio".into(),
-                summary: sim::RunSummary::default(),
+                summary: sim::RunSummary {
+                    loaded: Some(sim::LoadedSummary {
+                        latency: LatencyStats::of(samples),
+                        samples_ms: samples.to_vec(),
+                        throughput_mbit: controller::PerDir::new(96.5, 31.25),
+                        capacity_mbit: controller::PerDir::new(Some(120.0), None),
+                        ..sim::LoadedSummary::default()
+                    }),
+                    ..sim::RunSummary::default()
+                },
                 induced: Vec::new(),
                 up_mbit: 31.25,
                 down_mbit: 96.5,
@@ -163,10 +172,6 @@ mod tests {
                 capacity_down_mbit: Vec::new(),
                 control: None,
             },
-            latency: LatencyStats::of(samples),
-            samples: samples.to_vec(),
-            capacity_down_mbit: Some(120.0),
-            tracking: None,
         };
         LabDemo {
             scenario: lab::scenario::find("radio").unwrap(),

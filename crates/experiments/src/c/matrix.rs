@@ -11,7 +11,7 @@
 //! Per run the matrix keeps ([`SeedMetrics`]): download and upload throughput and their shares
 //! of the mean true capacity, and the 50th/95th/99th percentiles of the loaded latency (probe
 //! RTT minus the idle RTT) and of the one-way queueing delay per direction (see
-//! [`LoopResult::owd_down_samples`]). Per link and contender ([`RowResult`]) it reports the
+//! [`LoopResult::one_way`]). Per link and contender ([`RowResult`]) it reports the
 //! median over the seeds (the mean of the two middle values for an even count) and the worst
 //! seed of each figure (the lowest throughput and share, the highest latency: each figure's own
 //! worst seed).
@@ -25,7 +25,7 @@
 use super::closed_loop::{self, Contender, LatencyStats, LoopResult, LoopSpec};
 use super::scenario::{self, Scenario, SlotCapacity};
 use crate::{Claim, Table};
-use controller::PurpleParams;
+use controller::{Direction, PurpleParams};
 use qdisc::{quantile, Duration};
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -459,16 +459,18 @@ pub struct SeedMetrics {
 
 impl SeedMetrics {
     fn of(r: &LoopResult, seed: u64) -> SeedMetrics {
-        let share = |t: f64, c: f64| if c > 0.0 { t / c } else { f64::NAN };
+        let l = r.loaded();
+        // No capacity: NaN (rendered as "-", null in JSON).
+        let share = |d| l.share(d).unwrap_or(f64::NAN);
         SeedMetrics {
             seed,
-            down_mbit: r.throughput.down,
-            up_mbit: r.throughput.up,
-            down_share: share(r.throughput.down, r.capacity.down),
-            up_share: share(r.throughput.up, r.capacity.up),
-            rtt: Tail::of(&r.latency),
-            owd_down: Tail::of(&r.owd_down),
-            owd_up: Tail::of(&r.owd_up),
+            down_mbit: l.throughput_mbit.down,
+            up_mbit: l.throughput_mbit.up,
+            down_share: share(Direction::Down),
+            up_share: share(Direction::Up),
+            rtt: Tail::of(r.latency()),
+            owd_down: Tail::of(&r.one_way(Direction::Down).latency),
+            owd_up: Tail::of(&r.one_way(Direction::Up).latency),
         }
     }
 }

@@ -193,6 +193,8 @@ pub fn run(spec: &LoopSpec) -> Result<LoopResult, NoSamples> {
     let mut r = rec.finish(
         spec.contender.name(),
         PerDir::new(sc.down.mean(warm, end), sc.up.mean(warm, end)),
+        &net.sim,
+        &net.summary_links(),
     )?;
     if let Some(sh) = shell.as_mut() {
         r.decisions = sh.take_decisions();

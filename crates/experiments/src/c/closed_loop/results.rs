@@ -8,7 +8,7 @@ use controller::agent::DirStep;
 use controller::{Direction, PerDir};
 use qdisc::Instant;
 use serde::Serialize;
-use sim::Sim;
+use sim::{LoadedSummary, OneWayDelay, RunSummary, Sim};
 
 /// One step of the time series.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -49,37 +49,22 @@ impl std::fmt::Display for NoSamples {
 
 impl std::error::Error for NoSamples {}
 
-/// What a run measured.
+/// What a run measured: the summary every backend reports in ([`RunSummary`]), whose loaded
+/// phase ([`RunSummary::loaded`], always filled here) holds the loaded latency, the throughput
+/// and mean true capacity per direction and the one-way queueing delays, plus what only the
+/// closed loop has: its time series and the controller's decisions.
+///
+/// Made only by [`run`](super::run), which fails rather than return a run whose latency probe
+/// measured nothing ([`NoSamples`]); the accessors read the loaded phase without an `Option`.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoopResult {
-    /// The contender's name.
-    pub name: String,
-    /// Loaded latency after the warm-up.
-    pub latency: LatencyStats,
-    /// Mean delivered rate per direction after the warm-up, Mbit/s.
-    pub throughput: PerDir<f64>,
-    /// Mean true capacity per direction after the warm-up, Mbit/s.
-    pub capacity: PerDir<f64>,
-    /// Every loaded-latency sample after the warm-up, ms (for the CDF).
-    pub samples: Vec<f64>,
-    /// One-way queueing delay towards the client after the warm-up, ms: each answered probe's
-    /// true reflector-to-client delay (the simulator knows the reflect and receive times)
-    /// minus the idle one ([`LoopResult::base_owd_ms`]), floored at 0; one sample per probe
-    /// counted in [`LoopResult::samples`].
-    pub owd_down_samples: Vec<f64>,
-    /// One-way queueing delay from the client (client-to-reflector), ms, as
-    /// [`LoopResult::owd_down_samples`].
-    pub owd_up_samples: Vec<f64>,
-    /// Statistics of [`LoopResult::owd_down_samples`].
-    pub owd_down: LatencyStats,
-    /// Statistics of [`LoopResult::owd_up_samples`].
-    pub owd_up: LatencyStats,
-    /// Idle one-way delay of a probe per direction, ms (they add up to `base_rtt_ms`).
-    pub base_owd_ms: PerDir<f64>,
+    /// The run in the backends' summary: `name` (the contender), `duration_s`, `bin_s` (one
+    /// [`STEP`]), `links` and `qdiscs` as the simulator collects them (the radio down and up,
+    /// then the links after it carrying a CAKE, if any), `loaded`. The closed loop collects
+    /// no per-flow figures: `flows` is empty.
+    summary: RunSummary,
     /// The time series, one point per [`STEP`].
     pub series: Vec<Point>,
-    /// Idle round-trip time of a probe, ms.
-    pub base_rtt_ms: f64,
     /// Every control step's decision, `(seconds, download, upload)`, when the run was asked
     /// for them ([`LoopSpec::record_decisions`](super::LoopSpec::record_decisions)); empty
     /// otherwise and for contenders that run no law. Not serialised.
@@ -88,13 +73,69 @@ pub struct LoopResult {
 }
 
 impl LoopResult {
-    /// Download throughput as a share of the mean download capacity.
+    /// The run as the backends' summary.
+    pub fn summary(&self) -> &RunSummary {
+        &self.summary
+    }
+
+    /// The run as the backends' summary, without the series and decisions.
+    pub fn into_summary(self) -> RunSummary {
+        self.summary
+    }
+
+    /// The contender's name.
+    pub fn name(&self) -> &str {
+        &self.summary.name
+    }
+
+    /// The loaded phase after the warm-up.
+    pub fn loaded(&self) -> &LoadedSummary {
+        self.summary.loaded_or_empty()
+    }
+
+    /// Loaded latency after the warm-up (probe RTT minus the idle RTT), ms.
+    pub fn latency(&self) -> &LatencyStats {
+        self.loaded()
+            .latency
+            .as_ref()
+            .unwrap_or(&LatencyStats::MISSING)
+    }
+
+    /// Every loaded-latency sample after the warm-up, ms (for the CDF).
+    pub fn samples(&self) -> &[f64] {
+        &self.loaded().samples_ms
+    }
+
+    /// Mean delivered rate per direction after the warm-up, Mbit/s.
+    pub fn throughput(&self) -> PerDir<f64> {
+        self.loaded().throughput_mbit
+    }
+
+    /// Mean true capacity per direction after the warm-up, Mbit/s.
+    pub fn capacity(&self) -> PerDir<f64> {
+        let c = self.loaded().capacity_mbit;
+        PerDir::new(c.down.unwrap_or(f64::NAN), c.up.unwrap_or(f64::NAN))
+    }
+
+    /// Download throughput as a share of the mean download capacity (0 without capacity).
     pub fn share(&self) -> f64 {
-        if self.capacity.down > 0.0 {
-            self.throughput.down / self.capacity.down
-        } else {
-            0.0
-        }
+        self.loaded().share(Direction::Down).unwrap_or(0.0)
+    }
+
+    /// One-way queueing delay in direction `d` after the warm-up (each answered probe's true
+    /// one-way delay, which the simulator knows, minus the idle one, floored at 0), ms.
+    pub fn one_way(&self, d: Direction) -> &OneWayDelay {
+        static NONE: OneWayDelay = OneWayDelay {
+            base_ms: f64::NAN,
+            latency: LatencyStats::MISSING,
+            samples_ms: Vec::new(),
+        };
+        self.loaded().one_way.as_ref().map_or(&NONE, |o| &o[d])
+    }
+
+    /// Idle round-trip time of a probe, ms (the two idle one-way delays added).
+    pub fn base_rtt_ms(&self) -> f64 {
+        self.one_way(Direction::Down).base_ms + self.one_way(Direction::Up).base_ms
     }
 }
 
@@ -192,12 +233,17 @@ impl Recorder {
     }
 
     /// The result of contender `name` on a link whose mean capacity after the warm-up was
-    /// `capacity` (bytes/s); [`NoSamples`] when a latency probe (round trip or one way)
-    /// measured nothing after the warm-up.
+    /// `capacity` (bytes/s), once `sim` has run to the end; the summary reports `links` as the
+    /// simulator's summaries do ([`RunSummary::collect`]: utilisation over the whole run,
+    /// each [`STEP`]'s sent bits per second, the tc statistics of the links with a qdisc).
+    /// [`NoSamples`] when a latency probe (round trip or one way) measured nothing after the
+    /// warm-up.
     pub(super) fn finish(
         self,
         name: String,
         capacity: PerDir<f64>,
+        sim: &Sim,
+        links: &[(sim::LinkId, String)],
     ) -> Result<LoopResult, NoSamples> {
         let (warm, end) = (self.warm, self.end);
         let span = (end.as_secs_f64() - warm.as_secs_f64()).max(1e-3);
@@ -212,22 +258,33 @@ impl Recorder {
         let latency = stats(&self.samples, "round-trip")?;
         let owd_down = stats(&owd_samples.down, "one-way down")?;
         let owd_up = stats(&owd_samples.up, "one-way up")?;
-        Ok(LoopResult {
-            name,
+        let throughput = PerDir::new(
+            delivered.down as f64 * 8e-6 / span,
+            delivered.up as f64 * 8e-6 / span,
+        );
+        let capacity = PerDir::new(capacity.down * 8e-6, capacity.up * 8e-6);
+        let base_owd_ms = self.base_owd_ms;
+        let one_way = |d: Direction, latency: LatencyStats, samples_ms: Vec<f64>| OneWayDelay {
+            base_ms: base_owd_ms[d],
             latency,
-            throughput: PerDir::new(
-                delivered.down as f64 * 8e-6 / span,
-                delivered.up as f64 * 8e-6 / span,
-            ),
-            capacity: PerDir::new(capacity.down * 8e-6, capacity.up * 8e-6),
-            samples: self.samples,
-            owd_down,
-            owd_up,
-            owd_down_samples: owd_samples.down,
-            owd_up_samples: owd_samples.up,
-            base_owd_ms: self.base_owd_ms,
+            samples_ms,
+        };
+        let loaded = LoadedSummary {
+            latency: Some(latency),
+            samples_ms: self.samples,
+            throughput_mbit: throughput,
+            capacity_mbit: PerDir::new(Some(capacity.down), Some(capacity.up)),
+            one_way: Some(PerDir::new(
+                one_way(Direction::Down, owd_down, owd_samples.down),
+                one_way(Direction::Up, owd_up, owd_samples.up),
+            )),
+            tracking: None,
+        };
+        let mut summary = RunSummary::collect(sim, &name, &[], links, warm);
+        summary.loaded = Some(loaded);
+        Ok(LoopResult {
+            summary,
             series: self.series,
-            base_rtt_ms: self.base_rtt_ms,
             decisions: Vec::new(),
         })
     }

@@ -165,6 +165,30 @@ impl Topology {
         net
     }
 
+    /// The links a run's summary reports, named: the radio both ways (`radio down`, `radio
+    /// up`), then the links after it whose CAKE shapes or estimates the rate (the router's
+    /// download CAKE, CAKE `autorate-ingress`: `after the radio down`/`up`) where there are.
+    pub(super) fn summary_links(&self) -> Vec<(sim::LinkId, String)> {
+        let mut v: Vec<(sim::LinkId, String)> = Direction::ALL
+            .iter()
+            .map(|&d| (self.radio[d], format!("radio {}", d.name())))
+            .collect();
+        let mut after = |id: sim::LinkId, d: Direction| {
+            if !v.iter().any(|(l, _)| *l == id) {
+                v.push((id, format!("after the radio {}", d.name())));
+            }
+        };
+        for d in Direction::ALL {
+            after(self.shaped[d], d);
+        }
+        if let Some(i) = self.ingress {
+            for d in Direction::ALL {
+                after(i[d], d);
+            }
+        }
+        v
+    }
+
     /// Bulk TCP: 4 downloads (servers -> client), 2 uploads.
     fn add_bulk_tcp(&mut self) {
         let tcp = |sim: &mut Sim, from: (usize, IpAddr), to: (usize, IpAddr), port: u16| {
