@@ -1,11 +1,13 @@
 //! Header parsing and every rewrite on arbitrary bytes: nothing may panic or read out of bounds,
+//! the flow parsers agree with the general one,
 //! rewrites keep the frame length, segmentation conserves packets' payload, and rejoining the
 //! segments (where allowed) rebuilds a frame that segments back into them.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use qdisc::packet::{
-    finish_joined, join, joinable, mark_ce, segment, set_dscp, Gso, GsoKind, Headers, TcpOptions,
+    finish_joined, join, joinable, mark_ce, segment, set_dscp, FlowHeaders, FlowV4, Gso, GsoKind,
+    Headers, TcpOptions,
 };
 use qdisc::Packet;
 
@@ -18,6 +20,13 @@ fuzz_target!(|data: &[u8]| {
     assert!(usize::from(h.network_offset) <= frame.len());
     // Parsing is a pure function of the bytes.
     assert_eq!(h, Headers::parse(frame));
+    // The engine's flow parsers (the fast path, and the IPv4 one that skips the mapped
+    // addresses) read what the general parser reads.
+    assert_eq!(FlowHeaders::parse(frame), FlowHeaders::from(&h));
+    if let Some(v) = FlowV4::parse(frame) {
+        assert_eq!(v.headers(), FlowHeaders::from(&h));
+        assert_eq!(h.network_offset, FlowV4::NETWORK_OFFSET);
+    }
 
     let mut f = frame.to_vec();
     set_dscp(&mut f, &h, ctl[0] & 63);
