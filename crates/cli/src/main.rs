@@ -178,7 +178,8 @@ struct DemoArgs {
     holdout: bool,
     /// With --matrix: only these contenders (comma-separated): fq-codel, static-safe,
     /// static-optimistic, purple-radio, purple-aimd, cake-autorate, sqm-autorate,
-    /// autorate-ingress, purple, oracle, oracle-late, oracle-lookahead.
+    /// autorate-ingress, purple, oracle, oracle-late, oracle-lookahead, oracle-censored-5,
+    /// oracle-censored-25, oracle-censored-100.
     #[arg(long, value_delimiter = ',', requires = "matrix")]
     contenders: Vec<String>,
     /// With --matrix: purple's latency targets to sweep, ms (comma-separated; default

@@ -157,3 +157,43 @@ fn recording_decisions_keeps_every_step_and_changes_nothing() {
         "{cut:?}"
     );
 }
+
+/// The censored oracle (the matrix's reference for what delivery readings can tell a law) is
+/// told the previous interval's capacity only when that capacity was at most the rate it had
+/// set, and then shapes to 95% of it; otherwise it raises its rate by its gain; always within
+/// the controllers' range.
+#[test]
+fn the_censored_oracle_is_told_the_capacity_only_when_the_link_was_the_bottleneck() {
+    let spec = drop_spec(Contender::OracleCensored(25));
+    let cfg = spec.config();
+    let r = run(&spec).expect("probe samples");
+    let (mut told, mut probed) = (0, 0);
+    for w in r.series.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        for (cap, set, next, lo, hi) in [
+            (
+                a.cap.down,
+                a.rate.down,
+                b.rate.down,
+                cfg.min.down,
+                cfg.max.down,
+            ),
+            (a.cap.up, a.rate.up, b.rate.up, cfg.min.up, cfg.max.up),
+        ] {
+            let want = if cap > set {
+                probed += 1;
+                set * 1.25
+            } else {
+                told += 1;
+                cap * 0.95
+            }
+            .clamp(lo.mbit(), hi.mbit());
+            assert!(
+                (next - want).abs() <= 1e-4 * want,
+                "t {}: capacity {cap}, set {set}, next {next}, want {want}",
+                b.t
+            );
+        }
+    }
+    assert!(told > 100 && probed > 100, "told {told}, probed {probed}");
+}

@@ -72,11 +72,21 @@ pub enum Role {
     OracleLate,
     /// 95% of the next 200 ms (recorded traces only; on synthetic links it equals the oracle).
     OracleLookahead,
+    /// The censored oracle ([`Contender::OracleCensored`]) at this probe gain, per cent: the
+    /// reference for what delivery readings could tell a law at best.
+    OracleCensored(u16),
 }
+
+/// The censored oracle's probe gains the matrix runs, per cent per interval, with their ids.
+pub const CENSORED_GAINS: [(u16, &str); 3] = [
+    (5, "oracle-censored-5"),
+    (25, "oracle-censored-25"),
+    (100, "oracle-censored-100"),
+];
 
 impl Role {
     /// Every role, in table order.
-    pub const ALL: [Role; 12] = [
+    pub const ALL: [Role; 15] = [
         Role::FqCodel,
         Role::StaticSafe,
         Role::StaticOptimistic,
@@ -89,6 +99,9 @@ impl Role {
         Role::Oracle,
         Role::OracleLate,
         Role::OracleLookahead,
+        Role::OracleCensored(CENSORED_GAINS[0].0),
+        Role::OracleCensored(CENSORED_GAINS[1].0),
+        Role::OracleCensored(CENSORED_GAINS[2].0),
     ];
 
     /// The id used on the command line (`--contenders`) and in JSON.
@@ -106,6 +119,10 @@ impl Role {
             Role::Oracle => "oracle",
             Role::OracleLate => "oracle-late",
             Role::OracleLookahead => "oracle-lookahead",
+            Role::OracleCensored(g) => CENSORED_GAINS
+                .iter()
+                .find(|(x, _)| *x == g)
+                .map_or("oracle-censored", |(_, id)| id),
         }
     }
 
@@ -134,6 +151,7 @@ impl Role {
             Role::OracleLate => Contender::OracleLagged,
             Role::OracleLookahead if !s.down.is_series() => Contender::OracleLookahead,
             Role::OracleLookahead => return None,
+            Role::OracleCensored(g) => Contender::OracleCensored(g),
         })
     }
 
@@ -564,6 +582,29 @@ pub struct TargetFigures {
     pub worst_fraction: f64,
     /// The seed of [`TargetFigures::worst_fraction`].
     pub worst_seed: u64,
+    /// The reference: the censored oracle at each of [`CENSORED_GAINS`] against the late
+    /// oracle (`None` where the matrix did not run it). Where no gain meets both the
+    /// throughput and the p99 target, exact delivery readings one interval late with that
+    /// probing do not reach the pair either.
+    pub censored: [Option<CensoredPoint>; CENSORED_GAINS.len()],
+}
+
+/// The censored oracle at one probe gain against the late oracle, seed medians.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct CensoredPoint {
+    /// Its probe gain, per cent per interval.
+    pub gain_pct: u16,
+    /// Its download throughput / the late oracle's.
+    pub throughput_fraction: f64,
+    /// Its p99 minus the late oracle's, ms.
+    pub p99_excess_ms: f64,
+}
+
+impl CensoredPoint {
+    /// Whether it meets both seed-median targets that purple is held to (throughput and p99).
+    pub fn meets_both(&self) -> bool {
+        self.throughput_fraction >= TARGET_FRACTION && self.p99_excess_ms <= TARGET_P99_EXCESS_MS
+    }
 }
 
 /// One link's results.
@@ -767,11 +808,19 @@ pub fn targets(l: &LinkResult) -> (Option<TargetFigures>, Vec<Claim>) {
             .zip(&o.seeds)
             .map(|(a, b)| (a.seed, a.down_mbit / b.down_mbit))
             .fold((0, f64::INFINITY), |w, x| if x.1 < w.1 { x } else { w });
+        let censored = CENSORED_GAINS.map(|(g, _)| {
+            l.row(Role::OracleCensored(g).id()).map(|c| CensoredPoint {
+                gain_pct: g,
+                throughput_fraction: c.median.down_mbit / o.median.down_mbit,
+                p99_excess_ms: c.median.rtt.p99 - o.median.rtt.p99,
+            })
+        });
         figures = Some(TargetFigures {
             throughput_fraction: frac,
             p99_excess_ms: excess,
             worst_fraction: worst,
             worst_seed,
+            censored,
         });
         claims.push(throughput_claim(
             "seed-median",
@@ -894,6 +943,24 @@ pub fn p99_claim(scope: &str, purple: f64, late: f64) -> Claim {
     )
 }
 
+/// The censored oracle's points for the summary table: `0.78 -71 | 0.98 -46*` (`-` for a
+/// gain the matrix did not run; `*` where it meets both targets).
+fn censored_cell(points: &[Option<CensoredPoint>]) -> String {
+    points
+        .iter()
+        .map(|p| match p {
+            Some(p) => format!(
+                "{} {:+.0}{}",
+                frac(p.throughput_fraction),
+                p.p99_excess_ms,
+                if p.meets_both() { "*" } else { "" }
+            ),
+            None => "-".into(),
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
 /// A latency for a table: 2 decimals below 10 ms, 1 below 100, none above.
 fn ms(x: f64) -> String {
     if !x.is_finite() {
@@ -968,15 +1035,17 @@ impl MatrixResult {
             "p99 - late oracle's (ms)",
             "worst seed fraction",
             "targets met",
+            "censored oracle +5/25/100%: fraction, p99 - (*: meets both)",
         ]);
         for s in &self.scenarios {
-            let (a, b, c) = match s.figures {
+            let (a, b, c, d) = match s.figures {
                 Some(f) => (
                     frac(f.throughput_fraction),
                     format!("{:+.1}", f.p99_excess_ms),
                     format!("{} (seed {})", frac(f.worst_fraction), f.worst_seed),
+                    censored_cell(&f.censored),
                 ),
-                None => ("-".into(), "-".into(), "-".into()),
+                None => ("-".into(), "-".into(), "-".into(), "-".into()),
             };
             let met = s.claims.iter().filter(|c| c.pass).count();
             t.row(vec![
@@ -985,6 +1054,7 @@ impl MatrixResult {
                 b,
                 c,
                 format!("{met}/{}", s.claims.len()),
+                d,
             ]);
         }
         t
@@ -1006,6 +1076,20 @@ mod tests {
             t.contains("oracle-early") && t.contains("oracle-late"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn the_censored_reference_meets_both_targets_only_at_both_bounds() {
+        let p = |f: f64, e: f64| CensoredPoint {
+            gain_pct: 25,
+            throughput_fraction: f,
+            p99_excess_ms: e,
+        };
+        assert!(p(TARGET_FRACTION, TARGET_P99_EXCESS_MS).meets_both());
+        assert!(!p(TARGET_FRACTION - 0.01, -50.0).meets_both());
+        assert!(!p(1.2, TARGET_P99_EXCESS_MS + 0.1).meets_both());
+        let cell = censored_cell(&[Some(p(0.47, -89.0)), None, Some(p(0.98, -46.0))]);
+        assert_eq!(cell, "0.47 -89 | - | 0.98 -46*");
     }
 
     #[test]

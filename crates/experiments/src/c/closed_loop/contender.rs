@@ -37,6 +37,15 @@ pub enum Contender {
     /// tables; it bounds what any measurement-driven law can reach (the p99 a drop's first
     /// interval costs).
     OracleLagged,
+    /// A reference for what a law learning the capacity from delivery readings could know at
+    /// best: told the previous [`STEP`](super::STEP)'s true capacity only when it was at most
+    /// the rate this contender had set (the link was the bottleneck, so its delivery would be
+    /// the capacity), and then shaping to 95% of it, as the late oracle does; otherwise told
+    /// only that the capacity was above its rate, it raises the rate by this many per cent per
+    /// interval. It starts at the controllers' base rate, not at the capacity, and stays in
+    /// their configured range as a law does. Not in the tables; the matrix runs it at three
+    /// gains (`oracle-censored-5`, `-25`, `-100`).
+    OracleCensored(u16),
     /// `purple` with the probes and the passive delay signal (`delay_source = "both"`, the
     /// daemon's default), on scenarios with the shaper at the router.
     PurplePassive,
@@ -59,6 +68,7 @@ impl Contender {
             Contender::OracleLookahead => "oracle, 200 ms lookahead".into(),
             Contender::Purple => "purple (ours)".into(),
             Contender::OracleLagged => "oracle, one interval late".into(),
+            Contender::OracleCensored(g) => format!("oracle, censored, +{g}%"),
             Contender::PurplePassive => "purple, probes + passive".into(),
             Contender::PurplePassiveOnly => "purple, passive only".into(),
         }
@@ -102,7 +112,10 @@ impl Contender {
     pub fn is_oracle(&self) -> bool {
         matches!(
             self,
-            Contender::Oracle | Contender::OracleLookahead | Contender::OracleLagged
+            Contender::Oracle
+                | Contender::OracleLookahead
+                | Contender::OracleLagged
+                | Contender::OracleCensored(_)
         )
     }
 
@@ -122,7 +135,8 @@ impl Contender {
             | Contender::AutorateIngress
             | Contender::Oracle
             | Contender::OracleLookahead
-            | Contender::OracleLagged => return None,
+            | Contender::OracleLagged
+            | Contender::OracleCensored(_) => return None,
         })
     }
 

@@ -185,6 +185,13 @@ pub fn run(spec: &LoopSpec) -> Result<LoopResult, NoSamples> {
         t: Instant::ZERO,
         cur_cap: PerDir::new(0u64, 0u64),
         rate_now: initial_rates(spec, &cfg),
+        range: PerDir::new(
+            (
+                cfg.min.down.bytes_per_s_f64(),
+                cfg.max.down.bytes_per_s_f64(),
+            ),
+            (cfg.min.up.bytes_per_s_f64(), cfg.max.up.bytes_per_s_f64()),
+        ),
     };
     while lp.t < rec.end {
         lp.step(spec, &mut net, shell.as_mut(), &mut rec);
@@ -229,6 +236,9 @@ struct Loop {
     cur_cap: PerDir<u64>,
     /// CAKE's rate per direction, Mbit/s (NaN when unshaped), for the series.
     rate_now: PerDir<f64>,
+    /// The controllers' configured range per direction, bytes/s `(min, max)`: the censored
+    /// oracle stays within it as a law does.
+    range: PerDir<(f64, f64)>,
 }
 
 impl Loop {
@@ -295,18 +305,35 @@ impl Loop {
                 self.cur_cap[d] = caps[d];
             }
             if spec.contender.is_oracle() {
-                let r = match spec.contender {
-                    Contender::OracleLookahead => capd.rate_over(t, Duration::from_millis(200)),
-                    Contender::OracleLagged => capd.rate_over(
+                let late = |lag: u32| {
+                    capd.rate_over(
                         Instant::from_nanos(
                             t.as_nanos()
-                                .saturating_sub(STEP.as_nanos() * u64::from(spec.oracle_lag)),
+                                .saturating_sub(STEP.as_nanos() * u64::from(lag)),
                         ),
                         STEP,
-                    ),
-                    _ => caps[d],
-                } * 95
-                    / 100;
+                    )
+                };
+                let r = match spec.contender {
+                    Contender::OracleLookahead => {
+                        capd.rate_over(t, Duration::from_millis(200)) * 95 / 100
+                    }
+                    Contender::OracleLagged => late(spec.oracle_lag) * 95 / 100,
+                    Contender::OracleCensored(g) => {
+                        // The rate in force in the interval that just ended, bytes/s.
+                        let set = self.rate_now[d] * 1e6 / 8.0;
+                        let c = late(1) as f64;
+                        let (lo, hi) = self.range[d];
+                        let r = if c > set {
+                            // Not the bottleneck: the capacity is only known to be above.
+                            set * (1.0 + f64::from(g) / 100.0)
+                        } else {
+                            c * 0.95
+                        };
+                        r.clamp(lo, hi) as u64
+                    }
+                    _ => caps[d] * 95 / 100,
+                };
                 if let Some(q) = net.sim.qdisc_mut(net.shaped[d]) {
                     let _ = q.set_rate(Some(Rate::from_bytes_per_s(r.max(mbit(0.1)))));
                 }
