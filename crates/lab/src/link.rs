@@ -186,8 +186,9 @@ impl Link {
     /// none). Fails, naming the file and the direction, for a direction the emulator cannot
     /// play (a schedule whose mahimahi rendering is empty or ends in more than a second without
     /// capacity).
-    pub fn from_desc(d: &LinkDesc, default_delay_ms: f64) -> Result<Link, LabLinkError> {
-        let loop_s = d.secs(None)?;
+    pub fn from_desc(d: &LinkDesc) -> Result<Link, LabLinkError> {
+        let loop_s = d.secs;
+        let path = d.path.clone().unwrap_or_default();
         let dir = |x: &sim::link_file::DirectionDesc, which: &'static str| {
             let c = match &x.capacity {
                 SimCapacity::Rate(bytes) => DirCapacity::Rate(bytes.saturating_mul(8)),
@@ -199,7 +200,7 @@ impl Link {
                 },
                 SimCapacity::Unlimited => {
                     return Err(LabLinkError::Unplayable {
-                        path: d.path.clone(),
+                        path: path.clone(),
                         which,
                         reason: "an unlimited capacity is not a variable link".into(),
                     })
@@ -210,12 +211,12 @@ impl Link {
             } = &c
             {
                 mahimahi_of(schedule, *loop_s).map_err(|reason| LabLinkError::Unplayable {
-                    path: d.path.clone(),
+                    path: path.clone(),
                     which,
                     reason,
                 })?;
             }
-            let delay_ms = x.delay.map_or(default_delay_ms, |t| t.as_millis_f64());
+            let delay_ms = x.delay.as_millis_f64();
             Ok((c, delay_ms))
         };
         let (down, down_delay_ms) = dir(&d.down, "down")?;
@@ -505,7 +506,7 @@ mod tests {
             &files,
         )
         .expect("parses");
-        let l = Link::from_desc(&d, 1.0).expect("plays");
+        let l = Link::from_desc(&d).expect("plays");
         assert_eq!((l.up_delay_ms, l.down_delay_ms), (1.0, 7.5));
         assert_eq!(l.delay_words(), "1 ms up, 7.5 ms down");
         assert_eq!(l.down_words(), "20/10 Mbit/s every 2 s");
@@ -550,7 +551,7 @@ mod tests {
             &|_: &str| Ok("0 step 10mbit\n1 step 0bit\n".to_string()),
         )
         .expect("parses");
-        let e = Link::from_desc(&d, 1.0).expect_err("outage").to_string();
+        let e = Link::from_desc(&d).expect_err("outage").to_string();
         assert!(
             e.starts_with("x/out.toml: [down]: the schedule ends in 9000 ms"),
             "{e}"

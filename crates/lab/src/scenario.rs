@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use sim::flent::{self, FlentLabels, FlentTest, Role};
-use sim::link_file::{derived_rates, per_second_mbit, LinkDesc};
+use sim::link_file::{LinkDesc, LinkRates};
 use sim::{RatePoint, RateSchedule};
 
 pub use crate::link::{DirCapacity, LabLinkError, Link};
@@ -234,7 +234,7 @@ fn compiled_in_link(path: &str, text: &str, files: &[(&str, &str)]) -> Result<Li
             .map(|(_, t)| t.to_string())
             .ok_or_else(|| sim::ScenarioError(format!("{name}: not compiled in with {path}")))
     })?;
-    Link::from_desc(&d, 1.0)
+    Link::from_desc(&d)
 }
 
 /// The radio's link, read from the compiled-in `scenarios/links/lab-radio.toml`.
@@ -565,11 +565,10 @@ impl Scenario {
     /// each way, the daemons from a tenth of the mean to 1.2 × the 90th percentile, starting
     /// at 60% of that top (as section C's controllers). A run at full length is `duration_s`.
     pub fn for_link(d: &LinkDesc, seconds: Option<f64>) -> Result<Scenario, LabLinkError> {
-        let link = Link::from_desc(d, 1.0)?;
-        let secs = d.secs(seconds)?;
-        let down = derived_rates(&per_second_mbit(&d.down.capacity, secs));
-        let up = derived_rates(&per_second_mbit(&d.up.capacity, secs));
-        let range = |k: sim::link_file::DerivedRates| RateRange {
+        let link = Link::from_desc(d)?;
+        let over = d.clone().with_secs(seconds)?;
+        let (down, up) = (over.down.rates, over.up.rates);
+        let range = |k: LinkRates| RateRange {
             min: k.lo,
             base: k.hi * 0.6,
             max: k.hi,
@@ -581,20 +580,20 @@ impl Scenario {
             title: format!(
                 "link {}: down {}, up {}, {}, {}-packet buffer; CAKE static {}/{} Mbit/s (the \
                  median)",
-                d.path.display(),
+                d.path.as_deref().unwrap_or(Path::new("")).display(),
                 d.down.what,
                 d.up.what,
                 link.delay_words(),
                 link.buffer_packets,
-                down.p50,
-                up.p50
+                down.safe,
+                up.safe
             ),
             sim_id: None,
-            up_bit_s: bits(up.p50),
-            down_bit_s: bits(down.p50),
+            up_bit_s: bits(up.safe),
+            down_bit_s: bits(down.safe),
             link,
             needs_linkem: true,
-            full_seconds: d.secs(None)?,
+            full_seconds: d.secs,
             contenders: radio
                 .contenders
                 .iter()
@@ -942,7 +941,7 @@ mod tests {
                 .join(file);
             let d = LinkDesc::read(&path).expect("reads");
             let built_in = find(scenario).expect("scenario").link;
-            assert_eq!(Link::from_desc(&d, 1.0).expect("plays"), built_in, "{file}");
+            assert_eq!(Link::from_desc(&d).expect("plays"), built_in, "{file}");
             let s = Scenario::for_link(&d, None).expect("plays");
             assert_eq!(s.link, built_in, "{file}");
             if scenario == "tmobile" {

@@ -16,7 +16,8 @@
 //!
 //! Relative paths resolve against the TOML file's directory; a direction without `delay_ms`
 //! gets the built-in scenarios' radio hop ([`RADIO_DELAY`], 1 ms). Either way the result is a
-//! [`Scenario`] from [`Scenario::for_link`]: every contender runs on it in the usual closed loop.
+//! [`Scenario`] on the link's [`LinkDesc`] ([`Scenario::played`]): every contender runs on it
+//! in the usual closed loop.
 
 use super::closed_loop::PATH_RTT;
 use super::scenario::{Capacity, Scenario, SlotCapacity, RADIO_DELAY};
@@ -94,46 +95,20 @@ pub fn from_traces(
         up.display(),
         mean_words(&u, secs)
     );
-    Ok(Scenario::for_link(
+    Ok(Scenario::new(LinkDesc::new(
         "user-traces",
         description,
         secs,
-        d,
-        u,
         buffer,
-        radio,
-        radio,
-    ))
+        (d, radio),
+        (u, radio),
+    )))
 }
 
 /// A user's link from a link file (`purple demo --link FILE.toml`); `secs` overrides its
 /// `duration_s`.
 pub fn from_file(path: &Path, secs: Option<f64>) -> Result<Scenario, LinkError> {
-    let d = LinkDesc::read(path)?;
-    let secs = d.secs(secs)?;
-    let (down, up) = (
-        d.down.capacity.clone().sampled(secs),
-        d.up.capacity.clone().sampled(secs),
-    );
-    let description = format!(
-        "{}: down {} (mean {} Mbit/s), up {} (mean {} Mbit/s), {}-packet radio buffer",
-        path.display(),
-        d.down.what,
-        mean_words(&down, secs),
-        d.up.what,
-        mean_words(&up, secs),
-        d.buffer_packets
-    );
-    Ok(Scenario::for_link(
-        d.name,
-        description,
-        secs,
-        down,
-        up,
-        d.buffer_packets,
-        d.down.delay.unwrap_or(RADIO_DELAY),
-        d.up.delay.unwrap_or(RADIO_DELAY),
-    ))
+    Ok(Scenario::played(LinkDesc::read(path)?.with_secs(secs)?))
 }
 
 #[cfg(test)]
