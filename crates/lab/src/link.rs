@@ -1,8 +1,9 @@
 //! The lab's link: what `purple linkem` emulates between the router and the server, per
 //! direction a fixed rate, a step/ramp schedule or a recorded mahimahi trace, with a one-way
-//! delay and a droptail buffer. Built from a link file ([`Link::from_desc`], the simulator's
-//! vocabulary: `sim::link_file`) or in code for the built-in scenarios; [`Link::linkem_args`]
-//! is the one place that turns it into `purple linkem`'s options.
+//! delay and a droptail buffer. A [`Link`] is a [`LinkDesc`] (the one single-link description,
+//! `sim::link_file`: from a link file, or written in code for the built-in scenarios) with how
+//! the emulator plays each direction ([`Link::from_desc`] checks that it can);
+//! [`Link::linkem_args`] is the one place that turns it into `purple linkem`'s options.
 //!
 //! How the lab plays a schedule: as the mahimahi trace [`mahimahi_of`] writes (one 1500-byte
 //! delivery opportunity per line, a millisecond's share of the rate at a time), covering the
@@ -13,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use qdisc::Instant;
+use qdisc::{Duration, Instant};
 use sim::link_file::{LinkDesc, LinkError};
 use sim::{Capacity as SimCapacity, RatePoint, RateSchedule};
 
@@ -25,15 +26,13 @@ const TRACE_BIN_MS: u64 = 100;
 pub enum DirCapacity {
     /// A fixed rate, bit/s (`purple linkem --up/--down {kbit}kbit`).
     Rate(u64),
-    /// A step/ramp schedule played for `loop_s` seconds and then again from its start, written
-    /// for the emulator as a mahimahi trace ([`mahimahi_of`]).
+    /// A step/ramp schedule played for `loop_s` seconds (the link's) and then again from its
+    /// start, written for the emulator as a mahimahi trace ([`mahimahi_of`]).
     Schedule {
         /// The schedule.
         schedule: RateSchedule,
         /// Seconds after which it starts again.
         loop_s: f64,
-        /// Its name in tables (the file's name as the link file gave it).
-        what: String,
     },
     /// A recorded mahimahi trace (it loops at its last line, as mahimahi's).
     Trace {
@@ -107,21 +106,14 @@ impl DirCapacity {
     }
 }
 
-/// The link between the router and the server.
+/// The link between the router and the server: the link as described ([`LinkDesc`]: name,
+/// capacities, length, delays, buffer) and how the emulator plays each direction, built from it
+/// by [`Link::from_desc`] (so the two always agree).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Link {
-    /// Its name in tables (a link file's name, a recorded trace's).
-    pub name: String,
-    /// Client → server.
-    pub up: DirCapacity,
-    /// Server → client.
-    pub down: DirCapacity,
-    /// One-way delay client → server, ms.
-    pub up_delay_ms: f64,
-    /// One-way delay server → client, ms.
-    pub down_delay_ms: f64,
-    /// The emulator's droptail buffer per direction, packets.
-    pub buffer_packets: u32,
+    desc: LinkDesc,
+    up: DirCapacity,
+    down: DirCapacity,
 }
 
 /// The emulator's buffer in the built-in scenarios: `purple linkem`'s default.
@@ -134,7 +126,7 @@ pub enum LabLinkError {
     File(LinkError),
     /// A direction the emulator cannot play: the file, the direction and why.
     Unplayable {
-        /// The link file.
+        /// The link file (the link's name for a link written in code).
         path: PathBuf,
         /// `down` or `up`.
         which: &'static str,
@@ -165,30 +157,36 @@ impl From<LinkError> for LabLinkError {
 }
 
 impl Link {
-    /// A fixed rate each way (bit/s) with `one_way_ms` each way and the built-in buffer.
-    pub fn fixed(up_bit_s: u64, down_bit_s: u64, one_way_ms: f64) -> Link {
-        Link {
-            name: format!(
+    /// A fixed rate each way (bit/s, whole bytes/s) with `one_way` each way, the built-in
+    /// buffer and the default length.
+    pub fn fixed(up_bit_s: u64, down_bit_s: u64, one_way: Duration) -> Link {
+        let desc = LinkDesc::new(
+            format!(
                 "fixed {}/{} Mbit/s",
                 down_bit_s / 1_000_000,
                 up_bit_s / 1_000_000
             ),
-            up: DirCapacity::Rate(up_bit_s),
-            down: DirCapacity::Rate(down_bit_s),
-            up_delay_ms: one_way_ms,
-            down_delay_ms: one_way_ms,
-            buffer_packets: BUILT_IN_BUFFER_PACKETS,
+            "",
+            sim::link_file::DEFAULT_SECS,
+            BUILT_IN_BUFFER_PACKETS,
+            (SimCapacity::Rate(down_bit_s / 8), one_way),
+            (SimCapacity::Rate(up_bit_s / 8), one_way),
+        );
+        Link {
+            up: DirCapacity::Rate(up_bit_s / 8 * 8),
+            down: DirCapacity::Rate(down_bit_s / 8 * 8),
+            desc,
         }
     }
 
-    /// The link a link file describes: its capacities (a schedule loops after the file's
-    /// `duration_s`, default 60), its buffer and its delays (`default_delay_ms` where it gives
-    /// none). Fails, naming the file and the direction, for a direction the emulator cannot
-    /// play (a schedule whose mahimahi rendering is empty or ends in more than a second without
+    /// The link `d` describes, as the emulator plays it: its capacities (a schedule loops after
+    /// the link's seconds), its buffer and its delays. Fails, naming the file (or the link) and
+    /// the direction, for a direction the emulator cannot play (an unlimited capacity, or a
+    /// schedule whose mahimahi rendering is empty or ends in more than a second without
     /// capacity).
     pub fn from_desc(d: &LinkDesc) -> Result<Link, LabLinkError> {
         let loop_s = d.secs;
-        let path = d.path.clone().unwrap_or_default();
+        let path = d.path.clone().unwrap_or_else(|| PathBuf::from(&d.name));
         let dir = |x: &sim::link_file::DirectionDesc, which: &'static str| {
             let c = match &x.capacity {
                 SimCapacity::Rate(bytes) => DirCapacity::Rate(bytes.saturating_mul(8)),
@@ -196,7 +194,6 @@ impl Link {
                 SimCapacity::Schedule(s) => DirCapacity::Schedule {
                     schedule: s.clone(),
                     loop_s,
-                    what: x.what.clone(),
                 },
                 SimCapacity::Unlimited => {
                     return Err(LabLinkError::Unplayable {
@@ -216,27 +213,57 @@ impl Link {
                     reason,
                 })?;
             }
-            let delay_ms = x.delay.as_millis_f64();
-            Ok((c, delay_ms))
+            Ok(c)
         };
-        let (down, down_delay_ms) = dir(&d.down, "down")?;
-        let (up, up_delay_ms) = dir(&d.up, "up")?;
         Ok(Link {
-            name: d.name.clone(),
-            up,
-            down,
-            up_delay_ms,
-            down_delay_ms,
-            buffer_packets: d.buffer_packets,
+            down: dir(&d.down, "down")?,
+            up: dir(&d.up, "up")?,
+            desc: d.clone(),
         })
+    }
+
+    /// The link as described.
+    pub fn desc(&self) -> &LinkDesc {
+        &self.desc
+    }
+
+    /// Its name in tables (a link file's name, a recorded trace's).
+    pub fn name(&self) -> &str {
+        &self.desc.name
+    }
+
+    /// Client → server, as the emulator plays it.
+    pub fn up(&self) -> &DirCapacity {
+        &self.up
+    }
+
+    /// Server → client, as the emulator plays it.
+    pub fn down(&self) -> &DirCapacity {
+        &self.down
+    }
+
+    /// One-way delay client → server, ms.
+    pub fn up_delay_ms(&self) -> f64 {
+        self.desc.up.delay.as_millis_f64()
+    }
+
+    /// One-way delay server → client, ms.
+    pub fn down_delay_ms(&self) -> f64 {
+        self.desc.down.delay.as_millis_f64()
+    }
+
+    /// The emulator's droptail buffer per direction, packets.
+    pub fn buffer_packets(&self) -> u32 {
+        self.desc.buffer_packets
     }
 
     /// The delays in words: `5 ms each way`, or `5 ms up, 20 ms down`.
     pub fn delay_words(&self) -> String {
-        if self.up_delay_ms == self.down_delay_ms {
-            format!("{} ms each way", self.up_delay_ms)
+        let (up, down) = (self.up_delay_ms(), self.down_delay_ms());
+        if up == down {
+            format!("{up} ms each way")
         } else {
-            format!("{} ms up, {} ms down", self.up_delay_ms, self.down_delay_ms)
+            format!("{up} ms up, {down} ms down")
         }
     }
 
@@ -245,12 +272,8 @@ impl Link {
     pub fn down_words(&self) -> String {
         match &self.down {
             DirCapacity::Rate(r) => format!("fixed {} Mbit/s", r / 1_000_000),
-            DirCapacity::Trace { .. } => format!("trace {}", self.name),
-            DirCapacity::Schedule {
-                schedule,
-                loop_s,
-                what,
-            } => {
+            DirCapacity::Trace { .. } => format!("trace {}", self.desc.name),
+            DirCapacity::Schedule { schedule, loop_s } => {
                 let p = period_ns(schedule, (loop_s * 1e9) as u64);
                 let ps = schedule.points();
                 match ps {
@@ -267,7 +290,7 @@ impl Link {
                             p / 2_000_000_000
                         )
                     }
-                    _ => format!("schedule {what}"),
+                    _ => format!("schedule {}", self.desc.down.what),
                 }
             }
         }
@@ -300,17 +323,18 @@ impl Link {
             args.extend([format!("--{flag}-trace"), path.display().to_string()]);
             files.push((path.to_path_buf(), text));
         }
-        if self.up_delay_ms == self.down_delay_ms {
-            args.extend(["--delay-ms".into(), self.up_delay_ms.to_string()]);
+        let (up, down) = (self.up_delay_ms(), self.down_delay_ms());
+        if up == down {
+            args.extend(["--delay-ms".into(), up.to_string()]);
         } else {
             args.extend([
                 "--up-delay-ms".into(),
-                self.up_delay_ms.to_string(),
+                up.to_string(),
                 "--down-delay-ms".into(),
-                self.down_delay_ms.to_string(),
+                down.to_string(),
             ]);
         }
-        args.extend(["--buffer-packets".into(), self.buffer_packets.to_string()]);
+        args.extend(["--buffer-packets".into(), self.buffer_packets().to_string()]);
         Ok((args, files))
     }
 }
@@ -507,12 +531,13 @@ mod tests {
         )
         .expect("parses");
         let l = Link::from_desc(&d).expect("plays");
-        assert_eq!((l.up_delay_ms, l.down_delay_ms), (1.0, 7.5));
+        assert_eq!((l.up_delay_ms(), l.down_delay_ms()), (1.0, 7.5));
+        assert_eq!(l.desc(), &d);
         assert_eq!(l.delay_words(), "1 ms up, 7.5 ms down");
         assert_eq!(l.down_words(), "20/10 Mbit/s every 2 s");
-        assert_eq!(l.down.span(), (10_000_000, 20_000_000));
+        assert_eq!(l.down().span(), (10_000_000, 20_000_000));
         assert_eq!(
-            (l.down.at(1.0), l.down.at(3.0), l.down.at(5.0)),
+            (l.down().at(1.0), l.down().at(3.0), l.down().at(5.0)),
             (20_000_000, 10_000_000, 20_000_000)
         );
         let (args, files) = l
@@ -536,7 +561,7 @@ mod tests {
         assert_eq!(files[0], (PathBuf::from("/t/up"), "1\n2\n3\n".to_string()));
         assert_eq!(files[1].1, legacy_steps_trace([20_000_000, 10_000_000], 2));
         // A fixed link is two rates.
-        let (args, files) = Link::fixed(3_000_000, 20_000_000, 45.0)
+        let (args, files) = Link::fixed(3_000_000, 20_000_000, Duration::from_millis(45))
             .linkem_args(Path::new("/t/up"), Path::new("/t/down"))
             .expect("writes");
         assert_eq!(
