@@ -375,10 +375,7 @@ impl LinkDesc {
     /// The words of a link read from a file over its `secs`: the file, each direction's
     /// capacity as given and its mean, the buffer.
     fn file_words(&self) -> String {
-        let mean = |c: &Capacity| {
-            let r = per_second_mbit(c, self.secs);
-            format!("{:.1}", r.iter().sum::<f64>() / r.len().max(1) as f64)
-        };
+        let mean = |c: &Capacity| format!("{:.1}", mean_mbit(c, self.secs));
         format!(
             "{}: down {} (mean {} Mbit/s), up {} (mean {} Mbit/s), {}-packet radio buffer",
             self.path.as_deref().unwrap_or(Path::new("")).display(),
@@ -416,8 +413,8 @@ impl LinkDesc {
 }
 
 /// The mean capacity of every whole second in `[0, secs)` (at least one), Mbit/s, as section C
-/// reads a link over `secs` seconds (its `SlotCapacity::rates_per_second` after `sampled`,
-/// which a test of experiments holds equal): a rate or schedule sampled at the start of every
+/// reads a link over `secs` seconds (slot by slot after `SlotCapacity::sampled`, which a test
+/// of experiments holds equal): a rate or schedule sampled at the start of every
 /// 50 ms (at least 1 byte/s, whole bytes/s), a trace's opportunities in the second.
 pub fn per_second_mbit(c: &Capacity, secs: f64) -> Vec<f64> {
     const SLOT: Duration = Duration::from_millis(50);
@@ -445,6 +442,13 @@ pub fn per_second_mbit(c: &Capacity, secs: f64) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+/// The mean of [`per_second_mbit`] (0 for no second), Mbit/s: a link's mean capacity in its
+/// words.
+pub fn mean_mbit(c: &Capacity, secs: f64) -> f64 {
+    let r = per_second_mbit(c, secs);
+    r.iter().sum::<f64>() / r.len().max(1) as f64
 }
 
 /// One direction's controller range and static CAKE rates, Mbit/s: derived from its

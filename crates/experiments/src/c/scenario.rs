@@ -50,8 +50,6 @@ pub trait SlotCapacity {
     /// schedule becomes a series ([`slotted`], a schedule sampled at the start of every
     /// [`SLOT`]), a mahimahi trace stays a trace.
     fn sampled(self, secs: f64) -> Capacity;
-    /// The mean capacity of every whole second in `[0, secs)`, Mbit/s.
-    fn rates_per_second(&self, secs: f64) -> Vec<f64>;
     /// Whether the loop must update the link rate every slot (synthetic series).
     fn is_series(&self) -> bool;
     /// Mean capacity over `[from, to)` in bytes/s, sampled every 50 ms.
@@ -90,22 +88,6 @@ impl SlotCapacity for Capacity {
             ),
             c @ (Capacity::Trace(_) | Capacity::Unlimited) => c,
         }
-    }
-
-    fn rates_per_second(&self, secs: f64) -> Vec<f64> {
-        (0..secs.floor().max(1.0) as u64)
-            .map(|k| {
-                let from = Instant::from_secs(k);
-                match self {
-                    Capacity::Trace(_) | Capacity::Unlimited => {
-                        self.rate_over(from, Duration::from_secs(1)) as f64 * 8e-6
-                    }
-                    Capacity::Rate(_) | Capacity::Schedule(_) => {
-                        self.mean(from, Instant::from_secs(k + 1)) * 8e-6
-                    }
-                }
-            })
-            .collect()
     }
 
     fn is_series(&self) -> bool {
@@ -874,6 +856,7 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sim::link_file::per_second_mbit;
 
     #[test]
     fn the_held_out_links_are_drawn_from_the_seed_and_apart_from_the_tuned_ones() {
@@ -1027,12 +1010,12 @@ mod tests {
             assert!(b.shaper_at_router && b.throughput_from_shaper);
             // The same stretch of the same trace, both ways, and the same controllers' setup.
             assert_eq!(
-                a.link.down.capacity.rates_per_second(60.0),
-                b.link.down.capacity.rates_per_second(60.0)
+                per_second_mbit(&a.link.down.capacity, 60.0),
+                per_second_mbit(&b.link.down.capacity, 60.0)
             );
             assert_eq!(
-                a.link.up.capacity.rates_per_second(60.0),
-                b.link.up.capacity.rates_per_second(60.0)
+                per_second_mbit(&a.link.up.capacity, 60.0),
+                per_second_mbit(&b.link.up.capacity, 60.0)
             );
             assert_eq!(
                 (
@@ -1078,7 +1061,7 @@ mod tests {
             scenario("verizon-lte", 2).unwrap(),
             scenario("verizon-lte", 3).unwrap(),
         );
-        let first_s = |s: &Scenario| s.link.down.capacity.rates_per_second(10.0);
+        let first_s = |s: &Scenario| per_second_mbit(&s.link.down.capacity, 10.0);
         assert_ne!(first_s(&two), first_s(&one));
         assert_ne!(first_s(&two), first_s(&three));
         // Same link, other stretch: the same opportunities per loop.
