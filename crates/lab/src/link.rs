@@ -181,16 +181,27 @@ impl Link {
 
     /// The link `d` describes, as the emulator plays it: its capacities (a schedule loops after
     /// the link's seconds), its buffer and its delays. Fails, naming the file (or the link) and
-    /// the direction, for a direction the emulator cannot play (an unlimited capacity, or a
-    /// schedule whose mahimahi rendering is empty or ends in more than a second without
-    /// capacity).
+    /// the direction, for a direction the emulator cannot play (an unlimited capacity, a trace
+    /// without its file's text, or a schedule whose mahimahi rendering is empty or ends in more
+    /// than a second without capacity).
     pub fn from_desc(d: &LinkDesc) -> Result<Link, LabLinkError> {
         let loop_s = d.secs;
         let path = d.path.clone().unwrap_or_else(|| PathBuf::from(&d.name));
         let dir = |x: &sim::link_file::DirectionDesc, which: &'static str| {
             let c = match &x.capacity {
                 SimCapacity::Rate(bytes) => DirCapacity::Rate(bytes.saturating_mul(8)),
-                SimCapacity::Trace(_) => DirCapacity::trace(x.text.as_deref().unwrap_or("")),
+                SimCapacity::Trace(_) => match x.text.as_deref() {
+                    Some(text) => DirCapacity::trace(text),
+                    None => {
+                        return Err(LabLinkError::Unplayable {
+                            path: path.clone(),
+                            which,
+                            reason: "a trace without its file's text (built in code) cannot be \
+                                     handed to the emulator"
+                                .into(),
+                        })
+                    }
+                },
                 SimCapacity::Schedule(s) => DirCapacity::Schedule {
                     schedule: s.clone(),
                     loop_s,
@@ -580,6 +591,28 @@ mod tests {
         assert!(
             e.starts_with("x/out.toml: [down]: the schedule ends in 9000 ms"),
             "{e}"
+        );
+        // A trace built in code has no text to hand over; an unlimited link is no variable one.
+        let trace = sim::MahimahiTrace::parse("1\n2\n3\n").expect("trace");
+        let coded = LinkDesc::new(
+            "coded",
+            "",
+            3.0,
+            100,
+            (SimCapacity::Trace(trace), Duration::from_millis(1)),
+            (SimCapacity::Unlimited, Duration::from_millis(1)),
+        );
+        let e = Link::from_desc(&coded).expect_err("no text").to_string();
+        assert!(
+            e.starts_with("coded: [down]: a trace without its file's text"),
+            "{e}"
+        );
+        let mut coded = coded;
+        coded.down.capacity = SimCapacity::Rate(1000);
+        let e = Link::from_desc(&coded).expect_err("unlimited").to_string();
+        assert_eq!(
+            e,
+            "coded: [up]: an unlimited capacity is not a variable link"
         );
     }
 }
