@@ -12,7 +12,6 @@
 //! capacity is the same.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use qdisc::{Duration, Instant};
 use sim::link_file::{LinkDesc, LinkError};
@@ -21,37 +20,30 @@ use sim::{Capacity as SimCapacity, RatePoint, RateSchedule};
 /// Mahimahi trace bin for rates read from a trace: 100 ms.
 const TRACE_BIN_MS: u64 = 100;
 
-/// One direction's capacity in the link emulator.
-#[derive(Clone, Debug, PartialEq)]
-pub enum DirCapacity {
+/// How the link emulator plays one direction of a [`Link`]: a view of the direction's
+/// description ([`Link::up`], [`Link::down`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DirCapacity<'a> {
     /// A fixed rate, bit/s (`purple linkem --up/--down {kbit}kbit`).
     Rate(u64),
     /// A step/ramp schedule played for `loop_s` seconds (the link's) and then again from its
     /// start, written for the emulator as a mahimahi trace ([`mahimahi_of`]).
     Schedule {
         /// The schedule.
-        schedule: RateSchedule,
+        schedule: &'a RateSchedule,
         /// Seconds after which it starts again.
         loop_s: f64,
     },
     /// A recorded mahimahi trace (it loops at its last line, as mahimahi's).
     Trace {
         /// The trace's text, handed to the emulator as is.
-        text: Arc<str>,
+        text: &'a str,
         /// The bit rate of every 100 ms of it ([`trace_bins`]).
-        bins: Arc<Vec<u64>>,
+        bins: &'a [u64],
     },
 }
 
-impl DirCapacity {
-    /// A recorded mahimahi trace's capacity.
-    pub fn trace(text: &str) -> DirCapacity {
-        DirCapacity::Trace {
-            bins: Arc::new(trace_bins(text)),
-            text: Arc::from(text),
-        }
-    }
-
+impl DirCapacity<'_> {
     /// The capacity (bit/s) `t` seconds after the emulator started: the fixed rate, the
     /// schedule's rate in force (it loops), or a recorded trace's rate over the 100 ms around
     /// `t` (the trace loops).
@@ -107,13 +99,15 @@ impl DirCapacity {
 }
 
 /// The link between the router and the server: the link as described ([`LinkDesc`]: name,
-/// capacities, length, delays, buffer) and how the emulator plays each direction, built from it
-/// by [`Link::from_desc`] (so the two always agree).
+/// capacities, length, delays, buffer), checked playable by [`Link::from_desc`]; the emulator
+/// plays each direction as its [`DirCapacity`] view ([`Link::up`], [`Link::down`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Link {
     desc: LinkDesc,
-    up: DirCapacity,
-    down: DirCapacity,
+    /// [`trace_bins`] of the up trace's text (empty for a rate or schedule).
+    up_bins: Vec<u64>,
+    /// [`trace_bins`] of the down trace's text.
+    down_bins: Vec<u64>,
 }
 
 /// The emulator's buffer in the built-in scenarios: `purple linkem`'s default.
@@ -173,9 +167,9 @@ impl Link {
             (SimCapacity::Rate(up_bit_s / 8), one_way),
         );
         Link {
-            up: DirCapacity::Rate(up_bit_s / 8 * 8),
-            down: DirCapacity::Rate(down_bit_s / 8 * 8),
             desc,
+            up_bins: Vec::new(),
+            down_bins: Vec::new(),
         }
     }
 
@@ -185,52 +179,58 @@ impl Link {
     /// without its file's text, or a schedule whose mahimahi rendering is empty or ends in more
     /// than a second without capacity).
     pub fn from_desc(d: &LinkDesc) -> Result<Link, LabLinkError> {
-        let loop_s = d.secs;
         let path = d.path.clone().unwrap_or_else(|| PathBuf::from(&d.name));
-        let dir = |x: &sim::link_file::DirectionDesc, which: &'static str| {
-            let c = match &x.capacity {
-                SimCapacity::Rate(bytes) => DirCapacity::Rate(bytes.saturating_mul(8)),
-                SimCapacity::Trace(_) => match x.text.as_deref() {
-                    Some(text) => DirCapacity::trace(text),
-                    None => {
-                        return Err(LabLinkError::Unplayable {
-                            path: path.clone(),
-                            which,
-                            reason: "a trace without its file's text (built in code) cannot be \
-                                     handed to the emulator"
-                                .into(),
-                        })
-                    }
-                },
-                SimCapacity::Schedule(s) => DirCapacity::Schedule {
-                    schedule: s.clone(),
-                    loop_s,
-                },
-                SimCapacity::Unlimited => {
-                    return Err(LabLinkError::Unplayable {
-                        path: path.clone(),
-                        which,
-                        reason: "an unlimited capacity is not a variable link".into(),
-                    })
-                }
+        let check = |x: &sim::link_file::DirectionDesc, which: &'static str| {
+            let unplayable = |reason: String| LabLinkError::Unplayable {
+                path: path.clone(),
+                which,
+                reason,
             };
-            if let DirCapacity::Schedule {
-                schedule, loop_s, ..
-            } = &c
-            {
-                mahimahi_of(schedule, *loop_s).map_err(|reason| LabLinkError::Unplayable {
-                    path: path.clone(),
-                    which,
-                    reason,
-                })?;
+            match (&x.capacity, x.text.as_deref()) {
+                (SimCapacity::Rate(_), _) => Ok(Vec::new()),
+                (SimCapacity::Trace(_), Some(text)) => Ok(trace_bins(text)),
+                (SimCapacity::Trace(_), None) => Err(unplayable(
+                    "a trace without its file's text (built in code) cannot be handed to the \
+                     emulator"
+                        .into(),
+                )),
+                (SimCapacity::Schedule(s), _) => {
+                    mahimahi_of(s, d.secs).map_err(unplayable)?;
+                    Ok(Vec::new())
+                }
+                (SimCapacity::Unlimited, _) => Err(unplayable(
+                    "an unlimited capacity is not a variable link".into(),
+                )),
             }
-            Ok(c)
         };
         Ok(Link {
-            down: dir(&d.down, "down")?,
-            up: dir(&d.up, "up")?,
+            down_bins: check(&d.down, "down")?,
+            up_bins: check(&d.up, "up")?,
             desc: d.clone(),
         })
+    }
+
+    /// How the emulator plays `x`, one of this link's directions, whose trace's bins are
+    /// `bins`.
+    fn view<'a>(
+        &'a self,
+        x: &'a sim::link_file::DirectionDesc,
+        bins: &'a [u64],
+    ) -> DirCapacity<'a> {
+        match &x.capacity {
+            SimCapacity::Rate(bytes) => DirCapacity::Rate(bytes.saturating_mul(8)),
+            SimCapacity::Schedule(schedule) => DirCapacity::Schedule {
+                schedule,
+                loop_s: self.desc.secs,
+            },
+            SimCapacity::Trace(_) => DirCapacity::Trace {
+                text: x.text.as_deref().unwrap_or(""),
+                bins,
+            },
+            // Invariant: `from_desc` refuses an unlimited direction and `fixed` builds rates;
+            // were one here, it would read as the fastest rate.
+            SimCapacity::Unlimited => DirCapacity::Rate(u64::MAX),
+        }
     }
 
     /// The link as described.
@@ -244,13 +244,13 @@ impl Link {
     }
 
     /// Client → server, as the emulator plays it.
-    pub fn up(&self) -> &DirCapacity {
-        &self.up
+    pub fn up(&self) -> DirCapacity<'_> {
+        self.view(&self.desc.up, &self.up_bins)
     }
 
     /// Server → client, as the emulator plays it.
-    pub fn down(&self) -> &DirCapacity {
-        &self.down
+    pub fn down(&self) -> DirCapacity<'_> {
+        self.view(&self.desc.down, &self.down_bins)
     }
 
     /// One-way delay client → server, ms.
@@ -281,7 +281,7 @@ impl Link {
     /// The downlink's capacity in words for tables: `130/80 Mbit/s every 5 s` (a schedule
     /// alternating two rates), `fixed 100 Mbit/s`, `trace NAME` or `schedule FILE`.
     pub fn down_words(&self) -> String {
-        match &self.down {
+        match self.down() {
             DirCapacity::Rate(r) => format!("fixed {} Mbit/s", r / 1_000_000),
             DirCapacity::Trace { .. } => format!("trace {}", self.desc.name),
             DirCapacity::Schedule { schedule, loop_s } => {
@@ -320,16 +320,17 @@ impl Link {
     ) -> Result<(Vec<String>, Vec<(PathBuf, String)>), String> {
         let mut args = Vec::new();
         let mut files = Vec::new();
-        for (c, flag, path) in [(&self.up, "up", up_trace), (&self.down, "down", down_trace)] {
+        for (c, flag, path) in [
+            (self.up(), "up", up_trace),
+            (self.down(), "down", down_trace),
+        ] {
             let text = match c {
                 DirCapacity::Rate(r) => {
                     args.extend([format!("--{flag}"), format!("{}kbit", r / 1000)]);
                     continue;
                 }
                 DirCapacity::Trace { text, .. } => text.to_string(),
-                DirCapacity::Schedule {
-                    schedule, loop_s, ..
-                } => mahimahi_of(schedule, *loop_s)?,
+                DirCapacity::Schedule { schedule, loop_s } => mahimahi_of(schedule, loop_s)?,
             };
             args.extend([format!("--{flag}-trace"), path.display().to_string()]);
             files.push((path.to_path_buf(), text));

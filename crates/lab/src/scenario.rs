@@ -904,8 +904,10 @@ mod tests {
         // The link the code built before, but for its name (now the file's): the two traces as
         // recorded, 20 ms each way, the built-in buffer.
         assert_eq!(tmobile.link.name(), "lab-tmobile-lte");
-        assert_eq!(tmobile.link.up(), &DirCapacity::trace(TM_UP));
-        assert_eq!(tmobile.link.down(), &DirCapacity::trace(TM_DOWN));
+        for (c, text) in [(tmobile.link.up(), TM_UP), (tmobile.link.down(), TM_DOWN)] {
+            let bins = crate::link::trace_bins(text);
+            assert_eq!(c, DirCapacity::Trace { text, bins: &bins });
+        }
         assert_eq!(
             (
                 tmobile.link.up_delay_ms(),
@@ -938,11 +940,11 @@ mod tests {
     }
 
     /// What the emulator is told of a link: its name, capacities, delays and buffer.
-    fn played(l: &Link) -> (String, DirCapacity, DirCapacity, f64, f64, u32) {
+    fn played(l: &Link) -> (String, DirCapacity<'_>, DirCapacity<'_>, f64, f64, u32) {
         (
             l.name().to_string(),
-            l.up().clone(),
-            l.down().clone(),
+            l.up(),
+            l.down(),
             l.up_delay_ms(),
             l.down_delay_ms(),
             l.buffer_packets(),
@@ -958,7 +960,7 @@ mod tests {
             (150_000_000, 60_000_000)
         );
         assert_eq!(l.down().at(17.0), 150_000_000, "it loops after 16 s");
-        assert_eq!(l.up(), &DirCapacity::Rate(20_000_000));
+        assert_eq!(l.up(), DirCapacity::Rate(20_000_000));
         assert_eq!(l.delay_words(), "15 ms each way");
         assert_eq!(l.down_words(), "150/60 Mbit/s every 8 s");
         assert_eq!(find("starlink").expect("starlink").link, l);
