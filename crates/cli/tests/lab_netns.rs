@@ -225,7 +225,7 @@ fn a_link_file_is_played_by_linkem_and_carried_near_its_capacity() {
     let _ = std::fs::remove_dir_all(&dir);
     let s = scenario::Scenario::for_link(&d, Some(6.0)).unwrap();
     assert_eq!(s.link.down_words(), "40/20 Mbit/s every 3 s");
-    assert_eq!(s.link.buffer_packets, 200);
+    assert_eq!(s.link.buffer_packets(), 200);
     let fq = *s.contenders.iter().find(|c| c.short == "fq_codel").unwrap();
     let test = s.tests[0].clone();
     let opts = LabOpts::new(6.0, stage());

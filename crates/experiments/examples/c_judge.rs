@@ -121,12 +121,12 @@ fn main() {
                     s.throughput_from_shaper = true;
                 }
                 if let Some(owd) = owd {
-                    s.delay_down = owd;
-                    s.delay_up = owd;
+                    s.link.down.delay = owd;
+                    s.link.up.delay = owd;
                 }
                 if let Some(m) = min_mbit {
-                    s.range_down.0 = qdisc::Rate::from_mbit(m);
-                    s.range_up.0 = qdisc::Rate::from_mbit(m);
+                    s.link.down.rates.lo = m;
+                    s.link.up.rates.lo = m;
                 }
                 // A variant `contender=i` runs `Contender::all`'s i-th contender instead of purple.
                 let pick = var.and_then(|k| {
@@ -144,7 +144,7 @@ fn main() {
                     (None, _) => Contender::OracleLagged,
                 };
                 let mut spec = LoopSpec::new(s.clone(), c, *seed);
-                spec.secs = s.secs * scale;
+                spec.secs = s.link.secs * scale;
                 spec.oracle_lag = oracle_lag;
                 if let Some(k) = var {
                     spec.purple = Some(parse(spec.purple_params(), &variants[*k]));

@@ -27,11 +27,14 @@ fn main() {
         .and_then(|s| s.parse::<f64>().ok())
     {
         let owd = qdisc::Duration::from_nanos((ms * 1e6) as u64);
-        sc.delay_down = owd;
-        sc.delay_up = owd;
+        sc.link.down.delay = owd;
+        sc.link.up.delay = owd;
     }
     let i: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(9);
-    let secs: f64 = a.get(3).and_then(|s| s.parse().ok()).unwrap_or(sc.secs);
+    let secs: f64 = a
+        .get(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(sc.link.secs);
     // Index 99: the one-interval-late oracle (not in the tables).
     let c = if i == 99 {
         Contender::OracleLagged

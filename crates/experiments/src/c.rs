@@ -124,7 +124,7 @@ pub fn run_contenders(
         .iter()
         .map(|&c| {
             let mut s = LoopSpec::new(scenario.clone(), c, opts.seed);
-            s.secs = scenario.secs * opts.time_scale.clamp(0.05, 10.0);
+            s.secs = scenario.link.secs * opts.time_scale.clamp(0.05, 10.0);
             s.warmup = (5.0 * opts.time_scale.clamp(0.05, 1.0)).min(s.secs / 4.0);
             s
         })
@@ -386,7 +386,7 @@ pub fn scenario_report(name: &str, opts: &RunOpts) -> Report {
     };
     let results = match run_all(&sc, opts) {
         Ok(r) => r,
-        Err(e) => return unmeasured(format!("C-{name}"), sc.description.to_string(), &e),
+        Err(e) => return unmeasured(format!("C-{name}"), sc.link.description.to_string(), &e),
     };
     let radio = name == "radio";
     let mut claims = if radio {
@@ -397,15 +397,15 @@ pub fn scenario_report(name: &str, opts: &RunOpts) -> Report {
     claims.extend(goal_claims(&results));
     Report {
         id: format!("C-{name}"),
-        title: sc.description.to_string(),
+        title: sc.link.description.to_string(),
         setup: format!(
             "{}; radio buffer {} packets; CAKE in front of the radio per direction; 4 CUBIC+ECN \
              downloads, 2 uploads; probes to 3 reflectors every 100 ms each (OWD, 1 ms \
              resolution, clock offsets); {:.0} s simulated, measured after warm-up; loaded \
              latency = probe RTT - idle RTT (ms)",
-            sc.description,
-            sc.radio_buffer,
-            sc.secs * opts.time_scale
+            sc.link.description,
+            sc.link.buffer_packets,
+            sc.link.secs * opts.time_scale
         ),
         table: table(&results, &labels(&Contender::all(&sc)), radio),
         claims,
@@ -458,7 +458,7 @@ pub fn passive_report(name: &str, opts: &RunOpts) -> Report {
     });
     let (results, refs) = match measured {
         Ok(m) => m,
-        Err(e) => return unmeasured(format!("C-{name}"), sc.description.to_string(), &e),
+        Err(e) => return unmeasured(format!("C-{name}"), sc.link.description.to_string(), &e),
     };
     let find = |c: Contender| {
         contenders
@@ -482,7 +482,7 @@ pub fn passive_report(name: &str, opts: &RunOpts) -> Report {
     labels.extend(["ref: ours", "ref: ours+passive"]);
     Report {
         id: format!("C-{name}"),
-        title: sc.description.to_string(),
+        title: sc.link.description.to_string(),
         setup: format!(
             "{}; radio buffer {} packets; upload CAKE in front of the radio, download CAKE at \
              the router after it; 4 CUBIC+ECN downloads, 2 uploads (TCP timestamps on, as \
@@ -490,9 +490,9 @@ pub fn passive_report(name: &str, opts: &RunOpts) -> Report {
              these flows at the router (frames leaving the upload CAKE and arriving from the \
              radio); {:.0} s simulated, measured after warm-up; loaded latency = UDP probe \
              RTT - idle RTT (ms); the last two rows are the reference link (probes answered)",
-            sc.description,
-            sc.radio_buffer,
-            sc.secs * opts.time_scale
+            sc.link.description,
+            sc.link.buffer_packets,
+            sc.link.secs * opts.time_scale
         ),
         table: table(&all, &labels, false),
         claims,

@@ -24,9 +24,9 @@ fn drop_spec(c: Contender) -> LoopSpec {
                 .collect(),
         )
     };
-    sc.down = series(100.0, 30.0);
-    sc.up = series(30.0, 10.0);
-    sc.secs = 35.0;
+    sc.link.down.capacity = series(100.0, 30.0);
+    sc.link.up.capacity = series(30.0, 10.0);
+    sc.link.secs = 35.0;
     LoopSpec::new(sc, c, 7)
 }
 

@@ -157,20 +157,20 @@ fn a_users_traces_make_a_link_and_a_broken_one_names_the_file_and_line() {
     let sc = link::from_traces(&down, &up, Some(120), Some(20.0))
         .unwrap()
         .with_radio_delay(link::radio_delay_for_rtt(30.0).unwrap());
-    assert_eq!((sc.secs, sc.radio_buffer), (20.0, 120));
+    assert_eq!((sc.link.secs, sc.link.buffer_packets), (20.0, 120));
     // 12 Mbit/s throughout: both static rates 12 (still labelled C2 and C3), the range up to
     // 1.2 x that.
-    assert_eq!((sc.statics[0].0, sc.statics[1].0), (12.0, 12.0));
+    assert_eq!((sc.statics()[0].0, sc.statics()[1].0), (12.0, 12.0));
     let labels = experiments::c::labels(&experiments::c::demo_contenders(&sc));
     assert_eq!(labels[..3], ["C1", "C2", "C3"]);
     assert_eq!(labels.last(), Some(&"oracle-late"));
-    assert!((sc.range_down.1.mbit() - 14.4).abs() < 100.0 * 8e-6);
-    let rtt = experiments::c::closed_loop::PATH_RTT + sc.delay_down + sc.delay_up;
+    assert!((sc.range_down().1.mbit() - 14.4).abs() < 100.0 * 8e-6);
+    let rtt = experiments::c::closed_loop::PATH_RTT + sc.link.down.delay + sc.link.up.delay;
     assert!((rtt.as_millis_f64() - 30.0).abs() < 0.01, "{rtt:?}");
     assert!(
-        sc.description.ends_with("idle round trip 30.0 ms"),
+        sc.link.description.ends_with("idle round trip 30.0 ms"),
         "{}",
-        sc.description
+        sc.link.description
     );
     let bad = temp("bad.down", "1\n2\nthree\n4\n");
     let e = link::from_traces(&bad, &up, None, None)
@@ -192,11 +192,11 @@ fn a_link_file_uses_the_simulators_vocabulary_and_names_its_errors() {
     );
     let sc = link::from_file(&f, None).unwrap();
     assert_eq!(
-        (sc.name.as_str(), sc.secs, sc.radio_buffer),
+        (sc.link.name.as_str(), sc.link.secs, sc.link.buffer_packets),
         ("mine", 10.0, 200)
     );
-    assert_eq!(sc.delay_down.as_millis_f64(), 12.0);
-    assert_eq!(sc.statics[1].1, 4.0);
+    assert_eq!(sc.link.down.delay.as_millis_f64(), 12.0);
+    assert_eq!(sc.statics()[1].1, 4.0);
     // Relative trace paths resolve against the file; a broken trace names itself and its line.
     temp("b.down", "5\n7\n6\n");
     let f = temp(

@@ -74,14 +74,26 @@ fn oracle_sets_95_percent_of_the_current_intervals_capacity() {
     let r = run(&spec).expect("probe samples");
     for p in &r.series {
         let start = Instant::from_nanos(((p.t - 0.05) * 1e9).round() as u64);
-        let cap = sc.down.rate_over(start, Duration::from_millis(50)) as f64 * 8e-6;
+        let cap = sc
+            .link
+            .down
+            .capacity
+            .rate_over(start, Duration::from_millis(50)) as f64
+            * 8e-6;
         assert!(
             (p.cap.down - cap).abs() < 1e-9,
             "at {}: {} vs {cap}",
             p.t,
             p.cap.down
         );
-        let want = (sc.down.rate_over(start, Duration::from_millis(50)) * 95 / 100) as f64 * 8e-6;
+        let want = (sc
+            .link
+            .down
+            .capacity
+            .rate_over(start, Duration::from_millis(50))
+            * 95
+            / 100) as f64
+            * 8e-6;
         assert!(
             (p.rate.down - want).abs() < 1e-9,
             "at {}: {} vs {want}",

@@ -227,7 +227,7 @@ pub fn run_one(
             (0..n)
                 .map(|k| {
                     let mid = off + (k as f64 + 0.5) * BIN.as_secs_f64();
-                    scn.link.down.at(mid) as f64 / 1e6
+                    scn.link.down().at(mid) as f64 / 1e6
                 })
                 .collect()
         }

@@ -1,8 +1,9 @@
 //! The lab's link: what `purple linkem` emulates between the router and the server, per
 //! direction a fixed rate, a step/ramp schedule or a recorded mahimahi trace, with a one-way
-//! delay and a droptail buffer. Built from a link file ([`Link::from_desc`], the simulator's
-//! vocabulary: `sim::link_file`) or in code for the built-in scenarios; [`Link::linkem_args`]
-//! is the one place that turns it into `purple linkem`'s options.
+//! delay and a droptail buffer. A [`Link`] is a [`LinkDesc`] (the one single-link description,
+//! `sim::link_file`: from a link file, or written in code for the built-in scenarios) with how
+//! the emulator plays each direction ([`Link::from_desc`] checks that it can);
+//! [`Link::linkem_args`] is the one place that turns it into `purple linkem`'s options.
 //!
 //! How the lab plays a schedule: as the mahimahi trace [`mahimahi_of`] writes (one 1500-byte
 //! delivery opportunity per line, a millisecond's share of the rate at a time), covering the
@@ -11,48 +12,38 @@
 //! capacity is the same.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use qdisc::Instant;
+use qdisc::{Duration, Instant};
 use sim::link_file::{LinkDesc, LinkError};
 use sim::{Capacity as SimCapacity, RatePoint, RateSchedule};
 
 /// Mahimahi trace bin for rates read from a trace: 100 ms.
 const TRACE_BIN_MS: u64 = 100;
 
-/// One direction's capacity in the link emulator.
-#[derive(Clone, Debug, PartialEq)]
-pub enum DirCapacity {
+/// How the link emulator plays one direction of a [`Link`]: a view of the direction's
+/// description ([`Link::up`], [`Link::down`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DirCapacity<'a> {
     /// A fixed rate, bit/s (`purple linkem --up/--down {kbit}kbit`).
     Rate(u64),
-    /// A step/ramp schedule played for `loop_s` seconds and then again from its start, written
-    /// for the emulator as a mahimahi trace ([`mahimahi_of`]).
+    /// A step/ramp schedule played for `loop_s` seconds (the link's) and then again from its
+    /// start, written for the emulator as a mahimahi trace ([`mahimahi_of`]).
     Schedule {
         /// The schedule.
-        schedule: RateSchedule,
+        schedule: &'a RateSchedule,
         /// Seconds after which it starts again.
         loop_s: f64,
-        /// Its name in tables (the file's name as the link file gave it).
-        what: String,
     },
     /// A recorded mahimahi trace (it loops at its last line, as mahimahi's).
     Trace {
         /// The trace's text, handed to the emulator as is.
-        text: Arc<str>,
+        text: &'a str,
         /// The bit rate of every 100 ms of it ([`trace_bins`]).
-        bins: Arc<Vec<u64>>,
+        bins: &'a [u64],
     },
 }
 
-impl DirCapacity {
-    /// A recorded mahimahi trace's capacity.
-    pub fn trace(text: &str) -> DirCapacity {
-        DirCapacity::Trace {
-            bins: Arc::new(trace_bins(text)),
-            text: Arc::from(text),
-        }
-    }
-
+impl DirCapacity<'_> {
     /// The capacity (bit/s) `t` seconds after the emulator started: the fixed rate, the
     /// schedule's rate in force (it loops), or a recorded trace's rate over the 100 ms around
     /// `t` (the trace loops).
@@ -107,21 +98,16 @@ impl DirCapacity {
     }
 }
 
-/// The link between the router and the server.
+/// The link between the router and the server: the link as described ([`LinkDesc`]: name,
+/// capacities, length, delays, buffer), checked playable by [`Link::from_desc`]; the emulator
+/// plays each direction as its [`DirCapacity`] view ([`Link::up`], [`Link::down`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Link {
-    /// Its name in tables (a link file's name, a recorded trace's).
-    pub name: String,
-    /// Client → server.
-    pub up: DirCapacity,
-    /// Server → client.
-    pub down: DirCapacity,
-    /// One-way delay client → server, ms.
-    pub up_delay_ms: f64,
-    /// One-way delay server → client, ms.
-    pub down_delay_ms: f64,
-    /// The emulator's droptail buffer per direction, packets.
-    pub buffer_packets: u32,
+    desc: LinkDesc,
+    /// [`trace_bins`] of the up trace's text (empty for a rate or schedule).
+    up_bins: Vec<u64>,
+    /// [`trace_bins`] of the down trace's text.
+    down_bins: Vec<u64>,
 }
 
 /// The emulator's buffer in the built-in scenarios: `purple linkem`'s default.
@@ -134,7 +120,7 @@ pub enum LabLinkError {
     File(LinkError),
     /// A direction the emulator cannot play: the file, the direction and why.
     Unplayable {
-        /// The link file.
+        /// The link file (the link's name for a link written in code).
         path: PathBuf,
         /// `down` or `up`.
         which: &'static str,
@@ -165,91 +151,140 @@ impl From<LinkError> for LabLinkError {
 }
 
 impl Link {
-    /// A fixed rate each way (bit/s) with `one_way_ms` each way and the built-in buffer.
-    pub fn fixed(up_bit_s: u64, down_bit_s: u64, one_way_ms: f64) -> Link {
-        Link {
-            name: format!(
+    /// A fixed rate each way (bit/s, whole bytes/s) with `one_way` each way, the built-in
+    /// buffer and the default length.
+    pub fn fixed(up_bit_s: u64, down_bit_s: u64, one_way: Duration) -> Link {
+        let desc = LinkDesc::new(
+            format!(
                 "fixed {}/{} Mbit/s",
                 down_bit_s / 1_000_000,
                 up_bit_s / 1_000_000
             ),
-            up: DirCapacity::Rate(up_bit_s),
-            down: DirCapacity::Rate(down_bit_s),
-            up_delay_ms: one_way_ms,
-            down_delay_ms: one_way_ms,
-            buffer_packets: BUILT_IN_BUFFER_PACKETS,
+            "",
+            sim::link_file::DEFAULT_SECS,
+            BUILT_IN_BUFFER_PACKETS,
+            (SimCapacity::Rate(down_bit_s / 8), one_way),
+            (SimCapacity::Rate(up_bit_s / 8), one_way),
+        );
+        Link {
+            desc,
+            up_bins: Vec::new(),
+            down_bins: Vec::new(),
         }
     }
 
-    /// The link a link file describes: its capacities (a schedule loops after the file's
-    /// `duration_s`, default 60), its buffer and its delays (`default_delay_ms` where it gives
-    /// none). Fails, naming the file and the direction, for a direction the emulator cannot
-    /// play (a schedule whose mahimahi rendering is empty or ends in more than a second without
-    /// capacity).
-    pub fn from_desc(d: &LinkDesc, default_delay_ms: f64) -> Result<Link, LabLinkError> {
-        let loop_s = d.secs(None)?;
-        let dir = |x: &sim::link_file::DirectionDesc, which: &'static str| {
-            let c = match &x.capacity {
-                SimCapacity::Rate(bytes) => DirCapacity::Rate(bytes.saturating_mul(8)),
-                SimCapacity::Trace(_) => DirCapacity::trace(x.text.as_deref().unwrap_or("")),
-                SimCapacity::Schedule(s) => DirCapacity::Schedule {
-                    schedule: s.clone(),
-                    loop_s,
-                    what: x.what.clone(),
-                },
-                SimCapacity::Unlimited => {
-                    return Err(LabLinkError::Unplayable {
-                        path: d.path.clone(),
-                        which,
-                        reason: "an unlimited capacity is not a variable link".into(),
-                    })
-                }
+    /// The link `d` describes, as the emulator plays it: its capacities (a schedule loops after
+    /// the link's seconds), its buffer and its delays. Fails, naming the file (or the link) and
+    /// the direction, for a direction the emulator cannot play (an unlimited capacity, a trace
+    /// without its file's text, or a schedule whose mahimahi rendering is empty or ends in more
+    /// than a second without capacity).
+    pub fn from_desc(d: &LinkDesc) -> Result<Link, LabLinkError> {
+        let path = d.path.clone().unwrap_or_else(|| PathBuf::from(&d.name));
+        let check = |x: &sim::link_file::DirectionDesc, which: &'static str| {
+            let unplayable = |reason: String| LabLinkError::Unplayable {
+                path: path.clone(),
+                which,
+                reason,
             };
-            if let DirCapacity::Schedule {
-                schedule, loop_s, ..
-            } = &c
-            {
-                mahimahi_of(schedule, *loop_s).map_err(|reason| LabLinkError::Unplayable {
-                    path: d.path.clone(),
-                    which,
-                    reason,
-                })?;
+            match (&x.capacity, x.text.as_deref()) {
+                (SimCapacity::Rate(_), _) => Ok(Vec::new()),
+                (SimCapacity::Trace(_), Some(text)) => Ok(trace_bins(text)),
+                (SimCapacity::Trace(_), None) => Err(unplayable(
+                    "a trace without its file's text (built in code) cannot be handed to the \
+                     emulator"
+                        .into(),
+                )),
+                (SimCapacity::Schedule(s), _) => {
+                    mahimahi_of(s, d.secs).map_err(unplayable)?;
+                    Ok(Vec::new())
+                }
+                (SimCapacity::Unlimited, _) => Err(unplayable(
+                    "an unlimited capacity is not a variable link".into(),
+                )),
             }
-            let delay_ms = x.delay.map_or(default_delay_ms, |t| t.as_millis_f64());
-            Ok((c, delay_ms))
         };
-        let (down, down_delay_ms) = dir(&d.down, "down")?;
-        let (up, up_delay_ms) = dir(&d.up, "up")?;
         Ok(Link {
-            name: d.name.clone(),
-            up,
-            down,
-            up_delay_ms,
-            down_delay_ms,
-            buffer_packets: d.buffer_packets,
+            down_bins: check(&d.down, "down")?,
+            up_bins: check(&d.up, "up")?,
+            desc: d.clone(),
         })
+    }
+
+    /// How the emulator plays `x`, one of this link's directions, whose trace's bins are
+    /// `bins`.
+    fn view<'a>(
+        &'a self,
+        x: &'a sim::link_file::DirectionDesc,
+        bins: &'a [u64],
+    ) -> DirCapacity<'a> {
+        match &x.capacity {
+            SimCapacity::Rate(bytes) => DirCapacity::Rate(bytes.saturating_mul(8)),
+            SimCapacity::Schedule(schedule) => DirCapacity::Schedule {
+                schedule,
+                loop_s: self.desc.secs,
+            },
+            SimCapacity::Trace(_) => DirCapacity::Trace {
+                text: x.text.as_deref().unwrap_or(""),
+                bins,
+            },
+            // Invariant: `from_desc` refuses an unlimited direction and `fixed` builds rates;
+            // were one here, it would read as the fastest rate.
+            SimCapacity::Unlimited => DirCapacity::Rate(u64::MAX),
+        }
+    }
+
+    /// The link as described.
+    pub fn desc(&self) -> &LinkDesc {
+        &self.desc
+    }
+
+    /// Its name in tables (a link file's name, a recorded trace's).
+    pub fn name(&self) -> &str {
+        &self.desc.name
+    }
+
+    /// Client → server, as the emulator plays it.
+    pub fn up(&self) -> DirCapacity<'_> {
+        self.view(&self.desc.up, &self.up_bins)
+    }
+
+    /// Server → client, as the emulator plays it.
+    pub fn down(&self) -> DirCapacity<'_> {
+        self.view(&self.desc.down, &self.down_bins)
+    }
+
+    /// One-way delay client → server, ms.
+    pub fn up_delay_ms(&self) -> f64 {
+        self.desc.up.delay.as_millis_f64()
+    }
+
+    /// One-way delay server → client, ms.
+    pub fn down_delay_ms(&self) -> f64 {
+        self.desc.down.delay.as_millis_f64()
+    }
+
+    /// The emulator's droptail buffer per direction, packets.
+    pub fn buffer_packets(&self) -> u32 {
+        self.desc.buffer_packets
     }
 
     /// The delays in words: `5 ms each way`, or `5 ms up, 20 ms down`.
     pub fn delay_words(&self) -> String {
-        if self.up_delay_ms == self.down_delay_ms {
-            format!("{} ms each way", self.up_delay_ms)
+        let (up, down) = (self.up_delay_ms(), self.down_delay_ms());
+        if up == down {
+            format!("{up} ms each way")
         } else {
-            format!("{} ms up, {} ms down", self.up_delay_ms, self.down_delay_ms)
+            format!("{up} ms up, {down} ms down")
         }
     }
 
     /// The downlink's capacity in words for tables: `130/80 Mbit/s every 5 s` (a schedule
     /// alternating two rates), `fixed 100 Mbit/s`, `trace NAME` or `schedule FILE`.
     pub fn down_words(&self) -> String {
-        match &self.down {
+        match self.down() {
             DirCapacity::Rate(r) => format!("fixed {} Mbit/s", r / 1_000_000),
-            DirCapacity::Trace { .. } => format!("trace {}", self.name),
-            DirCapacity::Schedule {
-                schedule,
-                loop_s,
-                what,
-            } => {
+            DirCapacity::Trace { .. } => format!("trace {}", self.desc.name),
+            DirCapacity::Schedule { schedule, loop_s } => {
                 let p = period_ns(schedule, (loop_s * 1e9) as u64);
                 let ps = schedule.points();
                 match ps {
@@ -266,7 +301,7 @@ impl Link {
                             p / 2_000_000_000
                         )
                     }
-                    _ => format!("schedule {what}"),
+                    _ => format!("schedule {}", self.desc.down.what),
                 }
             }
         }
@@ -285,31 +320,33 @@ impl Link {
     ) -> Result<(Vec<String>, Vec<(PathBuf, String)>), String> {
         let mut args = Vec::new();
         let mut files = Vec::new();
-        for (c, flag, path) in [(&self.up, "up", up_trace), (&self.down, "down", down_trace)] {
+        for (c, flag, path) in [
+            (self.up(), "up", up_trace),
+            (self.down(), "down", down_trace),
+        ] {
             let text = match c {
                 DirCapacity::Rate(r) => {
                     args.extend([format!("--{flag}"), format!("{}kbit", r / 1000)]);
                     continue;
                 }
                 DirCapacity::Trace { text, .. } => text.to_string(),
-                DirCapacity::Schedule {
-                    schedule, loop_s, ..
-                } => mahimahi_of(schedule, *loop_s)?,
+                DirCapacity::Schedule { schedule, loop_s } => mahimahi_of(schedule, loop_s)?,
             };
             args.extend([format!("--{flag}-trace"), path.display().to_string()]);
             files.push((path.to_path_buf(), text));
         }
-        if self.up_delay_ms == self.down_delay_ms {
-            args.extend(["--delay-ms".into(), self.up_delay_ms.to_string()]);
+        let (up, down) = (self.up_delay_ms(), self.down_delay_ms());
+        if up == down {
+            args.extend(["--delay-ms".into(), up.to_string()]);
         } else {
             args.extend([
                 "--up-delay-ms".into(),
-                self.up_delay_ms.to_string(),
+                up.to_string(),
                 "--down-delay-ms".into(),
-                self.down_delay_ms.to_string(),
+                down.to_string(),
             ]);
         }
-        args.extend(["--buffer-packets".into(), self.buffer_packets.to_string()]);
+        args.extend(["--buffer-packets".into(), self.buffer_packets().to_string()]);
         Ok((args, files))
     }
 }
@@ -505,13 +542,14 @@ mod tests {
             &files,
         )
         .expect("parses");
-        let l = Link::from_desc(&d, 1.0).expect("plays");
-        assert_eq!((l.up_delay_ms, l.down_delay_ms), (1.0, 7.5));
+        let l = Link::from_desc(&d).expect("plays");
+        assert_eq!((l.up_delay_ms(), l.down_delay_ms()), (1.0, 7.5));
+        assert_eq!(l.desc(), &d);
         assert_eq!(l.delay_words(), "1 ms up, 7.5 ms down");
         assert_eq!(l.down_words(), "20/10 Mbit/s every 2 s");
-        assert_eq!(l.down.span(), (10_000_000, 20_000_000));
+        assert_eq!(l.down().span(), (10_000_000, 20_000_000));
         assert_eq!(
-            (l.down.at(1.0), l.down.at(3.0), l.down.at(5.0)),
+            (l.down().at(1.0), l.down().at(3.0), l.down().at(5.0)),
             (20_000_000, 10_000_000, 20_000_000)
         );
         let (args, files) = l
@@ -535,7 +573,7 @@ mod tests {
         assert_eq!(files[0], (PathBuf::from("/t/up"), "1\n2\n3\n".to_string()));
         assert_eq!(files[1].1, legacy_steps_trace([20_000_000, 10_000_000], 2));
         // A fixed link is two rates.
-        let (args, files) = Link::fixed(3_000_000, 20_000_000, 45.0)
+        let (args, files) = Link::fixed(3_000_000, 20_000_000, Duration::from_millis(45))
             .linkem_args(Path::new("/t/up"), Path::new("/t/down"))
             .expect("writes");
         assert_eq!(
@@ -550,10 +588,32 @@ mod tests {
             &|_: &str| Ok("0 step 10mbit\n1 step 0bit\n".to_string()),
         )
         .expect("parses");
-        let e = Link::from_desc(&d, 1.0).expect_err("outage").to_string();
+        let e = Link::from_desc(&d).expect_err("outage").to_string();
         assert!(
             e.starts_with("x/out.toml: [down]: the schedule ends in 9000 ms"),
             "{e}"
+        );
+        // A trace built in code has no text to hand over; an unlimited link is no variable one.
+        let trace = sim::MahimahiTrace::parse("1\n2\n3\n").expect("trace");
+        let coded = LinkDesc::new(
+            "coded",
+            "",
+            3.0,
+            100,
+            (SimCapacity::Trace(trace), Duration::from_millis(1)),
+            (SimCapacity::Unlimited, Duration::from_millis(1)),
+        );
+        let e = Link::from_desc(&coded).expect_err("no text").to_string();
+        assert!(
+            e.starts_with("coded: [down]: a trace without its file's text"),
+            "{e}"
+        );
+        let mut coded = coded;
+        coded.down.capacity = SimCapacity::Rate(1000);
+        let e = Link::from_desc(&coded).expect_err("unlimited").to_string();
+        assert_eq!(
+            e,
+            "coded: [up]: an unlimited capacity is not a variable link"
         );
     }
 }

@@ -3,11 +3,12 @@
 
 use std::path::Path;
 
+use qdisc::Duration;
 use sim::flent::{self, FlentLabels, FlentTest, Role};
-use sim::link_file::{derived_rates, per_second_mbit, LinkDesc};
-use sim::{RatePoint, RateSchedule};
+use sim::link_file::{LinkDesc, LinkRates};
+use sim::{Capacity, RatePoint, RateSchedule};
 
-pub use crate::link::{DirCapacity, LabLinkError, Link};
+pub use crate::link::{DirCapacity, LabLinkError, Link, BUILT_IN_BUFFER_PACKETS};
 
 /// How a contender's qdisc is built for a direction shaped to a rate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,7 +225,7 @@ const TM_UP: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60
 
 /// The link file `text` compiled in from `path`, its trace and schedule files among `files`
 /// (each by the name the file gives, with its text), as the lab plays it (1 ms each way where
-/// it gives no delay, as [`Scenario::for_link`]). Fails as [`Link::from_desc`] does, or
+/// it gives no delay, [`sim::link_file::DEFAULT_DELAY`], as [`Scenario::for_link`]). Fails as [`Link::from_desc`] does, or
 /// naming a file the link file names that is not among `files`.
 fn compiled_in_link(path: &str, text: &str, files: &[(&str, &str)]) -> Result<Link, LabLinkError> {
     let d = LinkDesc::parse(Path::new(path), text, &|name: &str| {
@@ -234,7 +235,7 @@ fn compiled_in_link(path: &str, text: &str, files: &[(&str, &str)]) -> Result<Li
             .map(|(_, t)| t.to_string())
             .ok_or_else(|| sim::ScenarioError(format!("{name}: not compiled in with {path}")))
     })?;
-    Link::from_desc(&d, 1.0)
+    Link::from_desc(&d)
 }
 
 /// The radio's link, read from the compiled-in `scenarios/links/lab-radio.toml`.
@@ -333,7 +334,7 @@ fn b1() -> Scenario {
         sim_id: Some("B1"),
         up_bit_s: 3_000_000,
         down_bit_s: 20_000_000,
-        link: Link::fixed(100_000_000, 100_000_000, 45.0),
+        link: Link::fixed(100_000_000, 100_000_000, Duration::from_millis(45)),
         needs_linkem: false,
         full_seconds: 60.0,
         tests: vec![
@@ -452,27 +453,9 @@ fn starlink() -> Scenario {
         sim_id: Some("C-starlink-no-probes"),
         up_bit_s: 20_000_000,
         down_bit_s: 100_000_000,
-        link: Link {
-            name: "starlink-like".into(),
-            down: DirCapacity::Schedule {
-                schedule: RateSchedule::new(vec![
-                    RatePoint {
-                        at: qdisc::Instant::ZERO,
-                        rate: 150e6 / 8.0,
-                        ramp: false,
-                    },
-                    RatePoint {
-                        at: qdisc::Instant::from_secs(8),
-                        rate: 60e6 / 8.0,
-                        ramp: false,
-                    },
-                ])
-                .expect("two points"),
-                loop_s: 16.0,
-                what: "150/60 Mbit/s every 8 s".into(),
-            },
-            ..Link::fixed(20_000_000, 0, 15.0)
-        },
+        // Invariant: a two-step schedule with capacity throughout plays (test
+        // `the_starlink_link_plays_its_two_steps`).
+        link: Link::from_desc(&starlink_link()).expect("starlink's two steps play"),
         needs_linkem: true,
         full_seconds: 48.0,
         tests: vec![Test {
@@ -499,6 +482,29 @@ fn starlink() -> Scenario {
         daemon_probe: DaemonProbe::Echo,
         range: None,
     }
+}
+
+/// Starlink's link: the downlink stepping 150/60 Mbit/s every 8 s (looping after 16 s), a
+/// 20 Mbit/s uplink, 15 ms each way, the emulator's 1000-packet buffer.
+fn starlink_link() -> LinkDesc {
+    let step = |s: u64, mbit: f64| RatePoint {
+        at: qdisc::Instant::from_secs(s),
+        rate: mbit * 1e6 / 8.0,
+        ramp: false,
+    };
+    let down = RateSchedule::new(vec![step(0, 150.0), step(8, 60.0)])
+        .map_or(Capacity::Rate(1), Capacity::Schedule);
+    let one_way = Duration::from_millis(15);
+    let mut d = LinkDesc::new(
+        "starlink-like",
+        "",
+        16.0,
+        BUILT_IN_BUFFER_PACKETS,
+        (down, one_way),
+        (Capacity::Rate(20_000_000 / 8), one_way),
+    );
+    d.down.what = "150/60 Mbit/s every 8 s".into();
+    d
 }
 
 /// The PURPLE radio on a recorded link: the T-Mobile LTE trace both ways, 20 ms each way, the
@@ -539,7 +545,7 @@ impl Scenario {
         if let Some(r) = self.range {
             return r;
         }
-        let (_, hi) = self.link.down.span();
+        let (_, hi) = self.link.down().span();
         let hi = hi as f64 / 1e6;
         let max = hi * 1.05;
         let down = RateRange {
@@ -547,7 +553,7 @@ impl Scenario {
             base: (self.down_bit_s as f64 / 1e6).clamp(hi / 10.0, max),
             max,
         };
-        let up_cap = self.link.up.span().1 as f64 / 1e6;
+        let up_cap = self.link.up().span().1 as f64 / 1e6;
         let up = RateRange {
             min: (up_cap / 10.0).max(0.1),
             base: up_cap * 0.9,
@@ -565,11 +571,10 @@ impl Scenario {
     /// each way, the daemons from a tenth of the mean to 1.2 × the 90th percentile, starting
     /// at 60% of that top (as section C's controllers). A run at full length is `duration_s`.
     pub fn for_link(d: &LinkDesc, seconds: Option<f64>) -> Result<Scenario, LabLinkError> {
-        let link = Link::from_desc(d, 1.0)?;
-        let secs = d.secs(seconds)?;
-        let down = derived_rates(&per_second_mbit(&d.down.capacity, secs));
-        let up = derived_rates(&per_second_mbit(&d.up.capacity, secs));
-        let range = |k: sim::link_file::DerivedRates| RateRange {
+        let link = Link::from_desc(d)?;
+        let over = d.clone().with_secs(seconds)?;
+        let (down, up) = (over.down.rates, over.up.rates);
+        let range = |k: LinkRates| RateRange {
             min: k.lo,
             base: k.hi * 0.6,
             max: k.hi,
@@ -577,24 +582,24 @@ impl Scenario {
         let radio = radio();
         let bits = |mbit: f64| (mbit * 1e6).round() as u64;
         Ok(Scenario {
-            name: link.name.clone(),
+            name: link.name().to_string(),
             title: format!(
                 "link {}: down {}, up {}, {}, {}-packet buffer; CAKE static {}/{} Mbit/s (the \
                  median)",
-                d.path.display(),
+                d.path.as_deref().unwrap_or(Path::new("")).display(),
                 d.down.what,
                 d.up.what,
                 link.delay_words(),
-                link.buffer_packets,
-                down.p50,
-                up.p50
+                link.buffer_packets(),
+                down.safe,
+                up.safe
             ),
             sim_id: None,
-            up_bit_s: bits(up.p50),
-            down_bit_s: bits(down.p50),
+            up_bit_s: bits(up.safe),
+            down_bit_s: bits(down.safe),
             link,
             needs_linkem: true,
-            full_seconds: d.secs(None)?,
+            full_seconds: d.secs,
             contenders: radio
                 .contenders
                 .iter()
@@ -748,16 +753,16 @@ mod tests {
         assert!(crate::link::trace_bins("").is_empty());
         // The built-in T-Mobile trace: its mean and 1 s span as scenarios/traces/README.md says.
         let t = find("tmobile").expect("tmobile");
-        let (lo, hi) = t.link.down.span();
+        let (lo, hi) = t.link.down().span();
         assert!((3_000_000..4_000_000).contains(&lo), "{lo}");
         assert!((31_000_000..32_000_000).contains(&hi), "{hi}");
         let mean: f64 = (0..600)
-            .map(|k| t.link.down.at(k as f64 * 0.1) as f64)
+            .map(|k| t.link.down().at(k as f64 * 0.1) as f64)
             .sum::<f64>()
             / 600.0;
         assert!((13.5e6..14.5e6).contains(&mean), "{mean}");
         // It loops: 60 s later the rate is the same.
-        assert_eq!(t.link.down.at(12.34), t.link.down.at(72.34));
+        assert_eq!(t.link.down().at(12.34), t.link.down().at(72.34));
         let (down, up) = t.control_range();
         assert!(down.max > 31.0 && up.max > 15.0, "{down:?} {up:?}");
     }
@@ -766,7 +771,7 @@ mod tests {
     fn b1_and_b2_use_the_seeds_testbed_and_contender_strings() {
         let b2 = find("B2").expect("b2");
         assert_eq!(
-            (b2.up_bit_s, b2.down_bit_s, b2.link.down_delay_ms),
+            (b2.up_bit_s, b2.down_bit_s, b2.link.down_delay_ms()),
             (3_000_000, 20_000_000, 45.0)
         );
         assert_eq!(
@@ -855,8 +860,8 @@ mod tests {
             (9.95, 80),
             (10.05, 130),
         ] {
-            assert_eq!(radio.link.down.at(t), bits * 1_000_000, "{t}");
-            assert_eq!(radio.link.down.at(t + 60.0), bits * 1_000_000, "{t}");
+            assert_eq!(radio.link.down().at(t), bits * 1_000_000, "{t}");
+            assert_eq!(radio.link.down().at(t + 60.0), bits * 1_000_000, "{t}");
         }
         assert_eq!(radio.link.down_words(), "130/80 Mbit/s every 5 s");
         assert_eq!(radio.link.delay_words(), "5 ms each way");
@@ -896,24 +901,24 @@ mod tests {
         let shape = |t: &str| (t.len(), t.lines().count(), fnv(t));
         assert_eq!(shape(&files[0].1), (185_576, 31_758, 0x5f0f_a0b1_c8c4_d50f));
         assert_eq!(shape(&files[1].1), (395_391, 69_905, 0x90cf_00fa_6a18_7390));
-        // The link the code built before, but for its name (now the file's).
-        let before = Link {
-            name: "T-Mobile LTE (mahimahi)".into(),
-            up: DirCapacity::trace(TM_UP),
-            down: DirCapacity::trace(TM_DOWN),
-            ..Link::fixed(0, 0, 20.0)
-        };
-        assert_eq!(tmobile.link.name, "lab-tmobile-lte");
+        // The link the code built before, but for its name (now the file's): the two traces as
+        // recorded, 20 ms each way, the built-in buffer.
+        assert_eq!(tmobile.link.name(), "lab-tmobile-lte");
+        for (c, text) in [(tmobile.link.up(), TM_UP), (tmobile.link.down(), TM_DOWN)] {
+            let bins = crate::link::trace_bins(text);
+            assert_eq!(c, DirCapacity::Trace { text, bins: &bins });
+        }
         assert_eq!(
-            tmobile.link,
-            Link {
-                name: tmobile.link.name.clone(),
-                ..before
-            }
+            (
+                tmobile.link.up_delay_ms(),
+                tmobile.link.down_delay_ms(),
+                tmobile.link.buffer_packets()
+            ),
+            (20.0, 20.0, BUILT_IN_BUFFER_PACKETS)
         );
         // And so the same capacity spans, daemon ranges and words.
-        assert_eq!(tmobile.link.down.span(), (3_552_000, 31_560_000));
-        assert_eq!(tmobile.link.up.span(), (612_000, 15_552_000));
+        assert_eq!(tmobile.link.down().span(), (3_552_000, 31_560_000));
+        assert_eq!(tmobile.link.up().span(), (612_000, 15_552_000));
         let (down, up) = tmobile.control_range();
         assert!((down.min - 3.156).abs() < 1e-9, "{down:?}");
         assert_eq!((down.base, down.max), (14.0, 31.56 * 1.05));
@@ -934,6 +939,33 @@ mod tests {
         assert!(files.is_empty());
     }
 
+    /// What the emulator is told of a link: its name, capacities, delays and buffer.
+    fn played(l: &Link) -> (String, DirCapacity<'_>, DirCapacity<'_>, f64, f64, u32) {
+        (
+            l.name().to_string(),
+            l.up(),
+            l.down(),
+            l.up_delay_ms(),
+            l.down_delay_ms(),
+            l.buffer_packets(),
+        )
+    }
+
+    #[test]
+    fn the_starlink_link_plays_its_two_steps() {
+        let l = Link::from_desc(&starlink_link()).expect("plays");
+        assert_eq!(l.down().span(), (60_000_000, 150_000_000));
+        assert_eq!(
+            (l.down().at(1.0), l.down().at(9.0)),
+            (150_000_000, 60_000_000)
+        );
+        assert_eq!(l.down().at(17.0), 150_000_000, "it loops after 16 s");
+        assert_eq!(l.up(), DirCapacity::Rate(20_000_000));
+        assert_eq!(l.delay_words(), "15 ms each way");
+        assert_eq!(l.down_words(), "150/60 Mbit/s every 8 s");
+        assert_eq!(find("starlink").expect("starlink").link, l);
+    }
+
     #[test]
     fn the_link_files_on_disk_are_the_compiled_in_links() {
         for (file, scenario) in [("lab-radio.toml", "radio"), ("tmobile-lte.toml", "tmobile")] {
@@ -942,9 +974,20 @@ mod tests {
                 .join(file);
             let d = LinkDesc::read(&path).expect("reads");
             let built_in = find(scenario).expect("scenario").link;
-            assert_eq!(Link::from_desc(&d, 1.0).expect("plays"), built_in, "{file}");
+            assert_eq!(
+                played(&Link::from_desc(&d).expect("plays")),
+                played(&built_in),
+                "{file}"
+            );
             let s = Scenario::for_link(&d, None).expect("plays");
-            assert_eq!(s.link, built_in, "{file}");
+            assert_eq!(played(&s.link), played(&built_in), "{file}");
+            // The same link but for where it was read from (and so its words).
+            let desc = LinkDesc {
+                path: d.path.clone(),
+                description: d.description.clone(),
+                ..built_in.desc().clone()
+            };
+            assert_eq!(&desc, s.link.desc(), "{file}");
             if scenario == "tmobile" {
                 // `purple lab run --link` on it takes the simulator's rule, not `tmobile`'s
                 // (static CAKE at the means, 14/6): static CAKE at the median 1 s rates,
@@ -976,7 +1019,7 @@ mod tests {
         let s = Scenario::for_link(&d, None).expect("plays");
         let radio = find("radio").expect("radio");
         // The same link as the built-in radio.
-        assert_eq!(s.link, radio.link);
+        assert_eq!(played(&s.link), played(&radio.link));
         assert_eq!(s.name, "lab-radio");
         assert_eq!(s.full_seconds, 60.0);
         assert_eq!(s.tests, radio.tests);

@@ -81,7 +81,10 @@ pub(crate) fn start_delay(
             let l = &t.linkem;
             tc_wire(l, "l0", "l1")?;
             // l0's egress goes towards the client (down), l1's towards the server (up).
-            for (dev, ms) in [("l0", scn.link.down_delay_ms), ("l1", scn.link.up_delay_ms)] {
+            for (dev, ms) in [
+                ("l0", scn.link.down_delay_ms()),
+                ("l1", scn.link.up_delay_ms()),
+            ] {
                 let d = format!("{ms}ms");
                 l.exec(
                     "tc",

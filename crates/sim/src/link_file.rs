@@ -10,16 +10,18 @@
 //! [down]
 //! trace = "my-lte.down"    # a mahimahi file; or `rate = "100mbit"`, or
 //! delay_ms = 10.0          #   `schedule = "down.txt"` (step/ramp); delay: the radio hop's
-//!                          #   one-way propagation (default: the backend's)
+//!                          #   one-way propagation (default 1 ms)
 //! [up]
 //! rate = "20mbit"
 //! ```
 //!
 //! Relative paths resolve against the TOML file's directory. [`LinkDesc::read`] checks the file
-//! and reads its capacities; each backend builds its own run from the [`LinkDesc`] (section C's
-//! closed loop: `experiments::c::link::from_file`; the namespace lab:
-//! `lab::scenario::Scenario::for_link`). [`derived_rates`] is the one rule both take a link's
-//! shaper rates and controller range from.
+//! and reads its capacities. [`LinkDesc`] is the one single-link description: a file parses
+//! into it and section C's built-in scenarios are written as one in code, and every backend
+//! builds its run from it (section C's closed loop holds one in its `Scenario`:
+//! `experiments::c::link::from_file`; the namespace lab's `lab::link::Link` holds one:
+//! `lab::scenario::Scenario::for_link`). [`derived_rates`] is the one rule a link's static
+//! shaper rates and controller range come from when not chosen by hand.
 
 use crate::scenario::{link_capacity_read, ScenarioError};
 use qdisc::link::Capacity;
@@ -31,6 +33,9 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_BUFFER_PACKETS: u32 = 300;
 /// Seconds of a link unless given.
 pub const DEFAULT_SECS: f64 = 60.0;
+/// The radio hop's one-way delay of a link file's direction that gives none: section C's
+/// built-in radio hop (`experiments::c::scenario::RADIO_DELAY`), which the lab plays too.
+pub const DEFAULT_DELAY: Duration = Duration::from_millis(1);
 
 /// Why a link could not be built.
 #[derive(Clone, Debug, PartialEq)]
@@ -144,30 +149,57 @@ pub struct LinkFile {
     pub up: DirectionSpec,
 }
 
-/// One direction of a checked link.
+/// One direction of a link ([`LinkDesc`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DirectionDesc {
-    /// What the file gave, in its words: the rate (`50mbit`) or the file's name as written.
+    /// What it is in words: a file's rate (`50mbit`) or the name of its trace or schedule
+    /// file as written; empty for a link built in code unless its builder names it.
     pub what: String,
-    /// The capacity (a `rate` or `schedule` as given, not sampled).
+    /// The capacity (a file's `rate` or `schedule` as given, not sampled; section C's closed
+    /// loop holds it sampled, see `experiments::c::scenario::Scenario`).
     pub capacity: Capacity,
-    /// The trace's or schedule's text (`None` for a rate).
+    /// The trace's or schedule's text as the file gives it, for a backend that replays the
+    /// file itself (the lab hands a trace to `purple linkem`); `None` for a rate and for a link
+    /// built in code.
     pub text: Option<String>,
-    /// The radio hop's one-way delay, if the file gives one (checked: 0 ..= 10 s).
-    pub delay: Option<Duration>,
+    /// The radio hop's one-way propagation delay (a file's `delay_ms`, checked 0 ..= 10 s;
+    /// [`DEFAULT_DELAY`] where it gives none).
+    pub delay: Duration,
+    /// The controllers' rate range and the two static CAKE rates for this direction: derived
+    /// from the capacity over the link's seconds by [`derived_rates`], or chosen by hand for a
+    /// built-in link ([`LinkDesc::with_rates`]).
+    pub rates: LinkRates,
 }
 
-/// A checked link file: what every backend builds its run from.
+/// One link, described once for every backend: its name, words, length, per direction the
+/// capacity, the radio hop's one-way delay, the controllers' range and the static CAKE rates,
+/// and the radio's droptail buffer.
+///
+/// Who builds it: a link file ([`LinkDesc::read`], [`LinkDesc::parse`]; `purple demo --link`,
+/// `purple lab run --link`, the lab's compiled-in `radio` and `tmobile` links), section C's
+/// built-in and held-out scenarios in code ([`LinkDesc::new`], `experiments::c::scenario`),
+/// a user's two traces (`experiments::c::link::from_traces`) and the lab's links written in
+/// code (`lab::link::Link::fixed`, its `starlink`). Who runs it: section C's closed loop holds
+/// one in its `Scenario` (with the deployment: where CAKE sits, what the probes see); the
+/// namespace lab's `lab::link::Link` holds one with how `purple linkem` plays it.
+///
+/// Guaranteed for one read from a file: `secs` in 1 ..= 3600, `buffer_packets` in
+/// 1 ..= 100000, each delay in 0 ..= 10 s, and the rates derived over `secs`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkDesc {
-    /// The file (in messages and descriptions).
-    pub path: PathBuf,
-    /// Its name: the `name` key, else the file's stem.
+    /// The link file it was read from (in messages and descriptions); `None` for a link built
+    /// in code.
+    pub path: Option<PathBuf>,
+    /// Its name: a file's `name` key, else the file's stem.
     pub name: String,
-    /// `duration_s` as given (checked by [`LinkDesc::secs`], which a command-line override
-    /// replaces).
-    pub duration_s: Option<f64>,
-    /// The droptail buffer, packets (default [`DEFAULT_BUFFER_PACKETS`]; checked 1 ..= 100000).
+    /// One line in words (a file's: its path, each direction's capacity and mean, its buffer).
+    pub description: String,
+    /// Seconds of the link: a run's length, and where a schedule loops in the lab (a file's
+    /// `duration_s`, default [`DEFAULT_SECS`]; a command line's `--seconds` through
+    /// [`LinkDesc::with_secs`]).
+    pub secs: f64,
+    /// The radio's droptail buffer, packets, both directions (a file's default
+    /// [`DEFAULT_BUFFER_PACKETS`]).
     pub buffer_packets: u32,
     /// Towards the client.
     pub down: DirectionDesc,
@@ -213,7 +245,53 @@ fn delay(ms: f64, option: &'static str) -> Result<Duration, LinkError> {
     }
 }
 
+impl DirectionDesc {
+    /// A direction built in code: `capacity` with the radio hop's one-way `delay`, no words
+    /// and no file text, its rates derived over `secs` by [`derived_rates`].
+    pub fn new(capacity: Capacity, delay: Duration, secs: f64) -> DirectionDesc {
+        DirectionDesc {
+            what: String::new(),
+            rates: derived_rates(&per_second_mbit(&capacity, secs)),
+            capacity,
+            text: None,
+            delay,
+        }
+    }
+}
+
 impl LinkDesc {
+    /// A link built in code (section C's scenarios, the lab's links written in code): its
+    /// `(capacity, one-way delay)` each way, the controllers' ranges and static CAKE rates
+    /// derived from the capacities over `secs` by [`derived_rates`] (the rule a user's link
+    /// gets; a built-in link that chose its own replaces them with [`LinkDesc::with_rates`]).
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        secs: f64,
+        buffer_packets: u32,
+        (down, down_delay): (Capacity, Duration),
+        (up, up_delay): (Capacity, Duration),
+    ) -> LinkDesc {
+        LinkDesc {
+            path: None,
+            name: name.into(),
+            description: description.into(),
+            secs,
+            buffer_packets,
+            down: DirectionDesc::new(down, down_delay, secs),
+            up: DirectionDesc::new(up, up_delay, secs),
+        }
+    }
+
+    /// This link with the controllers' ranges and static CAKE rates chosen by hand (the
+    /// built-in scenarios') instead of derived.
+    #[must_use]
+    pub fn with_rates(mut self, down: LinkRates, up: LinkRates) -> LinkDesc {
+        self.down.rates = down;
+        self.up.rates = up;
+        self
+    }
+
     /// Reads and checks the link file at `path` (its trace and schedule files relative to its
     /// directory). Errors name the file and the key, option or line.
     pub fn read(path: &Path) -> Result<LinkDesc, LinkError> {
@@ -230,7 +308,8 @@ impl LinkDesc {
 
     /// Checks the link file `text` (named `path` in messages), reading its trace and schedule
     /// files with `read` (given the key's value, the file's text or an error naming it): for
-    /// a link compiled in, whose files are compiled in too.
+    /// a link compiled in, whose files are compiled in too. A direction without `delay_ms`
+    /// gets [`DEFAULT_DELAY`]; the rates are derived over the file's `duration_s`.
     pub fn parse(
         path: &Path,
         text: &str,
@@ -259,48 +338,83 @@ impl LinkDesc {
                 (_, _, Some(s)) => s.clone(),
                 _ => String::new(),
             };
-            Ok(DirectionDesc {
-                what,
-                capacity,
-                text,
-                delay: d
-                    .delay_ms
-                    .map(|x| delay(x, delay_key))
-                    .transpose()
-                    .map_err(|e| in_file(path, e))?,
-            })
+            let delay = d
+                .delay_ms
+                .map(|x| delay(x, delay_key))
+                .transpose()
+                .map_err(|e| in_file(path, e))?
+                .unwrap_or(DEFAULT_DELAY);
+            Ok::<_, LinkError>((what, capacity, text, delay))
         };
         let down = dir(&f.down, "down", "[down] delay_ms")?;
         let up = dir(&f.up, "up", "[up] delay_ms")?;
+        let secs = check_secs(f.duration_s.unwrap_or(DEFAULT_SECS), "duration_s")
+            .map_err(|e| in_file(path, e))?;
         let name = f.name.clone().unwrap_or_else(|| {
             path.file_stem()
                 .map_or("user-link".into(), |s| s.to_string_lossy().into_owned())
         });
-        Ok(LinkDesc {
-            path: path.to_path_buf(),
+        let direction = |(what, capacity, text, delay)| DirectionDesc {
+            what,
+            text,
+            ..DirectionDesc::new(capacity, delay, secs)
+        };
+        let mut d = LinkDesc {
+            path: Some(path.to_path_buf()),
             name,
-            duration_s: f.duration_s,
+            description: String::new(),
+            secs,
             buffer_packets,
-            down,
-            up,
-        })
+            down: direction(down),
+            up: direction(up),
+        };
+        d.description = d.file_words();
+        Ok(d)
     }
 
-    /// The link's seconds: `over` (a command line's `--seconds`) if given, else `duration_s`
-    /// (default [`DEFAULT_SECS`]); 1 ..= 3600, the error naming whichever was out of range
-    /// (and the file, for `duration_s`).
+    /// The words of a link read from a file over its `secs`: the file, each direction's
+    /// capacity as given and its mean, the buffer.
+    fn file_words(&self) -> String {
+        let mean = |c: &Capacity| format!("{:.1}", mean_mbit(c, self.secs));
+        format!(
+            "{}: down {} (mean {} Mbit/s), up {} (mean {} Mbit/s), {}-packet radio buffer",
+            self.path.as_deref().unwrap_or(Path::new("")).display(),
+            self.down.what,
+            mean(&self.down.capacity),
+            self.up.what,
+            mean(&self.up.capacity),
+            self.buffer_packets
+        )
+    }
+
+    /// The link's seconds: `over` (a command line's `--seconds`, checked 1 ..= 3600, the error
+    /// naming it) if given, else [`LinkDesc::secs`].
     pub fn secs(&self, over: Option<f64>) -> Result<f64, LinkError> {
         match over {
             Some(s) => check_secs(s, "--seconds"),
-            None => check_secs(self.duration_s.unwrap_or(DEFAULT_SECS), "duration_s")
-                .map_err(|e| in_file(&self.path, e)),
+            None => Ok(self.secs),
         }
+    }
+
+    /// This link over `over` seconds (a command line's `--seconds`; `None`: unchanged): its
+    /// rates derived again over the new length by [`derived_rates`] (hand-chosen ones are not
+    /// kept) and, for a link read from a file, its words too (the means over the new length).
+    pub fn with_secs(mut self, over: Option<f64>) -> Result<LinkDesc, LinkError> {
+        let Some(s) = over else { return Ok(self) };
+        self.secs = check_secs(s, "--seconds")?;
+        for d in [&mut self.down, &mut self.up] {
+            d.rates = derived_rates(&per_second_mbit(&d.capacity, self.secs));
+        }
+        if self.path.is_some() {
+            self.description = self.file_words();
+        }
+        Ok(self)
     }
 }
 
 /// The mean capacity of every whole second in `[0, secs)` (at least one), Mbit/s, as section C
-/// reads a link over `secs` seconds (its `SlotCapacity::rates_per_second` after `sampled`,
-/// which a test of experiments holds equal): a rate or schedule sampled at the start of every
+/// reads a link over `secs` seconds (slot by slot after `SlotCapacity::sampled`, which a test
+/// of experiments holds equal): a rate or schedule sampled at the start of every
 /// 50 ms (at least 1 byte/s, whole bytes/s), a trace's opportunities in the second.
 pub fn per_second_mbit(c: &Capacity, secs: f64) -> Vec<f64> {
     const SLOT: Duration = Duration::from_millis(50);
@@ -330,18 +444,28 @@ pub fn per_second_mbit(c: &Capacity, secs: f64) -> Vec<f64> {
         .collect()
 }
 
-/// A link's shaper rates and controller range, derived from its per-second capacities
-/// ([`derived_rates`]), Mbit/s.
+/// The mean of [`per_second_mbit`] (0 for no second), Mbit/s: a link's mean capacity in its
+/// words.
+pub fn mean_mbit(c: &Capacity, secs: f64) -> f64 {
+    let r = per_second_mbit(c, secs);
+    r.iter().sum::<f64>() / r.len().max(1) as f64
+}
+
+/// One direction's controller range and static CAKE rates, Mbit/s: derived from its
+/// per-second capacities by [`derived_rates`] (the bounds below are that rule's), or chosen by
+/// hand for a built-in link.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DerivedRates {
+pub struct LinkRates {
     /// The controllers' lowest rate: a tenth of the mean (at least 0.1, at most half of `hi`).
     pub lo: f64,
     /// The controllers' highest rate: 1.2 × the 90th percentile (at least 0.2).
     pub hi: f64,
-    /// The median per-second capacity, to 0.1 (at least 0.1): the "safe" static rate.
-    pub p50: f64,
-    /// The 90th percentile, to 0.1 (at least 0.1): the "fast" static rate.
-    pub p90: f64,
+    /// The "safe" static CAKE rate (section C's C2): the median per-second capacity, to 0.1
+    /// (at least 0.1).
+    pub safe: f64,
+    /// The "optimistic" static CAKE rate (section C's C3): the 90th percentile, to 0.1 (at
+    /// least 0.1).
+    pub optimistic: f64,
 }
 
 fn percentile(v: &[f64], p: f64) -> f64 {
@@ -351,20 +475,21 @@ fn percentile(v: &[f64], p: f64) -> f64 {
 }
 
 /// The one rule a variable link's static shaper rates and controller range come from, given
-/// its per-second capacities ([`per_second_mbit`]): section C's `Scenario::for_link` and the
-/// lab's link scenarios.
-pub fn derived_rates(per_second_mbit: &[f64]) -> DerivedRates {
+/// its per-second capacities ([`per_second_mbit`]): every [`LinkDesc`] built by
+/// [`LinkDesc::new`], [`LinkDesc::parse`] or [`LinkDesc::with_secs`] (section C's held-out
+/// links and a user's, the lab's link files) unless its builder chose them by hand.
+pub fn derived_rates(per_second_mbit: &[f64]) -> LinkRates {
     let r = per_second_mbit;
     let mean = r.iter().sum::<f64>() / r.len().max(1) as f64;
     let (p50, p90) = (percentile(r, 0.5), percentile(r, 0.9));
     let round = |x: f64| (x * 10.0).round() / 10.0;
     let hi = (1.2 * p90).max(0.2);
     let lo = (0.1 * mean).clamp(0.1, hi / 2.0);
-    DerivedRates {
+    LinkRates {
         lo,
         hi,
-        p50: round(p50).max(0.1),
-        p90: round(p90).max(0.1),
+        safe: round(p50).max(0.1),
+        optimistic: round(p90).max(0.1),
     }
 }
 
@@ -390,6 +515,12 @@ mod tests {
         assert_eq!(d.buffer_packets, 1000);
         assert_eq!(d.secs(None), Ok(60.0));
         assert_eq!(d.secs(Some(20.0)), Ok(20.0));
+        assert_eq!(d.path.as_deref(), Some(Path::new("lab-radio.toml")));
+        assert_eq!(
+            d.description,
+            "lab-radio.toml: down lab-radio.down (mean 105.0 Mbit/s), up 50mbit (mean 50.0 \
+             Mbit/s), 1000-packet radio buffer"
+        );
         assert_eq!(d.up.capacity, Capacity::Rate(6_250_000));
         assert_eq!(d.up.text, None);
         assert_eq!(d.down.what, "lab-radio.down");
@@ -400,10 +531,10 @@ mod tests {
         assert_eq!(s.rate_at(Instant::from_secs(2)), 16_250_000.0);
         assert_eq!(s.rate_at(Instant::from_secs(7)), 10_000_000.0);
         for dir in [&d.down, &d.up] {
-            assert_eq!(dir.delay, Some(Duration::from_millis(5)));
+            assert_eq!(dir.delay, Duration::from_millis(5));
         }
-        // Its per-second capacity alternates 130/80 every 5 s: median 80 (rounded rank), 90th
-        // percentile 130, a tenth of the mean 105 at the bottom.
+        // Its per-second capacity alternates 130/80 every 5 s: median 130 (rounded rank of 60
+        // values), 90th percentile 130, a tenth of the mean 105 at the bottom.
         let r = per_second_mbit(&d.down.capacity, 60.0);
         assert_eq!(r.len(), 60);
         assert!(
@@ -415,7 +546,22 @@ mod tests {
             (k.hi - 156.0).abs() < 1e-9 && (k.lo - 10.5).abs() < 1e-9,
             "{k:?}"
         );
-        assert_eq!(k.p90, 130.0);
+        assert_eq!((k.safe, k.optimistic), (130.0, 130.0));
+        // The file's rates are the rule's over its length; over another, derived again.
+        assert_eq!(d.down.rates, k);
+        let short = d.clone().with_secs(Some(7.0)).expect("7 s");
+        assert_eq!(short.secs, 7.0);
+        assert!(
+            (short.down.rates.lo - 11.57).abs() < 0.01,
+            "{:?}",
+            short.down.rates
+        );
+        assert!(
+            short.description.contains("(mean 115.7 Mbit/s)"),
+            "{}",
+            short.description
+        );
+        assert_eq!(d.clone().with_secs(None), Ok(d.clone()));
     }
 
     #[test]
@@ -448,22 +594,27 @@ mod tests {
         let m = e("[down]\nrate = \"1mbit\"\nspeed = 3\n[up]\nrate = \"1mbit\"\n");
         assert!(m.starts_with("my.toml: TOML parse error at line 3"), "{m}");
         assert!(m.contains("speed"), "{m}");
+        let m = e("duration_s = 0.5\n[down]\nschedule = \"two.down\"\n[up]\nrate = \"2mbit\"\n");
+        assert_eq!(m, "my.toml: duration_s 0.5: accepted 1 ..= 3600 seconds");
         let d = LinkDesc::parse(
             p,
-            "duration_s = 0.5\n[down]\nschedule = \"two.down\"\n[up]\nrate = \"2mbit\"\n",
+            "[down]\nschedule = \"two.down\"\n[up]\nrate = \"2mbit\"\n",
             &files,
         )
         .expect("parses");
         assert_eq!(d.name, "my");
-        assert_eq!(d.buffer_packets, DEFAULT_BUFFER_PACKETS);
-        assert_eq!((d.down.delay, d.up.delay), (None, None));
         assert_eq!(
-            d.secs(None).expect_err("0.5 s").to_string(),
-            "my.toml: duration_s 0.5: accepted 1 ..= 3600 seconds"
+            (d.secs, d.buffer_packets),
+            (DEFAULT_SECS, DEFAULT_BUFFER_PACKETS)
         );
+        assert_eq!((d.down.delay, d.up.delay), (DEFAULT_DELAY, DEFAULT_DELAY));
         assert_eq!(
             d.secs(Some(5000.0)).expect_err("5000 s").to_string(),
             "--seconds 5000: accepted 1 ..= 3600 seconds"
+        );
+        assert_eq!(
+            d.with_secs(Some(0.5)).expect_err("0.5 s").to_string(),
+            "--seconds 0.5: accepted 1 ..= 3600 seconds"
         );
     }
 }

@@ -41,13 +41,13 @@ pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
     if let Some(rtt) = o.base_rtt_ms {
         sc = sc.with_radio_delay(link::radio_delay_for_rtt(rtt).map_err(|e| e.to_string())?);
     }
-    let secs = o.seconds.unwrap_or(sc.secs);
+    let secs = o.seconds.unwrap_or(sc.link.secs);
     if !(1.0..=3600.0).contains(&secs) {
         return Err(format!("--seconds {secs}: accepted 1 ..= 3600"));
     }
     let opts = RunOpts {
         seed: o.seed,
-        time_scale: secs / sc.secs,
+        time_scale: secs / sc.link.secs,
     };
     let contenders = demo_contenders(&sc);
     let results = run_contenders(&sc, &contenders, &opts).map_err(|e| e.to_string())?;
@@ -62,8 +62,8 @@ pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
     Ok(Demo {
         labels: labels(&contenders),
         slides,
-        scenario: sc.name,
-        description: sc.description,
+        scenario: sc.link.name,
+        description: sc.link.description,
         seconds: secs,
         seed: o.seed,
         results,

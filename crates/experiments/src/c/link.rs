@@ -16,7 +16,8 @@
 //!
 //! Relative paths resolve against the TOML file's directory; a direction without `delay_ms`
 //! gets the built-in scenarios' radio hop ([`RADIO_DELAY`], 1 ms). Either way the result is a
-//! [`Scenario`] from [`Scenario::for_link`]: every contender runs on it in the usual closed loop.
+//! [`Scenario`] on the link's [`LinkDesc`] ([`Scenario::played`]): every contender runs on it
+//! in the usual closed loop.
 
 use super::closed_loop::PATH_RTT;
 use super::scenario::{Capacity, Scenario, SlotCapacity, RADIO_DELAY};
@@ -44,8 +45,7 @@ fn capacity(
 
 /// Mean capacity of `c` over `secs` in words.
 fn mean_words(c: &Capacity, secs: f64) -> String {
-    let r = c.rates_per_second(secs);
-    format!("{:.1}", r.iter().sum::<f64>() / r.len().max(1) as f64)
+    format!("{:.1}", sim::link_file::mean_mbit(c, secs))
 }
 
 /// The radio hop's one-way delay, each way, that gives the simulated path an idle round trip of
@@ -94,46 +94,20 @@ pub fn from_traces(
         up.display(),
         mean_words(&u, secs)
     );
-    Ok(Scenario::for_link(
+    Ok(Scenario::new(LinkDesc::new(
         "user-traces",
         description,
         secs,
-        d,
-        u,
         buffer,
-        radio,
-        radio,
-    ))
+        (d, radio),
+        (u, radio),
+    )))
 }
 
 /// A user's link from a link file (`purple demo --link FILE.toml`); `secs` overrides its
 /// `duration_s`.
 pub fn from_file(path: &Path, secs: Option<f64>) -> Result<Scenario, LinkError> {
-    let d = LinkDesc::read(path)?;
-    let secs = d.secs(secs)?;
-    let (down, up) = (
-        d.down.capacity.clone().sampled(secs),
-        d.up.capacity.clone().sampled(secs),
-    );
-    let description = format!(
-        "{}: down {} (mean {} Mbit/s), up {} (mean {} Mbit/s), {}-packet radio buffer",
-        path.display(),
-        d.down.what,
-        mean_words(&down, secs),
-        d.up.what,
-        mean_words(&up, secs),
-        d.buffer_packets
-    );
-    Ok(Scenario::for_link(
-        d.name,
-        description,
-        secs,
-        down,
-        up,
-        d.buffer_packets,
-        d.down.delay.unwrap_or(RADIO_DELAY),
-        d.up.delay.unwrap_or(RADIO_DELAY),
-    ))
+    Ok(Scenario::played(LinkDesc::read(path)?.with_secs(secs)?))
 }
 
 #[cfg(test)]
@@ -141,11 +115,26 @@ mod tests {
     use super::*;
     use sim::link_file::per_second_mbit;
 
-    /// The lab derives a link's rates from `sim::link_file::per_second_mbit` of the capacity as
-    /// given; section C from its own sampled view. They must agree, so both backends give a
-    /// link the same shaper rates and controller range.
+    /// A link's rates come from `sim::link_file::per_second_mbit` of the capacity as given;
+    /// section C runs it sampled and reads it slot by slot. The per-second view of the capacity
+    /// as given, of it sampled, and section C's slot-by-slot reading of it sampled must agree,
+    /// so the rates and words are those of the capacity section C plays.
     #[test]
     fn per_second_capacity_is_section_cs_sampled_view() {
+        // Section C's per-second reading of a capacity it plays: a series' slot rates
+        // averaged, a trace's opportunities in the second.
+        let slot_view = |c: &Capacity, secs: f64| -> Vec<f64> {
+            (0..secs.floor().max(1.0) as u64)
+                .map(|k| {
+                    let from = qdisc::Instant::from_secs(k);
+                    if c.is_series() {
+                        c.mean(from, qdisc::Instant::from_secs(k + 1)) * 8e-6
+                    } else {
+                        c.rate_over(from, Duration::from_secs(1)) as f64 * 8e-6
+                    }
+                })
+                .collect()
+        };
         let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"));
         let cases = [
             (None, None, Some("links/lab-radio.down"), 60.0),
@@ -157,8 +146,10 @@ mod tests {
         for (rate, trace, schedule, secs) in cases {
             let raw = sim::link_capacity(rate, trace, schedule, dir).expect("reads");
             let ours = per_second_mbit(&raw, secs);
-            let theirs = raw.clone().sampled(secs).rates_per_second(secs);
+            let sampled = raw.clone().sampled(secs);
+            let theirs = slot_view(&sampled, secs);
             assert_eq!(ours, theirs, "{rate:?} {trace:?} {schedule:?} {secs}");
+            assert_eq!(ours, per_second_mbit(&sampled, secs));
             assert!(!ours.is_empty());
         }
         // A ramp, sampled between its points.
@@ -167,7 +158,7 @@ mod tests {
         let c = Capacity::Schedule(ramp);
         assert_eq!(
             per_second_mbit(&c, 6.0),
-            c.clone().sampled(6.0).rates_per_second(6.0)
+            slot_view(&c.clone().sampled(6.0), 6.0)
         );
     }
 }

@@ -139,8 +139,8 @@ impl Role {
     pub fn contender(self, s: &Scenario) -> Option<Contender> {
         Some(match self {
             Role::FqCodel => Contender::FqCodel,
-            Role::StaticSafe => Contender::CakeStatic(s.statics[0].0, s.statics[0].1),
-            Role::StaticOptimistic => Contender::CakeStatic(s.statics[1].0, s.statics[1].1),
+            Role::StaticSafe => Contender::CakeStatic(s.statics()[0].0, s.statics()[0].1),
+            Role::StaticOptimistic => Contender::CakeStatic(s.statics()[1].0, s.statics()[1].1),
             Role::PurpleRadio => Contender::PurpleRadio,
             Role::PurpleAimd => Contender::PurpleAimd,
             Role::CakeAutorate => Contender::CakeAutorate,
@@ -149,7 +149,9 @@ impl Role {
             Role::Purple => Contender::Purple,
             Role::Oracle => Contender::Oracle,
             Role::OracleLate => Contender::OracleLagged,
-            Role::OracleLookahead if !s.down.is_series() => Contender::OracleLookahead,
+            Role::OracleLookahead if !s.link.down.capacity.is_series() => {
+                Contender::OracleLookahead
+            }
             Role::OracleLookahead => return None,
             Role::OracleCensored(g) => Contender::OracleCensored(g),
         })
@@ -236,7 +238,7 @@ impl std::error::Error for MatrixError {}
 pub enum MatrixLink {
     /// A built-in scenario ([`scenario::NAMES`]), drawn anew for every seed.
     Named(String),
-    /// A fixed link (e.g. [`Scenario::for_link`] on a user's traces); seeds change only the
+    /// A fixed link (e.g. [`link::from_traces`](super::link::from_traces) on a user's traces); seeds change only the
     /// simulator's and the controllers' randomness.
     Link(Box<Scenario>),
 }
@@ -368,9 +370,9 @@ impl MatrixSpec {
                     })
                     .collect();
                 Ok(LinkPlan {
-                    name: sc.name.clone(),
-                    description: sc.description.clone(),
-                    secs: self.secs.unwrap_or(sc.secs),
+                    name: sc.link.name.clone(),
+                    description: sc.link.description.clone(),
+                    secs: self.secs.unwrap_or(sc.link.secs),
                     rows,
                     same_as,
                 })

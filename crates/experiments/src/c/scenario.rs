@@ -2,10 +2,12 @@
 //! direction (the slides' radio, a step drop, a slow fade, fast fluctuation, an outage, a
 //! Starlink-like link) and the recorded cellular traces in `scenarios/traces/` (compiled in; on
 //! those, seed 1 plays the recording from its start and every other seed from a seeded offset
-//! into its loop, so seeds are different stretches of the same drive). [`Scenario::for_link`]
-//! builds a scenario from any capacity, e.g. a user's own traces.
+//! into its loop, so seeds are different stretches of the same drive). Each is a
+//! [`LinkDesc`] (the one single-link description, written here in code) with a deployment;
+//! [`Scenario::played`] runs any link, e.g. a user's link file.
 
 use qdisc::{Duration, Instant, Rate, Rng};
+use sim::link_file::{LinkDesc, LinkRates};
 use sim::{MahimahiTrace, RatePoint, RateSchedule};
 
 /// A direction's capacity: the one link capacity type ([`qdisc::link::Capacity`]). Section C
@@ -48,8 +50,6 @@ pub trait SlotCapacity {
     /// schedule becomes a series ([`slotted`], a schedule sampled at the start of every
     /// [`SLOT`]), a mahimahi trace stays a trace.
     fn sampled(self, secs: f64) -> Capacity;
-    /// The mean capacity of every whole second in `[0, secs)`, Mbit/s.
-    fn rates_per_second(&self, secs: f64) -> Vec<f64>;
     /// Whether the loop must update the link rate every slot (synthetic series).
     fn is_series(&self) -> bool;
     /// Mean capacity over `[from, to)` in bytes/s, sampled every 50 ms.
@@ -90,22 +90,6 @@ impl SlotCapacity for Capacity {
         }
     }
 
-    fn rates_per_second(&self, secs: f64) -> Vec<f64> {
-        (0..secs.floor().max(1.0) as u64)
-            .map(|k| {
-                let from = Instant::from_secs(k);
-                match self {
-                    Capacity::Trace(_) | Capacity::Unlimited => {
-                        self.rate_over(from, Duration::from_secs(1)) as f64 * 8e-6
-                    }
-                    Capacity::Rate(_) | Capacity::Schedule(_) => {
-                        self.mean(from, Instant::from_secs(k + 1)) * 8e-6
-                    }
-                }
-            })
-            .collect()
-    }
-
     fn is_series(&self) -> bool {
         matches!(self, Capacity::Rate(_) | Capacity::Schedule(_))
     }
@@ -126,34 +110,18 @@ impl SlotCapacity for Capacity {
     }
 }
 
-/// A variable-link scenario.
+/// A variable-link scenario: the link (the one single-link description, [`LinkDesc`]) and how
+/// CAKE and the controllers are deployed on it.
 #[derive(Clone, Debug)]
 pub struct Scenario {
-    /// Short name (`radio`, `step`, `fade`, `fast`, `outage`, `att-lte`, ...).
-    pub name: String,
-    /// One line in words.
-    pub description: String,
-    /// Simulated seconds at time scale 1.
-    pub secs: f64,
-    /// Download capacity (towards the client).
-    pub down: Capacity,
-    /// Upload capacity.
-    pub up: Capacity,
-    /// The radio's droptail buffer, packets (the queue nobody can change).
-    pub radio_buffer: u32,
-    /// Controllers' rate range per direction `(min, max)`.
-    pub range_down: (Rate, Rate),
-    /// Upload range.
-    pub range_up: (Rate, Rate),
-    /// The two static CAKE rates of the slides for this scenario (C2 "safe" and C3
-    /// "optimistic"), Mbit/s `(down, up)` each.
-    pub statics: [(f64, f64); 2],
-    /// One-way propagation delay of the radio hop towards the client ([`RADIO_DELAY`] unless
-    /// the link says otherwise; the rest of the path adds
-    /// [`closed_loop::PATH_RTT`](super::closed_loop::PATH_RTT) to the round trip).
-    pub delay_down: Duration,
-    /// One-way propagation delay of the radio hop from the client.
-    pub delay_up: Duration,
+    /// The link: its name (`radio`, `step`, `fade`, `fast`, `outage`, `att-lte`, ...), words,
+    /// simulated seconds at time scale 1, per direction the capacity as section C plays it (a
+    /// synthetic series, [`slotted`], or a recorded trace), the radio hop's one-way delay
+    /// ([`RADIO_DELAY`] unless the link says otherwise; the rest of the path adds
+    /// [`closed_loop::PATH_RTT`](super::closed_loop::PATH_RTT) to the round trip), the
+    /// controllers' range and the two static CAKE rates of the slides (C2 "safe", C3
+    /// "optimistic"), and the radio's droptail buffer (the queue nobody can change).
+    pub link: LinkDesc,
     /// How the agent's probes fare on this link. Default [`ProbePath::Shared`].
     pub probe_path: ProbePath,
     /// The download CAKE sits at the router after the radio (ingress shaping, as sqm-scripts
@@ -184,10 +152,54 @@ pub enum ProbePath {
     Dropped,
 }
 
-/// The radio hop's one-way propagation delay in the built-in scenarios other than `starlink`.
-pub const RADIO_DELAY: Duration = Duration::from_millis(1);
+/// The radio hop's one-way propagation delay in the built-in scenarios other than `starlink`
+/// (and of a link file's direction that gives none, [`sim::link_file::DEFAULT_DELAY`]).
+pub const RADIO_DELAY: Duration = sim::link_file::DEFAULT_DELAY;
 
 impl Scenario {
+    /// The slides' deployment (CAKE in front of the radio, the radio's delivered bytes to the
+    /// controllers, probes queued with the data) on `link`, whose capacities are as section C
+    /// plays them (a series or a trace: the built-in scenarios'; a link read from a file goes
+    /// through [`Scenario::played`]).
+    pub fn new(link: LinkDesc) -> Scenario {
+        Scenario {
+            link,
+            probe_path: ProbePath::Shared,
+            shaper_at_router: false,
+            throughput_from_shaper: false,
+        }
+    }
+
+    /// [`Scenario::new`] on `link` as section C runs it: each capacity sampled over the link's
+    /// seconds ([`SlotCapacity::sampled`]: a rate or schedule becomes a series, a trace stays a
+    /// trace); its ranges, static rates, delays and buffer as the link gives them.
+    pub fn played(mut link: LinkDesc) -> Scenario {
+        let secs = link.secs;
+        for d in [&mut link.down, &mut link.up] {
+            d.capacity = std::mem::replace(&mut d.capacity, Capacity::Unlimited).sampled(secs);
+        }
+        Scenario::new(link)
+    }
+
+    /// The controllers' download range `(min, max)`.
+    pub fn range_down(&self) -> (Rate, Rate) {
+        let r = &self.link.down.rates;
+        (Rate::from_mbit(r.lo), Rate::from_mbit(r.hi))
+    }
+
+    /// The controllers' upload range `(min, max)`.
+    pub fn range_up(&self) -> (Rate, Rate) {
+        let r = &self.link.up.rates;
+        (Rate::from_mbit(r.lo), Rate::from_mbit(r.hi))
+    }
+
+    /// The two static CAKE rates of the slides (C2 "safe" and C3 "optimistic"), Mbit/s
+    /// `(down, up)` each.
+    pub fn statics(&self) -> [(f64, f64); 2] {
+        let (d, u) = (&self.link.down.rates, &self.link.up.rates);
+        [(d.safe, u.safe), (d.optimistic, u.optimistic)]
+    }
+
     /// This link deployed as a home router deploys CAKE and its controller (sqm-scripts'
     /// layout, the lab's, `purple control`'s): the download shaped at the router after the
     /// radio ([`Scenario::shaper_at_router`]) and the controllers' throughput read from CAKE's
@@ -199,10 +211,10 @@ impl Scenario {
         if !(self.shaper_at_router && self.throughput_from_shaper) {
             self.shaper_at_router = true;
             self.throughput_from_shaper = true;
-            self.description = format!(
+            self.link.description = format!(
                 "{}; deployed as a home router: download shaped at the router after the radio, \
                  throughput read from CAKE's sent bytes both ways",
-                self.description
+                self.link.description
             );
         }
         self
@@ -215,60 +227,17 @@ impl Scenario {
     /// and deployment are unchanged; the description says the new round trip.
     #[must_use]
     pub fn with_radio_delay(mut self, one_way: Duration) -> Scenario {
-        if self.delay_down != one_way || self.delay_up != one_way {
-            self.delay_down = one_way;
-            self.delay_up = one_way;
+        if self.link.down.delay != one_way || self.link.up.delay != one_way {
+            self.link.down.delay = one_way;
+            self.link.up.delay = one_way;
             let rtt = super::closed_loop::PATH_RTT + one_way + one_way;
-            self.description = format!(
+            self.link.description = format!(
                 "{}; idle round trip {:.1} ms",
-                self.description,
+                self.link.description,
                 rtt.as_millis_f64()
             );
         }
         self
-    }
-
-    /// A scenario on any link (a user's recorded traces, a fixed rate, a schedule), with the
-    /// controllers' range and the static rates derived from its capacity over `secs` as the
-    /// built-in traces' were chosen: per direction, C2 (safe) = the median and C3 (optimistic) =
-    /// the 90th percentile of the 1 s mean capacities, and the controllers' range from a tenth
-    /// of the mean capacity (at least 0.1 Mbit/s) to 1.2 x that 90th percentile.
-    #[allow(clippy::too_many_arguments)]
-    pub fn for_link(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        secs: f64,
-        down: Capacity,
-        up: Capacity,
-        radio_buffer: u32,
-        delay_down: Duration,
-        delay_up: Duration,
-    ) -> Scenario {
-        let derive = |c: &Capacity| {
-            let k = sim::link_file::derived_rates(&c.rates_per_second(secs));
-            (
-                (Rate::from_mbit(k.lo), Rate::from_mbit(k.hi)),
-                (k.p50, k.p90),
-            )
-        };
-        let (range_down, sd) = derive(&down);
-        let (range_up, su) = derive(&up);
-        Scenario {
-            name: name.into(),
-            description: description.into(),
-            secs,
-            down,
-            up,
-            radio_buffer,
-            range_down,
-            range_up,
-            statics: [(sd.0, su.0), (sd.1, su.1)],
-            delay_down,
-            delay_up,
-            probe_path: ProbePath::Shared,
-            shaper_at_router: false,
-            throughput_from_shaper: false,
-        }
     }
 }
 
@@ -306,7 +275,7 @@ pub const PASSIVE_NAMES: &[&str] = &[
 /// link that no built-in scenario resembles, defined at stop 27 before the law was run on them,
 /// to judge the law as a new user would (`purple demo --matrix --holdout`). Each is 60 s, its
 /// process drawn from the seed; the controllers' ranges and the static CAKE rates are derived
-/// from its capacity by the rule a user's own link gets ([`Scenario::for_link`]), with a
+/// from its capacity by the rule a user's own link gets ([`LinkDesc::new`]), with a
 /// 300-packet radio buffer. Tuning the law on them would make them one more training set: a
 /// later held-out check needs new families.
 pub const HOLDOUT_NAMES: &[&str] = &["wisp", "lte-walk", "mmwave", "cable-evening", "wifi"];
@@ -514,16 +483,14 @@ fn holdout(name: &str, seed: u64) -> Option<Scenario> {
     let mut rng = Rng::new(seed ^ 0x401d_0007);
     let (d, u, description, delay) = holdout_series(name, secs, &mut rng)?;
     let series = |v: Vec<f64>| slotted(v.into_iter().map(|m| mb(m).max(1)).collect());
-    Some(Scenario::for_link(
+    Some(Scenario::new(LinkDesc::new(
         name,
         description,
         secs,
-        series(d),
-        series(u),
         HOLDOUT_BUFFER,
-        delay,
-        delay,
-    ))
+        (series(d), delay),
+        (series(u), delay),
+    )))
 }
 
 /// Number of slots in `secs`.
@@ -655,27 +622,28 @@ const UMTS_UP: &str = include_str!("../../../../scenarios/traces/TMobile-UMTS-dr
 /// trace, its starting offset) drawn from `seed`.
 pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
     let mut rng = Rng::new(seed ^ 0xc0ff_ee00);
-    let radio_ranges = (
-        (Rate::from_mbit(5.0), Rate::from_mbit(150.0)),
-        (Rate::from_mbit(2.0), Rate::from_mbit(50.0)),
-    );
-    let statics_radio = [(100.0, 33.0), (150.0, 50.0)];
     // The synthetic radio scenarios: 150-packet buffer, the radio's rate range and statics.
-    let radio = |name: &str, description: &str, secs: f64, down: Vec<u64>, up: Vec<u64>| Scenario {
-        name: name.into(),
-        description: description.into(),
-        secs,
-        down: slotted(down),
-        up: slotted(up),
-        radio_buffer: 150,
-        range_down: radio_ranges.0,
-        range_up: radio_ranges.1,
-        statics: statics_radio,
-        delay_down: RADIO_DELAY,
-        delay_up: RADIO_DELAY,
-        probe_path: ProbePath::Shared,
-        shaper_at_router: false,
-        throughput_from_shaper: false,
+    let radio = |name: &str, description: &str, secs: f64, down: Vec<u64>, up: Vec<u64>| {
+        let rates = |lo, hi, safe, optimistic| LinkRates {
+            lo,
+            hi,
+            safe,
+            optimistic,
+        };
+        Scenario::new(
+            LinkDesc::new(
+                name,
+                description,
+                secs,
+                150,
+                (slotted(down), RADIO_DELAY),
+                (slotted(up), RADIO_DELAY),
+            )
+            .with_rates(
+                rates(5.0, 150.0, 100.0, 150.0),
+                rates(2.0, 50.0, 33.0, 50.0),
+            ),
+        )
     };
     // A recorded trace pair, started at the seed's offset; 300-packet buffer, 60 s.
     let mut recorded = |name: &str,
@@ -685,22 +653,30 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                         range_up: (f64, f64),
                         statics: [(f64, f64); 2]| {
         let off = trace_offset_ms(seed, &mut rng, period_ms(down).max(period_ms(up)));
-        Scenario {
-            name: name.into(),
-            description: description.into(),
-            secs: 60.0,
-            down: trace(down, off),
-            up: trace(up, off),
-            radio_buffer: 300,
-            range_down: (Rate::from_mbit(range_down.0), Rate::from_mbit(range_down.1)),
-            range_up: (Rate::from_mbit(range_up.0), Rate::from_mbit(range_up.1)),
-            statics,
-            delay_down: RADIO_DELAY,
-            delay_up: RADIO_DELAY,
-            probe_path: ProbePath::Shared,
-            shaper_at_router: false,
-            throughput_from_shaper: false,
-        }
+        Scenario::new(
+            LinkDesc::new(
+                name,
+                description,
+                60.0,
+                300,
+                (trace(down, off), RADIO_DELAY),
+                (trace(up, off), RADIO_DELAY),
+            )
+            .with_rates(
+                LinkRates {
+                    lo: range_down.0,
+                    hi: range_down.1,
+                    safe: statics[0].0,
+                    optimistic: statics[1].0,
+                },
+                LinkRates {
+                    lo: range_up.0,
+                    hi: range_up.1,
+                    safe: statics[0].1,
+                    optimistic: statics[1].1,
+                },
+            ),
+        )
     };
     let s = match name {
         "radio" => {
@@ -816,32 +792,38 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
             let (down, up, _) = starlink_series(secs, &mut rng);
             // Radio hop 8.3-15.8 ms each way: an idle RTT of 25-40 ms with the path's 8.4 ms.
             let delay = Duration::from_micros(8_300 + (rng.next_f64() * 7_500.0) as u64);
-            Scenario {
-                name: "starlink".into(),
-                description: "Starlink-like: capacity re-drawn at every satellite \
-                              reconfiguration (seconds 12, 27, 42, 57 of the minute) in 50-250 \
-                              Mbit/s down, 5-25 up, with a 100-300 ms near-outage at each; idle \
-                              RTT 25-40 ms"
-                    .into(),
-                secs,
-                down: slotted(down),
-                up: slotted(up),
-                radio_buffer: 500,
-                range_down: (Rate::from_mbit(10.0), Rate::from_mbit(300.0)),
-                range_up: (Rate::from_mbit(1.0), Rate::from_mbit(30.0)),
-                statics: [(150.0, 15.0), (230.0, 23.0)],
-                delay_down: delay,
-                delay_up: delay,
-                probe_path: ProbePath::Shared,
-                shaper_at_router: false,
-                throughput_from_shaper: false,
-            }
+            Scenario::new(
+                LinkDesc::new(
+                    "starlink",
+                    "Starlink-like: capacity re-drawn at every satellite reconfiguration \
+                     (seconds 12, 27, 42, 57 of the minute) in 50-250 Mbit/s down, 5-25 up, with \
+                     a 100-300 ms near-outage at each; idle RTT 25-40 ms",
+                    secs,
+                    500,
+                    (slotted(down), delay),
+                    (slotted(up), delay),
+                )
+                .with_rates(
+                    LinkRates {
+                        lo: 10.0,
+                        hi: 300.0,
+                        safe: 150.0,
+                        optimistic: 230.0,
+                    },
+                    LinkRates {
+                        lo: 1.0,
+                        hi: 30.0,
+                        safe: 15.0,
+                        optimistic: 23.0,
+                    },
+                ),
+            )
         }
         "tmobile-lte-router" => {
             // The same link as `tmobile-lte` (the same stretch for a seed), deployed as a home
             // router and the lab's `tmobile` run deploy it.
             let mut s = scenario("tmobile-lte", seed)?.as_home_router();
-            s.name = name.into();
+            s.link.name = name.into();
             s
         }
         "starlink-router" | "starlink-icmp-apart" | "starlink-no-probes" => {
@@ -858,10 +840,10 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                 _ => (ProbePath::Dropped, "every probe lost"),
             };
             s.probe_path = path;
-            s.name = name.into();
-            s.description = format!(
+            s.link.name = name.into();
+            s.link.description = format!(
                 "{}; download shaped at the router after the radio; {what}",
-                s.description
+                s.link.description
             );
             s
         }
@@ -874,6 +856,7 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sim::link_file::per_second_mbit;
 
     #[test]
     fn the_held_out_links_are_drawn_from_the_seed_and_apart_from_the_tuned_ones() {
@@ -893,22 +876,28 @@ mod tests {
             assert!(!NAMES.contains(&n) && !PASSIVE_NAMES.contains(&n), "{n}");
             let a = scenario(n, 1).unwrap_or_else(|| panic!("{n}"));
             let b = scenario(n, 2).unwrap_or_else(|| panic!("{n}"));
-            assert_eq!(a.name, n);
-            assert_eq!(a.secs, 60.0);
-            let m = a.down.mean(Instant::ZERO, Instant::from_secs(60)) * 8e-6;
+            assert_eq!(a.link.name, n);
+            assert_eq!(a.link.secs, 60.0);
+            let m = a
+                .link
+                .down
+                .capacity
+                .mean(Instant::ZERO, Instant::from_secs(60))
+                * 8e-6;
             assert!(range.contains(&m), "{n}: mean {m} Mbit/s");
             // Another seed is another draw of the process.
-            let at = |s: &Scenario, k: u64| s.down.rate_at(Instant::from_millis(k * 50));
+            let at =
+                |s: &Scenario, k: u64| s.link.down.capacity.rate_at(Instant::from_millis(k * 50));
             assert!((0..1200).any(|k| at(&a, k) != at(&b, k)), "{n}");
             // Same seed, same numbers.
             let a2 = scenario(n, 1).unwrap_or_else(|| panic!("{n}"));
             assert!((0..1200).all(|k| at(&a, k) == at(&a2, k)), "{n}");
             // Ranges and statics derived from the capacity, as for a user's link.
             assert!(
-                a.range_down.0 < a.range_down.1 && a.range_up.0 < a.range_up.1,
+                a.range_down().0 < a.range_down().1 && a.range_up().0 < a.range_up().1,
                 "{n}"
             );
-            assert!(a.statics[0].0 <= a.statics[1].0, "{n}");
+            assert!(a.statics()[0].0 <= a.statics()[1].0, "{n}");
         }
     }
 
@@ -916,7 +905,11 @@ mod tests {
     fn every_named_scenario_builds_and_traces_parse() {
         for n in NAMES {
             let s = scenario(n, 1).unwrap_or_else(|| panic!("{n}"));
-            let m = s.down.mean(Instant::ZERO, Instant::from_secs(20));
+            let m = s
+                .link
+                .down
+                .capacity
+                .mean(Instant::ZERO, Instant::from_secs(20));
             assert!(m > 100_000.0, "{n}: mean {m}");
         }
         assert!(scenario("nope", 1).is_none());
@@ -925,10 +918,15 @@ mod tests {
     #[test]
     fn radio_capacity_averages_about_120_mbit_with_dips_below_100() {
         let s = scenario("radio", 3).unwrap();
-        let m = s.down.mean(Instant::ZERO, Instant::from_secs(30)) * 8e-6;
+        let m = s
+            .link
+            .down
+            .capacity
+            .mean(Instant::ZERO, Instant::from_secs(30))
+            * 8e-6;
         assert!((105.0..125.0).contains(&m), "{m}");
         let low = (0..600)
-            .map(|i| s.down.rate_at(Instant::from_millis(i * 50)))
+            .map(|i| s.link.down.capacity.rate_at(Instant::from_millis(i * 50)))
             .min()
             .unwrap_or(0) as f64
             * 8e-6;
@@ -945,25 +943,26 @@ mod tests {
         let mut redrawn = 0;
         for seed in 1..=10 {
             let s = scenario("starlink", seed).unwrap();
-            let idle_rtt = super::super::closed_loop::PATH_RTT + s.delay_down + s.delay_up;
+            let idle_rtt =
+                super::super::closed_loop::PATH_RTT + s.link.down.delay + s.link.up.delay;
             assert!(
                 (24.0..=41.0).contains(&idle_rtt.as_millis_f64()),
                 "{idle_rtt:?}"
             );
             let mut rng = Rng::new(seed ^ 0xc0ff_ee00);
-            let (_, _, switches) = starlink_series(s.secs, &mut rng);
+            let (_, _, switches) = starlink_series(s.link.secs, &mut rng);
             let at: Vec<f64> = switches.iter().map(|w| w.0).collect();
             assert_eq!(at, STARLINK_SWITCH_S.to_vec(), "seed {seed}");
             // Interval boundaries: 0, each switch, the end.
             let mut bounds = vec![0.0];
             bounds.extend(at.iter().copied());
-            bounds.push(s.secs);
+            bounds.push(s.link.secs);
             let mut levels = Vec::new();
             for (k, w) in bounds.windows(2).enumerate() {
                 let out = if k == 0 { 0 } else { switches[k - 1].1 };
                 assert!(k == 0 || (2..=6).contains(&out), "outage slots {out}");
                 let out_s = out as f64 * SLOT.as_secs_f64();
-                for dir in [&s.down, &s.up] {
+                for dir in [&s.link.down.capacity, &s.link.up.capacity] {
                     // The near-outage: 0.5 Mbit/s for 100-300 ms from the switch on.
                     if k > 0 {
                         assert!(mbit_at(dir, w[0]) <= 0.5 + 1e-9, "seed {seed} at {}", w[0]);
@@ -975,7 +974,7 @@ mod tests {
                 let v: Vec<f64> = (0..)
                     .map(|i| w[0] + out_s + 0.025 + i as f64 * SLOT.as_secs_f64())
                     .take_while(|&t| t < w[1])
-                    .map(|t| mbit_at(&s.down, t))
+                    .map(|t| mbit_at(&s.link.down.capacity, t))
                     .collect();
                 let (lo, hi) = v
                     .iter()
@@ -1010,19 +1009,35 @@ mod tests {
             assert!(!a.shaper_at_router && !a.throughput_from_shaper);
             assert!(b.shaper_at_router && b.throughput_from_shaper);
             // The same stretch of the same trace, both ways, and the same controllers' setup.
-            assert_eq!(a.down.rates_per_second(60.0), b.down.rates_per_second(60.0));
-            assert_eq!(a.up.rates_per_second(60.0), b.up.rates_per_second(60.0));
             assert_eq!(
-                (a.range_down, a.range_up, a.radio_buffer, a.secs),
-                (b.range_down, b.range_up, b.radio_buffer, b.secs)
+                per_second_mbit(&a.link.down.capacity, 60.0),
+                per_second_mbit(&b.link.down.capacity, 60.0)
+            );
+            assert_eq!(
+                per_second_mbit(&a.link.up.capacity, 60.0),
+                per_second_mbit(&b.link.up.capacity, 60.0)
+            );
+            assert_eq!(
+                (
+                    a.range_down(),
+                    a.range_up(),
+                    a.link.buffer_packets,
+                    a.link.secs
+                ),
+                (
+                    b.range_down(),
+                    b.range_up(),
+                    b.link.buffer_packets,
+                    b.link.secs
+                )
             );
         }
         // Deploying twice is deploying once; a link already at the router (the passive
         // signal's Starlink) only gains the shaper's counter.
         let twice = scenario("radio", 1).expect("radio").as_home_router();
         assert_eq!(
-            twice.clone().as_home_router().description,
-            twice.description
+            twice.clone().as_home_router().link.description,
+            twice.link.description
         );
         let sr = scenario("starlink-router", 1)
             .expect("starlink-router")
@@ -1041,17 +1056,17 @@ mod tests {
             panic!("verizon parses")
         };
         let one = scenario("verizon-lte", 1).unwrap();
-        assert!(matches!(&one.down, Capacity::Trace(t) if *t == whole));
+        assert!(matches!(&one.link.down.capacity, Capacity::Trace(t) if *t == whole));
         let (two, three) = (
             scenario("verizon-lte", 2).unwrap(),
             scenario("verizon-lte", 3).unwrap(),
         );
-        let first_s = |s: &Scenario| s.down.rates_per_second(10.0);
+        let first_s = |s: &Scenario| per_second_mbit(&s.link.down.capacity, 10.0);
         assert_ne!(first_s(&two), first_s(&one));
         assert_ne!(first_s(&two), first_s(&three));
         // Same link, other stretch: the same opportunities per loop.
         for s in [&two, &three] {
-            let Capacity::Trace(t) = &s.down else {
+            let Capacity::Trace(t) = &s.link.down.capacity else {
                 panic!("a trace")
             };
             assert_eq!((t.len(), t.period()), (whole.len(), whole.period()));
@@ -1068,22 +1083,34 @@ mod tests {
         let ramp = Capacity::Schedule(sched).sampled(30.0);
         assert!((mbit_at(&ramp, 15.0) - 20.0).abs() < 0.5);
         assert!((mbit_at(&ramp, 25.0) - 30.0).abs() < 1e-6);
-        let s = Scenario::for_link(
+        let s = Scenario::new(LinkDesc::new(
             "mine",
             "a test link",
             30.0,
-            ramp,
-            fixed,
             100,
-            Duration::from_millis(10),
-            RADIO_DELAY,
-        );
+            (ramp, Duration::from_millis(10)),
+            (fixed, RADIO_DELAY),
+        ));
+        let statics = s.statics();
         // Up: 20 Mbit/s throughout.
-        assert_eq!((s.statics[0].1, s.statics[1].1), (20.0, 20.0));
-        assert_eq!(s.range_up, (Rate::from_mbit(2.0), Rate::from_mbit(24.0)));
+        assert_eq!((statics[0].1, statics[1].1), (20.0, 20.0));
+        assert_eq!(s.range_up(), (Rate::from_mbit(2.0), Rate::from_mbit(24.0)));
         // Down: 10 for 10 s, a ramp to 30 over 10 s, 30 for 10 s: median ~20, p90 30.
-        assert!((s.statics[0].0 - 20.0).abs() <= 1.0, "{:?}", s.statics);
-        assert_eq!(s.statics[1].0, 30.0);
-        assert_eq!(s.range_down.1, Rate::from_mbit(36.0));
+        assert!((statics[0].0 - 20.0).abs() <= 1.0, "{statics:?}");
+        assert_eq!(statics[1].0, 30.0);
+        assert_eq!(s.range_down().1, Rate::from_mbit(36.0));
+        // A hand-chosen range and static rates replace the derived ones.
+        let mine = LinkRates {
+            lo: 1.0,
+            hi: 50.0,
+            safe: 9.0,
+            optimistic: 12.0,
+        };
+        let s = Scenario::new(s.link.with_rates(mine, mine));
+        assert_eq!(s.statics(), [(9.0, 9.0), (12.0, 12.0)]);
+        assert_eq!(
+            s.range_down(),
+            (Rate::from_mbit(1.0), Rate::from_mbit(50.0))
+        );
     }
 }

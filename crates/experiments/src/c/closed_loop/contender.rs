@@ -79,8 +79,8 @@ impl Contender {
     pub fn all(s: &Scenario) -> Vec<Contender> {
         let mut v = vec![
             Contender::FqCodel,
-            Contender::CakeStatic(s.statics[0].0, s.statics[0].1),
-            Contender::CakeStatic(s.statics[1].0, s.statics[1].1),
+            Contender::CakeStatic(s.statics()[0].0, s.statics()[0].1),
+            Contender::CakeStatic(s.statics()[1].0, s.statics()[1].1),
             Contender::PurpleRadio,
             Contender::PurpleAimd,
             Contender::CakeAutorate,
@@ -89,7 +89,7 @@ impl Contender {
             Contender::Oracle,
             Contender::Purple,
         ];
-        if !s.down.is_series() {
+        if !s.link.down.capacity.is_series() {
             v.push(Contender::OracleLookahead);
         }
         if s.shaper_at_router {

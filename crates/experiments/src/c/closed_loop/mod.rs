@@ -134,7 +134,7 @@ impl LoopSpec {
     /// `contender` on `scenario` for its full length, 5 s warm-up, no faults.
     pub fn new(scenario: Scenario, contender: Contender, seed: u64) -> Self {
         LoopSpec {
-            secs: scenario.secs,
+            secs: scenario.link.secs,
             scenario,
             contender,
             seed,
@@ -165,10 +165,10 @@ impl LoopSpec {
         }
         let s = &self.scenario;
         let mut c = Config::with_range(
-            PerDir::new(s.range_down.0, s.range_up.0),
-            PerDir::new(s.range_down.1, s.range_up.1),
+            PerDir::new(s.range_down().0, s.range_up().0),
+            PerDir::new(s.range_down().1, s.range_up().1),
         );
-        c.base = PerDir::new(s.range_down.1 * 3 / 5, s.range_up.1 * 3 / 5);
+        c.base = PerDir::new(s.range_down().1 * 3 / 5, s.range_up().1 * 3 / 5);
         c
     }
 }
@@ -199,7 +199,10 @@ pub fn run(spec: &LoopSpec) -> Result<LoopResult, NoSamples> {
     let (warm, end) = (rec.warm, rec.end);
     let mut r = rec.finish(
         spec.contender.name(),
-        PerDir::new(sc.down.mean(warm, end), sc.up.mean(warm, end)),
+        PerDir::new(
+            sc.link.down.capacity.mean(warm, end),
+            sc.link.up.capacity.mean(warm, end),
+        ),
         &net.sim,
         &net.summary_links(),
     )?;
@@ -292,12 +295,15 @@ impl Loop {
     /// changed) and, for an oracle, CAKE's rate from it; returns the capacity (bytes/s).
     fn follow_capacity(&mut self, spec: &LoopSpec, net: &mut Topology) -> PerDir<u64> {
         let (sc, t) = (&spec.scenario, self.t);
-        let caps = PerDir::new(sc.down.rate_at(t), sc.up.rate_at(t));
+        let caps = PerDir::new(
+            sc.link.down.capacity.rate_at(t),
+            sc.link.up.capacity.rate_at(t),
+        );
         for d in Direction::ALL {
             let capd = if d == Direction::Down {
-                &sc.down
+                &sc.link.down.capacity
             } else {
-                &sc.up
+                &sc.link.up.capacity
             };
             if capd.is_series() && caps[d] != self.cur_cap[d] {
                 net.sim

@@ -16,7 +16,7 @@ pub(super) const GBIT: u64 = 125_000_000;
 const WAN_DELAY: Duration = Duration::from_millis(4);
 const EDGE_DELAY: Duration = Duration::from_micros(100);
 /// Round-trip propagation of the path without the radio hop (the WAN link and two edge links
-/// each way); a scenario's radio delays ([`Scenario::delay_down`], [`Scenario::delay_up`]) add
+/// each way); a scenario's radio delays (each direction's `delay` in [`Scenario::link`]) add
 /// to it.
 pub const PATH_RTT: Duration =
     Duration::from_nanos(2 * WAN_DELAY.as_nanos() + 4 * EDGE_DELAY.as_nanos());
@@ -84,9 +84,9 @@ impl Topology {
                 )),
                 Contender::Oracle | Contender::OracleLookahead | Contender::OracleLagged => {
                     let cap = if d == Direction::Down {
-                        &sc.down
+                        &sc.link.down.capacity
                     } else {
-                        &sc.up
+                        &sc.link.up.capacity
                     };
                     Some(cake_at(cap.rate_at(Instant::ZERO) * 95 / 100, seed))
                 }
@@ -110,17 +110,17 @@ impl Topology {
         let up_after = wan(&mut sim, w, x, ingress.then(|| ingress_cake(cfg.max.up)));
         let radio = |sim: &mut Sim, a, b, d: Direction| {
             let cap = if d == Direction::Down {
-                &sc.down
+                &sc.link.down.capacity
             } else {
-                &sc.up
+                &sc.link.up.capacity
             };
             let delay = if d == Direction::Down {
-                sc.delay_down
+                sc.link.down.delay
             } else {
-                sc.delay_up
+                sc.link.up.delay
             };
-            let mut l =
-                LinkConfig::with_rate(cap.link_rate(), delay).buffer(Some(sc.radio_buffer), None);
+            let mut l = LinkConfig::with_rate(cap.link_rate(), delay)
+                .buffer(Some(sc.link.buffer_packets), None);
             l = l.icmp(match sc.probe_path {
                 ProbePath::Shared => IcmpPolicy::Shared,
                 ProbePath::IcmpApart => IcmpPolicy::Apart,
@@ -261,7 +261,7 @@ pub(super) fn idle_owd_ms(sc: &Scenario) -> PerDir<f64> {
             + ser(cap.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0))
     };
     PerDir::new(
-        one_way(sc.delay_down, &sc.down),
-        one_way(sc.delay_up, &sc.up),
+        one_way(sc.link.down.delay, &sc.link.down.capacity),
+        one_way(sc.link.up.delay, &sc.link.up.capacity),
     )
 }
