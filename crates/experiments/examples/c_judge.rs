@@ -1,6 +1,7 @@
 //! Development aid for the PURPLE law: runs `purple` (with variants) and the one-interval-late
 //! oracle on scenarios x seeds and prints, per scenario, purple's download throughput as a
-//! fraction of the late oracle's and its p99 minus the late oracle's (seed median and worst).
+//! fraction of the late oracle's and its p99 minus the late oracle's (the median and the worst over
+//! the seeds of each seed's fraction and difference; the matrix compares seed medians instead).
 //!
 //! `cargo run --release -p purple-experiments --example c_judge -- radio,step 1..=10 [VARIANT ..]`
 //! where a variant is `key=value,...` over any of PURPLE's parameters as the daemon's `[purple]`
