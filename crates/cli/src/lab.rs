@@ -97,17 +97,18 @@ fn scenario_of(which: &Which, seconds: Option<f64>) -> Result<Scenario, String> 
             let d = sim::link_file::LinkDesc::read(file).map_err(|e| e.to_string())?;
             Scenario::for_link(&d, seconds).map_err(|e| e.to_string())
         }
-        Which::LinkOf { name, seed } => {
-            let c = crate::demo::link_scenario(
-                &crate::demo::LinkChoice::Scenario(name.clone()),
-                *seed,
-                None,
-            )
-            .map_err(|e| format!("--link-of: {e}"))?;
-            // The section's own rates over its own length: `seconds` is the load only.
-            Scenario::for_link(&c.link, None).map_err(|e| e.to_string())
-        }
+        Which::LinkOf { name, seed } => link_of(name, *seed),
     }
+}
+
+/// The radio's test and contenders on the link of section C's scenario `name` for `seed`
+/// (`purple lab run --link-of`, `purple demo --lab --link-of`): its rates as section C chose
+/// them, over its own length (a run's `--seconds` is the load only). Fails for an unknown
+/// name, naming the known ones.
+pub fn link_of(name: &str, seed: u64) -> Result<Scenario, String> {
+    let c = crate::demo::link_scenario(&crate::demo::LinkChoice::Scenario(name.into()), seed, None)
+        .map_err(|e| format!("--link-of: {e}"))?;
+    Scenario::for_link(&c.link, None).map_err(|e| e.to_string())
 }
 
 /// Runs `purple lab run NAME` or `purple lab run --link FILE`; returns what to print.
@@ -560,6 +561,8 @@ mod tests {
                 assert_eq!(d, &want.link, "{name} {seed}");
                 assert_eq!(s.name, *name);
                 assert_eq!(s.full_seconds, want.link.secs);
+                let words = s.link.down_words();
+                assert!(words.ends_with(&format!(" {name}")), "{name}: {words}");
                 let (down, up) = s.control_range();
                 let bits = |m: f64| (m * 1e6).round() as u64;
                 assert_eq!(

@@ -202,10 +202,21 @@ struct DemoArgs {
     /// `purple linkem`, `purple reflector` and `purple control`; root needed). --scenario then
     /// names a lab scenario with a link emulator: radio (default) or starlink (the passive
     /// delay signal's); or --link FILE.toml runs the radio's contenders on your link (as
-    /// `purple lab run --link`). Files go into DIR/lab/; --seconds is seconds of load per
+    /// `purple lab run --link`), --link-of NAME on section C's scenario NAME's link. Files go
+    /// into DIR/lab/; --seconds is seconds of load per
     /// contender (default 30).
     #[arg(long, conflicts_with_all = ["matrix", "down_trace"])]
     lab: bool,
+    /// With --lab: the radio's contenders on the link of section C's scenario NAME for --seed
+    /// (a recorded trace at the seed's offset, written out for `purple linkem`), as `purple
+    /// lab run --link-of NAME` runs them.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "lab",
+        conflicts_with_all = ["link", "scenario"]
+    )]
+    link_of: Option<String>,
     /// Deploy the link as a home router deploys CAKE and `purple control`: the download
     /// shaped at the router after the radio, every controller's throughput read from CAKE's
     /// own sent bytes both ways. Default: each scenario's own (CAKE in front of the radio, the
@@ -575,6 +586,7 @@ fn main() {
             kernel: a.kernel,
             scenario: a.scenario.clone(),
             link: a.link.clone(),
+            link_of: a.link_of.clone().map(|n| (n, a.seed)),
             faults: a.fault.clone(),
         }) {
             Ok(out) => print!("{out}"),

@@ -305,7 +305,8 @@ impl Link {
     }
 
     /// The downlink's capacity in words for tables: `130/80 Mbit/s every 5 s` (a schedule
-    /// alternating two rates), `fixed 100 Mbit/s`, `trace NAME` or `schedule FILE`.
+    /// alternating two rates), `fixed 100 Mbit/s`, `trace NAME` or `schedule FILE` (`schedule
+    /// NAME` for one built in code without words).
     pub fn down_words(&self) -> String {
         match self.down() {
             DirCapacity::Rate(r) => format!("fixed {} Mbit/s", r / 1_000_000),
@@ -326,6 +327,11 @@ impl Link {
                             (b.rate * 8.0) as u64 / 1_000_000,
                             p / 2_000_000_000
                         )
+                    }
+                    // A schedule built in code without words (section C's series) by the
+                    // link's name.
+                    _ if self.desc.down.what.is_empty() => {
+                        format!("schedule {}", self.desc.name)
                     }
                     _ => format!("schedule {}", self.desc.down.what),
                 }
