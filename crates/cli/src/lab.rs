@@ -1,5 +1,6 @@
-//! `purple lab run SCENARIO`: the seeds' testbeds in network namespaces with real kernel TCP
-//! through our bridge (crate `lab`), reported like `purple sim` (same JSON per run, plots,
+//! `purple lab run SCENARIO` (or `--link FILE`, `--link-of NAME`: the radio's test and
+//! contenders on a link file's link or on section C's scenario NAME's): the seeds' testbeds in
+//! network namespaces with real kernel TCP through our bridge (crate `lab`), reported like `purple sim` (same JSON per run, plots,
 //! Flent files) with the simulator's figures for the same experiment and the seed's beside them.
 //! `purple lab list` names the scenarios.
 
