@@ -1,5 +1,6 @@
-//! `purple lab run SCENARIO`: the seeds' testbeds in network namespaces with real kernel TCP
-//! through our bridge (crate `lab`), reported like `purple sim` (same JSON per run, plots,
+//! `purple lab run SCENARIO` (or `--link FILE`, `--link-of NAME`: the radio's test and
+//! contenders on a link file's link or on section C's scenario NAME's): the seeds' testbeds in
+//! network namespaces with real kernel TCP through our bridge (crate `lab`), reported like `purple sim` (same JSON per run, plots,
 //! Flent files) with the simulator's figures for the same experiment and the seed's beside them.
 //! `purple lab list` names the scenarios.
 
@@ -78,6 +79,14 @@ pub enum Which {
     Name(String),
     /// The radio's test and contenders on the link a link file describes (`--link FILE`).
     Link(PathBuf),
+    /// The radio's test and contenders on the link of section C's scenario `name` for `seed`
+    /// (`--link-of NAME --seed N`).
+    LinkOf {
+        /// The section C scenario (`experiments::c::scenario::scenario`).
+        name: String,
+        /// Its seed.
+        seed: u64,
+    },
 }
 
 /// The scenario `which` names, built for `seconds` of load (`None`: its full length).
@@ -89,14 +98,25 @@ fn scenario_of(which: &Which, seconds: Option<f64>) -> Result<Scenario, String> 
             let d = sim::link_file::LinkDesc::read(file).map_err(|e| e.to_string())?;
             Scenario::for_link(&d, seconds).map_err(|e| e.to_string())
         }
+        Which::LinkOf { name, seed } => link_of(name, *seed),
     }
+}
+
+/// The radio's test and contenders on the link of section C's scenario `name` for `seed`
+/// (`purple lab run --link-of`, `purple demo --lab --link-of`): its rates as section C chose
+/// them, over its own length (a run's `--seconds` is the load only). Fails for an unknown
+/// name, naming the known ones.
+pub fn link_of(name: &str, seed: u64) -> Result<Scenario, String> {
+    let c = crate::demo::link_scenario(&crate::demo::LinkChoice::Scenario(name.into()), seed, None)
+        .map_err(|e| format!("--link-of: {e}"))?;
+    Scenario::for_link(&c.link, None).map_err(|e| e.to_string())
 }
 
 /// Runs `purple lab run NAME` or `purple lab run --link FILE`; returns what to print.
 pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
     let name = match which {
         Which::Name(n) => n.as_str(),
-        Which::Link(_) => "",
+        Which::Link(_) | Which::LinkOf { .. } => "",
     };
     // `radio --kernel --qdisc purple|cake-autorate`: the daemon driving kernel CAKE in the
     // reference kernel (lab::kernel_control), against static kernel CAKE.
@@ -107,8 +127,8 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
             }
         }
     }
-    if o.kernel && matches!(which, Which::Link(_)) {
-        return Err("--kernel runs the built-in scenarios only, not --link".into());
+    if o.kernel && matches!(which, Which::Link(_) | Which::LinkOf { .. }) {
+        return Err("--kernel runs the built-in scenarios only, not --link or --link-of".into());
     }
     let scn = scenario_of(which, o.seconds)?;
     let mut contenders = pick(&scn, o.qdisc.as_deref())?;
@@ -511,4 +531,115 @@ fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&experiments:
         out += &s.to_text();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use experiments::c::scenario as c;
+    use lab::link::{trace_bins, DirCapacity};
+    use qdisc::{Duration, Instant};
+
+    /// One opportunity of a mahimahi trace in a 100 ms bin, bit/s.
+    const OPPORTUNITY_BIT_S: f64 = 1500.0 * 8.0 * 10.0;
+
+    #[test]
+    fn every_section_c_link_plays_in_the_lab_with_its_capacity_every_100_ms() {
+        let names = c::NAMES
+            .iter()
+            .chain(c::PASSIVE_NAMES)
+            .chain(c::HOLDOUT_NAMES);
+        for name in names {
+            for seed in [1, 2] {
+                let want = c::scenario(name, seed).expect("a section C scenario");
+                let which = Which::LinkOf {
+                    name: name.to_string(),
+                    seed,
+                };
+                // `--seconds` is the load only: the link and its rates stay the section's.
+                let s = scenario_of(&which, Some(7.0)).expect("plays in the lab");
+                let d = s.link.desc();
+                assert_eq!(d, &want.link, "{name} {seed}");
+                assert_eq!(s.name, *name);
+                assert_eq!(s.full_seconds, want.link.secs);
+                let words = s.link.down_words();
+                assert!(words.ends_with(&format!(" {name}")), "{name}: {words}");
+                let (down, up) = s.control_range();
+                let bits = |m: f64| (m * 1e6).round() as u64;
+                assert_eq!(
+                    (s.down_bit_s, s.up_bit_s),
+                    (bits(d.down.rates.safe), bits(d.up.rates.safe))
+                );
+                assert_eq!((down.min, down.max), (d.down.rates.lo, d.down.rates.hi));
+                assert_eq!((up.min, up.max), (d.up.rates.lo, d.up.rates.hi));
+                // What `purple linkem` is handed: per 100 ms, a trace's opportunities exactly
+                // (every whole bin of its loop); a series' rate to within the two
+                // opportunities its 50 ms slots' rounding leaves out.
+                let dir = std::path::Path::new("/t");
+                let (args, files) = s
+                    .link
+                    .linkem_args(&dir.join("up"), &dir.join("down"))
+                    .expect("writes");
+                assert!(
+                    args.windows(2)
+                        .any(|w| w[0] == "--buffer-packets"
+                            && w[1] == d.buffer_packets.to_string()),
+                    "{args:?}"
+                );
+                for (which, played, capacity) in [
+                    ("up", s.link.up(), &d.up.capacity),
+                    ("down", s.link.down(), &d.down.capacity),
+                ] {
+                    let (_, text) = files
+                        .iter()
+                        .find(|(p, _)| p.ends_with(which))
+                        .unwrap_or_else(|| panic!("{name} {seed} {which}: a trace"));
+                    let bins = trace_bins(text);
+                    let whole = match played {
+                        DirCapacity::Trace { bins: b, .. } => {
+                            assert_eq!(b, bins.as_slice(), "{name} {seed} {which}");
+                            let sim::Capacity::Trace(t) = capacity else {
+                                panic!("{name} {seed} {which}: {capacity:?}")
+                            };
+                            (t.period().as_nanos() / 100_000_000) as usize
+                        }
+                        DirCapacity::Schedule { loop_s, .. } => (loop_s * 10.0) as usize,
+                        DirCapacity::Rate(_) => panic!("{name} {seed} {which}: a rate"),
+                    };
+                    assert!(whole >= 10 && bins.len() >= whole, "{name} {seed} {which}");
+                    for (k, &b) in bins.iter().enumerate().take(whole) {
+                        let from = Instant::from_millis(k as u64 * 100);
+                        let exact = match capacity {
+                            sim::Capacity::Schedule(sch) => {
+                                (0..100)
+                                    .map(|ms| sch.rate_at(from + Duration::from_millis(ms)))
+                                    .sum::<f64>()
+                                    * 8.0
+                                    / 100.0
+                            }
+                            c => c.rate_in(from, Duration::from_millis(100)).expect("rate") * 8.0,
+                        };
+                        // A schedule's millisecond is written at its end (its last one in the
+                        // next bin, the previous bin's last in this one), and each 50 ms slot
+                        // drops its fraction of an opportunity.
+                        let tolerance = match capacity {
+                            sim::Capacity::Schedule(sch) => {
+                                let edge = [from.saturating_sub(Duration::from_millis(1)), from]
+                                    .iter()
+                                    .chain(&[from + Duration::from_millis(99)])
+                                    .map(|&t| sch.rate_at(t) * 8.0 / 1000.0)
+                                    .fold(0.0, f64::max);
+                                (2.0 * OPPORTUNITY_BIT_S + 1.0) + edge * 10.0
+                            }
+                            _ => 0.0,
+                        };
+                        assert!(
+                            (b as f64 - exact).abs() <= tolerance,
+                            "{name} {seed} {which} bin {k}: {b} bit/s played, {exact} given"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

@@ -202,10 +202,21 @@ struct DemoArgs {
     /// `purple linkem`, `purple reflector` and `purple control`; root needed). --scenario then
     /// names a lab scenario with a link emulator: radio (default) or starlink (the passive
     /// delay signal's); or --link FILE.toml runs the radio's contenders on your link (as
-    /// `purple lab run --link`). Files go into DIR/lab/; --seconds is seconds of load per
+    /// `purple lab run --link`), --link-of NAME on section C's scenario NAME's link. Files go
+    /// into DIR/lab/; --seconds is seconds of load per
     /// contender (default 30).
     #[arg(long, conflicts_with_all = ["matrix", "down_trace"])]
     lab: bool,
+    /// With --lab: the radio's contenders on the link of section C's scenario NAME for --seed
+    /// (a recorded trace at the seed's offset, written out for `purple linkem`), as `purple
+    /// lab run --link-of NAME` runs them.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "lab",
+        conflicts_with_all = ["link", "scenario"]
+    )]
+    link_of: Option<String>,
     /// Deploy the link as a home router deploys CAKE and `purple control`: the download
     /// shaped at the router after the radio, every controller's throughput read from CAKE's
     /// own sent bytes both ways. Default: each scenario's own (CAKE in front of the radio, the
@@ -252,58 +263,77 @@ enum DemoCommand {
 #[derive(Subcommand, Debug)]
 enum LabCommand {
     /// Run a scenario in network namespaces and report it beside the simulator and the seed.
-    Run {
-        /// Scenario name (`purple lab list`).
-        #[arg(required_unless_present = "link", conflicts_with = "link")]
-        scenario: Option<String>,
-        /// Your own link as a link file (the simulator's: `[down]` and `[up]` each with
-        /// `trace`, `rate` or `schedule` and `delay_ms`; `duration_s`, `buffer_packets`;
-        /// docs/lab.md): the radio's contenders on it, behind `purple linkem`, with static
-        /// CAKE and the daemons' range derived from it as `purple demo --link` does.
-        #[arg(long, value_name = "FILE.toml")]
-        link: Option<std::path::PathBuf>,
-        /// Seconds of load per test (default: the seed's length).
-        #[arg(long)]
-        seconds: Option<f64>,
-        /// Print one JSON object (`runs` in `purple sim --json`'s form, `sim`, `kernel`).
-        #[arg(long)]
-        json: bool,
-        /// Write each run's summary.json, plots and Flent file under DIR/RUN/.
-        #[arg(long, value_name = "DIR")]
-        out: Option<std::path::PathBuf>,
-        /// Also run it in the reference kernel (Linux's own qdiscs, QEMU) and report both.
-        #[arg(long)]
-        kernel: bool,
-        /// Only this contender (cake, fq_codel, fifo).
-        #[arg(long)]
-        qdisc: Option<String>,
-        /// Only this test (e.g. upload, download, bidir for b1).
-        #[arg(long)]
-        test: Option<String>,
-        /// Skip the simulator comparison.
-        #[arg(long)]
-        no_sim: bool,
-        /// No progress bar.
-        #[arg(long)]
-        quiet: bool,
-        /// Inside the reference kernel: Linux qdiscs via tc, netem delay.
-        #[arg(long, hide = true)]
-        guest: bool,
-        /// Inject a fault into the testbed: `no-icmp-echo` (the server ignores ICMP echo; a
-        /// run with an ICMP latency probe then fails, naming it) or `icmp-apart` (the link
-        /// emulator queues ICMP apart from data, served first). Repeatable.
-        #[arg(long, value_name = "NAME", value_parser = ::lab::Fault::parse)]
-        fault: Vec<::lab::Fault>,
-        /// radio, tmobile: also run the real cake-autorate from this checkout (one you fetched:
-        /// `git clone https://github.com/lynxthecat/cake-autorate`) on the router's bridge
-        /// through purple's tc shim, beside our port of its law (both probing the same six
-        /// ICMP echo reflectors), and compare them. Without --qdisc only those two run.
-        /// Installs bash and fping with apt-get if they are missing.
-        #[arg(long, value_name = "DIR")]
-        cake_autorate: Option<std::path::PathBuf>,
-    },
+    Run(Box<LabRunArgs>),
     /// List the lab scenarios.
     List,
+}
+
+/// `purple lab run`'s arguments.
+#[derive(Args, Debug)]
+struct LabRunArgs {
+    /// Scenario name (`purple lab list`).
+    #[arg(
+        required_unless_present_any = ["link", "link_of"],
+        conflicts_with_all = ["link", "link_of"]
+    )]
+    scenario: Option<String>,
+    /// Your own link as a link file (the simulator's: `[down]` and `[up]` each with
+    /// `trace`, `rate` or `schedule` and `delay_ms`; `duration_s`, `buffer_packets`;
+    /// docs/lab.md): the radio's contenders on it, behind `purple linkem`, with static
+    /// CAKE and the daemons' range derived from it as `purple demo --link` does.
+    #[arg(long, value_name = "FILE.toml", conflicts_with = "link_of")]
+    link: Option<std::path::PathBuf>,
+    /// The link of section C's scenario NAME as `purple demo --scenario NAME --seed N`
+    /// plays it (radio, step, fade, fast, outage, att-lte, verizon-lte, tmobile-lte,
+    /// tmobile-umts, starlink, the held-out wisp, lte-walk, mmwave, cable-evening, wifi,
+    /// ...): its capacities (a recorded trace at the seed's offset, written out for `purple
+    /// linkem`), delays and buffer, with the radio's test and contenders, static CAKE at
+    /// its safe rates and the daemons in its range. Only the link: the lab deploys as a
+    /// home router and probes as it does (see --fault). --seconds shortens the load only.
+    #[arg(long, value_name = "NAME")]
+    link_of: Option<String>,
+    /// With --link-of: the seed of the scenario's capacity process (or trace offset).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "link_of")]
+    seed: u64,
+    /// Seconds of load per test (default: the seed's length).
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Print one JSON object (`runs` in `purple sim --json`'s form, `sim`, `kernel`).
+    #[arg(long)]
+    json: bool,
+    /// Write each run's summary.json, plots and Flent file under DIR/RUN/.
+    #[arg(long, value_name = "DIR")]
+    out: Option<std::path::PathBuf>,
+    /// Also run it in the reference kernel (Linux's own qdiscs, QEMU) and report both.
+    #[arg(long)]
+    kernel: bool,
+    /// Only this contender (cake, fq_codel, fifo).
+    #[arg(long)]
+    qdisc: Option<String>,
+    /// Only this test (e.g. upload, download, bidir for b1).
+    #[arg(long)]
+    test: Option<String>,
+    /// Skip the simulator comparison.
+    #[arg(long)]
+    no_sim: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Inside the reference kernel: Linux qdiscs via tc, netem delay.
+    #[arg(long, hide = true)]
+    guest: bool,
+    /// Inject a fault into the testbed: `no-icmp-echo` (the server ignores ICMP echo; a
+    /// run with an ICMP latency probe then fails, naming it) or `icmp-apart` (the link
+    /// emulator queues ICMP apart from data, served first). Repeatable.
+    #[arg(long, value_name = "NAME", value_parser = ::lab::Fault::parse)]
+    fault: Vec<::lab::Fault>,
+    /// radio, tmobile: also run the real cake-autorate from this checkout (one you fetched:
+    /// `git clone https://github.com/lynxthecat/cake-autorate`) on the router's bridge
+    /// through purple's tc shim, beside our port of its law (both probing the same six
+    /// ICMP echo reflectors), and compare them. Without --qdisc only those two run.
+    /// Installs bash and fping with apt-get if they are missing.
+    #[arg(long, value_name = "DIR")]
+    cake_autorate: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -556,6 +586,7 @@ fn main() {
             kernel: a.kernel,
             scenario: a.scenario.clone(),
             link: a.link.clone(),
+            link_of: a.link_of.clone().map(|n| (n, a.seed)),
             faults: a.fault.clone(),
         }) {
             Ok(out) => print!("{out}"),
@@ -773,21 +804,24 @@ fn main() {
             ..
         }) => finish(control::bench_passive(seconds, &flows, pps, sample, json)),
         Command::Lab(LabCommand::List) => print!("{}", lab::list()),
-        Command::Lab(LabCommand::Run {
-            scenario,
-            link,
-            seconds,
-            json,
-            out,
-            kernel,
-            qdisc,
-            test,
-            no_sim,
-            quiet,
-            guest,
-            fault,
-            cake_autorate,
-        }) => {
+        Command::Lab(LabCommand::Run(a)) => {
+            let LabRunArgs {
+                scenario,
+                link,
+                link_of,
+                seed,
+                seconds,
+                json,
+                out,
+                kernel,
+                qdisc,
+                test,
+                no_sim,
+                quiet,
+                guest,
+                fault,
+                cake_autorate,
+            } = *a;
             let o = lab::LabCmdOpts {
                 cake_autorate,
                 seconds,
@@ -801,10 +835,11 @@ fn main() {
                 quiet,
                 faults: fault,
             };
-            let which = match (scenario, link) {
-                (_, Some(f)) => lab::Which::Link(f),
-                (Some(n), None) => lab::Which::Name(n),
-                (None, None) => lab::Which::Name(String::new()),
+            let which = match (scenario, link, link_of) {
+                (_, Some(f), _) => lab::Which::Link(f),
+                (_, None, Some(name)) => lab::Which::LinkOf { name, seed },
+                (Some(n), None, None) => lab::Which::Name(n),
+                (None, None, None) => lab::Which::Name(String::new()),
             };
             match lab::run(&which, &o) {
                 Ok(out) => print!("{out}"),

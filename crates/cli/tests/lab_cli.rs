@@ -82,6 +82,60 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
         err.contains("--kernel runs the built-in scenarios only"),
         "{err}"
     );
+    // Section C's links: an unknown name is refused naming the known ones, a lab scenario's
+    // name or a link file excludes it, and the reference kernel takes none of them.
+    let (code, err) = run(&["--link-of", "nope", "--no-sim"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--link-of: unknown scenario \"nope\" (known: radio, step"),
+        "{err}"
+    );
+    for args in [
+        &["radio", "--link-of", "att-lte"][..],
+        &["--link", bad.to_str().unwrap(), "--link-of", "att-lte"],
+    ] {
+        let (code, err) = run(args);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("cannot be used with"), "{args:?}: {err}");
+    }
+    let (code, err) = run(&["--seed", "2"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--link-of <NAME>"), "{err}");
+    // `purple demo --lab --link-of`: with --lab only, and not with a lab scenario or a file.
+    let demo = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_purple"))
+            .arg("demo")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = demo(&["--link-of", "att-lte"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--lab"), "{err}");
+    for args in [
+        &["--lab", "--link-of", "att-lte", "--scenario", "starlink"][..],
+        &[
+            "--lab",
+            "--link-of",
+            "att-lte",
+            "--link",
+            bad.to_str().unwrap(),
+        ],
+    ] {
+        let (code, err) = demo(args);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains("cannot be used with"), "{args:?}: {err}");
+    }
+    let (code, err) = run(&["--link-of", "att-lte", "--kernel"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--kernel runs the built-in scenarios only, not --link or --link-of"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

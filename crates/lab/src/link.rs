@@ -9,7 +9,9 @@
 //! delivery opportunity per line, a millisecond's share of the rate at a time), covering the
 //! link's length and looping after it like any trace. The simulator serialises frames at the
 //! schedule's rate instead and holds its last rate after the end; within the link's length the
-//! capacity is the same.
+//! capacity is the same. A trace is handed over as its file's text, or, for a trace built in
+//! code (section C's recorded links started at a seeded offset), as the text written from it
+//! (`MahimahiTrace::to_text`: the same opportunities, so the same capacity in every 100 ms).
 
 use std::path::{Path, PathBuf};
 
@@ -36,7 +38,8 @@ pub enum DirCapacity<'a> {
     },
     /// A recorded mahimahi trace (it loops at its last line, as mahimahi's).
     Trace {
-        /// The trace's text, handed to the emulator as is.
+        /// The trace's text, handed to the emulator as is: its file's, or the one written from
+        /// a trace built in code.
         text: &'a str,
         /// The bit rate of every 100 ms of it ([`trace_bins`]).
         bins: &'a [u64],
@@ -104,10 +107,22 @@ impl DirCapacity<'_> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Link {
     desc: LinkDesc,
-    /// [`trace_bins`] of the up trace's text (empty for a rate or schedule).
-    up_bins: Vec<u64>,
-    /// [`trace_bins`] of the down trace's text.
-    down_bins: Vec<u64>,
+    /// What plays the up direction beside its description.
+    up_played: Played,
+    /// What plays the down direction beside its description.
+    down_played: Played,
+}
+
+/// What the lab keeps beside one direction's description to play it: for a trace, its 100 ms
+/// bins, and its text when the description has none (a trace built in code); empty for a rate
+/// or a schedule.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Played {
+    /// The trace's text written from its capacity (`MahimahiTrace::to_text`), for a trace
+    /// without its file's text; `None` otherwise.
+    written: Option<String>,
+    /// [`trace_bins`] of the trace's text (the file's or the written one).
+    bins: Vec<u64>,
 }
 
 /// The emulator's buffer in the built-in scenarios: `purple linkem`'s default.
@@ -168,16 +183,17 @@ impl Link {
         );
         Link {
             desc,
-            up_bins: Vec::new(),
-            down_bins: Vec::new(),
+            up_played: Played::default(),
+            down_played: Played::default(),
         }
     }
 
     /// The link `d` describes, as the emulator plays it: its capacities (a schedule loops after
-    /// the link's seconds), its buffer and its delays. Fails, naming the file (or the link) and
-    /// the direction, for a direction the emulator cannot play (an unlimited capacity, a trace
-    /// without its file's text, or a schedule whose mahimahi rendering is empty or ends in more
-    /// than a second without capacity).
+    /// the link's seconds; a trace is its file's text, or for a trace built in code the text
+    /// written from it, the same opportunities), its buffer and its delays. Fails, naming the
+    /// file (or the link) and the direction, for a direction the emulator cannot play (an
+    /// unlimited capacity, or a schedule whose mahimahi rendering is empty or ends in more than
+    /// a second without capacity).
     pub fn from_desc(d: &LinkDesc) -> Result<Link, LabLinkError> {
         let path = d.path.clone().unwrap_or_else(|| PathBuf::from(&d.name));
         let check = |x: &sim::link_file::DirectionDesc, which: &'static str| {
@@ -187,16 +203,21 @@ impl Link {
                 reason,
             };
             match (&x.capacity, x.text.as_deref()) {
-                (SimCapacity::Rate(_), _) => Ok(Vec::new()),
-                (SimCapacity::Trace(_), Some(text)) => Ok(trace_bins(text)),
-                (SimCapacity::Trace(_), None) => Err(unplayable(
-                    "a trace without its file's text (built in code) cannot be handed to the \
-                     emulator"
-                        .into(),
-                )),
+                (SimCapacity::Rate(_), _) => Ok(Played::default()),
+                (SimCapacity::Trace(_), Some(text)) => Ok(Played {
+                    written: None,
+                    bins: trace_bins(text),
+                }),
+                (SimCapacity::Trace(t), None) => {
+                    let text = t.to_text();
+                    Ok(Played {
+                        bins: trace_bins(&text),
+                        written: Some(text),
+                    })
+                }
                 (SimCapacity::Schedule(s), _) => {
                     mahimahi_of(s, d.secs).map_err(unplayable)?;
-                    Ok(Vec::new())
+                    Ok(Played::default())
                 }
                 (SimCapacity::Unlimited, _) => Err(unplayable(
                     "an unlimited capacity is not a variable link".into(),
@@ -204,18 +225,18 @@ impl Link {
             }
         };
         Ok(Link {
-            down_bins: check(&d.down, "down")?,
-            up_bins: check(&d.up, "up")?,
+            down_played: check(&d.down, "down")?,
+            up_played: check(&d.up, "up")?,
             desc: d.clone(),
         })
     }
 
-    /// How the emulator plays `x`, one of this link's directions, whose trace's bins are
-    /// `bins`.
+    /// How the emulator plays `x`, one of this link's directions, with what `played` keeps
+    /// beside it.
     fn view<'a>(
         &'a self,
         x: &'a sim::link_file::DirectionDesc,
-        bins: &'a [u64],
+        played: &'a Played,
     ) -> DirCapacity<'a> {
         match &x.capacity {
             SimCapacity::Rate(bytes) => DirCapacity::Rate(bytes.saturating_mul(8)),
@@ -223,9 +244,14 @@ impl Link {
                 schedule,
                 loop_s: self.desc.secs,
             },
+            // Invariant: `from_desc` wrote the text of a trace without one.
             SimCapacity::Trace(_) => DirCapacity::Trace {
-                text: x.text.as_deref().unwrap_or(""),
-                bins,
+                text: x
+                    .text
+                    .as_deref()
+                    .or(played.written.as_deref())
+                    .unwrap_or(""),
+                bins: &played.bins,
             },
             // Invariant: `from_desc` refuses an unlimited direction and `fixed` builds rates;
             // were one here, it would read as the fastest rate.
@@ -245,12 +271,12 @@ impl Link {
 
     /// Client → server, as the emulator plays it.
     pub fn up(&self) -> DirCapacity<'_> {
-        self.view(&self.desc.up, &self.up_bins)
+        self.view(&self.desc.up, &self.up_played)
     }
 
     /// Server → client, as the emulator plays it.
     pub fn down(&self) -> DirCapacity<'_> {
-        self.view(&self.desc.down, &self.down_bins)
+        self.view(&self.desc.down, &self.down_played)
     }
 
     /// One-way delay client → server, ms.
@@ -279,7 +305,8 @@ impl Link {
     }
 
     /// The downlink's capacity in words for tables: `130/80 Mbit/s every 5 s` (a schedule
-    /// alternating two rates), `fixed 100 Mbit/s`, `trace NAME` or `schedule FILE`.
+    /// alternating two rates), `fixed 100 Mbit/s`, `trace NAME` or `schedule FILE` (`schedule
+    /// NAME` for one built in code without words).
     pub fn down_words(&self) -> String {
         match self.down() {
             DirCapacity::Rate(r) => format!("fixed {} Mbit/s", r / 1_000_000),
@@ -300,6 +327,11 @@ impl Link {
                             (b.rate * 8.0) as u64 / 1_000_000,
                             p / 2_000_000_000
                         )
+                    }
+                    // A schedule built in code without words (section C's series) by the
+                    // link's name.
+                    _ if self.desc.down.what.is_empty() => {
+                        format!("schedule {}", self.desc.name)
                     }
                     _ => format!("schedule {}", self.desc.down.what),
                 }
@@ -593,7 +625,8 @@ mod tests {
             e.starts_with("x/out.toml: [down]: the schedule ends in 9000 ms"),
             "{e}"
         );
-        // A trace built in code has no text to hand over; an unlimited link is no variable one.
+        // A trace built in code is handed over as the text written from it; an unlimited link
+        // is no variable one.
         let trace = sim::MahimahiTrace::parse("1\n2\n3\n").expect("trace");
         let coded = LinkDesc::new(
             "coded",
@@ -603,11 +636,18 @@ mod tests {
             (SimCapacity::Trace(trace), Duration::from_millis(1)),
             (SimCapacity::Unlimited, Duration::from_millis(1)),
         );
-        let e = Link::from_desc(&coded).expect_err("no text").to_string();
-        assert!(
-            e.starts_with("coded: [down]: a trace without its file's text"),
-            "{e}"
+        let mut played = coded.clone();
+        played.up.capacity = SimCapacity::Rate(1000);
+        let l = Link::from_desc(&played).expect("a trace built in code plays");
+        assert_eq!(l.desc(), &played);
+        let (args, files) = l
+            .linkem_args(Path::new("/t/up"), Path::new("/t/down"))
+            .expect("writes");
+        assert_eq!(
+            args.join(" "),
+            "--up 8kbit --down-trace /t/down --delay-ms 1 --buffer-packets 100"
         );
+        assert_eq!(files, [(PathBuf::from("/t/down"), "1\n2\n3\n".to_string())]);
         let mut coded = coded;
         coded.down.capacity = SimCapacity::Rate(1000);
         let e = Link::from_desc(&coded).expect_err("unlimited").to_string();
@@ -615,5 +655,64 @@ mod tests {
             e,
             "coded: [up]: an unlimited capacity is not a variable link"
         );
+    }
+
+    const TM_DOWN: &str = include_str!("../../../scenarios/traces/TMobile-LTE-short-60s.down");
+
+    #[test]
+    fn a_trace_built_in_code_plays_its_capacity_in_every_100_ms() {
+        // A recorded trace started at an offset (as section C's seeds play one), with no file
+        // text: the emulator gets the text written from it, whose opportunities are the
+        // capacity's in every 100 ms bin of the loop.
+        let whole = sim::MahimahiTrace::parse(TM_DOWN).expect("trace");
+        for offset_ms in [0, 12_345, 59_999] {
+            // As section C does: the recording as is at offset 0.
+            let t = if offset_ms == 0 {
+                whole.clone()
+            } else {
+                whole.starting_at(Duration::from_millis(offset_ms))
+            };
+            let capacity = SimCapacity::Trace(t.clone());
+            let d = LinkDesc::new(
+                "tm-at-offset",
+                "",
+                60.0,
+                300,
+                (capacity.clone(), Duration::from_millis(1)),
+                (SimCapacity::Rate(1_000_000), Duration::from_millis(1)),
+            );
+            let l = Link::from_desc(&d).expect("plays");
+            let DirCapacity::Trace { text, bins } = l.down() else {
+                panic!("{:?}", l.down())
+            };
+            assert_eq!(sim::MahimahiTrace::parse(text).as_ref(), Ok(&t));
+            let period_ms = t.period().as_nanos() / 1_000_000;
+            assert_eq!(bins.len() as u64, period_ms.div_ceil(TRACE_BIN_MS));
+            // Every whole bin of the loop (a last partial one is the loop's end, where the
+            // capacity goes on into the next loop; the lab's known 100 ms wrap, docs/lab.md).
+            for (k, &b) in bins
+                .iter()
+                .enumerate()
+                .take((period_ms / TRACE_BIN_MS) as usize)
+            {
+                let from = qdisc::Instant::from_millis(k as u64 * TRACE_BIN_MS);
+                let want = capacity
+                    .rate_in(from, Duration::from_millis(TRACE_BIN_MS))
+                    .expect("a trace has a rate")
+                    * 8.0;
+                assert_eq!(b as f64, want, "offset {offset_ms} ms, bin {k}");
+            }
+            // What is written is the trace at its offset, not the recording from its start.
+            assert_eq!(
+                offset_ms == 0,
+                text == whole.to_text(),
+                "offset {offset_ms}"
+            );
+            let (args, files) = l
+                .linkem_args(Path::new("/t/up"), Path::new("/t/down"))
+                .expect("writes");
+            assert!(args.join(" ").contains("--down-trace /t/down"), "{args:?}");
+            assert_eq!(files[0].1, text);
+        }
     }
 }

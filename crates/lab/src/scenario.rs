@@ -562,14 +562,19 @@ impl Scenario {
         (down, up)
     }
 
-    /// The radio's testbed on the link a link file describes (`purple lab run --link FILE`,
-    /// `purple demo --lab --link FILE`): `purple linkem` plays its capacities, delays (1 ms each
-    /// way where it gives none, as the simulator's radio hop) and buffer; the radio's test and
-    /// contenders run on it. The shaper rates and the daemons' range come from the link's
-    /// capacity over `seconds` (default its `duration_s`) by the simulator's rule for the same
-    /// file (`sim::link_file::derived_rates`): static CAKE at the median per-second capacity
-    /// each way, the daemons from a tenth of the mean to 1.2 × the 90th percentile, starting
-    /// at 60% of that top (as section C's controllers). A run at full length is `duration_s`.
+    /// The radio's testbed on the link `d` describes (`purple lab run --link FILE`, `purple
+    /// demo --lab --link FILE`; `purple lab run --link-of NAME` for section C's scenario NAME's
+    /// link, built in code): `purple linkem` plays its capacities (a trace built in code as the
+    /// text written from it), delays (a link file's are 1 ms each way where it gives none,
+    /// [`sim::link_file::DEFAULT_DELAY`], as the simulator's radio hop) and buffer; the radio's
+    /// test and contenders run on it. The shaper rates and the daemons' range are the link's
+    /// own ([`LinkDesc`]'s `rates`: a link file's derived by the simulator's rule,
+    /// `sim::link_file::derived_rates`, a built-in link's as its builder chose them), over
+    /// `seconds` if given (derived again over that length, as [`LinkDesc::with_secs`]): static
+    /// CAKE at the `safe` rate each way (a file's median per-second capacity), the daemons from
+    /// `lo` to `hi` (a file's: a tenth of the mean to 1.2 × the 90th percentile), starting at
+    /// 60% of that top (as section C's controllers). A run at full length is the link's
+    /// seconds.
     pub fn for_link(d: &LinkDesc, seconds: Option<f64>) -> Result<Scenario, LabLinkError> {
         let link = Link::from_desc(d)?;
         let over = d.clone().with_secs(seconds)?;
@@ -581,19 +586,38 @@ impl Scenario {
         };
         let radio = radio();
         let bits = |mbit: f64| (mbit * 1e6).round() as u64;
+        let (title, static_name) = match &d.path {
+            Some(path) => (
+                format!(
+                    "link {}: down {}, up {}, {}, {}-packet buffer; CAKE static {}/{} Mbit/s (the \
+                     median)",
+                    path.display(),
+                    d.down.what,
+                    d.up.what,
+                    link.delay_words(),
+                    link.buffer_packets(),
+                    down.safe,
+                    up.safe
+                ),
+                "CAKE static, the median capacity",
+            ),
+            None => (
+                format!(
+                    "link {} ({}): {}, {}-packet buffer; CAKE static {}/{} Mbit/s (its safe \
+                     rates)",
+                    d.name,
+                    d.description,
+                    link.delay_words(),
+                    link.buffer_packets(),
+                    down.safe,
+                    up.safe
+                ),
+                "CAKE static, the link's safe rate",
+            ),
+        };
         Ok(Scenario {
             name: link.name().to_string(),
-            title: format!(
-                "link {}: down {}, up {}, {}, {}-packet buffer; CAKE static {}/{} Mbit/s (the \
-                 median)",
-                d.path.as_deref().unwrap_or(Path::new("")).display(),
-                d.down.what,
-                d.up.what,
-                link.delay_words(),
-                link.buffer_packets(),
-                down.safe,
-                up.safe
-            ),
+            title,
             sim_id: None,
             up_bit_s: bits(up.safe),
             down_bit_s: bits(down.safe),
@@ -605,7 +629,7 @@ impl Scenario {
                 .iter()
                 .map(|c| match c.short {
                     "cake" => Contender {
-                        name: "CAKE static, the median capacity",
+                        name: static_name,
                         ..*c
                     },
                     _ => *c,

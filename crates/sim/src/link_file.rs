@@ -20,7 +20,8 @@
 //! into it and section C's built-in scenarios are written as one in code, and every backend
 //! builds its run from it (section C's closed loop holds one in its `Scenario`:
 //! `experiments::c::link::from_file`; the namespace lab's `lab::link::Link` holds one:
-//! `lab::scenario::Scenario::for_link`). [`derived_rates`] is the one rule a link's static
+//! `lab::scenario::Scenario::for_link`, for a link file or for section C's scenarios' links,
+//! `purple lab run --link-of NAME`). [`derived_rates`] is the one rule a link's static
 //! shaper rates and controller range come from when not chosen by hand.
 
 use crate::scenario::{link_capacity_read, ScenarioError};

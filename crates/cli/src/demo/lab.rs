@@ -22,12 +22,13 @@ pub fn compute_lab(
     if !(5.0..=3600.0).contains(&seconds) {
         return Err(format!("--seconds {seconds}: accepted 5 ..= 3600"));
     }
-    let scn = match &o.link {
-        Some(file) => {
+    let scn = match (&o.link, &o.link_of) {
+        (Some(file), _) => {
             let d = sim::link_file::LinkDesc::read(file).map_err(|e| e.to_string())?;
             lab::scenario::Scenario::for_link(&d, o.seconds).map_err(|e| e.to_string())?
         }
-        None => {
+        (None, Some((name, seed))) => crate::lab::link_of(name, *seed)?,
+        (None, None) => {
             let name = if o.scenario.is_empty() {
                 "radio"
             } else {

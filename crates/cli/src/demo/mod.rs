@@ -108,6 +108,9 @@ pub struct LabDemoOpts {
     pub scenario: String,
     /// A link file to run the radio's contenders on instead of a lab scenario (`--link`).
     pub link: Option<PathBuf>,
+    /// Section C's scenario whose link to run the radio's contenders on instead, and its seed
+    /// (`--link-of NAME --seed N`).
+    pub link_of: Option<(String, u64)>,
     /// Faults injected into the testbed.
     pub faults: Vec<::lab::Fault>,
 }
