@@ -336,6 +336,7 @@ impl Loop {
                         } else {
                             c * 0.95
                         };
+                        // `Config` guarantees 0 < min <= max, so `clamp` cannot panic.
                         r.clamp(lo, hi) as u64
                     }
                     _ => caps[d] * 95 / 100,
