@@ -336,8 +336,9 @@ impl Loop {
                         } else {
                             c * 0.95
                         };
-                        // `Config` guarantees 0 < min <= max, so `clamp` cannot panic.
-                        r.clamp(lo, hi) as u64
+                        // Within the range as the agent keeps a law (min first, then max;
+                        // unlike `clamp`, this cannot panic on a range given upside down).
+                        r.max(lo).min(hi) as u64
                     }
                     _ => caps[d] * 95 / 100,
                 };
