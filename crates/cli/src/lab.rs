@@ -104,12 +104,36 @@ fn scenario_of(which: &Which, seconds: Option<f64>) -> Result<Scenario, String> 
 
 /// The radio's test and contenders on the link of section C's scenario `name` for `seed`
 /// (`purple lab run --link-of`, `purple demo --lab --link-of`): its rates as section C chose
-/// them, over its own length (a run's `--seconds` is the load only). Fails for an unknown
-/// name, naming the known ones.
+/// them, over its own length (a run's `--seconds` is the load only), deployed as the lab
+/// deploys every link ([`lab::scenario::DEPLOYMENT`]). Where section C's scenario is
+/// deployed otherwise, the title (the header of the table and of the JSON) says so
+/// ([`deployment_note`]). Fails for an unknown name, naming the known ones.
 pub fn link_of(name: &str, seed: u64) -> Result<Scenario, String> {
     let c = crate::demo::link_scenario(&crate::demo::LinkChoice::Scenario(name.into()), seed, None)
         .map_err(|e| format!("--link-of: {e}"))?;
-    Scenario::for_link(&c.link, None).map_err(|e| e.to_string())
+    let mut s = Scenario::for_link(&c.link, None).map_err(|e| e.to_string())?;
+    if let Some(note) = deployment_note(&c.deployment, &s.deployment()) {
+        s.title = format!("{}; {note}", s.title);
+    }
+    Ok(s)
+}
+
+/// Words saying how the lab's deployment `lab` departs from section C's `section_c` for the
+/// same link (each part that differs, the lab's choice and then section C's), or `None` when
+/// they are the same.
+pub fn deployment_note(
+    section_c: &sim::deployment::Deployment,
+    lab: &sim::deployment::Deployment,
+) -> Option<String> {
+    let ours = lab.differences(section_c);
+    if ours.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "played with the lab's deployment, not section C's: {} (section C: {})",
+        ours.join(", "),
+        section_c.differences(lab).join(", ")
+    ))
 }
 
 /// Runs `purple lab run NAME` or `purple lab run --link FILE`; returns what to print.
@@ -544,6 +568,42 @@ mod tests {
     const OPPORTUNITY_BIT_S: f64 = 1500.0 * 8.0 * 10.0;
 
     #[test]
+    fn link_of_names_where_section_cs_deployment_differs_from_the_labs() {
+        let title = |name: &str| {
+            let which = Which::LinkOf {
+                name: name.into(),
+                seed: 1,
+            };
+            scenario_of(&which, None).expect("plays in the lab").title
+        };
+        assert!(
+            title("radio").ends_with(
+                "; played with the lab's deployment, not section C's: download shaped at the \
+                 router after the radio, throughput read from CAKE's sent bytes (section C: \
+                 download shaped in front of the radio, throughput read from the radio's \
+                 delivered bytes)"
+            ),
+            "{}",
+            title("radio")
+        );
+        assert!(
+            title("starlink-no-probes").ends_with(
+                "not section C's: throughput read from CAKE's sent bytes, probes queued with \
+                 the data and answered (section C: throughput read from the radio's delivered \
+                 bytes, every probe lost)"
+            ),
+            "{}",
+            title("starlink-no-probes")
+        );
+        // Deployed as the lab deploys: no note.
+        assert!(!title("tmobile-lte-router").contains("section C"));
+        assert_eq!(
+            deployment_note(&lab::scenario::DEPLOYMENT, &lab::scenario::DEPLOYMENT),
+            None
+        );
+    }
+
+    #[test]
     fn every_section_c_link_plays_in_the_lab_with_its_capacity_every_100_ms() {
         let names = c::NAMES
             .iter()
@@ -562,6 +622,15 @@ mod tests {
                 assert_eq!(d, &want.link, "{name} {seed}");
                 assert_eq!(s.name, *name);
                 assert_eq!(s.full_seconds, want.link.secs);
+                // The lab plays it with its own deployment and says so where section C's differs.
+                assert_eq!(s.deployment(), lab::scenario::DEPLOYMENT);
+                let noted = s.title.contains("not section C's");
+                assert_eq!(
+                    noted,
+                    want.deployment != lab::scenario::DEPLOYMENT,
+                    "{name}: {}",
+                    s.title
+                );
                 let words = s.link.down_words();
                 assert!(words.ends_with(&format!(" {name}")), "{name}: {words}");
                 let (down, up) = s.control_range();

@@ -209,7 +209,8 @@ struct DemoArgs {
     lab: bool,
     /// With --lab: the radio's contenders on the link of section C's scenario NAME for --seed
     /// (a recorded trace at the seed's offset, written out for `purple linkem`), as `purple
-    /// lab run --link-of NAME` runs them.
+    /// lab run --link-of NAME` runs them (with the lab's deployment; the title says where the
+    /// scenario's differs).
     #[arg(
         long,
         value_name = "NAME",
@@ -289,7 +290,8 @@ struct LabRunArgs {
     /// ...): its capacities (a recorded trace at the seed's offset, written out for `purple
     /// linkem`), delays and buffer, with the radio's test and contenders, static CAKE at
     /// its safe rates and the daemons in its range. Only the link: the lab deploys as a
-    /// home router and probes as it does (see --fault). --seconds shortens the load only.
+    /// home router and probes as it does (see --fault); the title says where the scenario's
+    /// deployment differs. --seconds shortens the load only.
     #[arg(long, value_name = "NAME")]
     link_of: Option<String>,
     /// With --link-of: the seed of the scenario's capacity process (or trace offset).

@@ -13,7 +13,7 @@
 //! the one-way p99 per direction minus the late oracle's (`dn99-L`, `up99-L`). The matrix command (`purple demo --matrix`) is the user-facing version.
 use controller::{Direction, PurpleParams};
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
-use experiments::c::scenario::scenario;
+use experiments::c::scenario::{scenario, ShaperAt, ThroughputFrom};
 use qdisc::Duration;
 use std::sync::Mutex;
 
@@ -116,10 +116,10 @@ fn main() {
                     return;
                 };
                 if at_router {
-                    s.shaper_at_router = true;
+                    s.deployment.shaper = ShaperAt::Router;
                 }
                 if from_shaper {
-                    s.throughput_from_shaper = true;
+                    s.deployment.throughput = ThroughputFrom::Shaper;
                 }
                 if let Some(owd) = owd {
                     s.link.down.delay = owd;

@@ -3,7 +3,7 @@
 //! every control step's decision from `FROM_S` on, `SEED=n` picks the seed, `OWD_MS=x` sets the
 //! radio hop's one-way delay both ways.
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
-use experiments::c::scenario::scenario;
+use experiments::c::scenario::{scenario, ShaperAt, ThroughputFrom};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -15,11 +15,11 @@ fn main() {
         .unwrap_or_else(|| std::process::exit(2));
     // `AT_ROUTER=1`: the download CAKE at the router after the radio (ingress shaping).
     if std::env::var("AT_ROUTER").is_ok_and(|v| v == "1") {
-        sc.shaper_at_router = true;
+        sc.deployment.shaper = ShaperAt::Router;
     }
     // `FROM_SHAPER=1`: throughput from CAKE's sent bytes, as the daemon reads it.
     if std::env::var("FROM_SHAPER").is_ok_and(|v| v == "1") {
-        sc.throughput_from_shaper = true;
+        sc.deployment.throughput = ThroughputFrom::Shaper;
     }
     // `OWD_MS=x`: the radio hop's one-way delay both ways.
     if let Some(ms) = std::env::var("OWD_MS")

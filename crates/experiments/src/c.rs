@@ -474,7 +474,7 @@ pub fn passive_report(name: &str, opts: &RunOpts) -> Report {
         refs.first(),
         refs.get(1),
     ) {
-        claims = passive_claims(sc.probe_path, [probes, both, alone], [r, r_both]);
+        claims = passive_claims(sc.probe_path(), [probes, both, alone], [r, r_both]);
     }
     let mut all = results;
     all.extend(refs);

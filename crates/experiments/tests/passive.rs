@@ -8,7 +8,7 @@
 
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
 use experiments::c::passive_claims;
-use experiments::c::scenario::scenario;
+use experiments::c::scenario::{scenario, ShaperAt};
 
 fn run_on(name: &str, c: Contender) -> LoopResult {
     run(&LoopSpec::new(scenario(name, 1).unwrap(), c, 1)).expect("probe samples")
@@ -36,7 +36,7 @@ fn check(name: &str) {
         );
     }
     let claims = passive_claims(
-        scenario(name, 1).unwrap().probe_path,
+        scenario(name, 1).unwrap().probe_path(),
         [&runs[0], &runs[1], &runs[2]],
         [&refs[0], &refs[1]],
     );
@@ -85,7 +85,7 @@ fn the_passive_contenders_are_listed_only_where_the_shaper_is_at_the_router() {
     // passive feed (its taps would time the shaper's own queue): with every probe lost it has
     // no signal at all, and falls to its safe rate like the probes alone.
     let mut sc = scenario("starlink-no-probes", 1).unwrap();
-    sc.shaper_at_router = false;
+    sc.deployment.shaper = ShaperAt::Radio;
     let mut s = LoopSpec::new(sc, Contender::PurplePassive, 1);
     s.secs = 10.0;
     s.warmup = 3.0;

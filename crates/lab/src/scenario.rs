@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use qdisc::Duration;
+use sim::deployment::Deployment;
 use sim::flent::{self, FlentLabels, FlentTest, Role};
 use sim::link_file::{LinkDesc, LinkRates};
 use sim::{Capacity, RatePoint, RateSchedule};
@@ -537,7 +538,26 @@ fn tmobile() -> Scenario {
     }
 }
 
+/// Where the lab deploys the shaper and its controller, on every scenario: a home router's
+/// ([`Deployment::HOME_ROUTER`]). The router's bridge shapes both ways, the download after the
+/// link emulator (the radio); a `purple control` daemon reads throughput from the bridge's
+/// CAKE statistics; probes queue with the data and are answered. The lab has no other: a
+/// section C scenario deployed otherwise (`purple lab run --link-of`) is played with this one.
+///
+/// Probe faults are run options ([`crate::Fault`]), not part of this, because neither is one
+/// of [`ProbePath`](sim::deployment::ProbePath)'s: `--fault icmp-apart` is near
+/// `ProbePath::IcmpApart` (the emulator serves ICMP first, but the radio's daemons probe with
+/// UDP, which it queues with the data) and
+/// `--fault no-icmp-echo` near `ProbePath::Dropped` (the server ignores echo only: UDP probes
+/// are still answered, where section C loses every probe both ways).
+pub const DEPLOYMENT: Deployment = Deployment::HOME_ROUTER;
+
 impl Scenario {
+    /// Where this scenario deploys the shaper and its controller: always [`DEPLOYMENT`].
+    pub fn deployment(&self) -> Deployment {
+        DEPLOYMENT
+    }
+
     /// The `(download, upload)` rate ranges for a `purple control` contender: download from a
     /// tenth of the highest capacity up to 5% above it, starting at the shaper rate; upload up
     /// to the uplink capacity, starting at 90% of it.

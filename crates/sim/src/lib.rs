@@ -42,6 +42,7 @@
 
 mod app;
 pub mod bench;
+pub mod deployment;
 mod events;
 pub mod flent;
 pub mod link_file;

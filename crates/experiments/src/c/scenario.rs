@@ -13,6 +13,7 @@ use sim::{MahimahiTrace, RatePoint, RateSchedule};
 /// A direction's capacity: the one link capacity type ([`qdisc::link::Capacity`]). Section C
 /// uses two kinds: a synthetic series ([`slotted`], a step every [`SLOT`]) and a recorded
 /// mahimahi trace; [`SlotCapacity`] reads them slot by slot.
+pub use sim::deployment::{Deployment, ProbePath, ShaperAt, ThroughputFrom};
 pub use sim::Capacity;
 
 /// Width of one slot of a synthetic capacity series.
@@ -122,34 +123,13 @@ pub struct Scenario {
     /// controllers' range and the two static CAKE rates of the slides (C2 "safe", C3
     /// "optimistic"), and the radio's droptail buffer (the queue nobody can change).
     pub link: LinkDesc,
-    /// How the agent's probes fare on this link. Default [`ProbePath::Shared`].
-    pub probe_path: ProbePath,
-    /// The download CAKE sits at the router after the radio (ingress shaping, as sqm-scripts
-    /// sets it up on a home router) instead of in front of the radio. The passive delay
-    /// signal needs this: a capture at the router's WAN side must see the radio's queue
-    /// without the shaper's own (`closed_loop` taps the frames as they leave the router's
-    /// upload CAKE and as they arrive from the radio). Default false.
-    pub shaper_at_router: bool,
-    /// The agent measures throughput from CAKE's own sent bytes, as `purple control` does from
-    /// kernel CAKE's or `purple bridge`'s statistics (what a router sees), instead of the
-    /// radio's delivered bytes (what a controller on the radio itself sees, the slides'
-    /// deployment). Default false.
-    pub throughput_from_shaper: bool,
-}
-
-/// How the agent's probes fare on a link.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ProbePath {
-    /// Probes queue with the data, and the reflectors answer ICMP timestamps.
-    #[default]
-    Shared,
-    /// The radio queues ICMP apart from data and serves it first (both directions), and the
-    /// reflectors answer ICMP echo only (timestamp requests get no reply, as behind
-    /// Starlink's CGNAT): the probes do not see the download bloat.
-    IcmpApart,
-    /// Every probe is lost: the radio drops ICMP both ways and the reflectors are silent (ICMP
-    /// blocked, no UDP reflector reachable).
-    Dropped,
+    /// Where CAKE sits, where the controllers read throughput and how their probes fare
+    /// ([`Deployment`], the lab's type too). Default [`Deployment::SLIDES`]: CAKE in front of
+    /// the radio, the radio's delivered bytes, probes queued with the data. With the shaper at
+    /// the router the passive delay signal works: a capture at the router's WAN side sees the
+    /// radio's queue without the shaper's own (`closed_loop` taps the frames as they leave the
+    /// router's upload CAKE and as they arrive from the radio).
+    pub deployment: Deployment,
 }
 
 /// The radio hop's one-way propagation delay in the built-in scenarios other than `starlink`
@@ -164,10 +144,27 @@ impl Scenario {
     pub fn new(link: LinkDesc) -> Scenario {
         Scenario {
             link,
-            probe_path: ProbePath::Shared,
-            shaper_at_router: false,
-            throughput_from_shaper: false,
+            deployment: Deployment::SLIDES,
         }
+    }
+
+    /// How the agent's probes fare on this link (`deployment.probes`).
+    pub fn probe_path(&self) -> ProbePath {
+        self.deployment.probes
+    }
+
+    /// Whether the download CAKE sits at the router after the radio (ingress shaping, as
+    /// sqm-scripts sets it up on a home router) instead of in front of the radio
+    /// (`deployment.shaper`).
+    pub fn shaper_at_router(&self) -> bool {
+        self.deployment.shaper_at_router()
+    }
+
+    /// Whether the agent measures throughput from CAKE's own sent bytes, as `purple control`
+    /// does from kernel CAKE's or `purple bridge`'s statistics, instead of the radio's
+    /// delivered bytes (`deployment.throughput`).
+    pub fn throughput_from_shaper(&self) -> bool {
+        self.deployment.throughput_from_shaper()
     }
 
     /// [`Scenario::new`] on `link` as section C runs it: each capacity sampled over the link's
@@ -208,9 +205,9 @@ impl Scenario {
     /// bytes (a controller on the radio itself, the slides' deployment).
     #[must_use]
     pub fn as_home_router(mut self) -> Scenario {
-        if !(self.shaper_at_router && self.throughput_from_shaper) {
-            self.shaper_at_router = true;
-            self.throughput_from_shaper = true;
+        if !(self.shaper_at_router() && self.throughput_from_shaper()) {
+            self.deployment.shaper = ShaperAt::Router;
+            self.deployment.throughput = ThroughputFrom::Shaper;
             self.link.description = format!(
                 "{}; deployed as a home router: download shaped at the router after the radio, \
                  throughput read from CAKE's sent bytes both ways",
@@ -830,7 +827,7 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
             // The same link as `starlink` (the same draw for a seed), with the download CAKE
             // at the router and the probes' fate as named.
             let mut s = scenario("starlink", seed)?;
-            s.shaper_at_router = true;
+            s.deployment.shaper = ShaperAt::Router;
             let (path, what) = match name {
                 "starlink-router" => (ProbePath::Shared, "probes answered"),
                 "starlink-icmp-apart" => (
@@ -839,7 +836,7 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                 ),
                 _ => (ProbePath::Dropped, "every probe lost"),
             };
-            s.probe_path = path;
+            s.deployment.probes = path;
             s.link.name = name.into();
             s.link.description = format!(
                 "{}; download shaped at the router after the radio; {what}",
@@ -1006,8 +1003,8 @@ mod tests {
                 scenario("tmobile-lte", seed).expect("tmobile-lte"),
                 scenario("tmobile-lte-router", seed).expect("tmobile-lte-router"),
             );
-            assert!(!a.shaper_at_router && !a.throughput_from_shaper);
-            assert!(b.shaper_at_router && b.throughput_from_shaper);
+            assert!(!a.shaper_at_router() && !a.throughput_from_shaper());
+            assert!(b.shaper_at_router() && b.throughput_from_shaper());
             // The same stretch of the same trace, both ways, and the same controllers' setup.
             assert_eq!(
                 per_second_mbit(&a.link.down.capacity, 60.0),
@@ -1042,11 +1039,14 @@ mod tests {
         let sr = scenario("starlink-router", 1)
             .expect("starlink-router")
             .as_home_router();
-        assert!(sr.shaper_at_router && sr.throughput_from_shaper);
+        assert!(sr.shaper_at_router() && sr.throughput_from_shaper());
         // Every other built-in scenario keeps the slides' deployment.
         for name in NAMES.iter().filter(|n| **n != "tmobile-lte-router") {
             let s = scenario(name, 1).expect(name);
-            assert!(!s.shaper_at_router && !s.throughput_from_shaper, "{name}");
+            assert!(
+                !s.shaper_at_router() && !s.throughput_from_shaper(),
+                "{name}"
+            );
         }
     }
 

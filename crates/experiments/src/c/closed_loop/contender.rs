@@ -92,7 +92,7 @@ impl Contender {
         if !s.link.down.capacity.is_series() {
             v.push(Contender::OracleLookahead);
         }
-        if s.shaper_at_router {
+        if s.shaper_at_router() {
             v.extend([Contender::PurplePassive, Contender::PurplePassiveOnly]);
         }
         v

@@ -108,7 +108,7 @@ impl Shell {
         let server_addrs: Vec<IpAddr> = net.servers.iter().map(|s| s.1).collect();
         let mut faults = spec.faults.clone();
         for k in 0..REFLECTORS {
-            match sc.probe_path {
+            match sc.probe_path() {
                 ProbePath::Shared => {}
                 ProbePath::IcmpApart => faults.push(Fault::EchoOnly(k)),
                 // The radio drops ICMP; UDP reflectors would be silent too.
@@ -145,7 +145,7 @@ impl Shell {
                 // The passive signal: taps where the router's WAN device is (at C), when the
                 // download shaper is at the router (elsewhere they would time its queue too).
                 let links = net.radio;
-                let passive = (spec.contender.delay_source().passive() && sc.shaper_at_router)
+                let passive = (spec.contender.delay_source().passive() && sc.shaper_at_router())
                     .then(|| {
                         let _ = sim.add_tap(links.up, TapAt::Enter);
                         let _ = sim.add_tap(links.down, TapAt::Arrive);
@@ -162,7 +162,7 @@ impl Shell {
                     client: client_addr,
                     links: net.shaped,
                     radio_links: links,
-                    from_shaper: sc.throughput_from_shaper,
+                    from_shaper: sc.throughput_from_shaper(),
                     decisions: spec.record_decisions.then(Vec::new),
                     radio,
                     passive,

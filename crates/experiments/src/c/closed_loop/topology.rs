@@ -121,12 +121,12 @@ impl Topology {
             };
             let mut l = LinkConfig::with_rate(cap.link_rate(), delay)
                 .buffer(Some(sc.link.buffer_packets), None);
-            l = l.icmp(match sc.probe_path {
+            l = l.icmp(match sc.probe_path() {
                 ProbePath::Shared => IcmpPolicy::Shared,
                 ProbePath::IcmpApart => IcmpPolicy::Apart,
                 ProbePath::Dropped => IcmpPolicy::Blocked,
             });
-            let at_router = sc.shaper_at_router && d == Direction::Down;
+            let at_router = sc.shaper_at_router() && d == Direction::Down;
             if let Some(q) = initial(d).filter(|_| !at_router) {
                 l = l.qdisc(q);
             }
@@ -137,7 +137,7 @@ impl Topology {
         let mut edge = LinkConfig::fixed(GBIT, EDGE_DELAY);
         if ingress {
             edge = edge.buffer(Some(2), None).qdisc(ingress_cake(cfg.max.down));
-        } else if sc.shaper_at_router {
+        } else if sc.shaper_at_router() {
             if let Some(q) = initial(Direction::Down) {
                 edge = edge.buffer(Some(2), None).qdisc(q);
             }
@@ -146,7 +146,7 @@ impl Topology {
         sim.add_link(client, c, LinkConfig::fixed(GBIT, EDGE_DELAY));
         sim.compute_routes();
         let radio_links = PerDir::new(down, up);
-        let shaped = if sc.shaper_at_router {
+        let shaped = if sc.shaper_at_router() {
             PerDir::new(down_after, up)
         } else {
             radio_links
