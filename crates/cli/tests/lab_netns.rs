@@ -207,6 +207,29 @@ fn the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq
     assert!((0.4..1.05).contains(&share), "share {share:.2}");
 }
 
+/// Runs `s`'s unshaped FQ-CoDel contender on its first test for 6 s (serialised with the other
+/// namespace tests), prints what it measured under `what`, and reduces it as `purple demo
+/// --lab` does.
+fn fq_codel_for_6s(s: &scenario::Scenario, what: &str) -> lab::analysis::DemoRow {
+    let fq = *s.contenders.iter().find(|c| c.short == "fq_codel").unwrap();
+    let test = s.tests[0].clone();
+    let opts = LabOpts::new(6.0, stage());
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let r = lab::run_one(s, &fq, &test, &opts, &mut |_| {}).unwrap();
+    eprintln!(
+        "{what}: down {:.1} up {:.1} Mbit/s; capacity {:?}; UDP induced {:?}; stage {}; \
+         warnings {:?}",
+        r.down_mbit,
+        r.up_mbit,
+        r.capacity_down_mbit,
+        r.induced(ProbeId::UDP_BE),
+        r.delay_stage,
+        r.warnings
+    );
+    let idle = opts.idle_seconds;
+    lab::analysis::demo_row(r, idle, lab::analysis::warm_up_s(6.0)).unwrap()
+}
+
 /// `purple lab run --link FILE`'s testbed on a small link file: a downlink stepping 40/20
 /// Mbit/s every 3 s, a 10 Mbit/s uplink, 5 ms each way. Unshaped FQ-CoDel carries the link's
 /// capacity, which the emulator steps as the file says. About 10 s.
@@ -226,27 +249,14 @@ fn a_link_file_is_played_by_linkem_and_carried_near_its_capacity() {
     let s = scenario::Scenario::for_link(&d, Some(6.0)).unwrap();
     assert_eq!(s.link.down_words(), "40/20 Mbit/s every 3 s");
     assert_eq!(s.link.buffer_packets(), 200);
-    let fq = *s.contenders.iter().find(|c| c.short == "fq_codel").unwrap();
-    let test = s.tests[0].clone();
-    let opts = LabOpts::new(6.0, stage());
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let r = lab::run_one(&s, &fq, &test, &opts, &mut |_| {}).unwrap();
-    eprintln!(
-        "link file: down {:.1} up {:.1} Mbit/s; UDP induced {:?}; stage {}; warnings {:?}",
-        r.down_mbit,
-        r.up_mbit,
-        r.induced(ProbeId::UDP_BE),
-        r.delay_stage,
-        r.warnings
-    );
+    let row = fq_codel_for_6s(&s, "link file");
+    let r = &row.run;
     assert!(r.delay_stage.contains("5 ms each way"), "{}", r.delay_stage);
     // The emulator's capacity series is the file's: both steps appear during the run.
     let cap = &r.capacity_down_mbit;
     assert!(cap.contains(&40.0), "{cap:?}");
     assert!(cap.contains(&20.0), "{cap:?}");
     // Unshaped, the download takes most of the link's capacity and cannot exceed it.
-    let idle = opts.idle_seconds;
-    let row = lab::analysis::demo_row(r, idle, lab::analysis::warm_up_s(6.0)).unwrap();
     let share = row.share().expect("the emulator's capacity");
     assert!(
         (0.6..1.05).contains(&share),
@@ -266,24 +276,12 @@ fn a_section_c_link_at_a_seeded_offset_is_played_by_linkem() {
     let s = scenario::Scenario::for_link(&c.link, None).unwrap();
     assert_eq!(s.link.desc(), &c.link);
     assert_eq!(s.link.buffer_packets(), 300);
-    let fq = *s.contenders.iter().find(|c| c.short == "fq_codel").unwrap();
-    let test = s.tests[0].clone();
-    let opts = LabOpts::new(6.0, stage());
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let r = lab::run_one(&s, &fq, &test, &opts, &mut |_| {}).unwrap();
-    eprintln!(
-        "section C link: down {:.1} up {:.1} Mbit/s; capacity {:?}; UDP induced {:?}; stage \
-         {}; warnings {:?}",
-        r.down_mbit,
-        r.up_mbit,
-        r.capacity_down_mbit,
-        r.induced(ProbeId::UDP_BE),
-        r.delay_stage,
-        r.warnings
+    let row = fq_codel_for_6s(&s, "section C link");
+    assert!(
+        row.run.delay_stage.contains("1 ms each way"),
+        "{}",
+        row.run.delay_stage
     );
-    assert!(r.delay_stage.contains("1 ms each way"), "{}", r.delay_stage);
-    let idle = opts.idle_seconds;
-    let row = lab::analysis::demo_row(r, idle, lab::analysis::warm_up_s(6.0)).unwrap();
     let share = row.share().expect("the emulator's capacity");
     assert!(
         (0.4..1.1).contains(&share),
