@@ -290,12 +290,33 @@ fn wander(x: f64, a: f64, b: f64, rng: &mut Rng) -> f64 {
     a * x + uniform(rng, -b, b)
 }
 
-/// Whether a spell (an interference burst, a blockage) starts in this slot, one every `every_s`
-/// seconds on average, and if so its length in slots, uniform in `lo_s..hi_s` seconds.
-fn spell_starts(rng: &mut Rng, every_s: f64, (lo_s, hi_s): (f64, f64)) -> Option<usize> {
-    let per_s = 1.0 / SLOT.as_secs_f64();
-    (rng.next_f64() < 1.0 / (every_s * per_s))
-        .then(|| (uniform(rng, lo_s, hi_s) * per_s).round() as usize)
+/// Spells (interference bursts, blockages) that start at random, one every `every_s` seconds on
+/// average while none is on, each lasting a length uniform in `len_s` seconds.
+#[derive(Default)]
+struct Spells {
+    /// Slots left in the current spell.
+    left: usize,
+}
+
+impl Spells {
+    /// Call once per slot: whether this slot is in a spell. When one starts, `on_start` draws
+    /// its parameters from `rng` (after the start's own draws).
+    fn step(
+        &mut self,
+        rng: &mut Rng,
+        every_s: f64,
+        (lo_s, hi_s): (f64, f64),
+        on_start: impl FnOnce(&mut Rng),
+    ) -> bool {
+        let per_s = 1.0 / SLOT.as_secs_f64();
+        if self.left == 0 && rng.next_f64() < 1.0 / (every_s * per_s) {
+            self.left = (uniform(rng, lo_s, hi_s) * per_s).round() as usize;
+            on_start(rng);
+        }
+        let on = self.left > 0;
+        self.left = self.left.saturating_sub(1);
+        on
+    }
 }
 
 /// A held-out family's `(down, up)` series in Mbit/s per slot, its description and its radio
@@ -313,23 +334,14 @@ fn holdout_series(
             // AR(1) wander with 2 s correlation (stationary sd ~15%), clamped at +-35%, and
             // interference bursts hitting both directions.
             let (mut xd, mut xu) = (0.0f64, 0.0f64);
-            let (mut left, mut depth) = (0usize, 1.0);
+            let (mut bursts, mut depth) = (Spells::default(), 1.0);
             for _ in 0..n {
                 xd = wander(xd, 0.975, 0.058, rng);
                 xu = wander(xu, 0.975, 0.058, rng);
-                if let Some(l) = (left == 0)
-                    .then(|| spell_starts(rng, 10.0, (0.2, 1.5)))
-                    .flatten()
-                {
-                    left = l;
+                let on = bursts.step(rng, 10.0, (0.2, 1.5), |rng| {
                     depth = uniform(rng, 0.2, 0.5);
-                }
-                let f = if left > 0 {
-                    left -= 1;
-                    depth
-                } else {
-                    1.0
-                };
+                });
+                let f = if on { depth } else { 1.0 };
                 d.push(25.0 * (1.0 + xd.clamp(-0.35, 0.35)) * f);
                 u.push(8.0 * (1.0 + xu.clamp(-0.35, 0.35)) * f);
             }
@@ -375,20 +387,15 @@ fn holdout_series(
         "mmwave" => {
             // A high level wandering +-10%, blockages (every ~8 s) to a small fraction.
             let (mut xd, mut xu) = (0.0f64, 0.0f64);
-            let (mut left, mut bd, mut bu) = (0usize, 0.0, 0.0);
+            let (mut blockages, mut bd, mut bu) = (Spells::default(), 0.0, 0.0);
             for _ in 0..n {
                 xd = wander(xd, 0.95, 0.03, rng);
                 xu = wander(xu, 0.95, 0.03, rng);
-                if let Some(l) = (left == 0)
-                    .then(|| spell_starts(rng, 8.0, (0.3, 2.0)))
-                    .flatten()
-                {
-                    left = l;
+                let on = blockages.step(rng, 8.0, (0.3, 2.0), |rng| {
                     bd = uniform(rng, 15.0, 40.0);
                     bu = uniform(rng, 3.0, 8.0);
-                }
-                if left > 0 {
-                    left -= 1;
+                });
+                if on {
                     d.push(bd);
                     u.push(bu);
                 } else {
