@@ -216,7 +216,7 @@ impl Link {
                     })
                 }
                 (SimCapacity::Schedule(s), _) => {
-                    mahimahi_of(s, d.secs).map_err(unplayable)?;
+                    mahimahi_of(s, d.secs).map_err(|e| unplayable(e.to_string()))?;
                     Ok(Played::default())
                 }
                 (SimCapacity::Unlimited, _) => Err(unplayable(
@@ -349,7 +349,7 @@ impl Link {
         &self,
         up_trace: &Path,
         down_trace: &Path,
-    ) -> Result<(Vec<String>, Vec<(PathBuf, String)>), String> {
+    ) -> Result<(Vec<String>, Vec<(PathBuf, String)>), TraceRenderError> {
         let mut args = Vec::new();
         let mut files = Vec::new();
         for (c, flag, path) in [
@@ -439,9 +439,9 @@ fn period_ns(s: &RateSchedule, loop_ns: u64) -> u64 {
 /// emulator loops the same way. Fails when no opportunity is left or the rendering ends more
 /// than a second before the loop does (a trace loops at its last line, so a trailing outage
 /// would be lost).
-pub fn mahimahi_of(s: &RateSchedule, loop_s: f64) -> Result<String, String> {
+pub fn mahimahi_of(s: &RateSchedule, loop_s: f64) -> Result<String, TraceRenderError> {
     if !(loop_s.is_finite() && loop_s >= 0.001) {
-        return Err(format!("a loop of {loop_s} s"));
+        return Err(TraceRenderError::Loop { seconds: loop_s });
     }
     let loop_ns = (loop_s * 1e9).round() as u64;
     let period_ms = period_ns(s, loop_ns) / 1_000_000;
@@ -470,17 +470,51 @@ pub fn mahimahi_of(s: &RateSchedule, loop_s: f64) -> Result<String, String> {
         }
     }
     if out.is_empty() {
-        return Err("the schedule gives no capacity to write as a mahimahi trace".into());
+        return Err(TraceRenderError::NoCapacity);
     }
     if period_ms - last > 1000 {
-        return Err(format!(
-            "the schedule ends in {} ms without capacity, which a looping mahimahi trace \
-             cannot keep (it loops at its last opportunity)",
-            period_ms - last
-        ));
+        return Err(TraceRenderError::EndsWithoutCapacity {
+            ms: period_ms - last,
+        });
     }
     Ok(out)
 }
+
+/// Why a schedule cannot be written as a mahimahi trace ([`mahimahi_of`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum TraceRenderError {
+    /// The loop is not a finite length of at least 1 ms.
+    Loop {
+        /// The loop asked for, s.
+        seconds: f64,
+    },
+    /// The schedule gives no whole 1500-byte opportunity over the loop.
+    NoCapacity,
+    /// The schedule's last opportunity comes more than a second before the loop ends: a
+    /// mahimahi trace loops at its last line, so the trailing outage would be lost.
+    EndsWithoutCapacity {
+        /// The time from the last opportunity to the end of the loop, ms.
+        ms: u64,
+    },
+}
+
+impl std::fmt::Display for TraceRenderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TraceRenderError::Loop { seconds } => write!(f, "a loop of {seconds} s"),
+            TraceRenderError::NoCapacity => {
+                f.write_str("the schedule gives no capacity to write as a mahimahi trace")
+            }
+            TraceRenderError::EndsWithoutCapacity { ms } => write!(
+                f,
+                "the schedule ends in {ms} ms without capacity, which a looping mahimahi trace \
+                 cannot keep (it loops at its last opportunity)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TraceRenderError {}
 
 /// How the lab wrote the radio's and starlink's two alternating steps before links were
 /// described by files (crates/lab/src/testbed.rs `write_steps_trace`): the reference the
@@ -555,9 +589,17 @@ mod tests {
         let n = mahimahi_of(&r, 1.5).expect("renders").lines().count();
         assert!((998..=1001).contains(&(n - 1000)), "{n}");
         // Nothing to write, or an outage at the end, is refused.
-        assert!(mahimahi_of(&schedule("0 step 0bit\n"), 5.0).is_err());
+        assert_eq!(
+            mahimahi_of(&schedule("0 step 0bit\n"), 5.0),
+            Err(TraceRenderError::NoCapacity)
+        );
         let e = mahimahi_of(&schedule("0 step 12mbit\n2 step 0bit\n"), 5.0).expect_err("outage");
-        assert!(e.contains("3000 ms without capacity"), "{e}");
+        assert_eq!(e, TraceRenderError::EndsWithoutCapacity { ms: 3000 });
+        assert!(e.to_string().contains("3000 ms without capacity"), "{e}");
+        assert!(matches!(
+            mahimahi_of(&r, f64::NAN),
+            Err(TraceRenderError::Loop { seconds }) if seconds.is_nan()
+        ));
     }
 
     #[test]
