@@ -878,9 +878,7 @@ impl Cake {
         t.max_skblen = t.max_skblen.max(len);
 
         let added_bytes = if pkt.meta.gso.is_none() {
-            let adj = self
-                .overhead
-                .packet_len(&mut self.sizes, len, net_off, None);
+            let adj = self.overhead.packet_len_own(&mut self.sizes, len, net_off);
             self.enqueue_whole(tin, flow, pkt, now, adj, drops)
         } else {
             self.enqueue_gso(tin, flow, pkt, now, net_off, drops, bufs)

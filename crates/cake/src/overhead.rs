@@ -113,6 +113,30 @@ impl Overhead {
         len
     }
 
+    /// [`Overhead::packet_len`] of a packet that is not a GSO super-packet, for size statistics
+    /// that only this overhead has ever updated (a `Cake`'s own: its overhead is fixed at
+    /// construction). With the identity, every update of such statistics stores the same
+    /// length into the network and the adjusted extremes, so the two pairs are always equal:
+    /// each extreme is computed once and stored to both (the same values as [`Overhead::calc`]
+    /// stores; debug builds check the pairs). Anything else as [`Overhead::packet_len`].
+    #[inline(always)]
+    pub(crate) fn packet_len_own(&self, stats: &mut SizeStats, len: u32, net_off: u32) -> u32 {
+        if !self.identity {
+            return self.packet_len(stats, len, net_off, None);
+        }
+        stats.avg_netoff_q16 = ewma(stats.avg_netoff_q16, net_off << 16, 8);
+        debug_assert_eq!(
+            (stats.min_adjlen, stats.max_adjlen),
+            (stats.min_netlen, stats.max_netlen)
+        );
+        let (min, max) = (stats.min_netlen.min(len), stats.max_netlen.max(len));
+        stats.max_netlen = max;
+        stats.min_netlen = min;
+        stats.max_adjlen = max;
+        stats.min_adjlen = min;
+        len
+    }
+
     /// The adjusted length of a whole packet, GSO super-packets included: `segs - 1` full
     /// segments of `gso_size + hdr_len` plus the last. Also feeds the offset EWMA.
     #[inline(always)]
