@@ -484,10 +484,19 @@ impl Cake {
     #[inline]
     fn heap_down(&mut self, tin: usize, flow: u16) {
         if self.heap.timeout != 0 {
-            let tins = &self.tins;
-            let backlog = |id: FlatId| flat_backlog(tins, id);
-            self.heap.heapify_flow(Self::flat(tin, flow), &backlog);
+            self.heapify_flow(tin, flow);
         }
+    }
+
+    /// [`Self::heap_down`]'s step while the heap is kept (for 65,535 dequeues after an
+    /// overflow drop, see `drop_fattest`). Out of line and cold: inline, dequeue's loop set up
+    /// and spilled the heap's and the tins' addresses for it on every call.
+    #[cold]
+    #[inline(never)]
+    fn heapify_flow(&mut self, tin: usize, flow: u16) {
+        let tins = &self.tins;
+        let backlog = |id: FlatId| flat_backlog(tins, id);
+        self.heap.heapify_flow(Self::flat(tin, flow), &backlog);
     }
 
     /// Appends a packet to a flow's queue.
