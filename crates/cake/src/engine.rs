@@ -1008,21 +1008,29 @@ impl Cake {
     /// with none waits as sparse-wait), and the flow gets one more quantum (with its dither).
     /// The caller moves it (to the old list's tail, or along the rotation).
     #[inline(always)]
-    fn refill(&mut self, tin: usize, flow: u16, mode: FlowMode) {
-        let t = &mut self.tins[tin];
-        let f = &mut t.flows[qi(flow)];
-        if f.set == FlowSet::Sparse {
-            if f.head != NIL {
-                f.set = FlowSet::Bulk;
-                t.sparse_flow_count -= 1;
-                t.bulk_flow_count += 1;
-                t.inc_host_bulk(flow, mode);
-            } else {
-                f.set = FlowSet::SparseWait;
-            }
+    fn refill(&mut self, tin: usize, flow: u16) {
+        if self.tins[tin].flows[qi(flow)].set == FlowSet::Sparse {
+            self.sparse_visited(tin, flow);
         }
         let q = self.flow_quantum(tin, flow);
         self.tins[tin].flows[qi(flow)].deficit += q;
+    }
+
+    /// [`Self::refill`]'s step for a sparse flow: bulk when it has packets, else sparse-wait.
+    /// Out of line: most visits are to bulk flows.
+    #[inline(never)]
+    fn sparse_visited(&mut self, tin: usize, flow: u16) {
+        let mode = self.cfg.flow_mode;
+        let t = &mut self.tins[tin];
+        let f = &mut t.flows[qi(flow)];
+        if f.head != NIL {
+            f.set = FlowSet::Bulk;
+            t.sparse_flow_count -= 1;
+            t.bulk_flow_count += 1;
+            t.inc_host_bulk(flow, mode);
+        } else {
+            f.set = FlowSet::SparseWait;
+        }
     }
 
     /// The DRR++ visits that start at `flow`, the head of tin `tin`'s old list, while the new
@@ -1037,9 +1045,8 @@ impl Cake {
     /// Returns the flow the walk stopped at, now the old list's head.
     #[inline(always)]
     fn refill_old_list(&mut self, tin: usize, mut flow: u16) -> u16 {
-        let mode = self.cfg.flow_mode;
         loop {
-            self.refill(tin, flow, mode);
+            self.refill(tin, flow);
             let t = &mut self.tins[tin];
             flow = t.next_circular(flow);
             if t.flows[qi(flow)].deficit > 0 {
@@ -1132,7 +1139,6 @@ impl Cake {
 
     #[inline(always)]
     fn dequeue_inner(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
-        let mode = self.cfg.flow_mode;
         // As in the kernel, only the very first pass of a dequeue call prefers the decaying
         // list; `continue 'begin` must not reset this, or an empty decaying flow whose COBALT
         // state is still active is picked, retired to the decaying tail and picked again forever.
@@ -1179,7 +1185,7 @@ impl Cake {
                         // positive deficit. Serve it at once.
                         flow = self.refill_old_list(tin, flow);
                     } else {
-                        self.refill(tin, flow, mode);
+                        self.refill(tin, flow);
                         self.tins[tin].move_tail(flow, ListId::Old);
                         continue 'retry;
                     }
