@@ -1147,9 +1147,11 @@ impl Cake {
             if self.qlen == 0 {
                 return Dequeue::Empty;
             }
-            if self.time_next > now && self.failsafe_next > now {
+            // Both clocks ahead of `now` exactly when the earlier of the two is.
+            let gate = self.time_next.min(self.failsafe_next);
+            if gate > now {
                 self.stats.overlimits += 1;
-                return Dequeue::NotBefore(self.time_next.min(self.failsafe_next));
+                return Dequeue::NotBefore(gate);
             }
             let Some(tin) = self.choose_tin(now) else {
                 return Dequeue::Empty;
