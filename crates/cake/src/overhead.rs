@@ -232,6 +232,30 @@ mod tests {
     }
 
     #[test]
+    fn the_engines_own_statistics_path_equals_packet_len() {
+        for o in [
+            Overhead::default(),
+            oh(38, 84, AtmMode::None),
+            oh(10, 0, AtmMode::Atm),
+            Overhead::new(false, 0, 1, AtmMode::None),
+        ] {
+            let (mut a, mut b) = (SizeStats::default(), SizeStats::default());
+            for (k, len) in [60, 1514, 14, 0, 9000, 64, 65_535, 70_000, u32::MAX, 1]
+                .into_iter()
+                .enumerate()
+            {
+                let net_off = [14, 18, 0][k % 3];
+                assert_eq!(
+                    o.packet_len_own(&mut a, len, net_off),
+                    o.packet_len(&mut b, len, net_off, None),
+                    "{o:?} {len}"
+                );
+                assert_eq!(a, b, "{o:?} {len}");
+            }
+        }
+    }
+
+    #[test]
     fn the_identity_shortcut_equals_the_general_steps() {
         let fast = Overhead::default();
         let general = Overhead {
