@@ -257,7 +257,7 @@ impl MatrixLink {
             s = s.as_home_router();
         }
         if let Some(d) = spec.radio_delay {
-            s = s.with_radio_delay(d);
+            s = s.with_radio_delay(d, super::closed_loop::PATH_RTT);
         }
         Ok(s)
     }
