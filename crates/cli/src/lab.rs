@@ -37,6 +37,9 @@ pub struct LabCmdOpts {
     pub faults: Vec<lab::Fault>,
     /// A cake-autorate checkout: run the real script beside our port and compare.
     pub cake_autorate: Option<PathBuf>,
+    /// Only these contenders, by the matrix's role ids (`--contenders purple,fq-codel`; with
+    /// `--link-of`), in this order.
+    pub contenders: Vec<String>,
 }
 
 /// `purple lab list`.
@@ -70,6 +73,19 @@ fn pick(s: &Scenario, q: Option<&str>) -> Result<Vec<Contender>, String> {
                 format!("unknown contender {q:?} (accepted: {})", names.join(", "))
             }),
     }
+}
+
+/// The contenders of `s` playing the roles `ids` (the matrix's ids, `--contenders`), in that
+/// order; fails naming an unknown id (and the known ones) or a role the lab cannot play (and
+/// why).
+fn by_role(s: &Scenario, ids: &[String]) -> Result<Vec<Contender>, String> {
+    let roles = ids
+        .iter()
+        .map(|id| sim::link_scenario::Role::parse(id))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--contenders: {e}"))?;
+    s.contenders_for(&roles)
+        .map_err(|e| format!("--contenders: {e}"))
 }
 
 /// What `purple lab run` runs.
@@ -146,7 +162,11 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
         return Err("--kernel runs the built-in scenarios only, not --link or --link-of".into());
     }
     let scn = scenario_of(which, o.seconds)?;
-    let mut contenders = pick(&scn, o.qdisc.as_deref())?;
+    let mut contenders = if o.contenders.is_empty() {
+        pick(&scn, o.qdisc.as_deref())?
+    } else {
+        by_role(&scn, &o.contenders)?
+    };
     let checkout = match &o.cake_autorate {
         None => None,
         Some(dir) => {

@@ -303,6 +303,18 @@ struct LabRunArgs {
     /// lab's (starlink-icmp-apart, starlink-no-probes) stays refused.
     #[arg(long, requires = "link_of", conflicts_with_all = ["scenario", "link"])]
     home_router: bool,
+    /// With --link-of: only these contenders, by the ids of `purple demo --matrix
+    /// --contenders` (comma-separated, run in this order): fq-codel, static-safe,
+    /// cake-autorate, purple. The others (the oracles, purple-radio, static-optimistic, ...)
+    /// are refused, naming the role and why.
+    #[arg(
+        long,
+        value_name = "ID,..",
+        value_delimiter = ',',
+        requires = "link_of",
+        conflicts_with_all = ["scenario", "link", "qdisc", "cake_autorate"]
+    )]
+    contenders: Vec<String>,
     /// With --link-of: the seed of the scenario's capacity process (or trace offset).
     #[arg(long, value_name = "N", default_value_t = 1, requires = "link_of")]
     seed: u64,
@@ -829,6 +841,7 @@ fn main() {
                 link,
                 link_of,
                 home_router,
+                contenders,
                 seed,
                 seconds,
                 json,
@@ -844,6 +857,7 @@ fn main() {
             } = *a;
             let o = lab::LabCmdOpts {
                 cake_autorate,
+                contenders,
                 seconds,
                 json,
                 out,

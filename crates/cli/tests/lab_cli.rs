@@ -120,6 +120,39 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
         ),
         "{err}"
     );
+    // Contenders by the matrix's role ids: a role the lab cannot play is refused naming it, an
+    // unknown id naming the known ones, both before any namespace exists; with --link-of only.
+    let (code, err) = run(&[
+        "--link-of",
+        "radio",
+        "--home-router",
+        "--contenders",
+        "purple,oracle-late",
+        "--no-sim",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(
+            "--contenders: the lab cannot play contender oracle-late: an oracle reads the link's \
+             true capacity"
+        ),
+        "{err}"
+    );
+    let (code, err) = run(&[
+        "--link-of",
+        "tmobile-lte-router",
+        "--contenders",
+        "nope",
+        "--no-sim",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--contenders: unknown contender \"nope\" (known: fq-codel, static-safe"),
+        "{err}"
+    );
+    let (code, err) = run(&["radio", "--contenders", "purple"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
     // `purple demo --lab --link-of`: with --lab only, and not with a lab scenario or a file.
     let demo = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_purple"))

@@ -7,7 +7,7 @@ use qdisc::Duration;
 use sim::deployment::{Deployment, ProbePath};
 use sim::flent::{self, FlentLabels, FlentTest, Role};
 use sim::link_file::{LinkDesc, LinkRates};
-use sim::link_scenario::LinkScenario;
+use sim::link_scenario::{LinkScenario, Role as ContenderRole};
 use sim::{Capacity, RatePoint, RateSchedule};
 
 pub use crate::link::{DirCapacity, LabLinkError, Link, BUILT_IN_BUFFER_PACKETS};
@@ -573,6 +573,13 @@ pub enum LabPlayError {
     },
     /// The link emulator cannot play the link ([`Scenario::for_link`]'s error).
     Link(LabLinkError),
+    /// A contender role the lab has no contender for ([`Scenario::contenders_for`]).
+    Role {
+        /// The role.
+        role: ContenderRole,
+        /// Why the lab cannot play it.
+        why: &'static str,
+    },
 }
 
 impl std::fmt::Display for LabPlayError {
@@ -615,14 +622,32 @@ impl std::fmt::Display for LabPlayError {
                 Ok(())
             }
             LabPlayError::Link(e) => e.fmt(f),
+            LabPlayError::Role { role, why } => {
+                let ids: Vec<&str> = LAB_ROLES.iter().map(|r| r.id()).collect();
+                write!(
+                    f,
+                    "the lab cannot play contender {}: {why} (it plays {})",
+                    role.id(),
+                    ids.join(", ")
+                )
+            }
         }
     }
 }
 
+/// The contender roles the lab plays on a link-level scenario ([`Scenario::contenders_for`]),
+/// in the matrix's order.
+pub const LAB_ROLES: [ContenderRole; 4] = [
+    ContenderRole::FqCodel,
+    ContenderRole::StaticSafe,
+    ContenderRole::CakeAutorate,
+    ContenderRole::Purple,
+];
+
 impl std::error::Error for LabPlayError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            LabPlayError::Deployment { .. } => None,
+            LabPlayError::Deployment { .. } | LabPlayError::Role { .. } => None,
             LabPlayError::Link(e) => Some(e),
         }
     }
@@ -761,6 +786,67 @@ impl Scenario {
             });
         }
         Ok(Scenario::for_link(&sc.link, seconds)?)
+    }
+
+    /// The contenders playing `roles` on this scenario, in the order given (`purple lab run
+    /// --link-of NAME --contenders ID,...`, the matrix's ids): `fq-codel` its FQ-CoDel without
+    /// shaping, `static-safe` its static CAKE (a link-level scenario's at the link's safe
+    /// rates, [`Scenario::for_link`]), `purple` and `cake-autorate` the `purple control`
+    /// daemons with those laws ([`LAB_ROLES`]). Fails with [`LabPlayError::Role`], naming the
+    /// first role it cannot play and why: the oracles (they read the link's true capacity),
+    /// `purple-radio` (the radio's queue metrics), `static-optimistic` (a second static rate),
+    /// and the laws and `autorate-ingress` no lab contender is built for; also a role of
+    /// [`LAB_ROLES`] whose contender this scenario lacks (b1, b2).
+    pub fn contenders_for(&self, roles: &[ContenderRole]) -> Result<Vec<Contender>, LabPlayError> {
+        roles
+            .iter()
+            .map(|&role| {
+                let short = match role {
+                    ContenderRole::FqCodel => "fq_codel",
+                    ContenderRole::StaticSafe => "cake",
+                    ContenderRole::Purple => "purple",
+                    ContenderRole::CakeAutorate => "cake-autorate",
+                    ContenderRole::PurpleRadio => {
+                        return Err(LabPlayError::Role {
+                            role,
+                            why: "it reads the radio's queue, which no daemon in the lab sees",
+                        })
+                    }
+                    ContenderRole::StaticOptimistic => {
+                        return Err(LabPlayError::Role {
+                            role,
+                            why: "the lab's static CAKE runs at the link's safe rates only",
+                        })
+                    }
+                    ContenderRole::PurpleAimd
+                    | ContenderRole::SqmAutorate
+                    | ContenderRole::AutorateIngress => {
+                        return Err(LabPlayError::Role {
+                            role,
+                            why: "no lab contender is built for it",
+                        })
+                    }
+                    ContenderRole::Oracle
+                    | ContenderRole::OracleLate
+                    | ContenderRole::OracleLookahead
+                    | ContenderRole::OracleCensored(_) => {
+                        return Err(LabPlayError::Role {
+                            role,
+                            why: "an oracle reads the link's true capacity, which no real \
+                                  controller can",
+                        })
+                    }
+                };
+                self.contenders
+                    .iter()
+                    .find(|c| c.short == short)
+                    .copied()
+                    .ok_or(LabPlayError::Role {
+                        role,
+                        why: "this lab scenario has no such contender",
+                    })
+            })
+            .collect()
     }
 }
 
@@ -1264,5 +1350,51 @@ mod tests {
             "{words}"
         );
         assert!(!words.contains("--home-router"), "{words}");
+    }
+
+    #[test]
+    fn contenders_by_role_map_to_the_labs_and_a_role_it_cannot_play_is_refused_naming_it() {
+        let d = LinkDesc {
+            path: None,
+            ..radio_link().expect("plays").desc().clone()
+        };
+        let s = Scenario::for_link_scenario(&LinkScenario::new(d).as_home_router(), None)
+            .expect("plays");
+        let roles = [
+            ContenderRole::Purple,
+            ContenderRole::FqCodel,
+            ContenderRole::StaticSafe,
+            ContenderRole::CakeAutorate,
+        ];
+        let cs = s.contenders_for(&roles).expect("the lab's roles");
+        let shorts: Vec<&str> = cs.iter().map(|c| c.short).collect();
+        assert_eq!(shorts, ["purple", "fq_codel", "cake", "cake-autorate"]);
+        assert_eq!(cs[0], CAKE_PURPLE);
+        assert_eq!(cs[2].name, "CAKE static, the link's safe rate");
+        let mut sorted = roles;
+        sorted.sort_by_key(|r| ContenderRole::ALL.iter().position(|x| x == r));
+        assert_eq!(sorted, LAB_ROLES);
+        // Every other role is refused, naming it.
+        for role in ContenderRole::ALL.iter().filter(|r| !LAB_ROLES.contains(r)) {
+            let e = s
+                .contenders_for(&[ContenderRole::Purple, *role])
+                .expect_err("not the lab's");
+            assert!(
+                matches!(e, LabPlayError::Role { role: r, .. } if r == *role),
+                "{e:?}"
+            );
+            let words = e.to_string();
+            assert!(
+                words.starts_with(&format!("the lab cannot play contender {}: ", role.id()))
+                    && words.ends_with("(it plays fq-codel, static-safe, cake-autorate, purple)"),
+                "{words}"
+            );
+        }
+        // A lab scenario without the contender refuses the role too.
+        let b1 = find("b1").expect("b1");
+        let e = b1
+            .contenders_for(&[ContenderRole::Purple])
+            .expect_err("b1 has no daemon");
+        assert!(e.to_string().contains("has no such contender"), "{e}");
     }
 }

@@ -1,5 +1,5 @@
 //! The one link-level scenario: a link ([`LinkDesc`]) and how CAKE and its controller are
-//! deployed on it ([`Deployment`]). Every backend that plays a single variable link takes this
+//! deployed on it ([`Deployment`]), and the contenders by role ([`Role`]) that run on it. Every backend that plays a single variable link takes this
 //! type: section C's closed loop (`experiments::c`, whose built-in scenarios and held-out links
 //! are `LinkScenario`s built there, `experiments::c::scenario::scenario`) plays any deployment;
 //! the namespace lab (`lab::scenario::Scenario::for_link_scenario`) plays the link as a home
@@ -7,12 +7,17 @@
 //!
 //! **What this module owns**: the pair and its pure views and rewrites (the controllers' ranges,
 //! the static rates, the deployment's parts, [`LinkScenario::as_home_router`],
-//! [`LinkScenario::with_radio_delay`]). **What it must not do**: run anything, or sample a
+//! [`LinkScenario::with_radio_delay`]), and the contenders' roles with their ids (the matrix's
+//! and `purple lab run --link-of NAME --contenders`'s, [`Role::id`], [`Role::parse`]); which
+//! contender plays a role is each backend's. **What it must not do**: run anything, or sample a
 //! capacity the way one backend plays it (section C's 50 ms slots are section C's:
 //! `experiments::c::scenario::played`); a backend maps the link and the deployment onto its own
 //! topology.
 
+use std::fmt;
+
 use qdisc::{Duration, Rate};
+use serde::Serialize;
 
 use crate::deployment::{Deployment, ProbePath, ShaperAt, ThroughputFrom};
 use crate::link_file::LinkDesc;
@@ -125,6 +130,119 @@ impl LinkScenario {
     }
 }
 
+/// A contender by role, independent of the link (the static rates are each link's own) and of
+/// the backend: section C's matrix runs every role (`experiments::c::matrix::role_contender`
+/// maps each to its closed-loop contender); the lab plays those it has a contender for
+/// (`lab::scenario::Scenario::contenders_for`) and refuses the others, naming the role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// C1: FQ-CoDel, no shaping.
+    FqCodel,
+    /// C2: CAKE at the link's safe static rate.
+    StaticSafe,
+    /// C3: CAKE at the link's optimistic static rate.
+    StaticOptimistic,
+    /// C4: PURPLE with the radio's queue metrics.
+    PurpleRadio,
+    /// C5: PURPLE-AIMD.
+    PurpleAimd,
+    /// cake-autorate's law.
+    CakeAutorate,
+    /// sqm-autorate's law.
+    SqmAutorate,
+    /// CAKE `autorate-ingress`.
+    AutorateIngress,
+    /// Our controller at its section-C parameters.
+    Purple,
+    /// 95% of the current interval's true capacity.
+    Oracle,
+    /// 95% of the previous interval's true capacity (section C's `Contender::OracleLagged`).
+    OracleLate,
+    /// 95% of the next 200 ms (recorded traces only; on synthetic links it equals the oracle).
+    OracleLookahead,
+    /// The censored oracle (section C's `Contender::OracleCensored`) at this probe gain, per cent: the
+    /// reference for what delivery readings could tell a law at best.
+    OracleCensored(u16),
+}
+
+/// The censored oracle's probe gains the matrix runs, per cent per interval, with their ids.
+pub const CENSORED_GAINS: [(u16, &str); 3] = [
+    (5, "oracle-censored-5"),
+    (25, "oracle-censored-25"),
+    (100, "oracle-censored-100"),
+];
+
+impl Role {
+    /// Every role, in table order.
+    pub const ALL: [Role; 15] = [
+        Role::FqCodel,
+        Role::StaticSafe,
+        Role::StaticOptimistic,
+        Role::PurpleRadio,
+        Role::PurpleAimd,
+        Role::CakeAutorate,
+        Role::SqmAutorate,
+        Role::AutorateIngress,
+        Role::Purple,
+        Role::Oracle,
+        Role::OracleLate,
+        Role::OracleLookahead,
+        Role::OracleCensored(CENSORED_GAINS[0].0),
+        Role::OracleCensored(CENSORED_GAINS[1].0),
+        Role::OracleCensored(CENSORED_GAINS[2].0),
+    ];
+
+    /// The id used on the command line (`--contenders`) and in JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            Role::FqCodel => "fq-codel",
+            Role::StaticSafe => "static-safe",
+            Role::StaticOptimistic => "static-optimistic",
+            Role::PurpleRadio => "purple-radio",
+            Role::PurpleAimd => "purple-aimd",
+            Role::CakeAutorate => "cake-autorate",
+            Role::SqmAutorate => "sqm-autorate",
+            Role::AutorateIngress => "autorate-ingress",
+            Role::Purple => "purple",
+            Role::Oracle => "oracle",
+            Role::OracleLate => "oracle-late",
+            Role::OracleLookahead => "oracle-lookahead",
+            Role::OracleCensored(g) => CENSORED_GAINS
+                .iter()
+                .find(|(x, _)| *x == g)
+                .map_or("oracle-censored", |(_, id)| id),
+        }
+    }
+
+    /// The role with this id (see [`Role::id`]); an unknown id is refused, naming the known
+    /// ones.
+    pub fn parse(id: &str) -> Result<Role, UnknownRole> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.id() == id)
+            .ok_or_else(|| UnknownRole(id.to_string()))
+    }
+}
+
+/// A contender id that is no [`Role`]'s ([`Role::parse`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownRole(pub String);
+
+impl fmt::Display for UnknownRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<&str> = Role::ALL.iter().map(|r| r.id()).collect();
+        write!(
+            f,
+            "unknown contender {:?} (known: {})",
+            self.0,
+            ids.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownRole {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,5 +302,20 @@ mod tests {
             .clone()
             .with_radio_delay(s.link.down.delay, Duration::ZERO);
         assert_eq!(same.link.description, s.link.description);
+    }
+
+    #[test]
+    fn every_role_parses_from_its_id_and_an_unknown_id_names_the_known_ones() {
+        for r in Role::ALL {
+            assert_eq!(Role::parse(r.id()), Ok(r));
+        }
+        let ids: std::collections::BTreeSet<&str> = Role::ALL.iter().map(|r| r.id()).collect();
+        assert_eq!(ids.len(), Role::ALL.len(), "ids are unique");
+        let e = Role::parse("nope").expect_err("unknown");
+        assert!(
+            e.to_string()
+                .starts_with("unknown contender \"nope\" (known: fq-codel, static-safe, "),
+            "{e}"
+        );
     }
 }
