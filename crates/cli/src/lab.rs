@@ -37,6 +37,9 @@ pub struct LabCmdOpts {
     pub faults: Vec<lab::Fault>,
     /// A cake-autorate checkout: run the real script beside our port and compare.
     pub cake_autorate: Option<PathBuf>,
+    /// Only these contenders, by the matrix's role ids (`--contenders purple,fq-codel`; with
+    /// `--link-of`), in this order.
+    pub contenders: Vec<String>,
 }
 
 /// `purple lab list`.
@@ -72,6 +75,19 @@ fn pick(s: &Scenario, q: Option<&str>) -> Result<Vec<Contender>, String> {
     }
 }
 
+/// The contenders of `s` playing the roles `ids` (the matrix's ids, `--contenders`), in that
+/// order; fails naming an unknown id (and the known ones) or a role the lab cannot play (and
+/// why).
+fn by_role(s: &Scenario, ids: &[String]) -> Result<Vec<Contender>, String> {
+    let roles = ids
+        .iter()
+        .map(|id| sim::link_scenario::Role::parse(id))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--contenders: {e}"))?;
+    s.contenders_for(&roles)
+        .map_err(|e| format!("--contenders: {e}"))
+}
+
 /// What `purple lab run` runs.
 #[derive(Debug)]
 pub enum Which {
@@ -80,12 +96,15 @@ pub enum Which {
     /// The radio's test and contenders on the link a link file describes (`--link FILE`).
     Link(PathBuf),
     /// The radio's test and contenders on the link of section C's scenario `name` for `seed`
-    /// (`--link-of NAME --seed N`).
+    /// (`--link-of NAME --seed N`), deployed as a home router if `home_router`
+    /// (`--home-router`).
     LinkOf {
         /// The section C scenario (`experiments::c::scenario::scenario`).
         name: String,
         /// Its seed.
         seed: u64,
+        /// Play it deployed as a home router (`LinkScenario::as_home_router`).
+        home_router: bool,
     },
 }
 
@@ -98,42 +117,30 @@ fn scenario_of(which: &Which, seconds: Option<f64>) -> Result<Scenario, String> 
             let d = sim::link_file::LinkDesc::read(file).map_err(|e| e.to_string())?;
             Scenario::for_link(&d, seconds).map_err(|e| e.to_string())
         }
-        Which::LinkOf { name, seed } => link_of(name, *seed),
+        Which::LinkOf {
+            name,
+            seed,
+            home_router,
+        } => link_of(name, *seed, *home_router),
     }
 }
 
 /// The radio's test and contenders on the link of section C's scenario `name` for `seed`
 /// (`purple lab run --link-of`, `purple demo --lab --link-of`): its rates as section C chose
-/// them, over its own length (a run's `--seconds` is the load only), deployed as the lab
-/// deploys every link ([`lab::scenario::DEPLOYMENT`]). Where section C's scenario is
-/// deployed otherwise, the title (the header of the table and of the JSON) says so
-/// ([`deployment_note`]). Fails for an unknown name, naming the known ones.
-pub fn link_of(name: &str, seed: u64) -> Result<Scenario, String> {
-    let c = crate::demo::link_scenario(&crate::demo::LinkChoice::Scenario(name.into()), seed, None)
-        .map_err(|e| format!("--link-of: {e}"))?;
-    let mut s = Scenario::for_link(&c.link, None).map_err(|e| e.to_string())?;
-    if let Some(note) = deployment_note(&c.deployment, &s.deployment()) {
-        s.title = format!("{}; {note}", s.title);
+/// them, over its own length (a run's `--seconds` is the load only), with section C's
+/// deployment, or as a home router if `home_router` (`--home-router`,
+/// `LinkScenario::as_home_router`; the link's words then say so). The lab plays the scenario
+/// only where that deployment is its own ([`lab::scenario::Scenario::for_link_scenario`]).
+/// Fails for an unknown name, naming the known ones, and for a deployment the lab cannot
+/// play, naming each part that differs and how to play it as a home router.
+pub fn link_of(name: &str, seed: u64, home_router: bool) -> Result<Scenario, String> {
+    let mut c =
+        crate::demo::link_scenario(&crate::demo::LinkChoice::Scenario(name.into()), seed, None)
+            .map_err(|e| format!("--link-of: {e}"))?;
+    if home_router {
+        c = c.as_home_router();
     }
-    Ok(s)
-}
-
-/// Words saying how the lab's deployment `lab` departs from section C's `section_c` for the
-/// same link (each part that differs, the lab's choice and then section C's), or `None` when
-/// they are the same.
-pub fn deployment_note(
-    section_c: &sim::deployment::Deployment,
-    lab: &sim::deployment::Deployment,
-) -> Option<String> {
-    let ours = lab.differences(section_c);
-    if ours.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "played with the lab's deployment, not section C's: {} (section C: {})",
-        ours.join(", "),
-        section_c.differences(lab).join(", ")
-    ))
+    Scenario::for_link_scenario(&c, None).map_err(|e| format!("--link-of {name}: {e}"))
 }
 
 /// Runs `purple lab run NAME` or `purple lab run --link FILE`; returns what to print.
@@ -155,7 +162,11 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
         return Err("--kernel runs the built-in scenarios only, not --link or --link-of".into());
     }
     let scn = scenario_of(which, o.seconds)?;
-    let mut contenders = pick(&scn, o.qdisc.as_deref())?;
+    let mut contenders = if o.contenders.is_empty() {
+        pick(&scn, o.qdisc.as_deref())?
+    } else {
+        by_role(&scn, &o.contenders)?
+    };
     let checkout = match &o.cake_autorate {
         None => None,
         Some(dir) => {
@@ -567,39 +578,58 @@ mod tests {
     /// One opportunity of a mahimahi trace in a 100 ms bin, bit/s.
     const OPPORTUNITY_BIT_S: f64 = 1500.0 * 8.0 * 10.0;
 
-    #[test]
-    fn link_of_names_where_section_cs_deployment_differs_from_the_labs() {
-        let title = |name: &str| {
-            let which = Which::LinkOf {
-                name: name.into(),
-                seed: 1,
-            };
-            scenario_of(&which, None).expect("plays in the lab").title
+    /// `--link-of NAME` (and `--home-router`) as `purple lab run` builds it.
+    fn link_of_scenario(name: &str, seed: u64, home_router: bool) -> Result<Scenario, String> {
+        let which = Which::LinkOf {
+            name: name.into(),
+            seed,
+            home_router,
         };
-        assert!(
-            title("radio").ends_with(
-                "; played with the lab's deployment, not section C's: download shaped at the \
-                 router after the radio, throughput read from CAKE's sent bytes (section C: \
-                 download shaped in front of the radio, throughput read from the radio's \
-                 delivered bytes)"
-            ),
-            "{}",
-            title("radio")
-        );
-        assert!(
-            title("starlink-no-probes").ends_with(
-                "not section C's: throughput read from CAKE's sent bytes, probes queued with \
-                 the data and answered (section C: throughput read from the radio's delivered \
-                 bytes, every probe lost)"
-            ),
-            "{}",
-            title("starlink-no-probes")
-        );
-        // Deployed as the lab deploys: no note.
-        assert!(!title("tmobile-lte-router").contains("section C"));
+        scenario_of(&which, None)
+    }
+
+    #[test]
+    fn link_of_refuses_a_deployment_the_lab_cannot_play_naming_each_part() {
+        let refused = |name: &str, home_router: bool| {
+            link_of_scenario(name, 1, home_router).expect_err("refused by the lab")
+        };
         assert_eq!(
-            deployment_note(&lab::scenario::DEPLOYMENT, &lab::scenario::DEPLOYMENT),
-            None
+            refused("radio", false),
+            "--link-of radio: radio is deployed as the lab cannot play it: download shaped in \
+             front of the radio, throughput read from the radio's delivered bytes (the lab: \
+             download shaped at the router after the radio, throughput read from CAKE's sent \
+             bytes); --home-router plays the link as a home router, as the lab deploys every link"
+        );
+        let e = refused("starlink-no-probes", false);
+        assert!(
+            e.starts_with(
+                "--link-of starlink-no-probes: starlink-no-probes is deployed as the lab cannot \
+                 play it: throughput read from the radio's delivered bytes, every probe lost \
+                 (the lab: throughput read from CAKE's sent bytes, probes queued with the data \
+                 and answered); --home-router plays the link as a home router, as the lab \
+                 deploys every link, but keeps its probe path; the lab plays no probe path but \
+                 its own: its --fault icmp-apart and --fault no-icmp-echo are near"
+            ),
+            "{e}"
+        );
+        // As a home router the probe path is all that differs, and still refused.
+        let e = refused("starlink-icmp-apart", true);
+        assert!(
+            e.contains("deployed as the lab cannot play it: ICMP served apart from data")
+                && !e.contains("--home-router"),
+            "{e}"
+        );
+        // Deployed as the lab deploys: it plays with or without the flag, the same.
+        let router = link_of_scenario("tmobile-lte-router", 1, false).expect("a home router");
+        let flagged = link_of_scenario("tmobile-lte-router", 1, true).expect("a home router");
+        assert_eq!(router.title, flagged.title);
+        assert_eq!(router.link, flagged.link);
+        // With the flag a link deployed otherwise plays, its words saying how.
+        let radio = link_of_scenario("radio", 1, true).expect("radio as a home router");
+        assert!(
+            radio.title.contains("deployed as a home router"),
+            "{}",
+            radio.title
         );
     }
 
@@ -611,26 +641,38 @@ mod tests {
             .chain(c::HOLDOUT_NAMES);
         for name in names {
             for seed in [1, 2] {
-                let want = c::scenario(name, seed).expect("a section C scenario");
-                let which = Which::LinkOf {
+                let own = c::scenario(name, seed).expect("a section C scenario");
+                let which = |home_router| Which::LinkOf {
                     name: name.to_string(),
                     seed,
+                    home_router,
                 };
+                // The lab plays a scenario deployed as it deploys (a home router) and refuses
+                // any other; `--home-router` deploys it so, keeping its probe path.
+                let plain = scenario_of(&which(false), Some(7.0));
+                assert_eq!(
+                    plain.is_ok(),
+                    own.deployment == lab::scenario::DEPLOYMENT,
+                    "{name}: {:?}",
+                    plain.as_ref().map(|s| &s.title)
+                );
+                let want = own.as_home_router();
+                let played = scenario_of(&which(true), Some(7.0));
+                if want.probe_path() != lab::scenario::DEPLOYMENT.probes {
+                    let e = played.expect_err("a probe path the lab has not");
+                    assert!(e.contains(&want.probe_path().to_string()), "{name}: {e}");
+                    continue;
+                }
                 // `--seconds` is the load only: the link and its rates stay the section's.
-                let s = scenario_of(&which, Some(7.0)).expect("plays in the lab");
+                let s = played.expect("plays in the lab as a home router");
+                if let Ok(p) = plain {
+                    assert_eq!((&p.title, &p.link), (&s.title, &s.link), "{name}");
+                }
                 let d = s.link.desc();
                 assert_eq!(d, &want.link, "{name} {seed}");
                 assert_eq!(s.name, *name);
                 assert_eq!(s.full_seconds, want.link.secs);
-                // The lab plays it with its own deployment and says so where section C's differs.
-                assert_eq!(s.deployment(), lab::scenario::DEPLOYMENT);
-                let noted = s.title.contains("not section C's");
-                assert_eq!(
-                    noted,
-                    want.deployment != lab::scenario::DEPLOYMENT,
-                    "{name}: {}",
-                    s.title
-                );
+                assert_eq!(s.deployment(), want.deployment);
                 let words = s.link.down_words();
                 assert!(words.ends_with(&format!(" {name}")), "{name}: {words}");
                 let (down, up) = s.control_range();

@@ -202,15 +202,15 @@ struct DemoArgs {
     /// `purple linkem`, `purple reflector` and `purple control`; root needed). --scenario then
     /// names a lab scenario with a link emulator: radio (default) or starlink (the passive
     /// delay signal's); or --link FILE.toml runs the radio's contenders on your link (as
-    /// `purple lab run --link`), --link-of NAME on section C's scenario NAME's link. Files go
-    /// into DIR/lab/; --seconds is seconds of load per
-    /// contender (default 30).
+    /// `purple lab run --link`), --link-of NAME on section C's scenario NAME's link (with
+    /// --home-router where section C deploys it otherwise). Files go into DIR/lab/; --seconds
+    /// is seconds of load per contender (default 30).
     #[arg(long, conflicts_with_all = ["matrix", "down_trace"])]
     lab: bool,
     /// With --lab: the radio's contenders on the link of section C's scenario NAME for --seed
     /// (a recorded trace at the seed's offset, written out for `purple linkem`), as `purple
-    /// lab run --link-of NAME` runs them (with the lab's deployment; the title says where the
-    /// scenario's differs).
+    /// lab run --link-of NAME` runs them: refused where section C deploys the scenario
+    /// otherwise than the lab (a home router), naming how; --home-router plays it as one.
     #[arg(
         long,
         value_name = "NAME",
@@ -221,8 +221,9 @@ struct DemoArgs {
     /// Deploy the link as a home router deploys CAKE and `purple control`: the download
     /// shaped at the router after the radio, every controller's throughput read from CAKE's
     /// own sent bytes both ways. Default: each scenario's own (CAKE in front of the radio, the
-    /// radio's delivered bytes). With --matrix: every link. (The lab is always a router.)
-    #[arg(long, conflicts_with = "lab")]
+    /// radio's delivered bytes). With --matrix: every link. With --lab: only with --link-of
+    /// (the lab is always a router; this plays section C's scenario NAME deployed as one).
+    #[arg(long)]
     home_router: bool,
     /// With --lab: inject a fault into the testbed: `no-icmp-echo` (the server ignores ICMP
     /// echo: on starlink every daemon probe is lost) or `icmp-apart` (the link emulator serves
@@ -289,11 +290,31 @@ struct LabRunArgs {
     /// tmobile-umts, starlink, the held-out wisp, lte-walk, mmwave, cable-evening, wifi,
     /// ...): its capacities (a recorded trace at the seed's offset, written out for `purple
     /// linkem`), delays and buffer, with the radio's test and contenders, static CAKE at
-    /// its safe rates and the daemons in its range. Only the link: the lab deploys as a
-    /// home router and probes as it does (see --fault); the title says where the scenario's
-    /// deployment differs. --seconds shortens the load only.
+    /// its safe rates and the daemons in its range. The lab deploys as a home router and
+    /// probes as it does (see --fault): a scenario section C deploys otherwise (the
+    /// synthetic links, the recorded ones but tmobile-lte-router, the held-out ones) is
+    /// refused, naming where the deployments differ, unless --home-router. --seconds
+    /// shortens the load only.
     #[arg(long, value_name = "NAME")]
     link_of: Option<String>,
+    /// With --link-of: play section C's scenario deployed as a home router (the download
+    /// shaped at the router after the radio, throughput read from CAKE's sent bytes), as
+    /// `purple demo --home-router` deploys it in the simulator. A probe path other than the
+    /// lab's (starlink-icmp-apart, starlink-no-probes) stays refused.
+    #[arg(long, requires = "link_of", conflicts_with_all = ["scenario", "link"])]
+    home_router: bool,
+    /// With --link-of: only these contenders, by the ids of `purple demo --matrix
+    /// --contenders` (comma-separated, run in this order): fq-codel, static-safe,
+    /// cake-autorate, purple. The others (the oracles, purple-radio, static-optimistic, ...)
+    /// are refused, naming the role and why.
+    #[arg(
+        long,
+        value_name = "ID,..",
+        value_delimiter = ',',
+        requires = "link_of",
+        conflicts_with_all = ["scenario", "link", "qdisc", "cake_autorate"]
+    )]
+    contenders: Vec<String>,
     /// With --link-of: the seed of the scenario's capacity process (or trace offset).
     #[arg(long, value_name = "N", default_value_t = 1, requires = "link_of")]
     seed: u64,
@@ -581,6 +602,13 @@ fn main() {
                 std::process::exit(2);
             }
         },
+        Command::Demo(a) if a.lab && a.home_router && a.link_of.is_none() => {
+            eprintln!(
+                "--home-router with --lab: only with --link-of NAME (the lab is always a home \
+                 router; --home-router plays section C's scenario NAME deployed as one)"
+            );
+            std::process::exit(2);
+        }
         Command::Demo(a) if a.lab => match demo::run_lab(&demo::LabDemoOpts {
             seconds: a.seconds,
             json: a.json,
@@ -589,6 +617,7 @@ fn main() {
             scenario: a.scenario.clone(),
             link: a.link.clone(),
             link_of: a.link_of.clone().map(|n| (n, a.seed)),
+            home_router: a.home_router,
             faults: a.fault.clone(),
         }) {
             Ok(out) => print!("{out}"),
@@ -811,6 +840,8 @@ fn main() {
                 scenario,
                 link,
                 link_of,
+                home_router,
+                contenders,
                 seed,
                 seconds,
                 json,
@@ -826,6 +857,7 @@ fn main() {
             } = *a;
             let o = lab::LabCmdOpts {
                 cake_autorate,
+                contenders,
                 seconds,
                 json,
                 out,
@@ -839,7 +871,11 @@ fn main() {
             };
             let which = match (scenario, link, link_of) {
                 (_, Some(f), _) => lab::Which::Link(f),
-                (_, None, Some(name)) => lab::Which::LinkOf { name, seed },
+                (_, None, Some(name)) => lab::Which::LinkOf {
+                    name,
+                    seed,
+                    home_router,
+                },
                 (Some(n), None, None) => lab::Which::Name(n),
                 (None, None, None) => lab::Which::Name(String::new()),
             };

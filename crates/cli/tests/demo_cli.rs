@@ -238,7 +238,8 @@ fn home_router_deploys_a_link_as_the_router_scenario_does() {
         "{}",
         flag["description"]
     );
-    // The lab is a router already: the flag is refused there, naming both options.
+    // The lab is a router already: the flag is refused there but with --link-of (section C's
+    // scenario deployed as one), naming the options.
     let o = purple(&["demo", "--lab", "--home-router"]);
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);

@@ -101,6 +101,58 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
     let (code, err) = run(&["--seed", "2"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--link-of <NAME>"), "{err}");
+    let (code, err) = run(&["--home-router"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--link-of <NAME>"), "{err}");
+    let (code, err) = run(&["radio", "--home-router"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    // A section C scenario deployed otherwise than the lab (a home router) is refused before
+    // any namespace exists, naming each part and the flag that deploys it as a home router.
+    let (code, err) = run(&["--link-of", "att-lte", "--no-sim"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(
+            "--link-of att-lte: att-lte is deployed as the lab cannot play it: download shaped \
+             in front of the radio, throughput read from the radio's delivered bytes (the lab: \
+             download shaped at the router after the radio, throughput read from CAKE's sent \
+             bytes); --home-router plays the link as a home router"
+        ),
+        "{err}"
+    );
+    // Contenders by the matrix's role ids: a role the lab cannot play is refused naming it, an
+    // unknown id naming the known ones, both before any namespace exists; with --link-of only.
+    let (code, err) = run(&[
+        "--link-of",
+        "radio",
+        "--home-router",
+        "--contenders",
+        "purple,oracle-late",
+        "--no-sim",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(
+            "--contenders: the lab cannot play contender oracle-late: an oracle reads the link's \
+             true capacity"
+        ),
+        "{err}"
+    );
+    let (code, err) = run(&[
+        "--link-of",
+        "tmobile-lte-router",
+        "--contenders",
+        "nope",
+        "--no-sim",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--contenders: unknown contender \"nope\" (known: fq-codel, static-safe"),
+        "{err}"
+    );
+    let (code, err) = run(&["radio", "--contenders", "purple"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
     // `purple demo --lab --link-of`: with --lab only, and not with a lab scenario or a file.
     let demo = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_purple"))
@@ -116,6 +168,12 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
     let (code, err) = demo(&["--link-of", "att-lte"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--lab"), "{err}");
+    let (code, err) = demo(&["--lab", "--home-router"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--home-router with --lab: only with --link-of NAME"),
+        "{err}"
+    );
     for args in [
         &["--lab", "--link-of", "att-lte", "--scenario", "starlink"][..],
         &[

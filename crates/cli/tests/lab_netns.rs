@@ -267,13 +267,16 @@ fn a_link_file_is_played_by_linkem_and_carried_near_its_capacity() {
     assert!((9.5..14.0).contains(&base), "base RTT {base:.1} ms");
 }
 
-/// `purple lab run --link-of tmobile-lte --seed 2`'s testbed: section C's recorded T-Mobile
-/// link at seed 2's offset into its loop (a trace built in code, written out for `purple
-/// linkem`), 1 ms each way, its 300-packet buffer. Unshaped FQ-CoDel carries about the
-/// capacity the lab says it plays. About 12 s.
+/// `purple lab run --link-of tmobile-lte --seed 2 --home-router`'s testbed: section C's
+/// recorded T-Mobile link at seed 2's offset into its loop (a trace built in code, written out
+/// for `purple linkem`), 1 ms each way, its 300-packet buffer, deployed as a home router (the
+/// lab refuses section C's own deployment of it). Unshaped FQ-CoDel carries about the capacity
+/// the lab says it plays. About 12 s.
 fn a_section_c_link_at_a_seeded_offset_is_played_by_linkem() {
     let c = experiments::c::scenario::scenario("tmobile-lte", 2).unwrap();
-    let s = scenario::Scenario::for_link(&c.link, None).unwrap();
+    assert!(scenario::Scenario::for_link_scenario(&c, None).is_err());
+    let c = c.as_home_router();
+    let s = scenario::Scenario::for_link_scenario(&c, None).unwrap();
     assert_eq!(s.link.desc(), &c.link);
     assert_eq!(s.link.buffer_packets(), 300);
     let row = fq_codel_for_6s(&s, "section C link");

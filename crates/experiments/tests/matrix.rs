@@ -156,7 +156,10 @@ fn a_users_traces_make_a_link_and_a_broken_one_names_the_file_and_line() {
     let up = temp("ok.up", &trace(3.0, 10));
     let sc = link::from_traces(&down, &up, Some(120), Some(20.0))
         .unwrap()
-        .with_radio_delay(link::radio_delay_for_rtt(30.0).unwrap());
+        .with_radio_delay(
+            link::radio_delay_for_rtt(30.0).unwrap(),
+            experiments::c::closed_loop::PATH_RTT,
+        );
     assert_eq!((sc.link.secs, sc.link.buffer_packets), (20.0, 120));
     // 12 Mbit/s throughout: both static rates 12 (still labelled C2 and C3), the range up to
     // 1.2 x that.

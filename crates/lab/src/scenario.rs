@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use qdisc::Duration;
-use sim::deployment::Deployment;
+use sim::deployment::{Deployment, ProbePath};
 use sim::flent::{self, FlentLabels, FlentTest, Role};
 use sim::link_file::{LinkDesc, LinkRates};
+use sim::link_scenario::{LinkScenario, Role as ContenderRole};
 use sim::{Capacity, RatePoint, RateSchedule};
 
 pub use crate::link::{DirCapacity, LabLinkError, Link, BUILT_IN_BUFFER_PACKETS};
@@ -542,15 +543,121 @@ fn tmobile() -> Scenario {
 /// ([`Deployment::HOME_ROUTER`]). The router's bridge shapes both ways, the download after the
 /// link emulator (the radio); a `purple control` daemon reads throughput from the bridge's
 /// CAKE statistics; probes queue with the data and are answered. The lab has no other: a
-/// section C scenario deployed otherwise (`purple lab run --link-of`) is played with this one.
+/// link-level scenario deployed otherwise is refused ([`Scenario::for_link_scenario`],
+/// [`LabPlayError::Deployment`]; `purple lab run --link-of NAME` plays section C's scenario
+/// only where it is deployed so, or with `--home-router` as one).
 ///
 /// Probe faults are run options ([`crate::Fault`]), not part of this, because neither is one
-/// of [`ProbePath`](sim::deployment::ProbePath)'s: `--fault icmp-apart` is near
-/// `ProbePath::IcmpApart` (the emulator serves ICMP first, but the radio's daemons probe with
+/// of [`ProbePath`]'s: `--fault icmp-apart` is near
+/// [`ProbePath::IcmpApart`] (the emulator serves ICMP first, but the radio's daemons probe with
 /// UDP, which it queues with the data) and
-/// `--fault no-icmp-echo` near `ProbePath::Dropped` (the server ignores echo only: UDP probes
+/// `--fault no-icmp-echo` near [`ProbePath::Dropped`] (the server ignores echo only: UDP probes
 /// are still answered, where section C loses every probe both ways).
 pub const DEPLOYMENT: Deployment = Deployment::HOME_ROUTER;
+
+/// Why the lab cannot play a link-level scenario ([`Scenario::for_link_scenario`]).
+#[derive(Debug)]
+pub enum LabPlayError {
+    /// The scenario is deployed otherwise than the lab deploys every link ([`DEPLOYMENT`]).
+    /// Its message names each part where the two differ and how to play the link as the lab
+    /// can: as a home router ([`LinkScenario::as_home_router`], `--home-router`) where only
+    /// the shaper's place or the throughput source differ; a probe path other than the lab's
+    /// has no equal in the lab (its `--fault` options are near, see [`DEPLOYMENT`]).
+    Deployment {
+        /// The link's name.
+        link: String,
+        /// How the scenario deploys CAKE and its controller.
+        scenario: Deployment,
+        /// How the lab does ([`DEPLOYMENT`]).
+        lab: Deployment,
+    },
+    /// The link emulator cannot play the link ([`Scenario::for_link`]'s error).
+    Link(LabLinkError),
+    /// A contender role the lab has no contender for ([`Scenario::contenders_for`]).
+    Role {
+        /// The role.
+        role: ContenderRole,
+        /// Why the lab cannot play it.
+        why: &'static str,
+    },
+}
+
+impl std::fmt::Display for LabPlayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LabPlayError::Deployment {
+                link,
+                scenario,
+                lab,
+            } => {
+                write!(
+                    f,
+                    "{link} is deployed as the lab cannot play it: {} (the lab: {})",
+                    scenario.differences(lab).join(", "),
+                    lab.differences(scenario).join(", ")
+                )?;
+                let probes_apart = scenario.probes != lab.probes;
+                if scenario.shaper != lab.shaper || scenario.throughput != lab.throughput {
+                    write!(
+                        f,
+                        "; --home-router plays the link as a home router, as the lab deploys \
+                         every link{}",
+                        if probes_apart {
+                            ", but keeps its probe path"
+                        } else {
+                            ""
+                        }
+                    )?;
+                }
+                if probes_apart {
+                    write!(
+                        f,
+                        "; the lab plays no probe path but its own: its --fault icmp-apart and \
+                         --fault no-icmp-echo are near \"{}\" and \"{}\" but not equal (the \
+                         daemons' UDP probes still queue with the data and are answered)",
+                        ProbePath::IcmpApart,
+                        ProbePath::Dropped
+                    )?;
+                }
+                Ok(())
+            }
+            LabPlayError::Link(e) => e.fmt(f),
+            LabPlayError::Role { role, why } => {
+                let ids: Vec<&str> = LAB_ROLES.iter().map(|r| r.id()).collect();
+                write!(
+                    f,
+                    "the lab cannot play contender {}: {why} (it plays {})",
+                    role.id(),
+                    ids.join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// The contender roles the lab plays on a link-level scenario ([`Scenario::contenders_for`]),
+/// in the matrix's order.
+pub const LAB_ROLES: [ContenderRole; 4] = [
+    ContenderRole::FqCodel,
+    ContenderRole::StaticSafe,
+    ContenderRole::CakeAutorate,
+    ContenderRole::Purple,
+];
+
+impl std::error::Error for LabPlayError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LabPlayError::Deployment { .. } | LabPlayError::Role { .. } => None,
+            LabPlayError::Link(e) => Some(e),
+        }
+    }
+}
+
+impl From<LabLinkError> for LabPlayError {
+    fn from(e: LabLinkError) -> Self {
+        LabPlayError::Link(e)
+    }
+}
 
 impl Scenario {
     /// Where this scenario deploys the shaper and its controller: always [`DEPLOYMENT`].
@@ -658,6 +765,88 @@ impl Scenario {
             range: Some((range(down), range(up))),
             ..radio
         })
+    }
+
+    /// [`Scenario::for_link`] on a link-level scenario's link (`purple lab run --link-of
+    /// NAME`, `purple demo --lab --link-of NAME`: section C's scenario NAME), when the
+    /// scenario is deployed as the lab deploys every link ([`DEPLOYMENT`]). Fails, before
+    /// building anything, with [`LabPlayError::Deployment`] for a scenario deployed otherwise
+    /// (the lab plays one deployment only; [`LinkScenario::as_home_router`] deploys a link so
+    /// where its probe path is the lab's), and with [`LabPlayError::Link`] where
+    /// [`Scenario::for_link`] fails.
+    pub fn for_link_scenario(
+        sc: &LinkScenario,
+        seconds: Option<f64>,
+    ) -> Result<Scenario, LabPlayError> {
+        if sc.deployment != DEPLOYMENT {
+            return Err(LabPlayError::Deployment {
+                link: sc.link.name.clone(),
+                scenario: sc.deployment,
+                lab: DEPLOYMENT,
+            });
+        }
+        Ok(Scenario::for_link(&sc.link, seconds)?)
+    }
+
+    /// The contenders playing `roles` on this scenario, in the order given (`purple lab run
+    /// --link-of NAME --contenders ID,...`, the matrix's ids): `fq-codel` its FQ-CoDel without
+    /// shaping, `static-safe` its static CAKE (a link-level scenario's at the link's safe
+    /// rates, [`Scenario::for_link`]), `purple` and `cake-autorate` the `purple control`
+    /// daemons with those laws ([`LAB_ROLES`]). Fails with [`LabPlayError::Role`], naming the
+    /// first role it cannot play and why: the oracles (they read the link's true capacity),
+    /// `purple-radio` (the radio's queue metrics), `static-optimistic` (a second static rate),
+    /// and the laws and `autorate-ingress` no lab contender is built for; also a role of
+    /// [`LAB_ROLES`] whose contender this scenario lacks (b1, b2).
+    pub fn contenders_for(&self, roles: &[ContenderRole]) -> Result<Vec<Contender>, LabPlayError> {
+        roles
+            .iter()
+            .map(|&role| {
+                let short = match role {
+                    ContenderRole::FqCodel => "fq_codel",
+                    ContenderRole::StaticSafe => "cake",
+                    ContenderRole::Purple => "purple",
+                    ContenderRole::CakeAutorate => "cake-autorate",
+                    ContenderRole::PurpleRadio => {
+                        return Err(LabPlayError::Role {
+                            role,
+                            why: "it reads the radio's queue, which no daemon in the lab sees",
+                        })
+                    }
+                    ContenderRole::StaticOptimistic => {
+                        return Err(LabPlayError::Role {
+                            role,
+                            why: "the lab's static CAKE runs at the link's safe rates only",
+                        })
+                    }
+                    ContenderRole::PurpleAimd
+                    | ContenderRole::SqmAutorate
+                    | ContenderRole::AutorateIngress => {
+                        return Err(LabPlayError::Role {
+                            role,
+                            why: "no lab contender is built for it",
+                        })
+                    }
+                    ContenderRole::Oracle
+                    | ContenderRole::OracleLate
+                    | ContenderRole::OracleLookahead
+                    | ContenderRole::OracleCensored(_) => {
+                        return Err(LabPlayError::Role {
+                            role,
+                            why: "an oracle reads the link's true capacity, which no real \
+                                  controller can",
+                        })
+                    }
+                };
+                self.contenders
+                    .iter()
+                    .find(|c| c.short == short)
+                    .copied()
+                    .ok_or(LabPlayError::Role {
+                        role,
+                        why: "this lab scenario has no such contender",
+                    })
+            })
+            .collect()
     }
 }
 
@@ -1092,5 +1281,120 @@ mod tests {
         assert!((short.control_range().0.min - 13.0).abs() < 1e-9);
         assert_eq!(short.link, s.link);
         assert!(Scenario::for_link(&d, Some(0.5)).is_err());
+    }
+
+    #[test]
+    fn a_link_scenario_deployed_otherwise_is_refused_naming_each_part_and_plays_as_a_home_router() {
+        // The radio's link as code builds one (section C's links have no file).
+        let d = LinkDesc {
+            path: None,
+            ..radio_link().expect("plays").desc().clone()
+        };
+        let slides = LinkScenario::new(d);
+        let e = Scenario::for_link_scenario(&slides, None).expect_err("deployed as the slides");
+        assert!(
+            matches!(
+                e,
+                LabPlayError::Deployment { scenario, lab, .. }
+                    if scenario == Deployment::SLIDES && lab == DEPLOYMENT
+            ),
+            "{e:?}"
+        );
+        let words = e.to_string();
+        for part in Deployment::SLIDES
+            .differences(&DEPLOYMENT)
+            .iter()
+            .chain(&DEPLOYMENT.differences(&Deployment::SLIDES))
+        {
+            assert!(words.contains(part.as_str()), "{part}: {words}");
+        }
+        assert!(
+            words.starts_with("lab-radio is deployed as the lab cannot play it: "),
+            "{words}"
+        );
+        assert!(
+            words.contains("--home-router plays the link as a home router"),
+            "{words}"
+        );
+        assert!(!words.contains("--fault"), "{words}");
+        // As a home router it plays: the link as `for_link` plays it, its words saying how.
+        let router = slides.clone().as_home_router();
+        let s = Scenario::for_link_scenario(&router, Some(5.0)).expect("a home router plays");
+        let plain = Scenario::for_link(&router.link, Some(5.0)).expect("plays");
+        assert_eq!(s.link, plain.link);
+        assert_eq!(s.title, plain.title);
+        assert_eq!(s.control_range(), plain.control_range());
+        assert!(s.title.contains("deployed as a home router"), "{}", s.title);
+        // A probe path the lab has not stays refused as a home router, naming it and the
+        // faults that are near it.
+        let no_probes = LinkScenario {
+            deployment: Deployment {
+                probes: ProbePath::Dropped,
+                ..Deployment::SLIDES
+            },
+            ..slides
+        };
+        let words = Scenario::for_link_scenario(&no_probes, None)
+            .expect_err("probes lost")
+            .to_string();
+        assert!(words.contains("but keeps its probe path"), "{words}");
+        let words = Scenario::for_link_scenario(&no_probes.as_home_router(), None)
+            .expect_err("probes lost as a home router too")
+            .to_string();
+        assert!(
+            words.starts_with(
+                "lab-radio is deployed as the lab cannot play it: every probe lost (the lab: probes \
+                 queued with the data and answered); the lab plays no probe path but its own: \
+                 its --fault icmp-apart and --fault no-icmp-echo are near"
+            ),
+            "{words}"
+        );
+        assert!(!words.contains("--home-router"), "{words}");
+    }
+
+    #[test]
+    fn contenders_by_role_map_to_the_labs_and_a_role_it_cannot_play_is_refused_naming_it() {
+        let d = LinkDesc {
+            path: None,
+            ..radio_link().expect("plays").desc().clone()
+        };
+        let s = Scenario::for_link_scenario(&LinkScenario::new(d).as_home_router(), None)
+            .expect("plays");
+        let roles = [
+            ContenderRole::Purple,
+            ContenderRole::FqCodel,
+            ContenderRole::StaticSafe,
+            ContenderRole::CakeAutorate,
+        ];
+        let cs = s.contenders_for(&roles).expect("the lab's roles");
+        let shorts: Vec<&str> = cs.iter().map(|c| c.short).collect();
+        assert_eq!(shorts, ["purple", "fq_codel", "cake", "cake-autorate"]);
+        assert_eq!(cs[0], CAKE_PURPLE);
+        assert_eq!(cs[2].name, "CAKE static, the link's safe rate");
+        let mut sorted = roles;
+        sorted.sort_by_key(|r| ContenderRole::ALL.iter().position(|x| x == r));
+        assert_eq!(sorted, LAB_ROLES);
+        // Every other role is refused, naming it.
+        for role in ContenderRole::ALL.iter().filter(|r| !LAB_ROLES.contains(r)) {
+            let e = s
+                .contenders_for(&[ContenderRole::Purple, *role])
+                .expect_err("not the lab's");
+            assert!(
+                matches!(e, LabPlayError::Role { role: r, .. } if r == *role),
+                "{e:?}"
+            );
+            let words = e.to_string();
+            assert!(
+                words.starts_with(&format!("the lab cannot play contender {}: ", role.id()))
+                    && words.ends_with("(it plays fq-codel, static-safe, cake-autorate, purple)"),
+                "{words}"
+            );
+        }
+        // A lab scenario without the contender refuses the role too.
+        let b1 = find("b1").expect("b1");
+        let e = b1
+            .contenders_for(&[ContenderRole::Purple])
+            .expect_err("b1 has no daemon");
+        assert!(e.to_string().contains("has no such contender"), "{e}");
     }
 }

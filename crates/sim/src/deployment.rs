@@ -1,12 +1,13 @@
 //! How a shaper and its controller are deployed on a link: where CAKE sits, where the
 //! controller reads throughput, and how its probes fare. One type for every link-level
-//! scenario, whichever backend plays it: section C's closed loop
-//! (`experiments::c::scenario::Scenario::deployment`, any of the combinations) and the lab
-//! (`lab::scenario::Scenario::deployment`, always [`Deployment::HOME_ROUTER`]).
+//! scenario ([`LinkScenario::deployment`](crate::link_scenario::LinkScenario::deployment)),
+//! whichever backend plays it: section C's closed loop (any of the combinations) and the lab
+//! (`lab::scenario::Scenario::deployment`, always [`Deployment::HOME_ROUTER`]; it refuses a
+//! scenario deployed otherwise).
 //!
 //! Pure data: nothing here runs a link. Each backend maps the parts onto its own topology;
 //! [`Deployment::differences`] names, in words, where two deployments part, for a backend that
-//! plays another's scenario with its own (`purple lab run --link-of`).
+//! refuses a scenario deployed otherwise than it can play (`purple lab run --link-of`).
 
 use std::fmt;
 

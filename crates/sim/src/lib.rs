@@ -3,7 +3,9 @@
 //! **What this crate owns**: the simulator ([`Sim`]: nodes, links, routes, applications,
 //! metrics), TOML scenarios ([`Scenario`]), [`RunSummary`] (the JSON every backend reports in,
 //! docs/scenarios.md, with the loaded phase of the closed loop and the lab's demo rows as its
-//! optional [`LoadedSummary`]) and Flent files ([`flent`]). **What it must not do**: read a clock or
+//! optional [`LoadedSummary`]), Flent files ([`flent`]) and the one link-level scenario
+//! ([`link_scenario::LinkScenario`]: a [`link_file::LinkDesc`] and its [`deployment`], which
+//! section C's closed loop and the lab play). **What it must not do**: read a clock or
 //! draw unseeded entropy; decide what a controller decides (closed loops run the
 //! `controller` crate's agent from outside, as `experiments::c::closed_loop` does).
 //!
@@ -46,6 +48,7 @@ pub mod deployment;
 mod events;
 pub mod flent;
 pub mod link_file;
+pub mod link_scenario;
 mod loaded;
 mod metrics;
 mod scenario;

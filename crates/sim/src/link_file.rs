@@ -18,8 +18,8 @@
 //! Relative paths resolve against the TOML file's directory. [`LinkDesc::read`] checks the file
 //! and reads its capacities. [`LinkDesc`] is the one single-link description: a file parses
 //! into it and section C's built-in scenarios are written as one in code, and every backend
-//! builds its run from it (section C's closed loop holds one in its `Scenario`:
-//! `experiments::c::link::from_file`; the namespace lab's `lab::link::Link` holds one:
+//! builds its run from it (a [`LinkScenario`](crate::link_scenario::LinkScenario) pairs one with
+//! its deployment; section C's closed loop plays one: `experiments::c::link::from_file`; the namespace lab's `lab::link::Link` holds one:
 //! `lab::scenario::Scenario::for_link`, for a link file or for section C's scenarios' links,
 //! `purple lab run --link-of NAME`). [`derived_rates`] is the one rule a link's static
 //! shaper rates and controller range come from when not chosen by hand.
@@ -157,7 +157,7 @@ pub struct DirectionDesc {
     /// file as written; empty for a link built in code unless its builder names it.
     pub what: String,
     /// The capacity (a file's `rate` or `schedule` as given, not sampled; section C's closed
-    /// loop holds it sampled, see `experiments::c::scenario::Scenario`).
+    /// loop holds it sampled, see `experiments::c::scenario::played`).
     pub capacity: Capacity,
     /// The trace's or schedule's text as the file gives it, for a backend that replays the
     /// file itself (the lab hands a trace to `purple linkem`); `None` for a rate and for a link

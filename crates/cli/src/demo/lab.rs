@@ -27,7 +27,7 @@ pub fn compute_lab(
             let d = sim::link_file::LinkDesc::read(file).map_err(|e| e.to_string())?;
             lab::scenario::Scenario::for_link(&d, o.seconds).map_err(|e| e.to_string())?
         }
-        (None, Some((name, seed))) => crate::lab::link_of(name, *seed)?,
+        (None, Some((name, seed))) => crate::lab::link_of(name, *seed, o.home_router)?,
         (None, None) => {
             let name = if o.scenario.is_empty() {
                 "radio"

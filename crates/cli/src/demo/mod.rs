@@ -111,6 +111,9 @@ pub struct LabDemoOpts {
     /// Section C's scenario whose link to run the radio's contenders on instead, and its seed
     /// (`--link-of NAME --seed N`).
     pub link_of: Option<(String, u64)>,
+    /// With `link_of`: the scenario deployed as a home router (`--home-router`), where section
+    /// C deploys it otherwise (the lab refuses it then).
+    pub home_router: bool,
     /// Faults injected into the testbed.
     pub faults: Vec<::lab::Fault>,
 }

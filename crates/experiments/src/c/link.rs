@@ -16,7 +16,7 @@
 //!
 //! Relative paths resolve against the TOML file's directory; a direction without `delay_ms`
 //! gets the built-in scenarios' radio hop ([`RADIO_DELAY`], 1 ms). Either way the result is a
-//! [`Scenario`] on the link's [`LinkDesc`] ([`Scenario::played`]): every contender runs on it
+//! [`Scenario`] on the link's [`LinkDesc`] ([`played`](super::scenario::played)): every contender runs on it
 //! in the usual closed loop.
 
 use super::closed_loop::PATH_RTT;
@@ -107,7 +107,9 @@ pub fn from_traces(
 /// A user's link from a link file (`purple demo --link FILE.toml`); `secs` overrides its
 /// `duration_s`.
 pub fn from_file(path: &Path, secs: Option<f64>) -> Result<Scenario, LinkError> {
-    Ok(Scenario::played(LinkDesc::read(path)?.with_secs(secs)?))
+    Ok(super::scenario::played(
+        LinkDesc::read(path)?.with_secs(secs)?,
+    ))
 }
 
 #[cfg(test)]

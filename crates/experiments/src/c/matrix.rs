@@ -44,133 +44,45 @@ pub const TARGET_P99_EXCESS_MS: f64 = 2.0;
 /// See [`TARGET_FRACTION`].
 pub const TARGET_WORST_FRACTION: f64 = 0.80;
 
-/// A contender, independent of the link (the static rates are each link's own).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    /// C1: FQ-CoDel, no shaping.
-    FqCodel,
-    /// C2: CAKE at the link's safe static rate.
-    StaticSafe,
-    /// C3: CAKE at the link's optimistic static rate.
-    StaticOptimistic,
-    /// C4: PURPLE with the radio's queue metrics.
-    PurpleRadio,
-    /// C5: PURPLE-AIMD.
-    PurpleAimd,
-    /// cake-autorate's law.
-    CakeAutorate,
-    /// sqm-autorate's law.
-    SqmAutorate,
-    /// CAKE `autorate-ingress`.
-    AutorateIngress,
-    /// Our controller at its section-C parameters.
-    Purple,
-    /// 95% of the current interval's true capacity.
-    Oracle,
-    /// 95% of the previous interval's true capacity ([`Contender::OracleLagged`]).
-    OracleLate,
-    /// 95% of the next 200 ms (recorded traces only; on synthetic links it equals the oracle).
-    OracleLookahead,
-    /// The censored oracle ([`Contender::OracleCensored`]) at this probe gain, per cent: the
-    /// reference for what delivery readings could tell a law at best.
-    OracleCensored(u16),
+/// Section C's roles, their ids and their parsing are the one link-level scenario's
+/// ([`sim::link_scenario::Role`]), shared with the lab (`purple lab run --link-of NAME
+/// --contenders`).
+pub use sim::link_scenario::{Role, UnknownRole, CENSORED_GAINS};
+
+/// The contender playing `role` on `s` (`None`: the lookahead oracle on a synthetic link, where
+/// it would repeat the oracle).
+pub fn role_contender(role: Role, s: &Scenario) -> Option<Contender> {
+    Some(match role {
+        Role::FqCodel => Contender::FqCodel,
+        Role::StaticSafe => Contender::CakeStatic(s.statics()[0].0, s.statics()[0].1),
+        Role::StaticOptimistic => Contender::CakeStatic(s.statics()[1].0, s.statics()[1].1),
+        Role::PurpleRadio => Contender::PurpleRadio,
+        Role::PurpleAimd => Contender::PurpleAimd,
+        Role::CakeAutorate => Contender::CakeAutorate,
+        Role::SqmAutorate => Contender::SqmAutorate,
+        Role::AutorateIngress => Contender::AutorateIngress,
+        Role::Purple => Contender::Purple,
+        Role::Oracle => Contender::Oracle,
+        Role::OracleLate => Contender::OracleLagged,
+        Role::OracleLookahead if !s.link.down.capacity.is_series() => Contender::OracleLookahead,
+        Role::OracleLookahead => return None,
+        Role::OracleCensored(g) => Contender::OracleCensored(g),
+    })
 }
 
-/// The censored oracle's probe gains the matrix runs, per cent per interval, with their ids.
-pub const CENSORED_GAINS: [(u16, &str); 3] = [
-    (5, "oracle-censored-5"),
-    (25, "oracle-censored-25"),
-    (100, "oracle-censored-100"),
-];
-
-impl Role {
-    /// Every role, in table order.
-    pub const ALL: [Role; 15] = [
-        Role::FqCodel,
-        Role::StaticSafe,
-        Role::StaticOptimistic,
-        Role::PurpleRadio,
-        Role::PurpleAimd,
-        Role::CakeAutorate,
-        Role::SqmAutorate,
-        Role::AutorateIngress,
-        Role::Purple,
-        Role::Oracle,
-        Role::OracleLate,
-        Role::OracleLookahead,
-        Role::OracleCensored(CENSORED_GAINS[0].0),
-        Role::OracleCensored(CENSORED_GAINS[1].0),
-        Role::OracleCensored(CENSORED_GAINS[2].0),
-    ];
-
-    /// The id used on the command line (`--contenders`) and in JSON.
-    pub fn id(self) -> &'static str {
-        match self {
-            Role::FqCodel => "fq-codel",
-            Role::StaticSafe => "static-safe",
-            Role::StaticOptimistic => "static-optimistic",
-            Role::PurpleRadio => "purple-radio",
-            Role::PurpleAimd => "purple-aimd",
-            Role::CakeAutorate => "cake-autorate",
-            Role::SqmAutorate => "sqm-autorate",
-            Role::AutorateIngress => "autorate-ingress",
-            Role::Purple => "purple",
-            Role::Oracle => "oracle",
-            Role::OracleLate => "oracle-late",
-            Role::OracleLookahead => "oracle-lookahead",
-            Role::OracleCensored(g) => CENSORED_GAINS
-                .iter()
-                .find(|(x, _)| *x == g)
-                .map_or("oracle-censored", |(_, id)| id),
-        }
-    }
-
-    /// The role with this id (see [`Role::id`]).
-    pub fn parse(id: &str) -> Result<Role, MatrixError> {
-        Role::ALL
-            .into_iter()
-            .find(|r| r.id() == id)
-            .ok_or_else(|| MatrixError::UnknownContender(id.to_string()))
-    }
-
-    /// The contender playing this role on `s` (`None`: the lookahead oracle on a synthetic
-    /// link, where it would repeat the oracle).
-    pub fn contender(self, s: &Scenario) -> Option<Contender> {
-        Some(match self {
-            Role::FqCodel => Contender::FqCodel,
-            Role::StaticSafe => Contender::CakeStatic(s.statics()[0].0, s.statics()[0].1),
-            Role::StaticOptimistic => Contender::CakeStatic(s.statics()[1].0, s.statics()[1].1),
-            Role::PurpleRadio => Contender::PurpleRadio,
-            Role::PurpleAimd => Contender::PurpleAimd,
-            Role::CakeAutorate => Contender::CakeAutorate,
-            Role::SqmAutorate => Contender::SqmAutorate,
-            Role::AutorateIngress => Contender::AutorateIngress,
-            Role::Purple => Contender::Purple,
-            Role::Oracle => Contender::Oracle,
-            Role::OracleLate => Contender::OracleLagged,
-            Role::OracleLookahead if !s.link.down.capacity.is_series() => {
-                Contender::OracleLookahead
-            }
-            Role::OracleLookahead => return None,
-            Role::OracleCensored(g) => Contender::OracleCensored(g),
-        })
-    }
-
-    /// Whether the dominance target compares the sweep with this contender
-    /// (cake-autorate, sqm-autorate, PURPLE-AIMD, PURPLE-regular, autorate-ingress, static CAKE).
-    fn judged_by_sweep(self) -> bool {
-        matches!(
-            self,
-            Role::StaticSafe
-                | Role::StaticOptimistic
-                | Role::PurpleRadio
-                | Role::PurpleAimd
-                | Role::CakeAutorate
-                | Role::SqmAutorate
-                | Role::AutorateIngress
-        )
-    }
+/// Whether the dominance target compares the sweep with `role`'s contender
+/// (cake-autorate, sqm-autorate, PURPLE-AIMD, PURPLE-regular, autorate-ingress, static CAKE).
+fn judged_by_sweep(role: Role) -> bool {
+    matches!(
+        role,
+        Role::StaticSafe
+            | Role::StaticOptimistic
+            | Role::PurpleRadio
+            | Role::PurpleAimd
+            | Role::CakeAutorate
+            | Role::SqmAutorate
+            | Role::AutorateIngress
+    )
 }
 
 /// Why a matrix could not run.
@@ -233,6 +145,12 @@ impl std::fmt::Display for MatrixError {
 
 impl std::error::Error for MatrixError {}
 
+impl From<UnknownRole> for MatrixError {
+    fn from(e: UnknownRole) -> Self {
+        MatrixError::UnknownContender(e.0)
+    }
+}
+
 /// One link of the matrix.
 #[derive(Clone, Debug)]
 pub enum MatrixLink {
@@ -257,7 +175,7 @@ impl MatrixLink {
             s = s.as_home_router();
         }
         if let Some(d) = spec.radio_delay {
-            s = s.with_radio_delay(d);
+            s = s.with_radio_delay(d, super::closed_loop::PATH_RTT);
         }
         Ok(s)
     }
@@ -354,7 +272,7 @@ impl MatrixSpec {
                 let mut rows: Vec<Row> = self
                     .roles
                     .iter()
-                    .filter_map(|&r| r.contender(&sc).map(|c| Row::Role(r, c)))
+                    .filter_map(|&r| role_contender(r, &sc).map(|c| Row::Role(r, c)))
                     .collect();
                 rows.extend(self.targets_ms.iter().map(|&t| Row::Sweep(t)));
                 // A sweep point at purple's own parameters repeats the `purple` row: reuse it.
@@ -846,9 +764,7 @@ pub fn targets(l: &LinkResult) -> (Option<TargetFigures>, Vec<Claim>) {
         let judged: Vec<&RowResult> = l
             .rows
             .iter()
-            .filter(|r| {
-                r.target_ms.is_none() && Role::parse(&r.id).is_ok_and(|x| x.judged_by_sweep())
-            })
+            .filter(|r| r.target_ms.is_none() && Role::parse(&r.id).is_ok_and(judged_by_sweep))
             .collect();
         if !judged.is_empty() {
             // `s` has at least `c`'s seed-median download throughput at no more than its p95.

@@ -4,9 +4,9 @@
 //! those, seed 1 plays the recording from its start and every other seed from a seeded offset
 //! into its loop, so seeds are different stretches of the same drive). Each is a
 //! [`LinkDesc`] (the one single-link description, written here in code) with a deployment;
-//! [`Scenario::played`] runs any link, e.g. a user's link file.
+//! [`played`] runs any link, e.g. a user's link file.
 
-use qdisc::{Duration, Instant, Rate, Rng};
+use qdisc::{Duration, Instant, Rng};
 use sim::link_file::{LinkDesc, LinkRates};
 use sim::{MahimahiTrace, RatePoint, RateSchedule};
 
@@ -111,131 +111,28 @@ impl SlotCapacity for Capacity {
     }
 }
 
-/// A variable-link scenario: the link (the one single-link description, [`LinkDesc`]) and how
-/// CAKE and the controllers are deployed on it.
-#[derive(Clone, Debug)]
-pub struct Scenario {
-    /// The link: its name (`radio`, `step`, `fade`, `fast`, `outage`, `att-lte`, ...), words,
-    /// simulated seconds at time scale 1, per direction the capacity as section C plays it (a
-    /// synthetic series, [`slotted`], or a recorded trace), the radio hop's one-way delay
-    /// ([`RADIO_DELAY`] unless the link says otherwise; the rest of the path adds
-    /// [`closed_loop::PATH_RTT`](super::closed_loop::PATH_RTT) to the round trip), the
-    /// controllers' range and the two static CAKE rates of the slides (C2 "safe", C3
-    /// "optimistic"), and the radio's droptail buffer (the queue nobody can change).
-    pub link: LinkDesc,
-    /// Where CAKE sits, where the controllers read throughput and how their probes fare
-    /// ([`Deployment`], the lab's type too). Default [`Deployment::SLIDES`]: CAKE in front of
-    /// the radio, the radio's delivered bytes, probes queued with the data. With the shaper at
-    /// the router the passive delay signal works: a capture at the router's WAN side sees the
-    /// radio's queue without the shaper's own (`closed_loop` taps the frames as they leave the
-    /// router's upload CAKE and as they arrive from the radio).
-    pub deployment: Deployment,
-}
+/// A variable-link scenario: the one link-level scenario type
+/// ([`sim::link_scenario::LinkScenario`], a [`LinkDesc`] and a [`Deployment`]) under section C's
+/// name. Section C's built-in scenarios are built here ([`scenario`], the held-out links of [`HOLDOUT_NAMES`]) with the
+/// slides' deployment ([`Scenario::new`]) unless they say otherwise; a link read from a file goes
+/// through [`played`]. The rest of section C's path adds
+/// [`closed_loop::PATH_RTT`](super::closed_loop::PATH_RTT) to the round trip
+/// ([`Scenario::with_radio_delay`] takes it).
+pub use sim::link_scenario::LinkScenario as Scenario;
 
 /// The radio hop's one-way propagation delay in the built-in scenarios other than `starlink`
 /// (and of a link file's direction that gives none, [`sim::link_file::DEFAULT_DELAY`]).
 pub const RADIO_DELAY: Duration = sim::link_file::DEFAULT_DELAY;
 
-impl Scenario {
-    /// The slides' deployment (CAKE in front of the radio, the radio's delivered bytes to the
-    /// controllers, probes queued with the data) on `link`, whose capacities are as section C
-    /// plays them (a series or a trace: the built-in scenarios'; a link read from a file goes
-    /// through [`Scenario::played`]).
-    pub fn new(link: LinkDesc) -> Scenario {
-        Scenario {
-            link,
-            deployment: Deployment::SLIDES,
-        }
+/// [`Scenario::new`] on `link` as section C runs it: each capacity sampled over the link's
+/// seconds ([`SlotCapacity::sampled`]: a rate or schedule becomes a series, a trace stays a
+/// trace); its ranges, static rates, delays and buffer as the link gives them.
+pub fn played(mut link: LinkDesc) -> Scenario {
+    let secs = link.secs;
+    for d in [&mut link.down, &mut link.up] {
+        d.capacity = std::mem::replace(&mut d.capacity, Capacity::Unlimited).sampled(secs);
     }
-
-    /// How the agent's probes fare on this link (`deployment.probes`).
-    pub fn probe_path(&self) -> ProbePath {
-        self.deployment.probes
-    }
-
-    /// Whether the download CAKE sits at the router after the radio (ingress shaping, as
-    /// sqm-scripts sets it up on a home router) instead of in front of the radio
-    /// (`deployment.shaper`).
-    pub fn shaper_at_router(&self) -> bool {
-        self.deployment.shaper_at_router()
-    }
-
-    /// Whether the agent measures throughput from CAKE's own sent bytes, as `purple control`
-    /// does from kernel CAKE's or `purple bridge`'s statistics, instead of the radio's
-    /// delivered bytes (`deployment.throughput`).
-    pub fn throughput_from_shaper(&self) -> bool {
-        self.deployment.throughput_from_shaper()
-    }
-
-    /// [`Scenario::new`] on `link` as section C runs it: each capacity sampled over the link's
-    /// seconds ([`SlotCapacity::sampled`]: a rate or schedule becomes a series, a trace stays a
-    /// trace); its ranges, static rates, delays and buffer as the link gives them.
-    pub fn played(mut link: LinkDesc) -> Scenario {
-        let secs = link.secs;
-        for d in [&mut link.down, &mut link.up] {
-            d.capacity = std::mem::replace(&mut d.capacity, Capacity::Unlimited).sampled(secs);
-        }
-        Scenario::new(link)
-    }
-
-    /// The controllers' download range `(min, max)`.
-    pub fn range_down(&self) -> (Rate, Rate) {
-        let r = &self.link.down.rates;
-        (Rate::from_mbit(r.lo), Rate::from_mbit(r.hi))
-    }
-
-    /// The controllers' upload range `(min, max)`.
-    pub fn range_up(&self) -> (Rate, Rate) {
-        let r = &self.link.up.rates;
-        (Rate::from_mbit(r.lo), Rate::from_mbit(r.hi))
-    }
-
-    /// The two static CAKE rates of the slides (C2 "safe" and C3 "optimistic"), Mbit/s
-    /// `(down, up)` each.
-    pub fn statics(&self) -> [(f64, f64); 2] {
-        let (d, u) = (&self.link.down.rates, &self.link.up.rates);
-        [(d.safe, u.safe), (d.optimistic, u.optimistic)]
-    }
-
-    /// This link deployed as a home router deploys CAKE and its controller (sqm-scripts'
-    /// layout, the lab's, `purple control`'s): the download shaped at the router after the
-    /// radio ([`Scenario::shaper_at_router`]) and the controllers' throughput read from CAKE's
-    /// own sent bytes both ways ([`Scenario::throughput_from_shaper`]). The built-in scenarios
-    /// otherwise put CAKE in front of the radio and hand the controllers the radio's delivered
-    /// bytes (a controller on the radio itself, the slides' deployment).
-    #[must_use]
-    pub fn as_home_router(mut self) -> Scenario {
-        if !(self.shaper_at_router() && self.throughput_from_shaper()) {
-            self.deployment.shaper = ShaperAt::Router;
-            self.deployment.throughput = ThroughputFrom::Shaper;
-            self.link.description = format!(
-                "{}; deployed as a home router: download shaped at the router after the radio, \
-                 throughput read from CAKE's sent bytes both ways",
-                self.link.description
-            );
-        }
-        self
-    }
-
-    /// This link with the radio hop's one-way propagation delay `one_way` in each direction, so
-    /// that the idle round trip is [`closed_loop::PATH_RTT`](super::closed_loop::PATH_RTT) plus
-    /// twice `one_way` (`purple demo --base-rtt-ms`; the delay for a round trip comes from
-    /// [`link::radio_delay_for_rtt`](super::link::radio_delay_for_rtt)). The capacity, buffer
-    /// and deployment are unchanged; the description says the new round trip.
-    #[must_use]
-    pub fn with_radio_delay(mut self, one_way: Duration) -> Scenario {
-        if self.link.down.delay != one_way || self.link.up.delay != one_way {
-            self.link.down.delay = one_way;
-            self.link.up.delay = one_way;
-            let rtt = super::closed_loop::PATH_RTT + one_way + one_way;
-            self.link.description = format!(
-                "{}; idle round trip {:.1} ms",
-                self.link.description,
-                rtt.as_millis_f64()
-            );
-        }
-        self
-    }
+    Scenario::new(link)
 }
 
 /// Bytes/s of `m` Mbit/s.
@@ -860,6 +757,7 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use qdisc::Rate;
     use sim::link_file::per_second_mbit;
 
     #[test]

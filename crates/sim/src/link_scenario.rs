@@ -1,0 +1,321 @@
+//! The one link-level scenario: a link ([`LinkDesc`]) and how CAKE and its controller are
+//! deployed on it ([`Deployment`]), and the contenders by role ([`Role`]) that run on it. Every backend that plays a single variable link takes this
+//! type: section C's closed loop (`experiments::c`, whose built-in scenarios and held-out links
+//! are `LinkScenario`s built there, `experiments::c::scenario::scenario`) plays any deployment;
+//! the namespace lab (`lab::scenario::Scenario::for_link_scenario`) plays the link as a home
+//! router only ([`Deployment::HOME_ROUTER`]) and refuses, typed, a scenario deployed otherwise.
+//!
+//! **What this module owns**: the pair and its pure views and rewrites (the controllers' ranges,
+//! the static rates, the deployment's parts, [`LinkScenario::as_home_router`],
+//! [`LinkScenario::with_radio_delay`]), and the contenders' roles with their ids (the matrix's
+//! and `purple lab run --link-of NAME --contenders`'s, [`Role::id`], [`Role::parse`]); which
+//! contender plays a role is each backend's. **What it must not do**: run anything, or sample a
+//! capacity the way one backend plays it (section C's 50 ms slots are section C's:
+//! `experiments::c::scenario::played`); a backend maps the link and the deployment onto its own
+//! topology.
+
+use std::fmt;
+
+use qdisc::{Duration, Rate};
+use serde::Serialize;
+
+use crate::deployment::{Deployment, ProbePath, ShaperAt, ThroughputFrom};
+use crate::link_file::LinkDesc;
+
+/// A variable-link scenario: the link (the one single-link description, [`LinkDesc`]) and how
+/// CAKE and the controllers are deployed on it.
+#[derive(Clone, Debug)]
+pub struct LinkScenario {
+    /// The link: its name (`radio`, `step`, `fade`, `fast`, `outage`, `att-lte`, ...), words,
+    /// simulated seconds at time scale 1, per direction the capacity as the backend is to play
+    /// it (section C's: a synthetic series or a recorded trace), the radio hop's one-way delay,
+    /// the controllers' range and the two static CAKE rates of the slides (C2 "safe", C3
+    /// "optimistic"), and the radio's droptail buffer (the queue nobody can change).
+    pub link: LinkDesc,
+    /// Where CAKE sits, where the controllers read throughput and how their probes fare
+    /// ([`Deployment`]). [`LinkScenario::new`] gives [`Deployment::SLIDES`]: CAKE in front of
+    /// the radio, the radio's delivered bytes, probes queued with the data. With the shaper at
+    /// the router the passive delay signal works: a capture at the router's WAN side sees the
+    /// radio's queue without the shaper's own.
+    pub deployment: Deployment,
+}
+
+impl LinkScenario {
+    /// The slides' deployment ([`Deployment::SLIDES`]: CAKE in front of the radio, the radio's
+    /// delivered bytes to the controllers, probes queued with the data) on `link`, taken as it
+    /// is (its capacities are played as given).
+    pub fn new(link: LinkDesc) -> LinkScenario {
+        LinkScenario {
+            link,
+            deployment: Deployment::SLIDES,
+        }
+    }
+
+    /// How the agent's probes fare on this link (`deployment.probes`).
+    pub fn probe_path(&self) -> ProbePath {
+        self.deployment.probes
+    }
+
+    /// Whether the download CAKE sits at the router after the radio (ingress shaping, as
+    /// sqm-scripts sets it up on a home router) instead of in front of the radio
+    /// (`deployment.shaper`).
+    pub fn shaper_at_router(&self) -> bool {
+        self.deployment.shaper_at_router()
+    }
+
+    /// Whether the agent measures throughput from CAKE's own sent bytes, as `purple control`
+    /// does from kernel CAKE's or `purple bridge`'s statistics, instead of the radio's
+    /// delivered bytes (`deployment.throughput`).
+    pub fn throughput_from_shaper(&self) -> bool {
+        self.deployment.throughput_from_shaper()
+    }
+
+    /// The controllers' download range `(min, max)`.
+    pub fn range_down(&self) -> (Rate, Rate) {
+        let r = &self.link.down.rates;
+        (Rate::from_mbit(r.lo), Rate::from_mbit(r.hi))
+    }
+
+    /// The controllers' upload range `(min, max)`.
+    pub fn range_up(&self) -> (Rate, Rate) {
+        let r = &self.link.up.rates;
+        (Rate::from_mbit(r.lo), Rate::from_mbit(r.hi))
+    }
+
+    /// The two static CAKE rates of the slides (C2 "safe" and C3 "optimistic"), Mbit/s
+    /// `(down, up)` each.
+    pub fn statics(&self) -> [(f64, f64); 2] {
+        let (d, u) = (&self.link.down.rates, &self.link.up.rates);
+        [(d.safe, u.safe), (d.optimistic, u.optimistic)]
+    }
+
+    /// This link deployed as a home router deploys CAKE and its controller (sqm-scripts'
+    /// layout, the lab's, `purple control`'s): the download shaped at the router after the
+    /// radio ([`LinkScenario::shaper_at_router`]) and the controllers' throughput read from
+    /// CAKE's own sent bytes both ways ([`LinkScenario::throughput_from_shaper`]); the probe
+    /// path is kept. Where that changes the deployment, the link's description says so; a
+    /// scenario deployed so already is returned unchanged.
+    #[must_use]
+    pub fn as_home_router(mut self) -> LinkScenario {
+        if !(self.shaper_at_router() && self.throughput_from_shaper()) {
+            self.deployment.shaper = ShaperAt::Router;
+            self.deployment.throughput = ThroughputFrom::Shaper;
+            self.link.description = format!(
+                "{}; deployed as a home router: download shaped at the router after the radio, \
+                 throughput read from CAKE's sent bytes both ways",
+                self.link.description
+            );
+        }
+        self
+    }
+
+    /// This link with the radio hop's one-way propagation delay `one_way` in each direction,
+    /// on a backend whose path adds `path_rtt` to the round trip (section C's
+    /// `experiments::c::closed_loop::PATH_RTT`), so that the idle round trip is `path_rtt`
+    /// plus twice `one_way`. The capacity, buffer and deployment are unchanged; where the delay
+    /// changes, the description says the new round trip.
+    #[must_use]
+    pub fn with_radio_delay(mut self, one_way: Duration, path_rtt: Duration) -> LinkScenario {
+        if self.link.down.delay != one_way || self.link.up.delay != one_way {
+            self.link.down.delay = one_way;
+            self.link.up.delay = one_way;
+            let rtt = path_rtt + one_way + one_way;
+            self.link.description = format!(
+                "{}; idle round trip {:.1} ms",
+                self.link.description,
+                rtt.as_millis_f64()
+            );
+        }
+        self
+    }
+}
+
+/// A contender by role, independent of the link (the static rates are each link's own) and of
+/// the backend: section C's matrix runs every role (`experiments::c::matrix::role_contender`
+/// maps each to its closed-loop contender); the lab plays those it has a contender for
+/// (`lab::scenario::Scenario::contenders_for`) and refuses the others, naming the role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// C1: FQ-CoDel, no shaping.
+    FqCodel,
+    /// C2: CAKE at the link's safe static rate.
+    StaticSafe,
+    /// C3: CAKE at the link's optimistic static rate.
+    StaticOptimistic,
+    /// C4: PURPLE with the radio's queue metrics.
+    PurpleRadio,
+    /// C5: PURPLE-AIMD.
+    PurpleAimd,
+    /// cake-autorate's law.
+    CakeAutorate,
+    /// sqm-autorate's law.
+    SqmAutorate,
+    /// CAKE `autorate-ingress`.
+    AutorateIngress,
+    /// Our controller at its section-C parameters.
+    Purple,
+    /// 95% of the current interval's true capacity.
+    Oracle,
+    /// 95% of the previous interval's true capacity (section C's `Contender::OracleLagged`).
+    OracleLate,
+    /// 95% of the next 200 ms (recorded traces only; on synthetic links it equals the oracle).
+    OracleLookahead,
+    /// The censored oracle (section C's `Contender::OracleCensored`) at this probe gain, per cent: the
+    /// reference for what delivery readings could tell a law at best.
+    OracleCensored(u16),
+}
+
+/// The censored oracle's probe gains the matrix runs, per cent per interval, with their ids.
+pub const CENSORED_GAINS: [(u16, &str); 3] = [
+    (5, "oracle-censored-5"),
+    (25, "oracle-censored-25"),
+    (100, "oracle-censored-100"),
+];
+
+impl Role {
+    /// Every role, in table order.
+    pub const ALL: [Role; 15] = [
+        Role::FqCodel,
+        Role::StaticSafe,
+        Role::StaticOptimistic,
+        Role::PurpleRadio,
+        Role::PurpleAimd,
+        Role::CakeAutorate,
+        Role::SqmAutorate,
+        Role::AutorateIngress,
+        Role::Purple,
+        Role::Oracle,
+        Role::OracleLate,
+        Role::OracleLookahead,
+        Role::OracleCensored(CENSORED_GAINS[0].0),
+        Role::OracleCensored(CENSORED_GAINS[1].0),
+        Role::OracleCensored(CENSORED_GAINS[2].0),
+    ];
+
+    /// The id used on the command line (`--contenders`) and in JSON.
+    pub fn id(self) -> &'static str {
+        match self {
+            Role::FqCodel => "fq-codel",
+            Role::StaticSafe => "static-safe",
+            Role::StaticOptimistic => "static-optimistic",
+            Role::PurpleRadio => "purple-radio",
+            Role::PurpleAimd => "purple-aimd",
+            Role::CakeAutorate => "cake-autorate",
+            Role::SqmAutorate => "sqm-autorate",
+            Role::AutorateIngress => "autorate-ingress",
+            Role::Purple => "purple",
+            Role::Oracle => "oracle",
+            Role::OracleLate => "oracle-late",
+            Role::OracleLookahead => "oracle-lookahead",
+            Role::OracleCensored(g) => CENSORED_GAINS
+                .iter()
+                .find(|(x, _)| *x == g)
+                .map_or("oracle-censored", |(_, id)| id),
+        }
+    }
+
+    /// The role with this id (see [`Role::id`]); an unknown id is refused, naming the known
+    /// ones.
+    pub fn parse(id: &str) -> Result<Role, UnknownRole> {
+        Role::ALL
+            .into_iter()
+            .find(|r| r.id() == id)
+            .ok_or_else(|| UnknownRole(id.to_string()))
+    }
+}
+
+/// A contender id that is no [`Role`]'s ([`Role::parse`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownRole(pub String);
+
+impl fmt::Display for UnknownRole {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<&str> = Role::ALL.iter().map(|r| r.id()).collect();
+        write!(
+            f,
+            "unknown contender {:?} (known: {})",
+            self.0,
+            ids.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownRole {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Capacity;
+
+    fn link() -> LinkDesc {
+        LinkDesc::new(
+            "t",
+            "a test link",
+            10.0,
+            100,
+            (Capacity::Rate(1_250_000), Duration::from_millis(1)),
+            (Capacity::Rate(250_000), Duration::from_millis(1)),
+        )
+    }
+
+    #[test]
+    fn as_home_router_changes_the_shaper_and_throughput_only_and_says_so_once() {
+        let s = LinkScenario {
+            deployment: Deployment {
+                probes: ProbePath::Dropped,
+                ..Deployment::SLIDES
+            },
+            ..LinkScenario::new(link())
+        };
+        let r = s.clone().as_home_router();
+        assert_eq!(
+            r.deployment,
+            Deployment {
+                probes: ProbePath::Dropped,
+                ..Deployment::HOME_ROUTER
+            }
+        );
+        assert!(r
+            .link
+            .description
+            .starts_with("a test link; deployed as a home router"));
+        let again = r.clone().as_home_router();
+        assert_eq!(again.link.description, r.link.description);
+        assert_eq!(s.link.down.rates, r.link.down.rates);
+    }
+
+    #[test]
+    fn with_radio_delay_sets_both_directions_and_names_the_round_trip() {
+        let s = LinkScenario::new(link());
+        let d = s
+            .clone()
+            .with_radio_delay(Duration::from_millis(5), Duration::from_micros(8_400));
+        assert_eq!(d.link.down.delay, Duration::from_millis(5));
+        assert_eq!(d.link.up.delay, Duration::from_millis(5));
+        assert!(
+            d.link.description.ends_with("; idle round trip 18.4 ms"),
+            "{}",
+            d.link.description
+        );
+        let same = s
+            .clone()
+            .with_radio_delay(s.link.down.delay, Duration::ZERO);
+        assert_eq!(same.link.description, s.link.description);
+    }
+
+    #[test]
+    fn every_role_parses_from_its_id_and_an_unknown_id_names_the_known_ones() {
+        for r in Role::ALL {
+            assert_eq!(Role::parse(r.id()), Ok(r));
+        }
+        let ids: std::collections::BTreeSet<&str> = Role::ALL.iter().map(|r| r.id()).collect();
+        assert_eq!(ids.len(), Role::ALL.len(), "ids are unique");
+        let e = Role::parse("nope").expect_err("unknown");
+        assert!(
+            e.to_string()
+                .starts_with("unknown contender \"nope\" (known: fq-codel, static-safe, "),
+            "{e}"
+        );
+    }
+}
