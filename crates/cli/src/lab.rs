@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use lab::scenario::{self, Contender, ProbeId, Scenario};
 use lab::{DelayStage, LabOpts, LabRun};
 use serde_json::{json, Value};
+use sim::link_scenario::LinkScenario;
 
 /// Options of `purple lab run`.
 #[derive(Debug, Default)]
@@ -134,13 +135,17 @@ fn scenario_of(which: &Which, seconds: Option<f64>) -> Result<Scenario, String> 
 /// Fails for an unknown name, naming the known ones, and for a deployment the lab cannot
 /// play, naming each part that differs and how to play it as a home router.
 pub fn link_of(name: &str, seed: u64, home_router: bool) -> Result<Scenario, String> {
-    let mut c =
-        crate::demo::link_scenario(&crate::demo::LinkChoice::Scenario(name.into()), seed, None)
-            .map_err(|e| format!("--link-of: {e}"))?;
-    if home_router {
-        c = c.as_home_router();
-    }
+    let c = section_c_link(name, seed, home_router)?;
     Scenario::for_link_scenario(&c, None).map_err(|e| format!("--link-of {name}: {e}"))
+}
+
+/// Section C's scenario `name` at `seed`, deployed as a home router if `home_router`: the
+/// link-level scenario `--link-of` hands to both backends (the lab, [`link_of`], and the
+/// simulator's rows beside it, [`link_of_sim_rows`]).
+fn section_c_link(name: &str, seed: u64, home_router: bool) -> Result<LinkScenario, String> {
+    let c = crate::demo::link_scenario(&crate::demo::LinkChoice::Scenario(name.into()), seed, None)
+        .map_err(|e| format!("--link-of: {e}"))?;
+    Ok(if home_router { c.as_home_router() } else { c })
 }
 
 /// Runs `purple lab run NAME` or `purple lab run --link FILE`; returns what to print.
@@ -281,10 +286,17 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
     } else {
         None
     };
-    let sim = if o.no_sim {
-        None
-    } else {
-        sim_rows(&scn, &contenders, &tests, seconds)
+    let sim = match which {
+        _ if o.no_sim => None,
+        Which::LinkOf {
+            name,
+            seed,
+            home_router,
+        } => {
+            let sc = section_c_link(name, *seed, *home_router)?;
+            Some(link_of_sim_rows(&sc, &contenders, *seed, seconds)?)
+        }
+        _ => sim_rows(&scn, &contenders, &tests, seconds),
     };
     if let Some(dir) = &o.out {
         for r in &runs {
@@ -304,7 +316,8 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
             "scenario": scn.name, "seconds": seconds, "backend": "purple",
             "delay_stage": runs.first().map(|r| r.delay_stage.clone()),
             "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
-            "sim": sim.as_ref().map(|t| serde_json::to_value(t).unwrap_or(Value::Null)),
+            "sim": sim.as_ref().map(|t| serde_json::to_value(&t.table).unwrap_or(Value::Null)),
+            "sim_title": sim.as_ref().map(|t| t.title.clone()),
             "kernel": kernel,
             "cake_autorate_comparison": laws,
         });
@@ -485,13 +498,94 @@ pub fn run_json(r: &LabRun) -> Value {
     v
 }
 
+/// The simulator's figures printed beside the lab's: what they are, and the table.
+#[derive(Debug)]
+struct SimRows {
+    /// The line above the table (and `sim_title` in the JSON).
+    title: String,
+    /// The rows.
+    table: experiments::Table,
+}
+
+/// `purple lab run --link-of NAME`'s simulator rows: section C's closed loop on the same
+/// link-level scenario `sc` (the same link and deployment, `seed`), over the first `seconds`
+/// of the link, for the role each lab contender in `cs` plays ([`scenario::role_of`]; those
+/// playing none, such as pfifo, have no row) and the one-interval-late oracle as the
+/// reference. Latency is the simulator's probe's loaded round trip minus the path's idle
+/// one ([`experiments::c::closed_loop::LoopResult::latency`]), as the lab's "induced" figures
+/// are. Fails only when a run measured no latency
+/// sample, naming the contender and the probe.
+fn link_of_sim_rows(
+    sc: &LinkScenario,
+    cs: &[Contender],
+    seed: u64,
+    seconds: f64,
+) -> Result<SimRows, String> {
+    use experiments::c::matrix::{role_contender, Role};
+    let mut roles: Vec<Role> = Vec::new();
+    for r in cs
+        .iter()
+        .filter_map(scenario::role_of)
+        .chain([Role::OracleLate])
+    {
+        if !roles.contains(&r) {
+            roles.push(r);
+        }
+    }
+    let plays: Vec<(Role, experiments::c::closed_loop::Contender)> = roles
+        .iter()
+        .filter_map(|&r| Some((r, role_contender(r, sc)?)))
+        .collect();
+    let contenders: Vec<_> = plays.iter().map(|(_, c)| *c).collect();
+    let opts = experiments::RunOpts {
+        seed,
+        time_scale: seconds / sc.link.secs,
+    };
+    let results =
+        experiments::c::run_contenders(sc, &contenders, &opts).map_err(|e| e.to_string())?;
+    let mut t = experiments::Table::new(&[
+        "contender",
+        "role",
+        "up Mbit/s",
+        "down Mbit/s",
+        "down share",
+        "induced mean / p50 / p99 / peak ms",
+        "idle RTT ms",
+    ]);
+    for ((role, _), r) in plays.iter().zip(&results) {
+        let l = r.latency();
+        let base = r.base_rtt_ms();
+        let thr = r.throughput();
+        t.row(vec![
+            r.name().to_string(),
+            role.id().to_string(),
+            format!("{:.2}", thr.up),
+            format!("{:.2}", thr.down),
+            format!("{:.3}", r.share()),
+            format!(
+                "{:.1} / {:.1} / {:.1} / {:.1}",
+                l.mean, l.median, l.p99, l.max
+            ),
+            format!("{base:.1}"),
+        ]);
+    }
+    Ok(SimRows {
+        title: format!(
+            "simulator (section C's closed loop on the same link and deployment, seed {seed}, \
+             the link's first {seconds} s; its path's idle round trip is its own, not the \
+             lab's):"
+        ),
+        table: t,
+    })
+}
+
 /// The simulator's rows for these contenders and tests (same experiment, same testbed).
 fn sim_rows(
     scn: &Scenario,
     cs: &[Contender],
     tests: &[scenario::Test],
     seconds: f64,
-) -> Option<experiments::Table> {
+) -> Option<SimRows> {
     let id = scn.sim_id?;
     let e = experiments::find(id)?;
     let rep = (e.run)(&experiments::RunOpts {
@@ -509,10 +603,13 @@ fn sim_rows(
             t.row(row.clone());
         }
     }
-    Some(t)
+    Some(SimRows {
+        title: format!("simulator (purple sim report {id}, same testbed, {seconds} s):"),
+        table: t,
+    })
 }
 
-fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&experiments::Table>) -> String {
+fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&SimRows>) -> String {
     let mut out = format!(
         "{}\nlab: real kernel TCP (CUBIC, ECN) through purple's bridge; {} s load per test; \
          delay stage: {}\n\n",
@@ -558,12 +655,8 @@ fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&experiments:
         }
     }
     if let Some(s) = sim {
-        out += &format!(
-            "\nsimulator (purple sim report {}, same testbed, {} s):\n",
-            scn.sim_id.unwrap_or("-"),
-            seconds
-        );
-        out += &s.to_text();
+        out += &format!("\n{}\n", s.title);
+        out += &s.table.to_text();
     }
     out
 }
@@ -586,6 +679,63 @@ mod tests {
             home_router,
         };
         scenario_of(&which, None)
+    }
+
+    #[test]
+    fn link_of_prints_the_simulators_rows_for_the_roles_the_lab_played_and_the_late_oracle() {
+        let sc = section_c_link("wisp", 2, true).expect("wisp");
+        let cs = [
+            scenario::CAKE_PURPLE,
+            scenario::FIFO,
+            scenario::FQ_CODEL,
+            scenario::CAKE_PURPLE,
+        ];
+        let rows = link_of_sim_rows(&sc, &cs, 2, 6.0).expect("measured");
+        assert!(
+            rows.title.contains("seed 2, the link's first 6 s"),
+            "{}",
+            rows.title
+        );
+        // pfifo plays no role; a role is run once; the late oracle closes the table.
+        let roles: Vec<&str> = rows.table.rows.iter().map(|r| r[1].as_str()).collect();
+        assert_eq!(roles, ["purple", "fq-codel", "oracle-late"]);
+        // The rows are section C's closed loop on this scenario: the same figures as a run of
+        // its purple contender on it, deployed as a home router.
+        assert!(sc.shaper_at_router() && sc.throughput_from_shaper());
+        let opts = experiments::RunOpts {
+            seed: 2,
+            time_scale: 6.0 / sc.link.secs,
+        };
+        let own = experiments::c::run_contenders(
+            &sc,
+            &[experiments::c::closed_loop::Contender::Purple],
+            &opts,
+        )
+        .expect("measured");
+        let purple = &rows.table.rows[0];
+        assert_eq!(purple[3], format!("{:.2}", own[0].throughput().down));
+        assert_eq!(purple[4], format!("{:.3}", own[0].share()));
+        let l = own[0].latency();
+        assert_eq!(
+            purple[5],
+            format!(
+                "{:.1} / {:.1} / {:.1} / {:.1}",
+                l.mean, l.median, l.p99, l.max
+            )
+        );
+        // Unshaped FQ-CoDel fills the radio's 300-packet buffer: more delay than the oracle.
+        let p99 = |row: &Vec<String>| -> f64 {
+            row[5]
+                .split(" / ")
+                .nth(2)
+                .and_then(|x| x.parse().ok())
+                .expect("p99")
+        };
+        assert!(
+            p99(&rows.table.rows[1]) > p99(&rows.table.rows[2]),
+            "{:?}",
+            rows.table.rows
+        );
     }
 
     #[test]

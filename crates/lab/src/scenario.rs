@@ -638,10 +638,10 @@ impl std::fmt::Display for LabPlayError {
 /// The contender roles the lab plays on a link-level scenario ([`Scenario::contenders_for`]),
 /// in the matrix's order.
 pub const LAB_ROLES: [ContenderRole; 4] = [
-    ContenderRole::FqCodel,
-    ContenderRole::StaticSafe,
-    ContenderRole::CakeAutorate,
-    ContenderRole::Purple,
+    ROLE_CONTENDERS[0].0,
+    ROLE_CONTENDERS[1].0,
+    ROLE_CONTENDERS[2].0,
+    ROLE_CONTENDERS[3].0,
 ];
 
 impl std::error::Error for LabPlayError {
@@ -801,41 +801,9 @@ impl Scenario {
         roles
             .iter()
             .map(|&role| {
-                let short = match role {
-                    ContenderRole::FqCodel => "fq_codel",
-                    ContenderRole::StaticSafe => "cake",
-                    ContenderRole::Purple => "purple",
-                    ContenderRole::CakeAutorate => "cake-autorate",
-                    ContenderRole::PurpleRadio => {
-                        return Err(LabPlayError::Role {
-                            role,
-                            why: "it reads the radio's queue, which no daemon in the lab sees",
-                        })
-                    }
-                    ContenderRole::StaticOptimistic => {
-                        return Err(LabPlayError::Role {
-                            role,
-                            why: "the lab's static CAKE runs at the link's safe rates only",
-                        })
-                    }
-                    ContenderRole::PurpleAimd
-                    | ContenderRole::SqmAutorate
-                    | ContenderRole::AutorateIngress => {
-                        return Err(LabPlayError::Role {
-                            role,
-                            why: "no lab contender is built for it",
-                        })
-                    }
-                    ContenderRole::Oracle
-                    | ContenderRole::OracleLate
-                    | ContenderRole::OracleLookahead
-                    | ContenderRole::OracleCensored(_) => {
-                        return Err(LabPlayError::Role {
-                            role,
-                            why: "an oracle reads the link's true capacity, which no real \
-                                  controller can",
-                        })
-                    }
+                let short = match ROLE_CONTENDERS.iter().find(|(r, _)| *r == role) {
+                    Some((_, short)) => *short,
+                    None => return Err(role_refused(role)),
                 };
                 self.contenders
                     .iter()
@@ -848,6 +816,51 @@ impl Scenario {
             })
             .collect()
     }
+}
+
+/// The lab's contender for each role of [`LAB_ROLES`], by its short name
+/// ([`Contender::short`]): the one table both [`Scenario::contenders_for`] and [`role_of`]
+/// read.
+const ROLE_CONTENDERS: [(ContenderRole, &str); 4] = [
+    (ContenderRole::FqCodel, "fq_codel"),
+    (ContenderRole::StaticSafe, "cake"),
+    (ContenderRole::CakeAutorate, "cake-autorate"),
+    (ContenderRole::Purple, "purple"),
+];
+
+/// The role the lab's contender `c` plays (the matrix's vocabulary, [`LAB_ROLES`]), or `None`
+/// for a contender that plays none (pfifo, the passive-delay daemons, the real cake-autorate
+/// script). `purple lab run --link-of` runs the simulator's contender for each beside the
+/// lab's.
+pub fn role_of(c: &Contender) -> Option<ContenderRole> {
+    ROLE_CONTENDERS
+        .iter()
+        .find(|(_, short)| *short == c.short)
+        .map(|(r, _)| *r)
+}
+
+/// Why the lab plays no contender for `role` (one outside [`LAB_ROLES`]).
+fn role_refused(role: ContenderRole) -> LabPlayError {
+    let why = match role {
+        ContenderRole::PurpleRadio => "it reads the radio's queue, which no daemon in the lab sees",
+        ContenderRole::StaticOptimistic => {
+            "the lab's static CAKE runs at the link's safe rates only"
+        }
+        ContenderRole::PurpleAimd | ContenderRole::SqmAutorate | ContenderRole::AutorateIngress => {
+            "no lab contender is built for it"
+        }
+        ContenderRole::Oracle
+        | ContenderRole::OracleLate
+        | ContenderRole::OracleLookahead
+        | ContenderRole::OracleCensored(_) => {
+            "an oracle reads the link's true capacity, which no real controller can"
+        }
+        ContenderRole::FqCodel
+        | ContenderRole::StaticSafe
+        | ContenderRole::CakeAutorate
+        | ContenderRole::Purple => "this lab scenario has no such contender",
+    };
+    LabPlayError::Role { role, why }
 }
 
 /// CAKE driven by `purple control` with the PURPLE law (the radio's own contender).
@@ -1374,6 +1387,14 @@ mod tests {
         let mut sorted = roles;
         sorted.sort_by_key(|r| ContenderRole::ALL.iter().position(|x| x == r));
         assert_eq!(sorted, LAB_ROLES);
+        // Each contender names the role it plays back; the others play none.
+        for (c, role) in cs.iter().zip(roles) {
+            assert_eq!(role_of(c), Some(role), "{}", c.short);
+        }
+        for c in s.contenders.iter().filter(|c| !cs.contains(c)) {
+            assert_eq!(role_of(c), None, "{}", c.short);
+        }
+        assert_eq!(role_of(&FIFO), None);
         // Every other role is refused, naming it.
         for role in ContenderRole::ALL.iter().filter(|r| !LAB_ROLES.contains(r)) {
             let e = s
