@@ -637,11 +637,13 @@ impl std::fmt::Display for LabPlayError {
 
 /// The contender roles the lab plays on a link-level scenario ([`Scenario::contenders_for`]),
 /// in the matrix's order.
-pub const LAB_ROLES: [ContenderRole; 4] = [
+pub const LAB_ROLES: [ContenderRole; 6] = [
     ROLE_CONTENDERS[0].0,
     ROLE_CONTENDERS[1].0,
     ROLE_CONTENDERS[2].0,
     ROLE_CONTENDERS[3].0,
+    ROLE_CONTENDERS[4].0,
+    ROLE_CONTENDERS[5].0,
 ];
 
 impl std::error::Error for LabPlayError {
@@ -791,12 +793,14 @@ impl Scenario {
     /// The contenders playing `roles` on this scenario, in the order given (`purple lab run
     /// --link-of NAME --contenders ID,...`, the matrix's ids): `fq-codel` its FQ-CoDel without
     /// shaping, `static-safe` its static CAKE (a link-level scenario's at the link's safe
-    /// rates, [`Scenario::for_link`]), `purple` and `cake-autorate` the `purple control`
-    /// daemons with those laws ([`LAB_ROLES`]). Fails with [`LabPlayError::Role`], naming the
-    /// first role it cannot play and why: the oracles (they read the link's true capacity),
-    /// `purple-radio` (the radio's queue metrics), `static-optimistic` (a second static rate),
-    /// and the laws and `autorate-ingress` no lab contender is built for; also a role of
-    /// [`LAB_ROLES`] whose contender this scenario lacks (b1, b2).
+    /// rates, [`Scenario::for_link`]), `purple`, `purple-aimd`, `cake-autorate` and
+    /// `sqm-autorate` the `purple control` daemons with those laws ([`LAB_ROLES`]; the second
+    /// and fourth only on request, where the testbed runs the daemon). Fails with
+    /// [`LabPlayError::Role`], naming the first role it cannot play and why: the oracles (they
+    /// read the link's true capacity), `purple-radio` (the radio's queue metrics),
+    /// `static-optimistic` (a second static rate) and `autorate-ingress` (no lab contender is
+    /// built for it); also a role of [`LAB_ROLES`] whose contender this scenario lacks (b1,
+    /// b2).
     pub fn contenders_for(&self, roles: &[ContenderRole]) -> Result<Vec<Contender>, LabPlayError> {
         roles
             .iter()
@@ -805,8 +809,10 @@ impl Scenario {
                     Some((_, short)) => *short,
                     None => return Err(role_refused(role)),
                 };
+                let daemons = self.contenders.contains(&CAKE_PURPLE);
                 self.contenders
                     .iter()
+                    .chain(ON_REQUEST.iter().filter(|_| daemons))
                     .find(|c| c.short == short)
                     .copied()
                     .ok_or(LabPlayError::Role {
@@ -821,12 +827,19 @@ impl Scenario {
 /// The lab's contender for each role of [`LAB_ROLES`], by its short name
 /// ([`Contender::short`]): the one table both [`Scenario::contenders_for`] and [`role_of`]
 /// read.
-const ROLE_CONTENDERS: [(ContenderRole, &str); 4] = [
+const ROLE_CONTENDERS: [(ContenderRole, &str); 6] = [
     (ContenderRole::FqCodel, "fq_codel"),
     (ContenderRole::StaticSafe, "cake"),
+    (ContenderRole::PurpleAimd, "purple-aimd"),
     (ContenderRole::CakeAutorate, "cake-autorate"),
+    (ContenderRole::SqmAutorate, "sqm-autorate"),
     (ContenderRole::Purple, "purple"),
 ];
+
+/// `purple control` contenders no scenario lists (its runs stay as they were), which a scenario
+/// whose testbed runs the daemon (it lists [`CAKE_PURPLE`]) plays when asked for their roles
+/// ([`Scenario::contenders_for`]).
+const ON_REQUEST: [Contender; 2] = [CAKE_PURPLE_AIMD, CAKE_SQM_AUTORATE];
 
 /// The role the lab's contender `c` plays (the matrix's vocabulary, [`LAB_ROLES`]), or `None`
 /// for a contender that plays none (pfifo, the passive-delay daemons, the real cake-autorate
@@ -846,9 +859,7 @@ fn role_refused(role: ContenderRole) -> LabPlayError {
         ContenderRole::StaticOptimistic => {
             "the lab's static CAKE runs at the link's safe rates only"
         }
-        ContenderRole::PurpleAimd | ContenderRole::SqmAutorate | ContenderRole::AutorateIngress => {
-            "no lab contender is built for it"
-        }
+        ContenderRole::AutorateIngress => "no lab contender is built for it",
         ContenderRole::Oracle
         | ContenderRole::OracleLate
         | ContenderRole::OracleLookahead
@@ -857,7 +868,9 @@ fn role_refused(role: ContenderRole) -> LabPlayError {
         }
         ContenderRole::FqCodel
         | ContenderRole::StaticSafe
+        | ContenderRole::PurpleAimd
         | ContenderRole::CakeAutorate
+        | ContenderRole::SqmAutorate
         | ContenderRole::Purple => "this lab scenario has no such contender",
     };
     LabPlayError::Role { role, why }
@@ -903,6 +916,30 @@ pub const CAKE_AUTORATE: Contender = Contender {
     short: "cake-autorate",
     shape: Shape::Controlled {
         algorithm: "cake-autorate",
+        cake: "besteffort",
+        delay_source: "probes",
+    },
+};
+
+/// CAKE driven by `purple control` with the PURPLE-AIMD law (the slides' AIMD on the probes'
+/// delay), played on request by role ([`Scenario::contenders_for`]).
+pub const CAKE_PURPLE_AIMD: Contender = Contender {
+    name: "CAKE + PURPLE-AIMD (purple control)",
+    short: "purple-aimd",
+    shape: Shape::Controlled {
+        algorithm: "purple-aimd",
+        cake: "besteffort",
+        delay_source: "probes",
+    },
+};
+
+/// CAKE driven by `purple control` with our port of sqm-autorate's law, played on request by
+/// role ([`Scenario::contenders_for`]).
+pub const CAKE_SQM_AUTORATE: Contender = Contender {
+    name: "CAKE + sqm-autorate (purple control)",
+    short: "sqm-autorate",
+    shape: Shape::Controlled {
+        algorithm: "sqm-autorate",
         cake: "besteffort",
         delay_source: "probes",
     },
@@ -1377,13 +1414,35 @@ mod tests {
             ContenderRole::Purple,
             ContenderRole::FqCodel,
             ContenderRole::StaticSafe,
+            ContenderRole::SqmAutorate,
             ContenderRole::CakeAutorate,
+            ContenderRole::PurpleAimd,
         ];
         let cs = s.contenders_for(&roles).expect("the lab's roles");
         let shorts: Vec<&str> = cs.iter().map(|c| c.short).collect();
-        assert_eq!(shorts, ["purple", "fq_codel", "cake", "cake-autorate"]);
+        assert_eq!(
+            shorts,
+            [
+                "purple",
+                "fq_codel",
+                "cake",
+                "sqm-autorate",
+                "cake-autorate",
+                "purple-aimd"
+            ]
+        );
         assert_eq!(cs[0], CAKE_PURPLE);
         assert_eq!(cs[2].name, "CAKE static, the link's safe rate");
+        // The two daemons on request run the daemon's laws of those names, which the daemon
+        // accepts; no scenario lists them, so its runs are as before.
+        for (c, law) in [(cs[3], "sqm-autorate"), (cs[5], "purple-aimd")] {
+            assert!(
+                matches!(c.shape, Shape::Controlled { algorithm, .. } if algorithm == law),
+                "{c:?}"
+            );
+            assert!(crate::kernel_control::is_algorithm(law), "{law}");
+            assert!(all().iter().all(|x| !x.contenders.contains(&c)), "{law}");
+        }
         let mut sorted = roles;
         sorted.sort_by_key(|r| ContenderRole::ALL.iter().position(|x| x == r));
         assert_eq!(sorted, LAB_ROLES);
@@ -1407,7 +1466,10 @@ mod tests {
             let words = e.to_string();
             assert!(
                 words.starts_with(&format!("the lab cannot play contender {}: ", role.id()))
-                    && words.ends_with("(it plays fq-codel, static-safe, cake-autorate, purple)"),
+                    && words.ends_with(
+                        "(it plays fq-codel, static-safe, purple-aimd, cake-autorate, \
+                         sqm-autorate, purple)"
+                    ),
                 "{words}"
             );
         }
@@ -1415,6 +1477,11 @@ mod tests {
         let b1 = find("b1").expect("b1");
         let e = b1
             .contenders_for(&[ContenderRole::Purple])
+            .expect_err("b1 has no daemon");
+        assert!(e.to_string().contains("has no such contender"), "{e}");
+        // Nor does b1 play the daemons on request: its testbed runs none.
+        let e = b1
+            .contenders_for(&[ContenderRole::PurpleAimd])
             .expect_err("b1 has no daemon");
         assert!(e.to_string().contains("has no such contender"), "{e}");
     }
