@@ -141,7 +141,7 @@ pub fn link_of(name: &str, seed: u64, home_router: bool) -> Result<Scenario, Str
 
 /// Section C's scenario `name` at `seed`, deployed as a home router if `home_router`: the
 /// link-level scenario `--link-of` hands to both backends (the lab, [`link_of`], and the
-/// simulator's rows beside it, [`link_of_sim_rows`]).
+/// simulator's rows beside it, [`closed_loop_rows`]).
 fn section_c_link(name: &str, seed: u64, home_router: bool) -> Result<LinkScenario, String> {
     let c = crate::demo::link_scenario(&crate::demo::LinkChoice::Scenario(name.into()), seed, None)
         .map_err(|e| format!("--link-of: {e}"))?;
@@ -294,7 +294,17 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
             home_router,
         } => {
             let sc = section_c_link(name, *seed, *home_router)?;
-            Some(link_of_sim_rows(&sc, &contenders, *seed, seconds)?)
+            Some(closed_loop_rows(&sc, None, &contenders, *seed, seconds)?)
+        }
+        _ if scn.sim_id.is_none() && scn.needs_linkem => {
+            let (sc, config) = lab_link_scenario(&scn);
+            Some(closed_loop_rows(
+                &sc,
+                Some(config),
+                &contenders,
+                1,
+                seconds,
+            )?)
         }
         _ => sim_rows(&scn, &contenders, &tests, seconds),
     };
@@ -507,20 +517,24 @@ struct SimRows {
     table: experiments::Table,
 }
 
-/// `purple lab run --link-of NAME`'s simulator rows: section C's closed loop on the same
-/// link-level scenario `sc` (the same link and deployment, `seed`), over the first `seconds`
-/// of the link, for the role each lab contender in `cs` plays ([`scenario::role_of`]; those
-/// playing none, such as pfifo, have no row) and the one-interval-late oracle as the
-/// reference. Latency is the simulator's probe's loaded round trip minus the path's idle
-/// one ([`experiments::c::closed_loop::LoopResult::latency`]), as the lab's "induced" figures
-/// are. Fails only when a run measured no latency
-/// sample, naming the contender and the probe.
-fn link_of_sim_rows(
+/// `purple lab run`'s simulator rows for a lab scenario on a variable link (one with the link
+/// emulator and no section B or C experiment of its own: radio, tmobile, `--link FILE`,
+/// `--link-of NAME`): section C's closed loop on the same link-level scenario `sc` (the same
+/// link and deployment, `seed`) over the link's first `seconds`, with the controllers
+/// configured as `config` (the lab's daemons' range and start rate; `None`: section C's, from
+/// `sc`), for the role each lab contender in `cs` plays ([`scenario::role_of`]; those playing
+/// none, such as pfifo, have no row) and the one-interval-late oracle as the reference.
+/// Latency is the simulator's probe's loaded round trip minus the path's idle one
+/// ([`experiments::c::closed_loop::LoopResult::latency`]), as the lab's "induced" figures are.
+/// Fails only when a run measured no latency sample, naming the contender and the probe.
+fn closed_loop_rows(
     sc: &LinkScenario,
+    config: Option<controller::Config>,
     cs: &[Contender],
     seed: u64,
     seconds: f64,
 ) -> Result<SimRows, String> {
+    use experiments::c::closed_loop::{self, LoopSpec};
     use experiments::c::matrix::{role_contender, Role};
     let mut roles: Vec<Role> = Vec::new();
     for r in cs
@@ -532,17 +546,31 @@ fn link_of_sim_rows(
             roles.push(r);
         }
     }
-    let plays: Vec<(Role, experiments::c::closed_loop::Contender)> = roles
+    let plays: Vec<(Role, closed_loop::Contender)> = roles
         .iter()
         .filter_map(|&r| Some((r, role_contender(r, sc)?)))
         .collect();
-    let contenders: Vec<_> = plays.iter().map(|(_, c)| *c).collect();
-    let opts = experiments::RunOpts {
-        seed,
-        time_scale: seconds / sc.link.secs,
-    };
-    let results =
-        experiments::c::run_contenders(sc, &contenders, &opts).map_err(|e| e.to_string())?;
+    // As `experiments::c::run_contenders` sets a run's length and warm-up.
+    let scale = (seconds / sc.link.secs).clamp(0.05, 10.0);
+    let specs: Vec<LoopSpec> = plays
+        .iter()
+        .map(|&(_, c)| {
+            let mut spec = LoopSpec::new(sc.clone(), c, seed);
+            spec.secs = sc.link.secs * scale;
+            spec.warmup = (5.0 * scale.min(1.0)).min(spec.secs / 4.0);
+            spec.config = config.clone();
+            spec
+        })
+        .collect();
+    let results: Vec<_> = std::thread::scope(|sc| {
+        let runs: Vec<_> = specs
+            .iter()
+            .map(|spec| sc.spawn(move || closed_loop::run(spec)))
+            .collect();
+        runs.into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
     let mut t = experiments::Table::new(&[
         "contender",
         "role",
@@ -552,9 +580,9 @@ fn link_of_sim_rows(
         "induced mean / p50 / p99 / peak ms",
         "idle RTT ms",
     ]);
-    for ((role, _), r) in plays.iter().zip(&results) {
+    for ((role, _), r) in plays.iter().zip(results) {
+        let r = r.map_err(|e| e.to_string())?;
         let l = r.latency();
-        let base = r.base_rtt_ms();
         let thr = r.throughput();
         t.row(vec![
             r.name().to_string(),
@@ -566,7 +594,7 @@ fn link_of_sim_rows(
                 "{:.1} / {:.1} / {:.1} / {:.1}",
                 l.mean, l.median, l.p99, l.max
             ),
-            format!("{base:.1}"),
+            format!("{:.1}", r.base_rtt_ms()),
         ]);
     }
     Ok(SimRows {
@@ -577,6 +605,32 @@ fn link_of_sim_rows(
         ),
         table: t,
     })
+}
+
+/// A lab scenario's link as the simulator plays it, for [`closed_loop_rows`]: the link
+/// sampled as section C samples a link (`experiments::c::scenario::played`), deployed as the
+/// lab deploys every link ([`scenario::DEPLOYMENT`]), static CAKE at the lab's static rates,
+/// and the controllers configured as the lab configures its daemons
+/// ([`Scenario::control_range`]: the same minimum, start and maximum rate each way).
+fn lab_link_scenario(scn: &Scenario) -> (LinkScenario, controller::Config) {
+    let mut sc = experiments::c::scenario::played(scn.link.desc().clone());
+    sc.deployment = scn.deployment();
+    let (down, up) = scn.control_range();
+    let rates = |r: scenario::RateRange, static_bit_s: u64| sim::link_file::LinkRates {
+        lo: r.min,
+        hi: r.max,
+        safe: static_bit_s as f64 / 1e6,
+        optimistic: r.max,
+    };
+    sc.link.down.rates = rates(down, scn.down_bit_s);
+    sc.link.up.rates = rates(up, scn.up_bit_s);
+    let rate = controller::Rate::from_mbit;
+    let mut config = controller::Config::with_range(
+        controller::PerDir::new(rate(down.min), rate(up.min)),
+        controller::PerDir::new(rate(down.max), rate(up.max)),
+    );
+    config.base = controller::PerDir::new(rate(down.base), rate(up.base));
+    (sc, config)
 }
 
 /// The simulator's rows for these contenders and tests (same experiment, same testbed).
@@ -690,7 +744,7 @@ mod tests {
             scenario::FQ_CODEL,
             scenario::CAKE_PURPLE,
         ];
-        let rows = link_of_sim_rows(&sc, &cs, 2, 6.0).expect("measured");
+        let rows = closed_loop_rows(&sc, None, &cs, 2, 6.0).expect("measured");
         assert!(
             rows.title.contains("seed 2, the link's first 6 s"),
             "{}",
@@ -736,6 +790,44 @@ mod tests {
             "{:?}",
             rows.table.rows
         );
+    }
+
+    #[test]
+    fn a_lab_scenario_is_simulated_with_the_labs_link_rates_daemon_range_and_deployment() {
+        let scn = scenario::find("radio").expect("radio");
+        let (sc, config) = lab_link_scenario(&scn);
+        assert_eq!(sc.deployment, scenario::DEPLOYMENT);
+        assert_eq!(sc.link.name, scn.link.desc().name);
+        // Static CAKE at the lab's static rates, the controllers as the lab's daemons.
+        assert_eq!(
+            sc.statics()[0],
+            (scn.down_bit_s as f64 / 1e6, scn.up_bit_s as f64 / 1e6)
+        );
+        let (down, up) = scn.control_range();
+        let mbit = |r: controller::Rate| r.mbit();
+        assert!(
+            (mbit(config.min.down) - down.min).abs() < 1e-6,
+            "{config:?}"
+        );
+        assert!(
+            (mbit(config.base.down) - down.base).abs() < 1e-6,
+            "{config:?}"
+        );
+        assert!(
+            (mbit(config.max.down) - down.max).abs() < 1e-6,
+            "{config:?}"
+        );
+        assert!((mbit(config.base.up) - up.base).abs() < 1e-6, "{config:?}");
+        assert!((mbit(config.max.up) - up.max).abs() < 1e-6, "{config:?}");
+        // The rows: static CAKE at those rates, purple, and the late oracle; pfifo has none.
+        let cs = [scenario::CAKE, scenario::CAKE_PURPLE, scenario::FIFO];
+        let rows = closed_loop_rows(&sc, Some(config), &cs, 1, 4.0).expect("measured");
+        let roles: Vec<&str> = rows.table.rows.iter().map(|r| r[1].as_str()).collect();
+        assert_eq!(roles, ["static-safe", "purple", "oracle-late"]);
+        assert_eq!(rows.table.rows[0][0], "CAKE static 100/50M");
+        // The static CAKE shapes the download to its 100 Mbit/s on a 130/80 Mbit/s link.
+        let down: f64 = rows.table.rows[0][3].parse().expect("Mbit/s");
+        assert!((70.0..=100.0).contains(&down), "{down}");
     }
 
     #[test]
