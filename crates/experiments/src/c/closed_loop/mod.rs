@@ -148,8 +148,9 @@ impl LoopSpec {
         }
     }
 
-    /// The parameters `purple` runs with in section C: the law's defaults except a 2 ms delay
-    /// target (5 ms by default): the operating point that keeps its mean latency at or below
+    /// The parameters `purple` runs with in section C: the law's defaults, the 2 ms delay
+    /// target among them (set here explicitly, so that section C's operating point stays put if
+    /// the default moves): the operating point that keeps its mean latency at or below
     /// PURPLE-AIMD's on the slides' radio while delivering about 95% of the oracle's throughput.
     pub fn purple_params(&self) -> PurpleParams {
         self.purple.unwrap_or(PurpleParams {
