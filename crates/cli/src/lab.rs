@@ -286,6 +286,10 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
     } else {
         None
     };
+    let window = LabWindow {
+        lead_s: opts.idle_seconds,
+        load_s: seconds,
+    };
     let sim = match which {
         _ if o.no_sim => None,
         Which::LinkOf {
@@ -294,17 +298,11 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
             home_router,
         } => {
             let sc = section_c_link(name, *seed, *home_router)?;
-            Some(closed_loop_rows(&sc, None, &contenders, *seed, seconds)?)
+            Some(closed_loop_rows(&sc, None, &contenders, *seed, window)?)
         }
         _ if scn.sim_id.is_none() && scn.needs_linkem => {
             let (sc, config) = lab_link_scenario(&scn);
-            Some(closed_loop_rows(
-                &sc,
-                Some(config),
-                &contenders,
-                1,
-                seconds,
-            )?)
+            Some(closed_loop_rows(&sc, Some(config), &contenders, 1, window)?)
         }
         _ => sim_rows(&scn, &contenders, &tests, seconds),
     };
@@ -520,7 +518,9 @@ struct SimRows {
 /// `purple lab run`'s simulator rows for a lab scenario on a variable link (one with the link
 /// emulator and no section B or C experiment of its own: radio, tmobile, `--link FILE`,
 /// `--link-of NAME`): section C's closed loop on the same link-level scenario `sc` (the same
-/// link and deployment, `seed`) over the link's first `seconds`, with the controllers
+/// link and deployment, `seed`), measured over the lab's window of the link (`window`: from
+/// the load's start after the lab's warm-up to its end; the simulator's bulk TCP starts with
+/// the link), with the controllers
 /// configured as `config` (the lab's daemons' range and start rate; `None`: section C's, from
 /// `sc`), for the role each lab contender in `cs` plays ([`scenario::role_of`]; those playing
 /// none, such as pfifo, have no row) and the one-interval-late oracle as the reference.
@@ -532,7 +532,7 @@ fn closed_loop_rows(
     config: Option<controller::Config>,
     cs: &[Contender],
     seed: u64,
-    seconds: f64,
+    window: LabWindow,
 ) -> Result<SimRows, String> {
     use experiments::c::closed_loop::{self, LoopSpec};
     use experiments::c::matrix::{role_contender, Role};
@@ -550,14 +550,16 @@ fn closed_loop_rows(
         .iter()
         .filter_map(|&r| Some((r, role_contender(r, sc)?)))
         .collect();
-    // As `experiments::c::run_contenders` sets a run's length and warm-up.
-    let scale = (seconds / sc.link.secs).clamp(0.05, 10.0);
+    // The lab's window of the link: its load starts after its idle probing and is measured
+    // after its warm-up (`lab::analysis::warm_up_s`).
+    let warm = window.lead_s + lab::analysis::warm_up_s(window.load_s);
+    let end = window.lead_s + window.load_s;
     let specs: Vec<LoopSpec> = plays
         .iter()
         .map(|&(_, c)| {
             let mut spec = LoopSpec::new(sc.clone(), c, seed);
-            spec.secs = sc.link.secs * scale;
-            spec.warmup = (5.0 * scale.min(1.0)).min(spec.secs / 4.0);
+            spec.secs = end;
+            spec.warmup = warm;
             spec.config = config.clone();
             spec
         })
@@ -600,11 +602,21 @@ fn closed_loop_rows(
     Ok(SimRows {
         title: format!(
             "simulator (section C's closed loop on the same link and deployment, seed {seed}, \
-             the link's first {seconds} s; its path's idle round trip is its own, not the \
-             lab's):"
+             measured over the lab's window of the link, {warm} to {end} s; its path's idle \
+             round trip is its own, not the lab's):"
         ),
         table: t,
     })
+}
+
+/// Where a lab run's load lies on its link's timeline, for [`closed_loop_rows`]: the link
+/// starts with the testbed, the load after `lead_s` of idle probing, for `load_s`.
+#[derive(Clone, Copy, Debug)]
+struct LabWindow {
+    /// Seconds of idle probing before the load (`LabOpts::idle_seconds`).
+    lead_s: f64,
+    /// Seconds of load (`--seconds`).
+    load_s: f64,
 }
 
 /// A lab scenario's link as the simulator plays it, for [`closed_loop_rows`]: the link
@@ -744,9 +756,14 @@ mod tests {
             scenario::FQ_CODEL,
             scenario::CAKE_PURPLE,
         ];
-        let rows = closed_loop_rows(&sc, None, &cs, 2, 6.0).expect("measured");
+        let window = LabWindow {
+            lead_s: 1.0,
+            load_s: 6.0,
+        };
+        let rows = closed_loop_rows(&sc, None, &cs, 2, window).expect("measured");
         assert!(
-            rows.title.contains("seed 2, the link's first 6 s"),
+            rows.title
+                .contains("seed 2, measured over the lab's window of the link, 2 to 7 s"),
             "{}",
             rows.title
         );
@@ -756,16 +773,14 @@ mod tests {
         // The rows are section C's closed loop on this scenario: the same figures as a run of
         // its purple contender on it, deployed as a home router.
         assert!(sc.shaper_at_router() && sc.throughput_from_shaper());
-        let opts = experiments::RunOpts {
-            seed: 2,
-            time_scale: 6.0 / sc.link.secs,
-        };
-        let own = experiments::c::run_contenders(
-            &sc,
-            &[experiments::c::closed_loop::Contender::Purple],
-            &opts,
-        )
-        .expect("measured");
+        let mut spec = experiments::c::closed_loop::LoopSpec::new(
+            sc.clone(),
+            experiments::c::closed_loop::Contender::Purple,
+            2,
+        );
+        spec.secs = 7.0;
+        spec.warmup = 2.0;
+        let own = [experiments::c::closed_loop::run(&spec).expect("measured")];
         let purple = &rows.table.rows[0];
         assert_eq!(purple[3], format!("{:.2}", own[0].throughput().down));
         assert_eq!(purple[4], format!("{:.3}", own[0].share()));
@@ -821,13 +836,18 @@ mod tests {
         assert!((mbit(config.max.up) - up.max).abs() < 1e-6, "{config:?}");
         // The rows: static CAKE at those rates, purple, and the late oracle; pfifo has none.
         let cs = [scenario::CAKE, scenario::CAKE_PURPLE, scenario::FIFO];
-        let rows = closed_loop_rows(&sc, Some(config), &cs, 1, 4.0).expect("measured");
+        let window = LabWindow {
+            lead_s: 1.0,
+            load_s: 4.0,
+        };
+        let rows = closed_loop_rows(&sc, Some(config), &cs, 1, window).expect("measured");
         let roles: Vec<&str> = rows.table.rows.iter().map(|r| r[1].as_str()).collect();
         assert_eq!(roles, ["static-safe", "purple", "oracle-late"]);
         assert_eq!(rows.table.rows[0][0], "CAKE static 100/50M");
-        // The static CAKE shapes the download to its 100 Mbit/s on a 130/80 Mbit/s link.
+        // The static CAKE shapes the download to its 100 Mbit/s on a 130/80 Mbit/s link (within
+        // the measurement window's edges).
         let down: f64 = rows.table.rows[0][3].parse().expect("Mbit/s");
-        assert!((70.0..=100.0).contains(&down), "{down}");
+        assert!((70.0..=101.0).contains(&down), "{down}");
     }
 
     #[test]
