@@ -602,8 +602,8 @@ fn closed_loop_rows(
     Ok(SimRows {
         title: format!(
             "simulator (section C's closed loop on the same link and deployment, seed {seed}, \
-             measured over the lab's window of the link, {warm} to {end} s; its path's idle \
-             round trip is its own, not the lab's):"
+             measured over the lab's window of the link, {warm:.1} to {end:.1} s; its path's \
+             idle round trip is its own, not the lab's):"
         ),
         table: t,
     })
@@ -763,7 +763,7 @@ mod tests {
         let rows = closed_loop_rows(&sc, None, &cs, 2, window).expect("measured");
         assert!(
             rows.title
-                .contains("seed 2, measured over the lab's window of the link, 2 to 7 s"),
+                .contains("seed 2, measured over the lab's window of the link, 2.0 to 7.0 s"),
             "{}",
             rows.title
         );
