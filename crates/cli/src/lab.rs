@@ -520,7 +520,8 @@ struct SimRows {
 /// `--link-of NAME`): section C's closed loop on the same link-level scenario `sc` (the same
 /// link and deployment, `seed`), measured over the lab's window of the link (`window`: from
 /// the load's start after the lab's warm-up to its end; the simulator's bulk TCP starts with
-/// the link), with the controllers
+/// the link; past the link's length the lab loops the link, and the simulator loops a trace
+/// but holds a schedule's last rate), with the controllers
 /// configured as `config` (the lab's daemons' range and start rate; `None`: section C's, from
 /// `sc`), for the role each lab contender in `cs` plays ([`scenario::role_of`]; those playing
 /// none, such as pfifo, have no row) and the one-interval-late oracle as the reference.
