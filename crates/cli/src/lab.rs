@@ -521,9 +521,8 @@ struct SimRows {
 /// link and deployment, `seed`), measured over the lab's window of the link (`window`: from
 /// the load's start after the lab's warm-up to its end; the simulator's bulk TCP starts with
 /// the link; past the link's length the lab loops the link, and the simulator loops a trace
-/// but holds a schedule's last rate), with the controllers
-/// configured as `config` (the lab's daemons' range and start rate; `None`: section C's, from
-/// `sc`), for the role each lab contender in `cs` plays ([`scenario::role_of`]; those playing
+/// but holds a schedule's last rate), with the controllers configured as `config` (the lab's
+/// daemons' range and start rate; `None`: section C's, from `sc`), for the role each lab contender in `cs` plays ([`scenario::role_of`]; those playing
 /// none, such as pfifo, have no row) and the one-interval-late oracle as the reference.
 /// Latency is the simulator's probe's loaded round trip minus the path's idle one
 /// ([`experiments::c::closed_loop::LoopResult::latency`]), as the lab's "induced" figures are.
@@ -565,10 +564,10 @@ fn closed_loop_rows(
             spec
         })
         .collect();
-    let results: Vec<_> = std::thread::scope(|sc| {
+    let results: Vec<_> = std::thread::scope(|scope| {
         let runs: Vec<_> = specs
             .iter()
-            .map(|spec| sc.spawn(move || closed_loop::run(spec)))
+            .map(|spec| scope.spawn(move || closed_loop::run(spec)))
             .collect();
         runs.into_iter()
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
