@@ -142,7 +142,11 @@ pub fn link_of(name: &str, seed: u64, home_router: bool) -> Result<Scenario, Str
 /// Section C's scenario `name` at `seed`, deployed as a home router if `home_router`: the
 /// link-level scenario `--link-of` hands to both backends (the lab, [`link_of`], and the
 /// simulator's rows beside it, [`closed_loop_rows`]).
-fn section_c_link(name: &str, seed: u64, home_router: bool) -> Result<LinkScenario, String> {
+pub(crate) fn section_c_link(
+    name: &str,
+    seed: u64,
+    home_router: bool,
+) -> Result<LinkScenario, String> {
     let c = crate::demo::link_scenario(&crate::demo::LinkChoice::Scenario(name.into()), seed, None)
         .map_err(|e| format!("--link-of: {e}"))?;
     Ok(if home_router { c.as_home_router() } else { c })
@@ -290,8 +294,12 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
         lead_s: opts.idle_seconds,
         load_s: seconds,
     };
+    // A fault the simulator does not model (`--fault`) leaves the closed loop's rows out.
     let sim = match which {
         _ if o.no_sim => None,
+        Which::LinkOf { .. } | Which::Link(_) | Which::Name(_) if !o.faults.is_empty() => {
+            sim_rows(&scn, &contenders, &tests, seconds)
+        }
         Which::LinkOf {
             name,
             seed,
@@ -508,11 +516,11 @@ pub fn run_json(r: &LabRun) -> Value {
 
 /// The simulator's figures printed beside the lab's: what they are, and the table.
 #[derive(Debug)]
-struct SimRows {
+pub(crate) struct SimRows {
     /// The line above the table (and `sim_title` in the JSON).
-    title: String,
+    pub(crate) title: String,
     /// The rows.
-    table: experiments::Table,
+    pub(crate) table: experiments::Table,
 }
 
 /// `purple lab run`'s simulator rows for a lab scenario on a variable link (one with the link
@@ -527,7 +535,7 @@ struct SimRows {
 /// Latency is the simulator's probe's loaded round trip minus the path's idle one
 /// ([`experiments::c::closed_loop::LoopResult::latency`]), as the lab's "induced" figures are.
 /// Fails only when a run measured no latency sample, naming the contender and the probe.
-fn closed_loop_rows(
+pub(crate) fn closed_loop_rows(
     sc: &LinkScenario,
     config: Option<controller::Config>,
     cs: &[Contender],
@@ -612,11 +620,11 @@ fn closed_loop_rows(
 /// Where a lab run's load lies on its link's timeline, for [`closed_loop_rows`]: the link
 /// starts with the testbed, the load after `lead_s` of idle probing, for `load_s`.
 #[derive(Clone, Copy, Debug)]
-struct LabWindow {
+pub(crate) struct LabWindow {
     /// Seconds of idle probing before the load (`LabOpts::idle_seconds`).
-    lead_s: f64,
+    pub(crate) lead_s: f64,
     /// Seconds of load (`--seconds`).
-    load_s: f64,
+    pub(crate) load_s: f64,
 }
 
 /// A lab scenario's link as the simulator plays it, for [`closed_loop_rows`]: the link
@@ -624,7 +632,7 @@ struct LabWindow {
 /// lab deploys every link ([`scenario::DEPLOYMENT`]), static CAKE at the lab's static rates,
 /// and the controllers configured as the lab configures its daemons
 /// ([`Scenario::control_range`]: the same minimum, start and maximum rate each way).
-fn lab_link_scenario(scn: &Scenario) -> (LinkScenario, controller::Config) {
+pub(crate) fn lab_link_scenario(scn: &Scenario) -> (LinkScenario, controller::Config) {
     let mut sc = experiments::c::scenario::played(scn.link.desc().clone());
     sc.deployment = scn.deployment();
     let (down, up) = scn.control_range();

@@ -89,5 +89,6 @@ pub fn lab_json(d: &LabDemo) -> Value {
         "faults": d.fault_names(),
         "probe": LOADED_LATENCY_PROBE.label(),
         "contenders": rows,
+        "sim": d.sim.as_ref().map(|t| json!({"title": t.title, "table": t.table})),
     })
 }

@@ -95,11 +95,41 @@ pub fn compute_lab(
                 .map_err(|e| format!("{} {}: {e}", scn.name, c.name))?,
         );
     }
+    // The simulator's rows beside the lab's, as `purple lab run` prints them.
+    let window = crate::lab::LabWindow {
+        lead_s: opts.idle_seconds,
+        load_s: seconds,
+    };
+    // Not with a fault injected: the simulator does not model the lab's faults.
+    let sim = match &o.link_of {
+        _ if !o.faults.is_empty() => None,
+        Some((name, seed)) => {
+            let sc = crate::lab::section_c_link(name, *seed, o.home_router)?;
+            Some(crate::lab::closed_loop_rows(
+                &sc,
+                None,
+                &scn.contenders,
+                *seed,
+                window,
+            )?)
+        }
+        None => {
+            let (sc, config) = crate::lab::lab_link_scenario(&scn);
+            Some(crate::lab::closed_loop_rows(
+                &sc,
+                Some(config),
+                &scn.contenders,
+                1,
+                window,
+            )?)
+        }
+    };
     Ok(LabDemo {
         scenario: scn,
         seconds,
         idle_s: opts.idle_seconds,
         rows,
         faults: o.faults.clone(),
+        sim,
     })
 }

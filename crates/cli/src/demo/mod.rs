@@ -131,6 +131,10 @@ pub struct LabDemo {
     pub rows: Vec<DemoRow>,
     /// Faults injected.
     pub faults: Vec<::lab::Fault>,
+    /// The simulator's rows for the same link, deployment and contenders' roles, measured over
+    /// the lab's window of the link (as `purple lab run` prints them); `None` with a fault
+    /// injected, which the simulator does not model.
+    pub sim: Option<crate::lab::SimRows>,
 }
 
 impl LabDemo {

@@ -124,6 +124,9 @@ pub fn lab_text(d: &LabDemo) -> String {
             tt.to_text()
         );
     }
+    if let Some(sim) = &d.sim {
+        let _ = write!(s, "\n{}\n{}", sim.title, sim.table.to_text());
+    }
     for r in &d.rows {
         for w in &r.run.warnings {
             let _ = writeln!(s, "warning: {}: {w}", r.run.contender);
@@ -182,7 +185,30 @@ mod tests {
                 row("silent", &[]),
             ],
             faults: Vec::new(),
+            sim: None,
         }
+    }
+
+    /// The simulator's rows come after the lab's table, under their own title; the JSON
+    /// carries both.
+    #[test]
+    fn the_lab_demo_prints_the_simulators_rows_after_its_own() {
+        let mut d = two_rows();
+        assert!(!lab_text(&d).contains("simulator ("));
+        let mut t = experiments::Table::new(&["contender", "role"]);
+        t.row(vec!["purple (ours)".into(), "purple".into()]);
+        d.sim = Some(crate::lab::SimRows {
+            title: "simulator (the same link):".into(),
+            table: t,
+        });
+        let text = lab_text(&d);
+        let lab_row = text.find("CAKE static").unwrap();
+        let title = text.find("\nsimulator (the same link):\n").unwrap();
+        assert!(lab_row < title, "{text}");
+        assert!(text[title..].contains("purple (ours)"), "{text}");
+        let j = super::super::json::lab_json(&d);
+        assert_eq!(j["sim"]["title"], "simulator (the same link):");
+        assert_eq!(j["sim"]["table"]["rows"][0][1], "purple");
     }
 
     /// The latency columns come from `experiments::LATENCY_COLUMNS`; a contender without a
