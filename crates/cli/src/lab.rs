@@ -572,15 +572,7 @@ pub(crate) fn closed_loop_rows(
             spec
         })
         .collect();
-    let results: Vec<_> = std::thread::scope(|scope| {
-        let runs: Vec<_> = specs
-            .iter()
-            .map(|spec| scope.spawn(move || closed_loop::run(spec)))
-            .collect();
-        runs.into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    });
+    let results = experiments::c::run_specs(&specs).map_err(|e| e.to_string())?;
     let mut t = experiments::Table::new(&[
         "contender",
         "role",
@@ -590,8 +582,7 @@ pub(crate) fn closed_loop_rows(
         "induced mean / p50 / p99 / peak ms",
         "idle RTT ms",
     ]);
-    for ((role, _), r) in plays.iter().zip(results) {
-        let r = r.map_err(|e| e.to_string())?;
+    for ((role, _), r) in plays.iter().zip(&results) {
         let l = r.latency();
         let thr = r.throughput();
         t.row(vec![

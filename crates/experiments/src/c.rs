@@ -129,6 +129,14 @@ pub fn run_contenders(
             s
         })
         .collect();
+    run_specs(&specs)
+}
+
+/// Runs every closed loop of `specs` on every available core; results in the order of
+/// `specs`, each depending only on its own run; [`NoSamples`] names the first (in that order)
+/// whose latency probe measured nothing. For runs set up otherwise than
+/// [`run_contenders`] sets them (another length, warm-up or controller configuration).
+pub fn run_specs(specs: &[LoopSpec]) -> Result<Vec<LoopResult>, NoSamples> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     matrix::parallel(
         specs.len(),
