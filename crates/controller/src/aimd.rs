@@ -11,66 +11,33 @@
 //! `min_change_ratio` (1 %). PURPLE's code measured ICMP RTT against the target; here the
 //! latency is the one-way queueing delay above the baseline, as the slides ask (Polus).
 
-use crate::config::{check, check_f, settable_params, Config, ConfigError};
+use crate::config::{check, law_params, ms, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::{mbit, Direction, Duration, Instant, PerDir, Rate, Reason};
 
-/// PURPLE-AIMD parameters (published defaults vary; these are the middle of the ranges).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AimdParams {
-    /// Target queueing delay. Default 10 ms. Accepted 1 ms ..= 1 s.
-    pub target: Duration,
-    /// Tolerance above target. Default 2 ms. Accepted 0 ..= 1 s.
-    pub tolerance: Duration,
-    /// Critical delay (strong cut). Default 30 ms. Accepted > target + tolerance, <= 10 s.
-    pub critical: Duration,
-    /// Multiplicative decrease. Default 0.1. Accepted 0.001 ..= 0.9.
-    pub beta: f64,
-    /// Additive increase, bytes/s per second. Default 0.5 Mbit/s per s. Accepted 1 ..= 2^40.
-    pub alpha: u64,
-    /// Consecutive good samples before increasing. Default 5. Accepted 1 ..= 1000.
-    pub good_samples: u32,
-    /// Sample interval. Default 100 ms. Accepted 10 ms ..= 10 s.
-    pub interval: Duration,
-    /// Least time between shaper changes. Default 1 s. Accepted 0 ..= 60 s.
-    pub apply_every: Duration,
-    /// Smallest absolute change applied, bytes/s. Default 2.5 Mbit/s.
-    pub min_change: u64,
-    /// Smallest relative change applied. Default 0.01. Accepted 0 ..= 1.
-    pub min_change_ratio: f64,
-}
-
-settable_params!(
-    AimdParams,
-    "aimd",
-    [
-        target,
-        tolerance,
-        critical,
-        beta,
-        alpha,
-        good_samples,
-        interval,
-        apply_every,
-        min_change,
-        min_change_ratio
-    ]
-);
-
-impl Default for AimdParams {
-    fn default() -> Self {
-        AimdParams {
-            target: Duration::from_millis(10),
-            tolerance: Duration::from_millis(2),
-            critical: Duration::from_millis(30),
-            beta: 0.1,
-            alpha: mbit(0.5),
-            good_samples: 5,
-            interval: Duration::from_millis(100),
-            apply_every: Duration::from_secs(1),
-            min_change: mbit(2.5),
-            min_change_ratio: 0.01,
-        }
+law_params! {
+    /// PURPLE-AIMD parameters (published defaults vary; these are the middle of the ranges).
+    pub struct AimdParams, "aimd" {
+        /// Target queueing delay. Default 10 ms.
+        target: Duration = ms(10), ms(1), ms(1_000), "1 ms ..= 1 s";
+        /// Tolerance above target. Default 2 ms.
+        tolerance: Duration = ms(2), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+        /// Critical delay (strong cut). Default 30 ms.
+        critical: Duration = ms(30), Duration::ZERO, ms(10_000), "> target + tolerance, <= 10 s";
+        /// Multiplicative decrease. Default 0.1.
+        beta: f64 = 0.1, 0.001, 0.9, "0.001 ..= 0.9";
+        /// Additive increase, bytes/s per second. Default 0.5 Mbit/s per s.
+        alpha: u64 = mbit(0.5), 1, 1 << 40, "1 ..= 2^40 bytes/s per s";
+        /// Consecutive good samples before increasing. Default 5.
+        good_samples: u32 = 5, 1, 1_000, "1 ..= 1000";
+        /// Sample interval. Default 100 ms.
+        interval: Duration = ms(100), ms(10), ms(10_000), "10 ms ..= 10 s";
+        /// Least time between shaper changes. Default 1 s.
+        apply_every: Duration = ms(1_000), Duration::ZERO, ms(60_000), "0 ..= 60 s";
+        /// Smallest absolute change applied, bytes/s. Default 2.5 Mbit/s.
+        min_change: u64 = mbit(2.5), 0, 1 << 40, "0 ..= 2^40 bytes/s";
+        /// Smallest relative change applied. Default 0.01.
+        min_change_ratio: f64 = 0.01, 0.0, 1.0, "0 ..= 1";
     }
 }
 
@@ -112,62 +79,12 @@ impl Law for Aimd {
     }
     fn validate(&self) -> Result<(), ConfigError> {
         let p = &self.p;
-        let ms = Duration::from_millis;
+        p.check_ranges()?;
         check(
-            (ms(1)..=ms(1000)).contains(&p.target),
-            "aimd.target",
-            p.target,
-            "1 ms ..= 1 s",
-        )?;
-        check(
-            p.tolerance <= ms(1000),
-            "aimd.tolerance",
-            p.tolerance,
-            "0 ..= 1 s",
-        )?;
-        check(
-            p.critical > p.target + p.tolerance && p.critical <= ms(10_000),
+            p.critical > p.target + p.tolerance,
             "aimd.critical",
             p.critical,
             "> target + tolerance, <= 10 s",
-        )?;
-        check_f(p.beta, 0.001, 0.9, "aimd.beta", "0.001 ..= 0.9")?;
-        check(
-            (1..=1 << 40).contains(&p.alpha),
-            "aimd.alpha",
-            p.alpha,
-            "1 ..= 2^40 bytes/s per s",
-        )?;
-        check(
-            (1..=1000).contains(&p.good_samples),
-            "aimd.good_samples",
-            p.good_samples,
-            "1 ..= 1000",
-        )?;
-        check(
-            (ms(10)..=ms(10_000)).contains(&p.interval),
-            "aimd.interval",
-            p.interval,
-            "10 ms ..= 10 s",
-        )?;
-        check(
-            p.apply_every <= ms(60_000),
-            "aimd.apply_every",
-            p.apply_every,
-            "0 ..= 60 s",
-        )?;
-        check(
-            p.min_change <= 1 << 40,
-            "aimd.min_change",
-            p.min_change,
-            "0 ..= 2^40 bytes/s",
-        )?;
-        check_f(
-            p.min_change_ratio,
-            0.0,
-            1.0,
-            "aimd.min_change_ratio",
-            "0 ..= 1",
         )
     }
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, cfg: &Config) -> Step {

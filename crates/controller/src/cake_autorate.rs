@@ -15,7 +15,7 @@
 //! `safety.stall_after` (default 2 s; set 10 s for cake-autorate's own timing) and
 //! `safe = min`. Reflector offences and replacement are the pool's.
 
-use crate::config::{check, check_f, settable_params, Config, ConfigError};
+use crate::config::{check, law_params, ms, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, ReflectorId, Sample};
 
@@ -24,83 +24,40 @@ const WINDOW: usize = 6;
 /// Most reflectors with their own baselines.
 const MAX_REFLECTORS: usize = 64;
 
-/// cake-autorate's parameters and defaults.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct CakeAutorateParams {
-    /// Control interval. Default 200 ms. Accepted 10 ms ..= 10 s.
-    pub interval: Duration,
-    /// Baseline EWMA alpha when the delay rises. Default 0.001. Accepted (0, 1].
-    pub alpha_baseline_increase: f64,
-    /// Baseline EWMA alpha when the delay falls. Default 0.9. Accepted (0, 1].
-    pub alpha_baseline_decrease: f64,
-    /// Delta above which a sample is delayed. Default 30 ms. Accepted 1 ms ..= 1 s.
-    pub delay_threshold: Duration,
-    /// Delayed samples of the last 6 that mean bufferbloat. Default 3. Accepted 1 ..= 6.
-    pub bufferbloat_detection_thr: usize,
-    /// Load above which the link counts as highly loaded. Default 0.75. Accepted 0 ..= 1.
-    pub high_load_thr: f64,
-    /// Average delta of the mildest decrease. Default 30 ms.
-    pub avg_delta_low: Duration,
-    /// Average delta of the strongest decrease. Default 60 ms. Accepted > avg_delta_low.
-    pub avg_delta_high: Duration,
-    /// Mildest decrease factor. Default 0.99. Accepted (0, 1].
-    pub adjust_down_min: f64,
-    /// Strongest decrease factor. Default 0.75. Accepted (0, adjust_down_min].
-    pub adjust_down_max: f64,
-    /// Largest increase factor (delta <= 10 ms). Default 1.04. Accepted 1 ..= 2.
-    pub adjust_up_max: f64,
-    /// Delta up to which the full increase applies. Default 10 ms.
-    pub increase_full_delta: Duration,
-    /// Least time between decreases. Default 300 ms. Accepted 0 ..= 10 s.
-    pub decrease_refractory: Duration,
-    /// Drift toward base per second when lightly loaded (0.01: x0.99 / x1.01). Default 0.01.
-    /// Accepted 0 ..= 0.5.
-    pub drift_per_s: f64,
-    /// MTU whose serialisation time is added to the thresholds, bytes. Default 1500.
-    pub mtu: u32,
-}
-
-settable_params!(
-    CakeAutorateParams,
-    "cake_autorate",
-    [
-        interval,
-        alpha_baseline_increase,
-        alpha_baseline_decrease,
-        delay_threshold,
-        bufferbloat_detection_thr,
-        high_load_thr,
-        avg_delta_low,
-        avg_delta_high,
-        adjust_down_min,
-        adjust_down_max,
-        adjust_up_max,
-        increase_full_delta,
-        decrease_refractory,
-        drift_per_s,
-        mtu
-    ]
-);
-
-impl Default for CakeAutorateParams {
-    fn default() -> Self {
-        CakeAutorateParams {
-            interval: Duration::from_millis(200),
-            alpha_baseline_increase: 0.001,
-            alpha_baseline_decrease: 0.9,
-            delay_threshold: Duration::from_millis(30),
-            bufferbloat_detection_thr: 3,
-            high_load_thr: 0.75,
-            avg_delta_low: Duration::from_millis(30),
-            avg_delta_high: Duration::from_millis(60),
-            adjust_down_min: 0.99,
-            adjust_down_max: 0.75,
-            adjust_up_max: 1.04,
-            increase_full_delta: Duration::from_millis(10),
-            decrease_refractory: Duration::from_millis(300),
-            drift_per_s: 0.01,
-            mtu: 1500,
-        }
+law_params! {
+    /// cake-autorate's parameters and defaults.
+    pub struct CakeAutorateParams, "cake_autorate" {
+        /// Control interval. Default 200 ms.
+        interval: Duration = ms(200), ms(10), ms(10_000), "10 ms ..= 10 s";
+        /// Baseline EWMA alpha when the delay rises. Default 0.001.
+        alpha_baseline_increase: f64 = 0.001, f64::MIN_POSITIVE, 1.0, "(0, 1]";
+        /// Baseline EWMA alpha when the delay falls. Default 0.9.
+        alpha_baseline_decrease: f64 = 0.9, f64::MIN_POSITIVE, 1.0, "(0, 1]";
+        /// Delta above which a sample is delayed. Default 30 ms.
+        delay_threshold: Duration = ms(30), ms(1), ms(1_000), "1 ms ..= 1 s";
+        /// Delayed samples of the last 6 that mean bufferbloat. Default 3.
+        bufferbloat_detection_thr: usize = 3, 1, WINDOW, "1 ..= 6";
+        /// Load above which the link counts as highly loaded. Default 0.75.
+        high_load_thr: f64 = 0.75, 0.0, 1.0, "0 ..= 1";
+        /// Average delta of the mildest decrease. Default 30 ms.
+        avg_delta_low: Duration = ms(30), Duration::ZERO, ms(10_000), "0 ..= 10 s";
+        /// Average delta of the strongest decrease. Default 60 ms.
+        avg_delta_high: Duration = ms(60), Duration::ZERO, ms(10_000), "> avg_delta_low, <= 10 s";
+        /// Mildest decrease factor. Default 0.99.
+        adjust_down_min: f64 = 0.99, f64::MIN_POSITIVE, 1.0, "(0, 1]";
+        /// Strongest decrease factor. Default 0.75.
+        adjust_down_max: f64 = 0.75, f64::MIN_POSITIVE, 1.0, "(0, adjust_down_min]";
+        /// Largest increase factor (delta <= 10 ms). Default 1.04.
+        adjust_up_max: f64 = 1.04, 1.0, 2.0, "1 ..= 2";
+        /// Delta up to which the full increase applies. Default 10 ms.
+        increase_full_delta: Duration = ms(10), Duration::ZERO, ms(1_000), "< delay_threshold";
+        /// Least time between decreases. Default 300 ms.
+        decrease_refractory: Duration = ms(300), Duration::ZERO, ms(10_000), "0 ..= 10 s";
+        /// Drift toward base per second when lightly loaded (0.01: x0.99 / x1.01). Default
+        /// 0.01.
+        drift_per_s: f64 = 0.01, 0.0, 0.5, "0 ..= 0.5";
+        /// MTU whose serialisation time is added to the thresholds, bytes. Default 1500.
+        mtu: u32 = 1_500, 576, 65_535, "576 ..= 65535";
     }
 }
 
@@ -196,97 +153,24 @@ impl Law for CakeAutorate {
     }
     fn validate(&self) -> Result<(), ConfigError> {
         let p = &self.p;
-        let ms = Duration::from_millis;
-        check(
-            (ms(10)..=ms(10_000)).contains(&p.interval),
-            "cake_autorate.interval",
-            p.interval,
-            "10 ms ..= 10 s",
-        )?;
-        check_f(
-            p.alpha_baseline_increase,
-            f64::MIN_POSITIVE,
-            1.0,
-            "cake_autorate.alpha_baseline_increase",
-            "(0, 1]",
-        )?;
-        check_f(
-            p.alpha_baseline_decrease,
-            f64::MIN_POSITIVE,
-            1.0,
-            "cake_autorate.alpha_baseline_decrease",
-            "(0, 1]",
-        )?;
-        check(
-            (ms(1)..=ms(1000)).contains(&p.delay_threshold),
-            "cake_autorate.delay_threshold",
-            p.delay_threshold,
-            "1 ms ..= 1 s",
-        )?;
-        check(
-            (1..=WINDOW).contains(&p.bufferbloat_detection_thr),
-            "cake_autorate.bufferbloat_detection_thr",
-            p.bufferbloat_detection_thr,
-            "1 ..= 6",
-        )?;
-        check_f(
-            p.high_load_thr,
-            0.0,
-            1.0,
-            "cake_autorate.high_load_thr",
-            "0 ..= 1",
-        )?;
+        p.check_ranges()?;
         check(
             p.avg_delta_high > p.avg_delta_low,
             "cake_autorate.avg_delta_high",
             p.avg_delta_high,
-            "> avg_delta_low",
+            "> avg_delta_low, <= 10 s",
         )?;
-        check_f(
-            p.adjust_down_min,
-            f64::MIN_POSITIVE,
-            1.0,
-            "cake_autorate.adjust_down_min",
-            "(0, 1]",
-        )?;
-        check_f(
-            p.adjust_down_max,
-            f64::MIN_POSITIVE,
-            p.adjust_down_min,
+        check(
+            p.adjust_down_max <= p.adjust_down_min,
             "cake_autorate.adjust_down_max",
+            p.adjust_down_max,
             "(0, adjust_down_min]",
-        )?;
-        check_f(
-            p.adjust_up_max,
-            1.0,
-            2.0,
-            "cake_autorate.adjust_up_max",
-            "1 ..= 2",
         )?;
         check(
             p.increase_full_delta < p.delay_threshold,
             "cake_autorate.increase_full_delta",
             p.increase_full_delta,
             "< delay_threshold",
-        )?;
-        check(
-            p.decrease_refractory <= ms(10_000),
-            "cake_autorate.decrease_refractory",
-            p.decrease_refractory,
-            "0 ..= 10 s",
-        )?;
-        check_f(
-            p.drift_per_s,
-            0.0,
-            0.5,
-            "cake_autorate.drift_per_s",
-            "0 ..= 0.5",
-        )?;
-        check(
-            (576..=65_535).contains(&p.mtu),
-            "cake_autorate.mtu",
-            p.mtu,
-            "576 ..= 65535",
         )
     }
     /// Its own windows of per-reflector delays, as cake-autorate: the probes only.

@@ -273,6 +273,93 @@ pub(crate) fn param<T: ParamValue>(x: f64) -> Option<T> {
     T::from_config(x)
 }
 
+/// `v` milliseconds (parameter declarations' defaults and ranges).
+pub(crate) const fn ms(v: u64) -> crate::Duration {
+    crate::Duration::from_millis(v)
+}
+
+/// A law's parameter: its name, accepted range and documentation, as declared once by
+/// `law_params!` (every law's `OPTIONS`: `PurpleParams::OPTIONS`, `AimdParams::OPTIONS`, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParamInfo {
+    /// As written in configuration files (`purple.target`, `aimd.beta`).
+    pub name: &'static str,
+    /// The accepted range, in words (the text of the error for a value outside it).
+    pub accepted: &'static str,
+    /// What it does and its default (one line of documentation per line).
+    pub doc: &'static str,
+}
+
+impl ParamInfo {
+    /// The key within the law's section (`target` for `purple.target`).
+    pub fn key(&self) -> &'static str {
+        self.name.rsplit('.').next().unwrap_or(self.name)
+    }
+
+    /// The documentation as one line (its lines joined by spaces), then `Accepted RANGE.`:
+    /// how the example configuration (packaging/purple.toml) lists the parameter.
+    pub fn summary(&self) -> String {
+        let doc = self.doc.split_whitespace().collect::<Vec<_>>().join(" ");
+        format!("{doc} Accepted {}.", self.accepted)
+    }
+}
+
+/// Declares a law's parameters once: per field its documentation (ending with its default),
+/// type, default, accepted range (`lo, hi`, inclusive) and the range in words. It writes the
+/// struct with its documentation, `Default`, `OPTIONS` (every parameter's [`ParamInfo`], in
+/// declaration order), a private `check_ranges` (each value in its range, else a
+/// [`ConfigError`] naming `PREFIX.field` and the words; NaN is outside every range) and, through
+/// `settable_params!`, `KEYS` and `set`. A law's `validate` calls `check_ranges` and adds only
+/// the checks that relate two parameters (their words name the other one).
+macro_rules! law_params {
+    (
+        $(#[doc = $sdoc:literal])+
+        pub struct $name:ident, $prefix:literal {
+            $(
+                $(#[doc = $doc:literal])+
+                $field:ident: $ty:ty = $default:expr, $lo:expr, $hi:expr, $acc:literal;
+            )*
+        }
+    ) => {
+        $(#[doc = $sdoc])+
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        pub struct $name {
+            $( $(#[doc = $doc])+ pub $field: $ty, )*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name { $( $field: $default, )* }
+            }
+        }
+
+        impl $name {
+            /// Every parameter: its configuration name, accepted range and documentation.
+            pub const OPTIONS: &'static [$crate::config::ParamInfo] = &[
+                $( $crate::config::ParamInfo {
+                    name: concat!($prefix, ".", stringify!($field)),
+                    accepted: $acc,
+                    doc: concat!($($doc, "\n"),+),
+                }, )*
+            ];
+
+            /// Each parameter within its declared range.
+            fn check_ranges(&self) -> Result<(), $crate::config::ConfigError> {
+                $( $crate::config::check(
+                    ($lo..=$hi).contains(&self.$field),
+                    concat!($prefix, ".", stringify!($field)),
+                    self.$field,
+                    $acc,
+                )?; )*
+                Ok(())
+            }
+        }
+
+        $crate::config::settable_params!($name, $prefix, [$( $field ),*]);
+    };
+}
+pub(crate) use law_params;
+
 /// Gives a law's parameter struct `set(key, value)`: sets field `key` from a configuration
 /// number (see [`ParamValue`]), failing with a [`ConfigError`] that names `PREFIX.key` for a
 /// number the field's type cannot hold, or `PREFIX` and the accepted names for an unknown key.
@@ -319,6 +406,77 @@ pub(crate) fn number_of<T: ParamValue>(_: &T) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every law's parameters as declared once by `law_params!`: named under the law's section,
+    /// documented with their default and range, settable by their key, and each law valid at
+    /// its defaults and refusing a value outside a declared range with that option's words.
+    #[test]
+    fn every_laws_parameters_are_declared_once_with_default_range_and_doc() {
+        use crate::engine::Law;
+        use crate::{
+            Aimd, AimdParams, CakeAutorate, CakeAutorateParams, Purple, PurpleParams, QueueMetrics,
+            QueueMetricsParams, SqmAutorate, SqmAutorateParams,
+        };
+        let laws: [(&str, &[ParamInfo], &dyn Law); 5] = [
+            ("purple", PurpleParams::OPTIONS, &Purple::default()),
+            ("aimd", AimdParams::OPTIONS, &Aimd::default()),
+            (
+                "cake_autorate",
+                CakeAutorateParams::OPTIONS,
+                &CakeAutorate::default(),
+            ),
+            (
+                "sqm_autorate",
+                SqmAutorateParams::OPTIONS,
+                &SqmAutorate::default(),
+            ),
+            (
+                "queue",
+                QueueMetricsParams::OPTIONS,
+                &QueueMetrics::default(),
+            ),
+        ];
+        for (prefix, options, law) in laws {
+            assert_eq!(law.validate(), Ok(()), "{prefix} at its defaults");
+            let mut keys: Vec<&str> = options.iter().map(ParamInfo::key).collect();
+            for o in options {
+                assert_eq!(o.name, format!("{prefix}.{}", o.key()));
+                assert!(o.doc.contains("Default"), "{}: {:?}", o.name, o.doc);
+                assert!(!o.accepted.is_empty(), "{}", o.name);
+                assert!(o.summary().ends_with(&format!("Accepted {}.", o.accepted)));
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            assert_eq!(keys.len(), options.len(), "{prefix}: a key declared twice");
+        }
+        // Settable by key, and a value outside the declared range names the option and its
+        // accepted words (one per law).
+        let mut a = AimdParams::default();
+        a.set("beta", 0.95).unwrap();
+        let e = Aimd::new(a).validate().unwrap_err();
+        assert_eq!((e.option, e.accepted), ("aimd.beta", "0.001 ..= 0.9"));
+        let mut c = CakeAutorateParams::default();
+        c.set("mtu", 100.0).unwrap();
+        let e = CakeAutorate::new(c).validate().unwrap_err();
+        assert_eq!(
+            (e.option, e.accepted),
+            ("cake_autorate.mtu", "576 ..= 65535")
+        );
+        let mut s = SqmAutorateParams::default();
+        s.set("fast_half_life", 200_000.0).unwrap();
+        let e = SqmAutorate::new(s).validate().unwrap_err();
+        assert_eq!(e.option, "sqm_autorate.fast_half_life");
+        let mut q = QueueMetricsParams::default();
+        q.set("p_enter", 0.05).unwrap();
+        let e = QueueMetrics::new(q).validate().unwrap_err();
+        assert_eq!((e.option, e.accepted), ("queue.p_enter", "(p_leave, 1]"));
+        let p = PurpleParams {
+            margin: f64::NAN,
+            ..PurpleParams::default()
+        };
+        let e = Purple::new(p).validate().unwrap_err();
+        assert_eq!(e.option, "purple.margin");
+    }
 
     #[test]
     fn defaults_are_valid() {

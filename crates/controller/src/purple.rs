@@ -80,7 +80,7 @@
 //! opened ([`Law::safety`]).
 
 use crate::baseline::{Baseline, BaselineParams};
-use crate::config::{check, Config, ConfigError};
+use crate::config::{check, law_params, ms, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::safety::SafetyParams;
 use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, ReflectorId, Sample};
@@ -150,128 +150,75 @@ impl Default for FastSlot {
     }
 }
 
-/// Declares PURPLE's parameters once: field, type, default, accepted range and documentation
-/// (the same text is in [`PurpleParams::OPTIONS`] for configuration files and their errors).
-macro_rules! purple_params {
-    ($( $(#[doc = $doc:literal])+ $name:ident: $ty:ty = $default:expr, $lo:expr, $hi:expr, $acc:literal; )*) => {
-        /// PURPLE's parameters. [`PurpleParams::target`] is the one to change; the others are
-        /// the law's design constants, exposed for experiments.
-        #[derive(Clone, Copy, Debug, PartialEq)]
-        pub struct PurpleParams {
-            $( $(#[doc = $doc])+ pub $name: $ty, )*
-        }
-
-        impl Default for PurpleParams {
-            fn default() -> Self {
-                PurpleParams { $( $name: $default, )* }
-            }
-        }
-
-        impl PurpleParams {
-            /// Every parameter: its configuration name, accepted range and documentation.
-            pub const OPTIONS: &'static [ParamInfo] = &[
-                $( ParamInfo {
-                    name: concat!("purple.", stringify!($name)),
-                    accepted: $acc,
-                    doc: concat!($($doc, "\n"),+),
-                }, )*
-            ];
-
-            fn check_ranges(&self) -> Result<(), ConfigError> {
-                $( check(
-                    ($lo..=$hi).contains(&self.$name),
-                    concat!("purple.", stringify!($name)),
-                    self.$name,
-                    $acc,
-                )?; )*
-                Ok(())
-            }
-        }
-
-        crate::config::settable_params!(PurpleParams, "purple", [$( $name ),*]);
-    };
-}
-
-/// A parameter's name, accepted range and documentation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ParamInfo {
-    /// As written in configuration files (`purple.target`).
-    pub name: &'static str,
-    /// The accepted range, in words.
-    pub accepted: &'static str,
-    /// What it does and its default.
-    pub doc: &'static str,
-}
-
-const fn ms(v: u64) -> Duration {
-    Duration::from_millis(v)
-}
-
-purple_params! {
-    /// Control interval. Default 50 ms.
-    interval: Duration = ms(50), ms(10), ms(5_000), "10 ms ..= 5 s";
-    /// The queueing delay aimed for: the main knob. Larger targets probe harder and cruise
-    /// closer to the capacity (more throughput, more delay). Default 2 ms.
-    target: Duration = ms(2), Duration::from_micros(200), ms(1_000), "0.2 ms ..= 1 s";
-    /// A queue above the target is drained within this time. Default 100 ms.
-    drain_time: Duration = ms(100), ms(20), ms(10_000), "20 ms ..= 10 s";
-    /// Cruise margin: after a capacity reading the rate goes this fraction below it (what the
-    /// late oracle keeps too), so a capacity that declines slowly between readings does not
-    /// build a queue before the next reading. Smaller with larger targets: the margin used is
-    /// `margin x (1 - target / 50 ms)`, at least 0. Default 0.05.
-    margin: f64 = 0.05, 0.0, 0.5, "0 ..= 0.5";
-    /// Least first probe gain (the first probe raises the rate by at least this fraction).
-    /// Default 0.01.
-    probe_min: f64 = 0.01, 0.0, 1.0, "0 ..= 1";
-    /// Largest probe gain. Default 0.5.
-    probe_max: f64 = 0.5, 0.0, 4.0, "0 ..= 4";
-    /// On a steady link, intervals between a capacity reading and the first probe. Fewer on
-    /// volatile links (none at `volatile`). Default 20 (1 s).
-    probe_wait: u32 = 20, 0, 1_000, "0 ..= 1000";
-    /// Volatility (mean absolute log change between successive capacity readings) at which
-    /// the link counts as fully volatile: probes start at once, at a gain of at least the
-    /// volatility. Default 0.07.
-    volatile: f64 = 0.07, 0.001, 10.0, "0.001 ..= 10";
-    /// Delay above which a queue counts as standing in the bottleneck (on top of the
-    /// serialisation of one frame at the current rate and the link's learnt delay noise).
-    /// Default 1 ms (ICMP timestamps have 1 ms resolution).
-    queue_floor: Duration = ms(1), Duration::ZERO, ms(1_000), "0 ..= 1 s";
-    /// On a fully volatile link the queue above the target drains within `drain_time x (1 +
-    /// volatile_drain)`. Default 1.
-    volatile_drain: f64 = 1.0, 0.0, 100.0, "0 ..= 100";
-    /// On a volatile link, the quantile of the last second's loaded deliveries (and the
-    /// reading) that the capacity estimate blends in. Default 1 (the best).
-    recent_quantile: f64 = 1.0, 0.0, 1.0, "0 ..= 1";
-    /// Largest delay noise learnt on a volatile link (delay seen while the link keeps up with
-    /// our rate and CAKE holds the queue: the link's own scheduling, not a queue of ours).
-    /// Default 100 ms.
-    max_noise: Duration = ms(100), Duration::ZERO, ms(1_000), "0 ..= 1 s";
-    /// Weight with which a delay sample above the learnt noise raises it (a sample below
-    /// lowers it with weight 0.05): above 0.05 the noise tracks the upper envelope of the
-    /// link's own delay variation rather than its mean, so that a sample of that variation is
-    /// not read as a queue (and the delivery beside it as the capacity). Default 0.3.
-    noise_rise: f64 = 0.3, 0.0, 1.0, "0 ..= 1";
-    /// CAKE backlog (bytes) that shows CAKE had more to send than our rate allowed. Default
-    /// 3000.
-    busy_bytes: u64 = 3_000, 1, 1 << 32, "1 ..= 2^32";
-    /// A delivery at least `1 - shortfall` of our rate, less one frame per interval (the
-    /// quantisation of one interval's count), counts as keeping up with it. Default 0.003.
-    shortfall: f64 = 0.003, 0.0, 0.5, "0 ..= 0.5";
-    /// A delivery below `sudden x` our rate right after a saturated interval is a sudden
-    /// shortfall: cut at once, restore if the demand stopped. Default 0: the rule is off (a
-    /// capacity drop is then read one interval later from the queue it builds; docs/purple.md,
-    /// "The sudden-shortfall cut, off by default"). 0.5 was the default before stop 24.
-    sudden: f64 = 0.0, 0.0, 1.0, "0 ..= 1";
-    /// How long a delay seen without load is not ours to fix, and how long load is
-    /// remembered for a capacity reading from the delay alone. Default 1 s.
-    busy_memory: Duration = ms(1_000), Duration::ZERO, ms(60_000), "0 ..= 60 s";
-    /// Cut per interval on a delay above target when no delivery is known (the daemon without
-    /// a throughput signal). Default 0.1.
-    beta: f64 = 0.1, 0.01, 0.5, "0.01 ..= 0.5";
-    /// Fast delay estimate: the median of the latest unsmoothed per-reflector delays heard
-    /// within this window (two reflectors or more); the law acts on the larger of it and the
-    /// pool's smoothed consensus. Zero turns it off. Default 100 ms.
-    fast_window: Duration = ms(100), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+law_params! {
+    /// PURPLE's parameters. [`PurpleParams::target`] is the one to change; the others are the
+    /// law's design constants, exposed for experiments.
+    pub struct PurpleParams, "purple" {
+        /// Control interval. Default 50 ms.
+        interval: Duration = ms(50), ms(10), ms(5_000), "10 ms ..= 5 s";
+        /// The queueing delay aimed for: the main knob. Larger targets probe harder and cruise
+        /// closer to the capacity (more throughput, more delay). Default 2 ms.
+        target: Duration = ms(2), Duration::from_micros(200), ms(1_000), "0.2 ms ..= 1 s";
+        /// A queue above the target is drained within this time. Default 100 ms.
+        drain_time: Duration = ms(100), ms(20), ms(10_000), "20 ms ..= 10 s";
+        /// Cruise margin: after a capacity reading the rate goes this fraction below it (what the
+        /// late oracle keeps too), so a capacity that declines slowly between readings does not
+        /// build a queue before the next reading. Smaller with larger targets: the margin used is
+        /// `margin x (1 - target / 50 ms)`, at least 0. Default 0.05.
+        margin: f64 = 0.05, 0.0, 0.5, "0 ..= 0.5";
+        /// Least first probe gain (the first probe raises the rate by at least this fraction).
+        /// Default 0.01.
+        probe_min: f64 = 0.01, 0.0, 1.0, "0 ..= 1";
+        /// Largest probe gain. Default 0.5.
+        probe_max: f64 = 0.5, 0.0, 4.0, "0 ..= 4";
+        /// On a steady link, intervals between a capacity reading and the first probe. Fewer on
+        /// volatile links (none at `volatile`). Default 20 (1 s).
+        probe_wait: u32 = 20, 0, 1_000, "0 ..= 1000";
+        /// Volatility (mean absolute log change between successive capacity readings) at which
+        /// the link counts as fully volatile: probes start at once, at a gain of at least the
+        /// volatility. Default 0.07.
+        volatile: f64 = 0.07, 0.001, 10.0, "0.001 ..= 10";
+        /// Delay above which a queue counts as standing in the bottleneck (on top of the
+        /// serialisation of one frame at the current rate and the link's learnt delay noise).
+        /// Default 1 ms (ICMP timestamps have 1 ms resolution).
+        queue_floor: Duration = ms(1), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+        /// On a fully volatile link the queue above the target drains within `drain_time x (1 +
+        /// volatile_drain)`. Default 1.
+        volatile_drain: f64 = 1.0, 0.0, 100.0, "0 ..= 100";
+        /// On a volatile link, the quantile of the last second's loaded deliveries (and the
+        /// reading) that the capacity estimate blends in. Default 1 (the best).
+        recent_quantile: f64 = 1.0, 0.0, 1.0, "0 ..= 1";
+        /// Largest delay noise learnt on a volatile link (delay seen while the link keeps up with
+        /// our rate and CAKE holds the queue: the link's own scheduling, not a queue of ours).
+        /// Default 100 ms.
+        max_noise: Duration = ms(100), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+        /// Weight with which a delay sample above the learnt noise raises it (a sample below
+        /// lowers it with weight 0.05): above 0.05 the noise tracks the upper envelope of the
+        /// link's own delay variation rather than its mean, so that a sample of that variation is
+        /// not read as a queue (and the delivery beside it as the capacity). Default 0.3.
+        noise_rise: f64 = 0.3, 0.0, 1.0, "0 ..= 1";
+        /// CAKE backlog (bytes) that shows CAKE had more to send than our rate allowed. Default
+        /// 3000.
+        busy_bytes: u64 = 3_000, 1, 1 << 32, "1 ..= 2^32";
+        /// A delivery at least `1 - shortfall` of our rate, less one frame per interval (the
+        /// quantisation of one interval's count), counts as keeping up with it. Default 0.003.
+        shortfall: f64 = 0.003, 0.0, 0.5, "0 ..= 0.5";
+        /// A delivery below `sudden x` our rate right after a saturated interval is a sudden
+        /// shortfall: cut at once, restore if the demand stopped. Default 0: the rule is off (a
+        /// capacity drop is then read one interval later from the queue it builds; docs/purple.md,
+        /// "The sudden-shortfall cut, off by default"). 0.5 was the default before stop 24.
+        sudden: f64 = 0.0, 0.0, 1.0, "0 ..= 1";
+        /// How long a delay seen without load is not ours to fix, and how long load is
+        /// remembered for a capacity reading from the delay alone. Default 1 s.
+        busy_memory: Duration = ms(1_000), Duration::ZERO, ms(60_000), "0 ..= 60 s";
+        /// Cut per interval on a delay above target when no delivery is known (the daemon without
+        /// a throughput signal). Default 0.1.
+        beta: f64 = 0.1, 0.01, 0.5, "0.01 ..= 0.5";
+        /// Fast delay estimate: the median of the latest unsmoothed per-reflector delays heard
+        /// within this window (two reflectors or more); the law acts on the larger of it and the
+        /// pool's smoothed consensus. Zero turns it off. Default 100 ms.
+        fast_window: Duration = ms(100), Duration::ZERO, ms(1_000), "0 ..= 1 s";
+    }
 }
 
 /// What the law is doing in one direction.

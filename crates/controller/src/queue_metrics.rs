@@ -13,55 +13,38 @@
 
 use qdisc::quantile;
 
-use crate::config::{check, check_f, Config, ConfigError};
+use crate::config::{check, law_params, ms, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::{Direction, Duration, Instant, PerDir, Rate, Reason};
 
 /// Window of samples for the medians.
 const WINDOW: usize = 10;
 
-/// Parameters of regular PURPLE.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct QueueMetricsParams {
-    /// Update interval. Default 1 s. Accepted 10 ms ..= 60 s.
-    pub interval: Duration,
-    /// Increment of p on backlog or drops. Default 0.15. Accepted 0 ..= 1.
-    pub p_inc: f64,
-    /// Decrement of p otherwise. Default 0.025. Accepted 0 ..= 1.
-    pub p_dec: f64,
-    /// Least time between changes of p. Default 1 s. Accepted 0 ..= 60 s.
-    pub freeze: Duration,
-    /// New drops that count as congestion. Default 10. Accepted 1 ..= 10^6.
-    pub drop_threshold: u64,
-    /// Backlog (bytes) that counts as congestion; default 1 ("any backlog"). Accepted 1 ..= 2^32.
-    pub backlog_threshold: u64,
-    /// Enter congestion above this p. Default 0.3. Accepted (p_leave, 1].
-    pub p_enter: f64,
-    /// Leave congestion at or below this p. Default 0.1. Accepted 0 ..= 1.
-    pub p_leave: f64,
-    /// Recovery target as a fraction of the median capacity. Default 0.8. Accepted 0.1 ..= 1.
-    pub target_fraction: f64,
-    /// Fraction of the headroom recovered per update. Default 0.1. Accepted 0 ..= 1.
-    pub recover_gain: f64,
-    /// Start rate as a fraction of the capacity. Default 0.75. Accepted 0.1 ..= 1.
-    pub start_fraction: f64,
-}
-
-impl Default for QueueMetricsParams {
-    fn default() -> Self {
-        QueueMetricsParams {
-            interval: Duration::from_secs(1),
-            p_inc: 0.15,
-            p_dec: 0.025,
-            freeze: Duration::from_secs(1),
-            drop_threshold: 10,
-            backlog_threshold: 1,
-            p_enter: 0.3,
-            p_leave: 0.1,
-            target_fraction: 0.8,
-            recover_gain: 0.1,
-            start_fraction: 0.75,
-        }
+law_params! {
+    /// Parameters of regular PURPLE.
+    pub struct QueueMetricsParams, "queue" {
+        /// Update interval. Default 1 s.
+        interval: Duration = ms(1_000), ms(10), ms(60_000), "10 ms ..= 60 s";
+        /// Increment of p on backlog or drops. Default 0.15.
+        p_inc: f64 = 0.15, 0.0, 1.0, "0 ..= 1";
+        /// Decrement of p otherwise. Default 0.025.
+        p_dec: f64 = 0.025, 0.0, 1.0, "0 ..= 1";
+        /// Least time between changes of p. Default 1 s.
+        freeze: Duration = ms(1_000), Duration::ZERO, ms(60_000), "0 ..= 60 s";
+        /// New drops that count as congestion. Default 10.
+        drop_threshold: u64 = 10, 1, 1_000_000, "1 ..= 10^6";
+        /// Backlog (bytes) that counts as congestion. Default 1 (any backlog).
+        backlog_threshold: u64 = 1, 1, 1 << 32, "1 ..= 2^32";
+        /// Enter congestion above this p. Default 0.3.
+        p_enter: f64 = 0.3, 0.0, 1.0, "(p_leave, 1]";
+        /// Leave congestion at or below this p. Default 0.1.
+        p_leave: f64 = 0.1, 0.0, 1.0, "0 ..= 1";
+        /// Recovery target as a fraction of the median capacity. Default 0.8.
+        target_fraction: f64 = 0.8, 0.1, 1.0, "0.1 ..= 1";
+        /// Fraction of the headroom recovered per update. Default 0.1.
+        recover_gain: f64 = 0.1, 0.0, 1.0, "0 ..= 1";
+        /// Start rate as a fraction of the capacity. Default 0.75.
+        start_fraction: f64 = 0.75, 0.1, 1.0, "0.1 ..= 1";
     }
 }
 
@@ -122,54 +105,12 @@ impl Law for QueueMetrics {
     }
     fn validate(&self) -> Result<(), ConfigError> {
         let p = &self.p;
-        let ms = Duration::from_millis;
+        p.check_ranges()?;
         check(
-            (ms(10)..=ms(60_000)).contains(&p.interval),
-            "queue.interval",
-            p.interval,
-            "10 ms ..= 60 s",
-        )?;
-        check_f(p.p_inc, 0.0, 1.0, "queue.p_inc", "0 ..= 1")?;
-        check_f(p.p_dec, 0.0, 1.0, "queue.p_dec", "0 ..= 1")?;
-        check(
-            p.freeze <= ms(60_000),
-            "queue.freeze",
-            p.freeze,
-            "0 ..= 60 s",
-        )?;
-        check(
-            (1..=1_000_000).contains(&p.drop_threshold),
-            "queue.drop_threshold",
-            p.drop_threshold,
-            "1 ..= 10^6",
-        )?;
-        check(
-            (1..=1 << 32).contains(&p.backlog_threshold),
-            "queue.backlog_threshold",
-            p.backlog_threshold,
-            "1 ..= 2^32",
-        )?;
-        check_f(p.p_leave, 0.0, 1.0, "queue.p_leave", "0 ..= 1")?;
-        check(
-            p.p_enter.is_finite() && p.p_enter > p.p_leave && p.p_enter <= 1.0,
+            p.p_enter > p.p_leave,
             "queue.p_enter",
             p.p_enter,
             "(p_leave, 1]",
-        )?;
-        check_f(
-            p.target_fraction,
-            0.1,
-            1.0,
-            "queue.target_fraction",
-            "0.1 ..= 1",
-        )?;
-        check_f(p.recover_gain, 0.0, 1.0, "queue.recover_gain", "0 ..= 1")?;
-        check_f(
-            p.start_fraction,
-            0.1,
-            1.0,
-            "queue.start_fraction",
-            "0.1 ..= 1",
         )
     }
     fn step(&mut self, now: Instant, dir: Direction, sig: &DirSignals, cfg: &Config) -> Step {

@@ -10,7 +10,7 @@
 //!   safe rate)`; the random draw uses a seeded generator;
 //! - no fresh data: the minimum rate.
 
-use crate::config::{check, check_f, settable_params, Config, ConfigError};
+use crate::config::{check, law_params, ms, Config, ConfigError};
 use crate::engine::{DirSignals, Law, Needs, Step};
 use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, ReflectorId, Sample, Signal};
 use qdisc::Rng;
@@ -20,50 +20,23 @@ const SAFE_RATES: usize = 20;
 /// Most reflectors with their own filters.
 const MAX_REFLECTORS: usize = 64;
 
-/// sqm-autorate's parameters and defaults.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SqmAutorateParams {
-    /// Tick. Default 500 ms. Accepted 10 ms ..= 10 s.
-    pub interval: Duration,
-    /// Slow baseline half-life. Default 135 s. Accepted 1 s ..= 1 h.
-    pub slow_half_life: Duration,
-    /// Fast EWMA half-life. Default 0.4 s. Accepted 10 ms ..= slow_half_life.
-    pub fast_half_life: Duration,
-    /// Which smallest delta is the statistic (1-based). Default 3. Accepted 1 ..= 64.
-    pub rank: usize,
-    /// Delay threshold. Default 15 ms. Accepted 1 ms ..= 1 s.
-    pub threshold: Duration,
-    /// High load. Default 0.8. Accepted 0 ..= 1.
-    pub high_load: f64,
-    /// Seed of the safe-rate draw. Default 1.
-    pub seed: u64,
-}
-
-settable_params!(
-    SqmAutorateParams,
-    "sqm_autorate",
-    [
-        interval,
-        slow_half_life,
-        fast_half_life,
-        rank,
-        threshold,
-        high_load,
-        seed
-    ]
-);
-
-impl Default for SqmAutorateParams {
-    fn default() -> Self {
-        SqmAutorateParams {
-            interval: Duration::from_millis(500),
-            slow_half_life: Duration::from_secs(135),
-            fast_half_life: Duration::from_millis(400),
-            rank: 3,
-            threshold: Duration::from_millis(15),
-            high_load: 0.8,
-            seed: 1,
-        }
+law_params! {
+    /// sqm-autorate's parameters and defaults.
+    pub struct SqmAutorateParams, "sqm_autorate" {
+        /// Tick. Default 500 ms.
+        interval: Duration = ms(500), ms(10), ms(10_000), "10 ms ..= 10 s";
+        /// Slow baseline half-life. Default 135 s.
+        slow_half_life: Duration = ms(135_000), ms(1_000), ms(3_600_000), "1 s ..= 1 h";
+        /// Fast EWMA half-life. Default 0.4 s.
+        fast_half_life: Duration = ms(400), ms(10), ms(3_600_000), "10 ms ..= slow_half_life";
+        /// Which smallest delta is the statistic (1-based). Default 3.
+        rank: usize = 3, 1, 64, "1 ..= 64";
+        /// Delay threshold. Default 15 ms.
+        threshold: Duration = ms(15), ms(1), ms(1_000), "1 ms ..= 1 s";
+        /// High load. Default 0.8.
+        high_load: f64 = 0.8, 0.0, 1.0, "0 ..= 1";
+        /// Seed of the safe-rate draw. Default 1.
+        seed: u64 = 1, 0, u64::MAX, "any whole number";
     }
 }
 
@@ -152,38 +125,13 @@ impl Law for SqmAutorate {
     }
     fn validate(&self) -> Result<(), ConfigError> {
         let p = &self.p;
-        let ms = Duration::from_millis;
+        p.check_ranges()?;
         check(
-            (ms(10)..=ms(10_000)).contains(&p.interval),
-            "sqm_autorate.interval",
-            p.interval,
-            "10 ms ..= 10 s",
-        )?;
-        check(
-            (ms(1000)..=ms(3_600_000)).contains(&p.slow_half_life),
-            "sqm_autorate.slow_half_life",
-            p.slow_half_life,
-            "1 s ..= 1 h",
-        )?;
-        check(
-            p.fast_half_life >= ms(10) && p.fast_half_life <= p.slow_half_life,
+            p.fast_half_life <= p.slow_half_life,
             "sqm_autorate.fast_half_life",
             p.fast_half_life,
             "10 ms ..= slow_half_life",
-        )?;
-        check(
-            (1..=64).contains(&p.rank),
-            "sqm_autorate.rank",
-            p.rank,
-            "1 ..= 64",
-        )?;
-        check(
-            (ms(1)..=ms(1000)).contains(&p.threshold),
-            "sqm_autorate.threshold",
-            p.threshold,
-            "1 ms ..= 1 s",
-        )?;
-        check_f(p.high_load, 0.0, 1.0, "sqm_autorate.high_load", "0 ..= 1")
+        )
     }
     /// Its own windows of per-reflector delays, as sqm-autorate: the probes only.
     fn filters_probes(&self) -> bool {

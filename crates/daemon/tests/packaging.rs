@@ -117,22 +117,24 @@ fn every_laws_section_sets_its_parameters_and_names_a_bad_one() {
 }
 
 #[test]
-fn the_packaged_file_lists_every_parameter_of_every_law_in_its_section() {
+fn the_packaged_file_lists_every_parameter_of_every_law_as_declared() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../packaging/purple.toml");
     let text = std::fs::read_to_string(path).unwrap();
-    for (section, keys) in [
-        ("[aimd]", controller::AimdParams::KEYS),
-        ("[cake_autorate]", controller::CakeAutorateParams::KEYS),
-        ("[sqm_autorate]", controller::SqmAutorateParams::KEYS),
+    // Each law's section lists its parameters in declaration order, each as the one declaration
+    // (`law_params!`) says: its documentation, default and accepted range.
+    for (section, options) in [
+        ("[aimd]", controller::AimdParams::OPTIONS),
+        ("[cake_autorate]", controller::CakeAutorateParams::OPTIONS),
+        ("[sqm_autorate]", controller::SqmAutorateParams::OPTIONS),
     ] {
         let at = text.find(section).unwrap_or_else(|| panic!("no {section}"));
         let rest = &text[at + section.len()..];
         let body = &rest[..rest.find("\n[").unwrap_or(rest.len())];
-        let listed: Vec<&str> = body
-            .lines()
-            .filter_map(|l| l.strip_prefix("#   "))
-            .filter_map(|l| l.split(':').next())
+        let listed: Vec<&str> = body.lines().filter(|l| l.starts_with("#   ")).collect();
+        let declared: Vec<String> = options
+            .iter()
+            .map(|o| format!("#   {}: {}", o.key(), o.summary()))
             .collect();
-        assert_eq!(listed, keys.to_vec(), "{section}");
+        assert_eq!(listed, declared, "{section}");
     }
 }
