@@ -1122,24 +1122,6 @@ mod tests {
     }
 
     #[test]
-    fn reflector_specs_parse_methods_and_ports() {
-        let m = Method::Timestamp;
-        let r = ReflectorSpec::parse("udp:127.0.0.1", m).unwrap();
-        assert_eq!((r.method, r.addr.port()), (Method::Udp, REFLECTOR_PORT));
-        let r = ReflectorSpec::parse("udp:[::1]:9000", m).unwrap();
-        assert_eq!(r.addr.port(), 9000);
-        assert_eq!(
-            ReflectorSpec::parse("echo:9.9.9.9", m).unwrap().method,
-            Method::Echo
-        );
-        assert_eq!(
-            ReflectorSpec::parse("9.9.9.9", m).unwrap().method,
-            Method::Timestamp
-        );
-        assert!(ReflectorSpec::parse("::1", m).is_none());
-    }
-
-    #[test]
     fn mqtt_section_parses_and_bad_values_name_the_option() {
         let c = DaemonConfig::parse("").unwrap();
         assert!(!c.mqtt.enabled());
