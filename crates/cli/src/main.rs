@@ -114,6 +114,25 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         max_pps: u32,
     },
+    /// Say why a `purple control` decision log's rates were what they were: per direction the
+    /// rates, throughput and delay, the time at the configured minimum and maximum and the
+    /// rules that brought the rate to the minimum, every rule's decisions and cuts, the phases,
+    /// the delay sources, the events (reflectors replaced, replies discarded, actuator
+    /// errors), and findings in plain words.
+    Explain {
+        /// The log files, oldest first (as rotated: FILE.2 FILE.1 FILE).
+        #[arg(required = true)]
+        logs: Vec<std::path::PathBuf>,
+        /// Only decisions at or after this log time (seconds, the log's `t`).
+        #[arg(long)]
+        from: Option<f64>,
+        /// Only decisions at or before this log time (seconds).
+        #[arg(long)]
+        to: Option<f64>,
+        /// One JSON object instead of the text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Plot a `purple control` decision log (JSON lines) like a simulator run.
     Plot {
         /// The log file.
@@ -791,6 +810,16 @@ fn main() {
             max_pps,
         } => finish(reflector::run(&bind, port, max_pps)),
         Command::Plot { log, out } => finish(plot_log::run(&log, &out)),
+        Command::Explain {
+            logs,
+            from,
+            to,
+            json,
+        } => finish(daemon::service::explain(
+            &logs,
+            daemon::explain::ExplainOpts { from, to },
+            json,
+        )),
         Command::Bench(BenchCommand::Control {
             seconds,
             warmup,

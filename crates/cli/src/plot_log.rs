@@ -117,6 +117,7 @@ mod tests {
             rate,
             applied: false,
             reason: "hold".into(),
+            rule: "hold".into(),
             throughput,
             cake_backlog: None,
             delay_ms,

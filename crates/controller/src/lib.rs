@@ -340,8 +340,6 @@ pub enum Reason {
         /// The capacity the trend predicts now.
         capacity: Rate,
     },
-    /// The algorithm asked for more than `max` or less than `min`: clamped.
-    Clamped,
     /// The algorithm asked for a change that the rate-of-change limit holds back.
     RateLimited,
 }
@@ -356,6 +354,32 @@ pub enum Signal {
     RadioQueue,
     /// Achieved throughput.
     Throughput,
+}
+
+impl Reason {
+    /// The rule's name, one per variant, without its figures: what a decision log's `rule`
+    /// field holds and what `purple explain` counts by (`capacity`, `probe`, `standing`,
+    /// `outage`, `no-signal`, ...). Stable across releases: readers of old logs rely on it.
+    pub fn rule(&self) -> &'static str {
+        match self {
+            Reason::Start => "start",
+            Reason::Hold => "hold",
+            Reason::Increase => "increase",
+            Reason::Decrease { .. } => "decrease",
+            Reason::Congested { .. } => "congested",
+            Reason::Recover => "recover",
+            Reason::DriftToBase => "drift-to-base",
+            Reason::NoSignal { .. } => "no-signal",
+            Reason::Restored => "restored",
+            Reason::Capacity { .. } => "capacity",
+            Reason::Probe { .. } => "probe",
+            Reason::Shortfall { .. } => "shortfall",
+            Reason::Outage => "outage",
+            Reason::Standing { .. } => "standing",
+            Reason::Trend { .. } => "trend",
+            Reason::RateLimited => "rate-limited",
+        }
+    }
 }
 
 impl fmt::Display for Reason {
@@ -392,7 +416,6 @@ impl fmt::Display for Reason {
             Reason::Trend { capacity } => {
                 write!(f, "trend: the capacity's trend predicts {capacity}")
             }
-            Reason::Clamped => f.write_str("clamped to [min, max]"),
             Reason::RateLimited => f.write_str("change held back by the rate-of-change limit"),
         }
     }
@@ -424,4 +447,46 @@ pub trait Controller: fmt::Debug {
     fn next_wakeup(&self) -> Instant;
     /// The algorithm's short name (`"purple"`, `"purple-aimd"`, ...).
     fn name(&self) -> &'static str;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_a_rule_name_of_its_own() {
+        let d = Duration::from_millis(3);
+        let r = Rate::from_mbit(10.0);
+        let all = [
+            Reason::Start,
+            Reason::Hold,
+            Reason::Increase,
+            Reason::Decrease { delay: d },
+            Reason::Congested { p: 0.5 },
+            Reason::Recover,
+            Reason::DriftToBase,
+            Reason::NoSignal {
+                signal: Signal::Delay,
+                missing_for: d,
+            },
+            Reason::Restored,
+            Reason::Capacity {
+                capacity: r,
+                queue: d,
+            },
+            Reason::Probe { gain: 0.1 },
+            Reason::Shortfall { delivered: r },
+            Reason::Outage,
+            Reason::Standing { queue: d },
+            Reason::Trend { capacity: r },
+            Reason::RateLimited,
+        ];
+        let mut names: Vec<&str> = all.iter().map(Reason::rule).collect();
+        assert!(names
+            .iter()
+            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_lowercase() || b == b'-')));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all.len());
+    }
 }

@@ -134,12 +134,11 @@ impl Safety {
         forced: bool,
     ) -> (Rate, Reason) {
         let (lo, hi) = (cfg.min[dir], cfg.max[dir].max(cfg.min[dir]));
+        // A proposal outside the bounds keeps the law's reason: the rule that asked (an outage
+        // asks for nothing, a probe for more than `max`) is what the log must name, and the
+        // rate at a bound shows the clamp.
         let mut rate = proposed.clamp(lo, hi);
-        let mut why = if rate != proposed {
-            Reason::Clamped
-        } else {
-            reason
-        };
+        let mut why = reason;
         let st = &mut self.st[dir];
         if rate != cur && !forced {
             let since = st.last_change.map(|t| now.saturating_duration_since(t));
@@ -179,6 +178,16 @@ mod tests {
 
     fn mbit(m: f64) -> Rate {
         Rate::from_mbit(m)
+    }
+
+    #[test]
+    fn a_proposal_outside_the_bounds_is_clamped_and_keeps_the_laws_reason() {
+        let cfg = Config::default();
+        let mut s = Safety::new(SafetyParams::default(), Instant::ZERO);
+        let d = Direction::Down;
+        let t = Instant::from_secs(1);
+        let (r, why) = s.limit(t, d, &cfg, mbit(20.0), Rate::ZERO, Reason::Outage, false);
+        assert_eq!((r, why), (cfg.min[d], Reason::Outage));
     }
 
     #[test]

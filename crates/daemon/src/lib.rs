@@ -15,7 +15,8 @@
 //! shared with the lab and `purple plot`), Prometheus metrics ([`metrics`]), the MQTT export
 //! of the same records ([`mqtt`], on a thread of its own that never holds up the loop), and
 //! `--record`/[`record::replay`]. [`run`] holds the event loop; [`config`] the documented TOML
-//! configuration; [`privs`] the privilege drop.
+//! configuration; [`privs`] the privilege drop; [`explain`] reads the decision log back and says
+//! why the rates were what they were (`purple explain`, `purple-control explain`).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 #![forbid(unsafe_code)]
@@ -27,6 +28,7 @@ pub mod capture;
 pub mod clock;
 pub mod config;
 pub mod counters;
+pub mod explain;
 pub mod log;
 pub mod metrics;
 pub mod mqtt;

@@ -9,7 +9,7 @@
 //! are `discarded`, `clock-step` and `transition` (a reader older than a kind skips it).
 
 use controller::agent::{DirStep, Discard, Event};
-use controller::Direction;
+use controller::{Direction, PerDir};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -25,6 +25,11 @@ pub struct DirRecord {
     pub applied: bool,
     /// Why (the controller's `Reason`, as text).
     pub reason: String,
+    /// The rule behind `reason`, by name (`Reason::rule`: `capacity`, `probe`, `standing`,
+    /// ...); empty in logs written before it was added (`purple explain` then reads the word
+    /// before the reason's first colon).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rule: String,
     /// Latest measured throughput, bytes per second.
     pub throughput: u64,
     /// CAKE's backlog at the latest statistics read, bytes (`null`: unknown).
@@ -47,6 +52,7 @@ impl DirRecord {
             rate: d.rate.bytes_per_s(),
             applied: d.applied,
             reason: d.reason.to_string(),
+            rule: d.reason.rule().to_string(),
             throughput: d.throughput.bytes_per_s(),
             cake_backlog: d.cake_backlog,
             delay_ms: d.delay_ms,
@@ -80,6 +86,12 @@ pub enum Record {
         /// stop 25).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         params: std::collections::BTreeMap<String, f64>,
+        /// The configured least rate per direction, bytes per second (absent in older logs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min: Option<PerDir<u64>>,
+        /// The configured largest rate per direction, bytes per second (absent in older logs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max: Option<PerDir<u64>>,
     },
     /// A control step.
     Decision {

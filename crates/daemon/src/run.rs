@@ -132,6 +132,8 @@ impl Daemon {
                 actuator: act.name().to_string(),
             })?;
         }
+        let cc = cfg.controller_config();
+        let bytes = |r: PerDir<Rate>| PerDir::new(r.down.bytes_per_s(), r.up.bytes_per_s());
         let start = Record::Start {
             t: now.as_secs_f64(),
             algorithm: cfg.algorithm.name().to_string(),
@@ -140,6 +142,8 @@ impl Daemon {
             wall: clock.wall_us(now) as f64 / 1e6,
             reflectors: cfg.probe.reflectors.clone(),
             params: cfg.law_section(cfg.algorithm).clone(),
+            min: Some(bytes(cc.min)),
+            max: Some(bytes(cc.max)),
         };
         log.write(&start)?;
         let capture = open_capture(&cfg, now, &mut log)?;

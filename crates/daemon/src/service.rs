@@ -45,6 +45,15 @@ pub enum ServiceError {
     Bind(io::Error),
     /// The reflector failed while serving.
     Serve(io::Error),
+    /// A log given to `explain` could not be read.
+    ReadLog {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        err: io::Error,
+    },
+    /// The logs given to `explain` cannot be explained (a bad line, no decision).
+    Explain(crate::explain::ExplainError),
 }
 
 impl fmt::Display for ServiceError {
@@ -58,6 +67,8 @@ impl fmt::Display for ServiceError {
             ServiceError::User { user, err } => write!(f, "user {user}: {err}"),
             ServiceError::BadBind { bind, err } => write!(f, "--bind {bind}: {err}"),
             ServiceError::Bind(e) => write!(f, "bind: {e}"),
+            ServiceError::ReadLog { path, err } => write!(f, "{}: {err}", path.display()),
+            ServiceError::Explain(e) => write!(f, "{e}"),
         }
     }
 }
@@ -71,8 +82,10 @@ impl std::error::Error for ServiceError {
             | ServiceError::User { err: e, .. }
             | ServiceError::Run(e)
             | ServiceError::Bind(e)
-            | ServiceError::Serve(e) => Some(e),
+            | ServiceError::Serve(e)
+            | ServiceError::ReadLog { err: e, .. } => Some(e),
             ServiceError::BadBind { err, .. } => Some(err),
+            ServiceError::Explain(e) => Some(e),
         }
     }
 }
@@ -200,6 +213,34 @@ pub fn run(path: &Path, dry_run: bool, record: Option<&Path>) -> Result<String, 
             },
         }
     }
+}
+
+/// `explain LOG...`: reads the decision logs `logs` (oldest first, as rotated: `FILE.2 FILE.1
+/// FILE`) and says why the rates were what they were ([`crate::explain`]): the text, or with
+/// `json` one JSON object.
+///
+/// # Errors
+/// A log that cannot be read ([`ServiceError::ReadLog`], naming it) or explained
+/// ([`ServiceError::Explain`]: a bad line, named with its log and number, or no decision).
+pub fn explain(
+    logs: &[PathBuf],
+    opts: crate::explain::ExplainOpts,
+    json: bool,
+) -> Result<String, ServiceError> {
+    let mut texts = Vec::with_capacity(logs.len());
+    for path in logs {
+        let text = std::fs::read_to_string(path).map_err(|err| ServiceError::ReadLog {
+            path: path.clone(),
+            err,
+        })?;
+        texts.push((path.display().to_string(), text));
+    }
+    let e = crate::explain::explain(&texts, opts).map_err(ServiceError::Explain)?;
+    Ok(if json {
+        serde_json::to_string_pretty(&e).unwrap_or_default() + "\n"
+    } else {
+        e.to_string()
+    })
 }
 
 /// Serves on `bind:port` until SIGTERM/SIGINT; at most `max_pps` replies per second.

@@ -275,6 +275,7 @@ mod tests {
             rate,
             applied: true,
             reason: "hold".into(),
+            rule: "hold".into(),
             throughput,
             cake_backlog: None,
             delay_ms,
@@ -290,6 +291,8 @@ mod tests {
                 wall: 1000.5,
                 reflectors: vec![],
                 params: Default::default(),
+                min: None,
+                max: None,
             },
             Record::Decision {
                 t: 2.0,
