@@ -438,6 +438,12 @@ impl<L: Law> Controller for Engine<L> {
         // share its wake-ups; after a stall the steps missed are skipped, not made up.
         let iv = self.law.interval().as_nanos().max(1);
         let behind = now.saturating_duration_since(self.next).as_nanos();
+        // The grid point this step belongs to: the safety rules space the rate's changes by
+        // it, not by the wake-up, so a late wake-up followed by an on-time one is still one
+        // interval apart (a shell's wake-ups jitter by a fraction of a millisecond; the
+        // simulator's do not, and a change spacing equal to the law's interval then held back
+        // one change in ten in the daemon and none in the simulator).
+        let slot = self.next + Duration::from_nanos((behind / iv).saturating_mul(iv));
         self.next += Duration::from_nanos((behind / iv + 1).saturating_mul(iv));
         self.pool.review(now);
         let mut d = Decision {
@@ -456,10 +462,10 @@ impl<L: Law> Controller for Engine<L> {
                 continue;
             };
             let (rate, why) = match safety.stall(now, dir, signal, usable) {
-                Some(why) => safety.limit(now, dir, &self.cfg, cur, self.cfg.safe[dir], why, true),
+                Some(why) => safety.limit(slot, dir, &self.cfg, cur, self.cfg.safe[dir], why, true),
                 None => {
                     let st = self.law.step(now, dir, &sig, &self.cfg);
-                    safety.limit(now, dir, &self.cfg, cur, st.rate, st.reason, false)
+                    safety.limit(slot, dir, &self.cfg, cur, st.rate, st.reason, false)
                 }
             };
             d.rate[dir] = rate;
@@ -574,6 +580,66 @@ mod tests {
         let before = e.next_wakeup();
         let _ = e.poll(ms(1340));
         assert_eq!(e.next_wakeup(), before);
+    }
+
+    /// A law that asks for a different rate at every step.
+    #[derive(Debug, Default)]
+    struct Restless {
+        steps: u64,
+    }
+
+    impl Law for Restless {
+        fn name(&self) -> &'static str {
+            "restless"
+        }
+        fn interval(&self) -> Duration {
+            Duration::from_millis(50)
+        }
+        fn needs(&self) -> Needs {
+            Needs::RadioQueue
+        }
+        fn validate(&self) -> Result<(), ConfigError> {
+            Ok(())
+        }
+        fn safety(&self, c: SafetyParams) -> SafetyParams {
+            SafetyParams {
+                hold_after_decrease: Duration::ZERO,
+                max_increase_per_s: 100.0,
+                ..c
+            }
+        }
+        fn step(&mut self, _: Instant, dir: Direction, sig: &DirSignals, _: &Config) -> Step {
+            if dir == Direction::Down {
+                self.steps += 1;
+            }
+            let k = if self.steps % 2 == 0 { 0.9 } else { 1.0 / 0.9 };
+            Step {
+                rate: Rate::from_bytes_per_s_f64(sig.current.bytes_per_s_f64() * k),
+                reason: Reason::Hold,
+            }
+        }
+    }
+
+    #[test]
+    fn a_late_wake_up_does_not_hold_back_the_next_steps_change() {
+        // The default change spacing (50 ms) equals the law's interval: steps on the grid are
+        // one interval apart even when a wake-up comes late and the next one on time.
+        let cfg = Config::default();
+        assert_eq!(cfg.safety.min_change_interval, Duration::from_millis(50));
+        let mut e = Engine::new(cfg, Restless::default()).expect("valid");
+        let us = |u: u64| Instant::from_nanos(u * 1_000);
+        let mut held = 0;
+        for k in 0..40u64 {
+            // Every other wake-up 0.6 ms late, as a shell's poll timeouts make them.
+            let t = us(1_000_000 + k * 50_000 + if k % 2 == 1 { 600 } else { 0 });
+            for dir in Direction::ALL {
+                e.on_sample(t, &radio(dir));
+            }
+            let d = e.poll(t);
+            held += usize::from(d.reason[Direction::Down] == Reason::RateLimited);
+            assert!(k == 0 || d.changed[Direction::Down], "step {k}: {d:?}");
+        }
+        assert_eq!(held, 0);
     }
 
     fn radio(dir: Direction) -> Sample {

@@ -120,9 +120,11 @@ fn explain(args: &[String]) -> Result<String, String> {
             "--to" => opts.to = Some(secs(value(&mut it, a)?, a)?),
             "--json" => json = true,
             "--help" | "-h" => return Ok(format!("{USAGE}\n")),
-            other if other.starts_with('-') => return Err(format!(
+            other if other.starts_with('-') => {
+                return Err(format!(
                 "unknown argument {other:?} (accepted: LOG..., --from S, --to S, --json)\n{USAGE}"
-            )),
+            ))
+            }
             log => logs.push(PathBuf::from(log)),
         }
     }
