@@ -612,7 +612,11 @@ mod tests {
             if dir == Direction::Down {
                 self.steps += 1;
             }
-            let k = if self.steps.is_multiple_of(2) { 0.9 } else { 1.0 / 0.9 };
+            let k = if self.steps.is_multiple_of(2) {
+                0.9
+            } else {
+                1.0 / 0.9
+            };
             Step {
                 rate: Rate::from_bytes_per_s_f64(sig.current.bytes_per_s_f64() * k),
                 reason: Reason::Hold,

@@ -22,6 +22,8 @@ use crate::log::{self, DirRecord, Record};
 
 /// The share of the steps at a bound from which a finding is written.
 const AT_MIN_FINDING: f64 = 0.05;
+/// The share of the steps held back by the rate-of-change limit from which a finding is written.
+const RATE_LIMITED_FINDING: f64 = 0.02;
 /// The share of the steps at the maximum from which a finding is written.
 const AT_MAX_FINDING: f64 = 0.2;
 
@@ -475,6 +477,17 @@ fn findings(dirs: &PerDir<DirExplanation>, events: &BTreeMap<String, u64>) -> Ve
                 r.steps
             ));
         }
+        let n: usize = d.rules.iter().map(|r| r.steps).sum();
+        if let Some(r) = d.rules.iter().find(|r| r.rule == "rate-limited") {
+            let share = r.steps as f64 / n.max(1) as f64;
+            if share >= RATE_LIMITED_FINDING {
+                out.push(format!(
+                    "The {name}'s change was held back by the rate-of-change limit in {} of the                      steps ({} steps; the `safety` rules: the change spacing, the hold after a                      decrease, the largest increase per second): the law's rate was not in force.",
+                    pct(share),
+                    r.steps
+                ));
+            }
+        }
         if d.range_mbit.is_none() {
             out.push(format!(
                 "The log does not say the {name}'s configured range (its `start` line predates \
@@ -785,6 +798,26 @@ mod tests {
         assert!(text.contains("38.1% (5.00 Mbit/s)"), "{text}");
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["dirs"]["down"]["rules"][0]["rule"], "capacity");
+    }
+
+    #[test]
+    fn changes_held_back_by_the_rate_of_change_limit_are_a_finding() {
+        let mut text = a_log();
+        for k in 0..3 {
+            text.push_str(&line(&Record::Decision {
+                t: 3.0 + 0.05 * f64::from(k),
+                down: dir(5, "rate-limited", "probes"),
+                up: dir(10, "hold", "probes"),
+            }));
+        }
+        let e = explain(&[("a.log".into(), text)], ExplainOpts::default()).unwrap();
+        let f = e.findings.join("\n");
+        assert!(
+            f.contains("download's change was held back by the rate-of-change limit in 12.5%"),
+            "{f}"
+        );
+        let e = explain(&[("a.log".into(), a_log())], ExplainOpts::default()).unwrap();
+        assert!(!e.findings.join("\n").contains("rate-of-change"));
     }
 
     #[test]
