@@ -1,7 +1,7 @@
-//! `purple explain LOG...` (and `purple-control explain`): what a decision log says about why
-//! the rates were what they were. Users of autorate tools ask first why the rate sat low (or
-//! high) and whether the controller recovered; the log names the rule behind every decision
-//! (`rule`, [`controller::Reason::rule`]) and every phase change, so the answer is a tally.
+//! `purple explain LOG...`: what a decision log says about why the rates were what they were.
+//! Users of autorate tools ask first why the rate sat low (or high) and whether the controller
+//! recovered; the log names the rule behind every decision (`rule`,
+//! [`controller::Reason::rule`]) and every phase change, so the answer is a tally.
 //!
 //! **What this module owns**: reading one or more logs (oldest first, as rotated: `FILE.2
 //! FILE.1 FILE`) into an [`Explanation`]: per direction the rate, throughput and delay

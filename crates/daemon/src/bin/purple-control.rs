@@ -5,7 +5,6 @@
 //! ```text
 //! purple-control [--config FILE] [--check] [--dry-run] [--record FILE]
 //! purple-control reflector [--bind ADDR] [--port N] [--max-pps N]
-//! purple-control explain LOG... [--from S] [--to S] [--json]
 //! ```
 
 use std::path::PathBuf;
@@ -13,16 +12,15 @@ use std::process::ExitCode;
 
 const USAGE: &str =
     "usage: purple-control [--config FILE] [--check] [--dry-run] [--record FILE]\n       \
-purple-control reflector [--bind ADDR] [--port N] [--max-pps N]\n       \
-purple-control explain LOG... [--from S] [--to S] [--json]\n\
+purple-control reflector [--bind ADDR] [--port N] [--max-pps N]\n\
 (defaults: --config /etc/purple/purple.toml; reflector --bind 0.0.0.0 --port 8862 --max-pps 1000)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let res = match args.first().map(String::as_str) {
-        Some("reflector") => reflector(&args[1..]),
-        Some("explain") => explain(&args[1..]),
-        _ => control(&args),
+    let res = if args.first().map(String::as_str) == Some("reflector") {
+        reflector(&args[1..])
+    } else {
+        control(&args)
     };
     match res {
         Ok(out) => {
@@ -61,7 +59,7 @@ fn control(args: &[String]) -> Result<String, String> {
             other => {
                 return Err(format!(
                     "unknown argument {other:?} (accepted: --config FILE, --check, --dry-run, \
-                     --record FILE, --version, --help, or the subcommands `reflector` and `explain`)\n{USAGE}"
+                     --record FILE, --version, --help, or the subcommand `reflector`)\n{USAGE}"
                 ))
             }
         }
@@ -101,35 +99,4 @@ fn reflector(args: &[String]) -> Result<String, String> {
         }
     }
     daemon::service::reflector(&bind, port, max_pps).map_err(|e| e.to_string())
-}
-
-fn explain(args: &[String]) -> Result<String, String> {
-    let mut logs: Vec<PathBuf> = Vec::new();
-    let mut opts = daemon::explain::ExplainOpts::default();
-    let mut json = false;
-    let secs = |v: &str, name: &str| {
-        v.parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite())
-            .ok_or_else(|| format!("{name} {v:?}: accepted: seconds of log time (a number)"))
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--from" => opts.from = Some(secs(value(&mut it, a)?, a)?),
-            "--to" => opts.to = Some(secs(value(&mut it, a)?, a)?),
-            "--json" => json = true,
-            "--help" | "-h" => return Ok(format!("{USAGE}\n")),
-            other if other.starts_with('-') => {
-                return Err(format!(
-                "unknown argument {other:?} (accepted: LOG..., --from S, --to S, --json)\n{USAGE}"
-            ))
-            }
-            log => logs.push(PathBuf::from(log)),
-        }
-    }
-    if logs.is_empty() {
-        return Err(format!("explain needs a log file\n{USAGE}"));
-    }
-    daemon::service::explain(&logs, opts, json).map_err(|e| e.to_string())
 }
