@@ -380,6 +380,34 @@ impl Reason {
             Reason::RateLimited => "rate-limited",
         }
     }
+
+    /// The rule of a reason given as its text (what [`fmt::Display`] writes: decision logs
+    /// written before the rule had a field of its own), or `None` for a text no reason writes.
+    /// `clamped` is the rule of `clamped to [min, max]`, which decisions outside the range read
+    /// before stop 29 (a clamped rate now keeps the reason of the rule that asked for it).
+    pub fn rule_of_text(text: &str) -> Option<&'static str> {
+        let head = text.split(':').next().unwrap_or("").trim();
+        Some(match head {
+            "start" => "start",
+            "hold" => "hold",
+            "increase" if text.contains("recovering") => "recover",
+            "increase" => "increase",
+            "decrease" if text.contains("radio congested") => "congested",
+            "decrease" => "decrease",
+            "drift to base rate" => "drift-to-base",
+            "safe rate" => "no-signal",
+            "restored" => "restored",
+            "capacity" => "capacity",
+            "probe" => "probe",
+            "shortfall" => "shortfall",
+            "outage" => "outage",
+            "standing queue" => "standing",
+            "trend" => "trend",
+            "change held back by the rate-of-change limit" => "rate-limited",
+            "clamped to [min, max]" => "clamped",
+            _ => return None,
+        })
+    }
 }
 
 impl fmt::Display for Reason {
@@ -454,7 +482,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_reason_has_a_rule_name_of_its_own() {
+    fn every_reason_has_a_rule_name_of_its_own_that_its_text_reads_back_as() {
         let d = Duration::from_millis(3);
         let r = Rate::from_mbit(10.0);
         let all = [
@@ -481,6 +509,14 @@ mod tests {
             Reason::Trend { capacity: r },
             Reason::RateLimited,
         ];
+        for r in &all {
+            assert_eq!(Reason::rule_of_text(&r.to_string()), Some(r.rule()), "{r}");
+        }
+        assert_eq!(
+            Reason::rule_of_text("clamped to [min, max]"),
+            Some("clamped")
+        );
+        assert_eq!(Reason::rule_of_text("no such reason"), None);
         let mut names: Vec<&str> = all.iter().map(Reason::rule).collect();
         assert!(names
             .iter()

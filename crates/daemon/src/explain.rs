@@ -81,6 +81,15 @@ pub struct Spread {
 }
 
 impl Spread {
+    /// No figure (a direction without decisions, which [`explain`] never returns).
+    const NONE: Spread = Spread {
+        mean: f64::NAN,
+        p10: f64::NAN,
+        p50: f64::NAN,
+        p90: f64::NAN,
+        p99: f64::NAN,
+    };
+
     fn of(mut v: Vec<f64>) -> Option<Spread> {
         if v.is_empty() {
             return None;
@@ -163,23 +172,15 @@ pub struct Explanation {
 }
 
 /// The rule of a decision: its `rule` field, or for logs written before it the rule its
-/// reason text names.
+/// reason text names ([`controller::Reason::rule_of_text`]; `unknown` for a text no reason
+/// writes).
 fn rule_of(d: &DirRecord) -> String {
     if !d.rule.is_empty() {
         return d.rule.clone();
     }
-    let head = d.reason.split(':').next().unwrap_or("").trim();
-    let rule = match head {
-        "clamped to [min, max]" => "clamped",
-        "change held back by the rate-of-change limit" => "rate-limited",
-        "standing queue" => "standing",
-        "drift to base rate" => "drift-to-base",
-        "safe rate" => "no-signal",
-        h if h.starts_with("decrease") && d.reason.contains("radio congested") => "congested",
-        h if h.starts_with("increase") && d.reason.contains("recovering") => "recover",
-        h => h,
-    };
-    rule.to_string()
+    controller::Reason::rule_of_text(&d.reason)
+        .unwrap_or("unknown")
+        .to_string()
 }
 
 /// What a rule means, for the findings.
@@ -290,13 +291,7 @@ pub fn explain(logs: &[(String, String)], opts: ExplainOpts) -> Result<Explanati
                 Record::Discarded { count, .. } => {
                     *events.entry("discarded replies".into()).or_default() += count;
                 }
-                other => {
-                    let kind = serde_json::to_value(&other)
-                        .ok()
-                        .and_then(|v| v.get("event").and_then(|e| e.as_str()).map(String::from))
-                        .unwrap_or_default();
-                    *events.entry(kind).or_default() += 1;
-                }
+                other => *events.entry(other.event().to_string()).or_default() += 1,
             }
         }
     }
@@ -401,20 +396,9 @@ fn finish(mut a: DirAcc, last: f64, opts: ExplainOpts) -> DirExplanation {
     rules.sort_by(|x, y| y.steps.cmp(&x.steps).then_with(|| x.rule.cmp(&y.rule)));
     let known = a.known_range;
     DirExplanation {
-        rate_mbit: Spread::of(a.rate).unwrap_or(Spread {
-            mean: f64::NAN,
-            p10: f64::NAN,
-            p50: f64::NAN,
-            p90: f64::NAN,
-            p99: f64::NAN,
-        }),
-        throughput_mbit: Spread::of(a.thr).unwrap_or(Spread {
-            mean: f64::NAN,
-            p10: f64::NAN,
-            p50: f64::NAN,
-            p90: f64::NAN,
-            p99: f64::NAN,
-        }),
+        // Every decision line has both directions and `explain` refuses logs without one.
+        rate_mbit: Spread::of(a.rate).unwrap_or(Spread::NONE),
+        throughput_mbit: Spread::of(a.thr).unwrap_or(Spread::NONE),
         delay_ms: Spread::of(a.delay),
         range_mbit: a.range,
         at_min: (known > 0).then(|| a.at_min as f64 / known as f64),
@@ -876,41 +860,5 @@ mod tests {
             e.to_string().starts_with("x.log:26: not a JSON object"),
             "{e}"
         );
-    }
-
-    #[test]
-    fn every_rule_of_the_controller_reads_back_from_its_reason_text() {
-        use controller::{Rate, Reason, Signal};
-        use qdisc::Duration;
-        let d = Duration::from_millis(3);
-        let r = Rate::from_mbit(10.0);
-        for reason in [
-            Reason::Start,
-            Reason::Hold,
-            Reason::Increase,
-            Reason::Decrease { delay: d },
-            Reason::Congested { p: 0.5 },
-            Reason::Recover,
-            Reason::DriftToBase,
-            Reason::NoSignal {
-                signal: Signal::Delay,
-                missing_for: d,
-            },
-            Reason::Restored,
-            Reason::Capacity {
-                capacity: r,
-                queue: d,
-            },
-            Reason::Probe { gain: 0.1 },
-            Reason::Shortfall { delivered: r },
-            Reason::Outage,
-            Reason::Standing { queue: d },
-            Reason::Trend { capacity: r },
-            Reason::RateLimited,
-        ] {
-            let mut rec = dir(1, "", "probes");
-            rec.reason = reason.to_string();
-            assert_eq!(rule_of(&rec), reason.rule(), "{reason}");
-        }
     }
 }

@@ -373,6 +373,28 @@ impl Record {
         }
     }
 
+    /// The line's `event` name (one of [`EVENTS`]).
+    pub fn event(&self) -> &'static str {
+        match self {
+            Record::Start { .. } => "start",
+            Record::Decision { .. } => "decision",
+            Record::DelaySource { .. } => "delay-source",
+            Record::PassiveCapture { .. } => "passive-capture",
+            Record::FallbackToEcho { .. } => "fallback-to-echo",
+            Record::Rotated { .. } => "rotated",
+            Record::ClockStep { .. } => "clock-step",
+            Record::Discarded { .. } => "discarded",
+            Record::ActuatorError { .. } => "actuator-error",
+            Record::CakeStatsError { .. } => "cake-stats-error",
+            Record::CakeStatsOk { .. } => "cake-stats-ok",
+            Record::Transition { .. } => "transition",
+            Record::SafeRate { .. } => "safe-rate",
+            Record::Privileges { .. } => "privileges",
+            Record::Reloaded { .. } => "reloaded",
+            Record::ReloadFailed { .. } => "reload-failed",
+        }
+    }
+
     /// Whether the agent's events make this kind of line (the rest are the daemon's own).
     pub fn from_agent(&self) -> bool {
         !matches!(
@@ -609,6 +631,12 @@ mod tests {
             }
         );
         assert_eq!(recs[4], Record::Reloaded { t: 0.0 });
+        // Each record names the `event` it was read from, one of `EVENTS`.
+        for (l, r) in old.iter().zip(&recs) {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            assert_eq!(v["event"], r.event());
+            assert!(EVENTS.contains(&r.event()));
+        }
         // Written again, a record reads back equal.
         for r in &recs {
             let line = serde_json::to_string(r).unwrap();
