@@ -35,6 +35,21 @@ impl Drop for Topo {
         for n in ["c", "b", "s"] {
             ip(&["netns", "del", &format!("{}{n}", self.p)]);
         }
+        // The files the tests named after this topology (control sockets, the shim's
+        // directory): a bridge stopped with SIGKILL (above, or in a test that failed) leaves
+        // its socket behind.
+        if let Ok(dir) = std::fs::read_dir(std::env::temp_dir()) {
+            for e in dir.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&self.p) {
+                    let path = e.path();
+                    let _ = if path.is_dir() {
+                        std::fs::remove_dir_all(&path)
+                    } else {
+                        std::fs::remove_file(&path)
+                    };
+                }
+            }
+        }
     }
 }
 

@@ -127,12 +127,30 @@ fn the_matrix_does_not_depend_on_the_thread_count() {
     );
 }
 
-fn temp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("purple-link-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap();
-    p
+/// A directory of one test's files, removed with everything in it when the test ends (passing
+/// or failing).
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(test: &str) -> TempDir {
+        let dir =
+            std::env::temp_dir().join(format!("purple-link-test-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+
+    /// Writes `text` to the file `name` in the directory.
+    fn file(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// A mahimahi trace of `mbit` Mbit/s for `secs` seconds (1500-byte opportunities).
@@ -152,6 +170,8 @@ fn trace(mbit: f64, secs: u64) -> String {
 
 #[test]
 fn a_users_traces_make_a_link_and_a_broken_one_names_the_file_and_line() {
+    let tmp = TempDir::new("traces");
+    let temp = |name: &str, text: &str| tmp.file(name, text);
     let down = temp("ok.down", &trace(12.0, 10));
     let up = temp("ok.up", &trace(3.0, 10));
     let sc = link::from_traces(&down, &up, Some(120), Some(20.0))
@@ -186,6 +206,8 @@ fn a_users_traces_make_a_link_and_a_broken_one_names_the_file_and_line() {
 
 #[test]
 fn a_link_file_uses_the_simulators_vocabulary_and_names_its_errors() {
+    let tmp = TempDir::new("link-file");
+    let temp = |name: &str, text: &str| tmp.file(name, text);
     temp("f.down", &trace(20.0, 5));
     temp("steps", "0 step 4mbit\n5 step 1mbit\n");
     let f = temp(
