@@ -306,11 +306,11 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
             home_router,
         } => {
             let sc = section_c_link(name, *seed, *home_router)?;
-            Some(closed_loop_rows(&sc, None, &contenders, *seed, window)?)
+            Some(closed_loop_rows(&sc, &contenders, *seed, window)?)
         }
         _ if scn.sim_id.is_none() && scn.needs_linkem => {
-            let (sc, config) = lab_link_scenario(&scn);
-            Some(closed_loop_rows(&sc, Some(config), &contenders, 1, window)?)
+            let sc = lab_link_scenario(&scn);
+            Some(closed_loop_rows(&sc, &contenders, 1, window)?)
         }
         _ => sim_rows(&scn, &contenders, &tests, seconds),
     };
@@ -529,15 +529,14 @@ pub(crate) struct SimRows {
 /// link and deployment, `seed`), measured over the lab's window of the link (`window`: from
 /// the load's start after the lab's warm-up to its end; the simulator's bulk TCP starts with
 /// the link; past the link's length the lab loops the link, and the simulator loops a trace
-/// but holds a schedule's last rate), with the controllers configured as `config` (the lab's
-/// daemons' range and start rate; `None`: section C's, from `sc`), for the role each lab contender in `cs` plays ([`scenario::role_of`]; those playing
+/// but holds a schedule's last rate), with the controllers configured from `sc`'s link rates
+/// (range and start rate, as the lab's daemons are), for the role each lab contender in `cs` plays ([`scenario::role_of`]; those playing
 /// none, such as pfifo, have no row) and the one-interval-late oracle as the reference.
 /// Latency is the simulator's probe's loaded round trip minus the path's idle one
 /// ([`experiments::c::closed_loop::LoopResult::latency`]), as the lab's "induced" figures are.
 /// Fails only when a run measured no latency sample, naming the contender and the probe.
 pub(crate) fn closed_loop_rows(
     sc: &LinkScenario,
-    config: Option<controller::Config>,
     cs: &[Contender],
     seed: u64,
     window: LabWindow,
@@ -568,7 +567,6 @@ pub(crate) fn closed_loop_rows(
             let mut spec = LoopSpec::new(sc.clone(), c, seed);
             spec.secs = end;
             spec.warmup = warm;
-            spec.config = config.clone();
             spec
         })
         .collect();
@@ -618,30 +616,17 @@ pub(crate) struct LabWindow {
     pub(crate) load_s: f64,
 }
 
-/// A lab scenario's link as the simulator plays it, for [`closed_loop_rows`]: the link
-/// sampled as section C samples a link (`experiments::c::scenario::played`), deployed as the
-/// lab deploys every link ([`scenario::DEPLOYMENT`]), static CAKE at the lab's static rates,
-/// and the controllers configured as the lab configures its daemons
-/// ([`Scenario::control_range`]: the same minimum, start and maximum rate each way).
-pub(crate) fn lab_link_scenario(scn: &Scenario) -> (LinkScenario, controller::Config) {
-    let mut sc = experiments::c::scenario::played(scn.link.desc().clone());
-    sc.deployment = scn.deployment();
-    let (down, up) = scn.control_range();
-    let rates = |r: scenario::RateRange, static_bit_s: u64| sim::link_file::LinkRates {
-        lo: r.min,
-        hi: r.max,
-        safe: static_bit_s as f64 / 1e6,
-        optimistic: r.max,
-    };
-    sc.link.down.rates = rates(down, scn.down_bit_s);
-    sc.link.up.rates = rates(up, scn.up_bit_s);
-    let rate = controller::Rate::from_mbit;
-    let mut config = controller::Config::with_range(
-        controller::PerDir::new(rate(down.min), rate(up.min)),
-        controller::PerDir::new(rate(down.max), rate(up.max)),
-    );
-    config.base = controller::PerDir::new(rate(down.base), rate(up.base));
-    (sc, config)
+/// A lab scenario's link as the simulator plays it, for [`closed_loop_rows`]: the lab's
+/// link-level scenario ([`Scenario::link_scenario`]: its link with its rates, deployed as the
+/// lab deploys every link) with the link sampled as section C samples a link
+/// (`experiments::c::scenario::played`). Static CAKE runs at the lab's static rates and the
+/// controllers are configured as the lab configures its daemons, because both read the same
+/// `LinkRates` ([`Scenario::control_range`], the closed loop's `LoopSpec::config`).
+pub(crate) fn lab_link_scenario(scn: &Scenario) -> LinkScenario {
+    let lab = scn.link_scenario();
+    let mut sc = experiments::c::scenario::played(lab.link);
+    sc.deployment = lab.deployment;
+    sc
 }
 
 /// The simulator's rows for these contenders and tests (same experiment, same testbed).
@@ -759,7 +744,7 @@ mod tests {
             lead_s: 1.0,
             load_s: 6.0,
         };
-        let rows = closed_loop_rows(&sc, None, &cs, 2, window).expect("measured");
+        let rows = closed_loop_rows(&sc, &cs, 2, window).expect("measured");
         assert!(
             rows.title
                 .contains("seed 2, measured over the lab's window of the link, 2.0 to 7.0 s"),
@@ -809,13 +794,19 @@ mod tests {
     #[test]
     fn a_lab_scenario_is_simulated_with_the_labs_link_rates_daemon_range_and_deployment() {
         let scn = scenario::find("radio").expect("radio");
-        let (sc, config) = lab_link_scenario(&scn);
+        let sc = lab_link_scenario(&scn);
+        let config = experiments::c::closed_loop::LoopSpec::new(
+            sc.clone(),
+            experiments::c::closed_loop::Contender::Purple,
+            1,
+        )
+        .config();
         assert_eq!(sc.deployment, scenario::DEPLOYMENT);
         assert_eq!(sc.link.name, scn.link.desc().name);
         // Static CAKE at the lab's static rates, the controllers as the lab's daemons.
         assert_eq!(
             sc.statics()[0],
-            (scn.down_bit_s as f64 / 1e6, scn.up_bit_s as f64 / 1e6)
+            (scn.down_bit_s() as f64 / 1e6, scn.up_bit_s() as f64 / 1e6)
         );
         let (down, up) = scn.control_range();
         let mbit = |r: controller::Rate| r.mbit();
@@ -839,7 +830,7 @@ mod tests {
             lead_s: 1.0,
             load_s: 4.0,
         };
-        let rows = closed_loop_rows(&sc, Some(config), &cs, 1, window).expect("measured");
+        let rows = closed_loop_rows(&sc, &cs, 1, window).expect("measured");
         let roles: Vec<&str> = rows.table.rows.iter().map(|r| r[1].as_str()).collect();
         assert_eq!(roles, ["static-safe", "purple", "oracle-late"]);
         assert_eq!(rows.table.rows[0][0], "CAKE static 100/50M");
@@ -939,7 +930,7 @@ mod tests {
                 let (down, up) = s.control_range();
                 let bits = |m: f64| (m * 1e6).round() as u64;
                 assert_eq!(
-                    (s.down_bit_s, s.up_bit_s),
+                    (s.down_bit_s(), s.up_bit_s()),
                     (bits(d.down.rates.safe), bits(d.up.rates.safe))
                 );
                 assert_eq!((down.min, down.max), (d.down.rates.lo, d.down.rates.hi));

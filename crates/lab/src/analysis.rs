@@ -205,7 +205,7 @@ pub fn shaped_down_rate_mbit(scenario: &Scenario, run: &LabRun, t: f64) -> Optio
         .contenders
         .iter()
         .find(|c| c.name == run.contender)?;
-    matches!(c.shape, Shape::Cake(_)).then(|| scenario.down_bit_s as f64 / 1e6)
+    matches!(c.shape, Shape::Cake(_)).then(|| scenario.down_bit_s() as f64 / 1e6)
 }
 
 #[cfg(test)]

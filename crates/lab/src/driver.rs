@@ -107,16 +107,16 @@ pub fn run_one(
     let bridge = match opts.router {
         RouterStage::Purple => Some(start_bridge(
             &t,
-            contender.tc(scn.up_bit_s),
-            contender.tc(scn.down_bit_s),
+            contender.tc(scn.up_bit_s()),
+            contender.tc(scn.down_bit_s()),
             ctl_sock.clone(),
             delay_source != "probes",
         )?),
         RouterStage::Kernel => {
             tc_wire(&t.router, "r0", "r1")?;
             // Egress (client -> server) leaves through r1, ingress through r0.
-            kernel_qdisc(&t.router, "r1", contender, scn.up_bit_s)?;
-            kernel_qdisc(&t.router, "r0", contender, scn.down_bit_s)?;
+            kernel_qdisc(&t.router, "r1", contender, scn.up_bit_s())?;
+            kernel_qdisc(&t.router, "r0", contender, scn.down_bit_s())?;
             None
         }
     };

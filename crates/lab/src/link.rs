@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use qdisc::{Duration, Instant};
-use sim::link_file::{LinkDesc, LinkError};
+use sim::link_file::{LinkDesc, LinkError, LinkRates};
 use sim::{Capacity as SimCapacity, RatePoint, RateSchedule};
 
 /// Mahimahi trace bin for rates read from a trace: 100 ms.
@@ -262,6 +262,14 @@ impl Link {
     /// The link as described.
     pub fn desc(&self) -> &LinkDesc {
         &self.desc
+    }
+
+    /// This link with the controllers' ranges, start rates and static CAKE rates `down` and
+    /// `up` ([`LinkDesc::with_rates`]); what the emulator plays is unchanged.
+    #[must_use]
+    pub fn with_rates(mut self, down: LinkRates, up: LinkRates) -> Link {
+        self.desc = self.desc.with_rates(down, up);
+        self
     }
 
     /// Its name in tables (a link file's name, a recorded trace's).

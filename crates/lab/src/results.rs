@@ -258,12 +258,12 @@ pub(crate) fn summarise(
     let links = vec![
         LinkSummary {
             name: "client->server (egress)".into(),
-            utilisation: up / scn.up_bit_s as f64,
+            utilisation: up / scn.up_bit_s() as f64,
             tx_bps: up_series,
         },
         LinkSummary {
             name: "server->client (ingress)".into(),
-            utilisation: down / scn.down_bit_s as f64,
+            utilisation: down / scn.down_bit_s() as f64,
             tx_bps: down_series,
         },
     ];

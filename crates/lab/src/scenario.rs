@@ -23,8 +23,8 @@ pub enum Shape {
     Bare(&'static str),
     /// CAKE (`cake bandwidth START ARGS`) whose rate a `purple control` daemon in the router
     /// namespace drives, with the daemon's `algorithm` (`purple`, `cake-autorate`, ...). The
-    /// start rate is the scenario's shaper rate; the daemon's range comes from the link
-    /// emulator's capacity ([`Scenario::control_range`]).
+    /// CAKE starts at the scenario's shaper rate; the daemon's range and start rate are the
+    /// link's rates ([`Scenario::control_range`]).
     Controlled {
         /// The daemon's `algorithm` option.
         algorithm: &'static str,
@@ -282,11 +282,10 @@ pub struct Scenario {
     pub title: String,
     /// The simulator experiment with the same testbed (`purple sim report` id), if any.
     pub sim_id: Option<&'static str>,
-    /// Shaper rate client → server, bit/s.
-    pub up_bit_s: u64,
-    /// Shaper rate server → client, bit/s.
-    pub down_bit_s: u64,
-    /// The link emulator's link: capacities, delays (the netem stage's too) and buffer.
+    /// The link emulator's link: capacities, delays (the netem stage's too) and buffer, and
+    /// per direction its rates ([`LinkDesc`]'s `rates`: the static shaper rate `safe`
+    /// ([`Scenario::down_bit_s`], [`Scenario::up_bit_s`]) and the daemons' range `lo`..`hi`
+    /// and start rate ([`Scenario::control_range`])).
     pub link: Link,
     /// Whether the scenario is meaningless without the link emulator (delay or varying rate).
     pub needs_linkem: bool,
@@ -298,9 +297,32 @@ pub struct Scenario {
     pub contenders: Vec<Contender>,
     /// How its `purple control` contenders probe.
     pub daemon_probe: DaemonProbe,
-    /// The `(download, upload)` range of its `purple control` contenders, where it is not
-    /// [`Scenario::control_range`]'s default rule (a link file's: [`Scenario::for_link`]).
-    pub range: Option<(RateRange, RateRange)>,
+}
+
+/// A built-in scenario's link with its rates: static CAKE at `down_bit_s`/`up_bit_s`; the
+/// daemons' download range from a tenth of the highest capacity (at least 0.1 Mbit/s) up to
+/// 5% above it, starting at the shaper rate (within that range), the upload's up to the
+/// uplink's highest capacity, starting at 90% of it.
+fn built_in(link: Link, down_bit_s: u64, up_bit_s: u64) -> Link {
+    let mbit = |bits: u64| bits as f64 / 1e6;
+    let hi = mbit(link.down().span().1);
+    let max = hi * 1.05;
+    let down = LinkRates {
+        lo: (hi / 10.0).max(0.1),
+        hi: max,
+        safe: mbit(down_bit_s),
+        optimistic: max,
+        start: Some(mbit(down_bit_s).clamp(hi / 10.0, max)),
+    };
+    let up_cap = mbit(link.up().span().1);
+    let up = LinkRates {
+        lo: (up_cap / 10.0).max(0.1),
+        hi: up_cap,
+        safe: mbit(up_bit_s),
+        optimistic: up_cap,
+        start: Some(up_cap * 0.9),
+    };
+    link.with_rates(down, up)
 }
 
 /// CAKE diffserv3 triple-isolate (the seeds' default CAKE).
@@ -334,9 +356,11 @@ fn b1() -> Scenario {
         title: "B1: tcp_upload / tcp_download / tcp_bidirectional at 20/3 Mbit/s, 45 ms each way"
             .into(),
         sim_id: Some("B1"),
-        up_bit_s: 3_000_000,
-        down_bit_s: 20_000_000,
-        link: Link::fixed(100_000_000, 100_000_000, Duration::from_millis(45)),
+        link: built_in(
+            Link::fixed(100_000_000, 100_000_000, Duration::from_millis(45)),
+            20_000_000,
+            3_000_000,
+        ),
         needs_linkem: false,
         full_seconds: 60.0,
         tests: vec![
@@ -358,7 +382,6 @@ fn b1() -> Scenario {
         ],
         contenders: vec![CAKE, FQ_CODEL, FIFO],
         daemon_probe: DaemonProbe::Udp,
-        range: None,
     }
 }
 
@@ -397,11 +420,13 @@ fn radio() -> Scenario {
         name: "radio".into(),
         title: "PURPLE radio: downlink stepping 130/80 Mbit/s behind CAKE static 100 Mbit/s".into(),
         sim_id: None,
-        up_bit_s: 50_000_000,
-        down_bit_s: 100_000_000,
         // Invariant: the compiled-in file reads and plays (test
         // `the_radio_and_tmobile_are_their_link_files_with_the_linkem_options_they_always_had`).
-        link: radio_link().expect("scenarios/links/lab-radio.toml is a playable link"),
+        link: built_in(
+            radio_link().expect("scenarios/links/lab-radio.toml is a playable link"),
+            100_000_000,
+            50_000_000,
+        ),
         needs_linkem: true,
         full_seconds: 60.0,
         tests: vec![Test {
@@ -436,7 +461,6 @@ fn radio() -> Scenario {
             CAKE_AUTORATE,
         ],
         daemon_probe: DaemonProbe::Udp,
-        range: None,
     }
 }
 
@@ -453,11 +477,13 @@ fn starlink() -> Scenario {
                 queue; daemons probe with ICMP echo"
             .into(),
         sim_id: Some("C-starlink-no-probes"),
-        up_bit_s: 20_000_000,
-        down_bit_s: 100_000_000,
         // Invariant: a two-step schedule with capacity throughout plays (test
         // `the_starlink_link_plays_its_two_steps`).
-        link: Link::from_desc(&starlink_link()).expect("starlink's two steps play"),
+        link: built_in(
+            Link::from_desc(&starlink_link()).expect("starlink's two steps play"),
+            100_000_000,
+            20_000_000,
+        ),
         needs_linkem: true,
         full_seconds: 48.0,
         tests: vec![Test {
@@ -482,7 +508,6 @@ fn starlink() -> Scenario {
             CAKE_AUTORATE,
         ],
         daemon_probe: DaemonProbe::Echo,
-        range: None,
     }
 }
 
@@ -517,11 +542,13 @@ fn tmobile() -> Scenario {
         title: "PURPLE on a recorded link: T-Mobile LTE trace (60 s, ~14 down / 6 up Mbit/s)"
             .into(),
         sim_id: None,
-        up_bit_s: 6_000_000,
-        down_bit_s: 14_000_000,
         // Invariant: the compiled-in file reads and plays (test
         // `the_radio_and_tmobile_are_their_link_files_with_the_linkem_options_they_always_had`).
-        link: tmobile_link().expect("scenarios/links/tmobile-lte.toml is a playable link"),
+        link: built_in(
+            tmobile_link().expect("scenarios/links/tmobile-lte.toml is a playable link"),
+            14_000_000,
+            6_000_000,
+        ),
         full_seconds: 60.0,
         // The radio's contenders; static CAKE runs at this scenario's rates, the trace's means.
         contenders: radio()
@@ -537,6 +564,11 @@ fn tmobile() -> Scenario {
             .collect(),
         ..radio()
     }
+}
+
+/// Bit/s of `mbit` Mbit/s, rounded.
+fn bits(mbit: f64) -> u64 {
+    (mbit * 1e6).round() as u64
 }
 
 /// Where the lab deploys the shaper and its controller, on every scenario: a home router's
@@ -667,28 +699,37 @@ impl Scenario {
         DEPLOYMENT
     }
 
-    /// The `(download, upload)` rate ranges for a `purple control` contender: download from a
-    /// tenth of the highest capacity up to 5% above it, starting at the shaper rate; upload up
-    /// to the uplink capacity, starting at 90% of it.
-    pub fn control_range(&self) -> (RateRange, RateRange) {
-        if let Some(r) = self.range {
-            return r;
+    /// This scenario's link and deployment as one link-level scenario (what the simulator
+    /// plays beside a lab run: `purple lab run`'s simulator rows): its link with its rates, and
+    /// the lab's deployment.
+    pub fn link_scenario(&self) -> LinkScenario {
+        LinkScenario {
+            link: self.link.desc().clone(),
+            deployment: self.deployment(),
         }
-        let (_, hi) = self.link.down().span();
-        let hi = hi as f64 / 1e6;
-        let max = hi * 1.05;
-        let down = RateRange {
-            min: (hi / 10.0).max(0.1),
-            base: (self.down_bit_s as f64 / 1e6).clamp(hi / 10.0, max),
-            max,
+    }
+
+    /// The static shaper rate server → client, bit/s: the link's download `safe` rate.
+    pub fn down_bit_s(&self) -> u64 {
+        bits(self.link.desc().down.rates.safe)
+    }
+
+    /// The static shaper rate client → server, bit/s: the link's upload `safe` rate.
+    pub fn up_bit_s(&self) -> u64 {
+        bits(self.link.desc().up.rates.safe)
+    }
+
+    /// The `(download, upload)` rate ranges for a `purple control` contender: the link's
+    /// rates each way, from `lo` to `hi`, starting at [`LinkRates::start_rate`] (a built-in
+    /// scenario's as [`built_in`] chose them, a link's as [`Scenario::for_link`] did).
+    pub fn control_range(&self) -> (RateRange, RateRange) {
+        let range = |k: &LinkRates| RateRange {
+            min: k.lo,
+            base: k.start_rate().mbit(),
+            max: k.hi,
         };
-        let up_cap = self.link.up().span().1 as f64 / 1e6;
-        let up = RateRange {
-            min: (up_cap / 10.0).max(0.1),
-            base: up_cap * 0.9,
-            max: up_cap,
-        };
-        (down, up)
+        let d = self.link.desc();
+        (range(&d.down.rates), range(&d.up.rates))
     }
 
     /// The radio's testbed on the link `d` describes (`purple lab run --link FILE`, `purple
@@ -705,16 +746,10 @@ impl Scenario {
     /// 60% of that top (as section C's controllers). A run at full length is the link's
     /// seconds.
     pub fn for_link(d: &LinkDesc, seconds: Option<f64>) -> Result<Scenario, LabLinkError> {
-        let link = Link::from_desc(d)?;
         let over = d.clone().with_secs(seconds)?;
         let (down, up) = (over.down.rates, over.up.rates);
-        let range = |k: LinkRates| RateRange {
-            min: k.lo,
-            base: k.hi * 0.6,
-            max: k.hi,
-        };
+        let link = Link::from_desc(d)?.with_rates(down, up);
         let radio = radio();
-        let bits = |mbit: f64| (mbit * 1e6).round() as u64;
         let (title, static_name) = match &d.path {
             Some(path) => (
                 format!(
@@ -748,8 +783,6 @@ impl Scenario {
             name: link.name().to_string(),
             title,
             sim_id: None,
-            up_bit_s: bits(up.safe),
-            down_bit_s: bits(down.safe),
             link,
             needs_linkem: true,
             full_seconds: d.secs,
@@ -764,7 +797,6 @@ impl Scenario {
                     _ => *c,
                 })
                 .collect(),
-            range: Some((range(down), range(up))),
             ..radio
         })
     }
@@ -1015,7 +1047,7 @@ mod tests {
     fn every_contender_of_every_scenario_builds_as_one_of_our_qdiscs_both_ways() {
         for s in all() {
             for c in &s.contenders {
-                for rate in [s.up_bit_s, s.down_bit_s] {
+                for rate in [s.up_bit_s(), s.down_bit_s()] {
                     let tc = c.tc(rate);
                     assert!(
                         cake::AnyQdisc::from_tc(&tc, 1).is_ok(),
@@ -1054,7 +1086,7 @@ mod tests {
     fn b1_and_b2_use_the_seeds_testbed_and_contender_strings() {
         let b2 = find("B2").expect("b2");
         assert_eq!(
-            (b2.up_bit_s, b2.down_bit_s, b2.link.down_delay_ms()),
+            (b2.up_bit_s(), b2.down_bit_s(), b2.link.down_delay_ms()),
             (3_000_000, 20_000_000, 45.0)
         );
         assert_eq!(
@@ -1206,9 +1238,11 @@ mod tests {
         assert!((down.min - 3.156).abs() < 1e-9, "{down:?}");
         assert_eq!((down.base, down.max), (14.0, 31.56 * 1.05));
         assert!((up.min - 1.5552).abs() < 1e-9, "{up:?}");
-        assert_eq!((up.base, up.max), (15.552 * 0.9, 15.552));
+        // The start rates are whole bytes per second (`LinkRates::start_rate`).
+        assert!((up.base - 15.552 * 0.9).abs() < 1e-5, "{up:?}");
+        assert_eq!(up.max, 15.552);
         assert_eq!(
-            (tmobile.down_bit_s, tmobile.up_bit_s),
+            (tmobile.down_bit_s(), tmobile.up_bit_s()),
             (14_000_000, 6_000_000)
         );
         assert_eq!(tmobile.link.delay_words(), "20 ms each way");
@@ -1246,7 +1280,10 @@ mod tests {
         assert_eq!(l.up(), DirCapacity::Rate(20_000_000));
         assert_eq!(l.delay_words(), "15 ms each way");
         assert_eq!(l.down_words(), "150/60 Mbit/s every 8 s");
-        assert_eq!(find("starlink").expect("starlink").link, l);
+        assert_eq!(
+            played(&find("starlink").expect("starlink").link),
+            played(&l)
+        );
     }
 
     #[test]
@@ -1264,28 +1301,31 @@ mod tests {
             );
             let s = Scenario::for_link(&d, None).expect("plays");
             assert_eq!(played(&s.link), played(&built_in), "{file}");
-            // The same link but for where it was read from (and so its words).
+            // The same link but for where it was read from (and so its words) and its rates
+            // (the file's by the simulator's rule, the built-in scenario's chosen by hand).
             let desc = LinkDesc {
                 path: d.path.clone(),
                 description: d.description.clone(),
                 ..built_in.desc().clone()
-            };
+            }
+            .with_rates(s.link.desc().down.rates, s.link.desc().up.rates);
             assert_eq!(&desc, s.link.desc(), "{file}");
             if scenario == "tmobile" {
                 // `purple lab run --link` on it takes the simulator's rule, not `tmobile`'s
                 // (static CAKE at the means, 14/6): static CAKE at the median 1 s rates,
                 // the daemons from a tenth of the mean to 1.2 x the 90th percentile.
-                assert_eq!((s.down_bit_s, s.up_bit_s), (13_400_000, 6_800_000));
+                assert_eq!((s.down_bit_s(), s.up_bit_s()), (13_400_000, 6_800_000));
                 let (down, up) = s.control_range();
                 let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+                // The start, 60% of the top, is whole bytes per second
+                // (`LinkRates::start_rate`, as section C's closed loop starts).
+                let near = |a: f64, b: f64| (a - b).abs() < 1e-5;
                 assert!(
-                    close(down.min, 1.39822)
-                        && close(down.base, 18.2736)
-                        && close(down.max, 30.456),
+                    close(down.min, 1.39822) && near(down.base, 18.2736) && close(down.max, 30.456),
                     "{down:?}"
                 );
                 assert!(
-                    close(up.min, 0.63516) && close(up.base, 6.84288) && close(up.max, 11.4048),
+                    close(up.min, 0.63516) && near(up.base, 6.84288) && close(up.max, 11.4048),
                     "{up:?}"
                 );
             }
@@ -1314,7 +1354,7 @@ mod tests {
         // The simulator's rule over 60 s of 130/80: up fixed at 50 (static 50, range 5 to 60,
         // from 36), down static at the median (30 s of each: the rounded rank is 130) and
         // range 10.5 to 156 from 93.6.
-        assert_eq!((s.down_bit_s, s.up_bit_s), (130_000_000, 50_000_000));
+        assert_eq!((s.down_bit_s(), s.up_bit_s()), (130_000_000, 50_000_000));
         let (down, up) = s.control_range();
         assert!(
             (down.min - 10.5).abs() < 1e-9 && (down.max - 156.0).abs() < 1e-9,
@@ -1329,7 +1369,7 @@ mod tests {
         // --seconds changes the window the rates come from, not the link.
         let short = Scenario::for_link(&d, Some(5.0)).expect("plays");
         assert!((short.control_range().0.min - 13.0).abs() < 1e-9);
-        assert_eq!(short.link, s.link);
+        assert_eq!(played(&short.link), played(&s.link));
         assert!(Scenario::for_link(&d, Some(0.5)).is_err());
     }
 

@@ -26,7 +26,7 @@
 
 use crate::scenario::{link_capacity_read, ScenarioError};
 use qdisc::link::Capacity;
-use qdisc::{quantile, Duration, Instant};
+use qdisc::{quantile, Duration, Instant, Rate};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -467,6 +467,22 @@ pub struct LinkRates {
     /// The "optimistic" static CAKE rate (section C's C3): the 90th percentile, to 0.1 (at
     /// least 0.1).
     pub optimistic: f64,
+    /// The controllers' start rate where the link's builder chose one (the lab's built-in
+    /// scenarios: their static rate, or 90% of the uplink); `None` for the rule every
+    /// backend applies otherwise, 60% of `hi` ([`LinkRates::start_rate`]).
+    pub start: Option<f64>,
+}
+
+impl LinkRates {
+    /// The controllers' start rate: `start` if chosen, else 60% of `hi` (computed on `hi` as
+    /// a [`Rate`], `Rate::from_mbit(hi) * 3 / 5`). Section C's closed loop and the lab's
+    /// daemons both start here.
+    pub fn start_rate(&self) -> Rate {
+        match self.start {
+            Some(s) => Rate::from_mbit(s),
+            None => Rate::from_mbit(self.hi) * 3 / 5,
+        }
+    }
 }
 
 fn percentile(v: &[f64], p: f64) -> f64 {
@@ -491,6 +507,7 @@ pub fn derived_rates(per_second_mbit: &[f64]) -> LinkRates {
         hi,
         safe: round(p50).max(0.1),
         optimistic: round(p90).max(0.1),
+        start: None,
     }
 }
 

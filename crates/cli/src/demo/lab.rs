@@ -107,17 +107,15 @@ pub fn compute_lab(
             let sc = crate::lab::section_c_link(name, *seed, o.home_router)?;
             Some(crate::lab::closed_loop_rows(
                 &sc,
-                None,
                 &scn.contenders,
                 *seed,
                 window,
             )?)
         }
         None => {
-            let (sc, config) = crate::lab::lab_link_scenario(&scn);
+            let sc = crate::lab::lab_link_scenario(&scn);
             Some(crate::lab::closed_loop_rows(
                 &sc,
-                Some(config),
                 &scn.contenders,
                 1,
                 window,

@@ -530,6 +530,7 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
             hi,
             safe,
             optimistic,
+            start: None,
         };
         Scenario::new(
             LinkDesc::new(
@@ -569,12 +570,14 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                     hi: range_down.1,
                     safe: statics[0].0,
                     optimistic: statics[1].0,
+                    start: None,
                 },
                 LinkRates {
                     lo: range_up.0,
                     hi: range_up.1,
                     safe: statics[0].1,
                     optimistic: statics[1].1,
+                    start: None,
                 },
             ),
         )
@@ -710,12 +713,14 @@ pub fn scenario(name: &str, seed: u64) -> Option<Scenario> {
                         hi: 300.0,
                         safe: 150.0,
                         optimistic: 230.0,
+                        start: None,
                     },
                     LinkRates {
                         lo: 1.0,
                         hi: 30.0,
                         safe: 15.0,
                         optimistic: 23.0,
+                        start: None,
                     },
                 ),
             )
@@ -1010,6 +1015,7 @@ mod tests {
             hi: 50.0,
             safe: 9.0,
             optimistic: 12.0,
+            start: None,
         };
         let s = Scenario::new(s.link.with_rates(mine, mine));
         assert_eq!(s.statics(), [(9.0, 9.0), (12.0, 12.0)]);

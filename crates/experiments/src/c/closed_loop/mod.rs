@@ -115,8 +115,6 @@ pub struct LoopSpec {
     /// Relative noise of the radio's capacity estimate (the slides: often wrong); also, with
     /// probability `noise`, an estimate 40% low. Default 0.15.
     pub capacity_noise: f64,
-    /// Overrides the controller configuration (rates, safety); `None`: from the scenario.
-    pub config: Option<Config>,
     /// Parameters of [`Contender::Purple`]; `None`: [`LoopSpec::purple_params`].
     pub purple: Option<PurpleParams>,
     /// Keep every control step's decision (both directions, with its reason and the signals
@@ -141,7 +139,6 @@ impl LoopSpec {
             warmup: 5.0,
             faults: Vec::new(),
             capacity_noise: 0.15,
-            config: None,
             purple: None,
             record_decisions: false,
             oracle_lag: 1,
@@ -159,17 +156,15 @@ impl LoopSpec {
         })
     }
 
-    /// The controller configuration used: the scenario's range, base at 60% of max, safe = min.
+    /// The controller configuration used: the scenario's range, base at its start rate
+    /// (`LinkRates::start_rate`: 60% of max unless the link chose one), safe = min.
     pub fn config(&self) -> Config {
-        if let Some(c) = &self.config {
-            return c.clone();
-        }
         let s = &self.scenario;
         let mut c = Config::with_range(
             PerDir::new(s.range_down().0, s.range_up().0),
             PerDir::new(s.range_down().1, s.range_up().1),
         );
-        c.base = PerDir::new(s.range_down().1 * 3 / 5, s.range_up().1 * 3 / 5);
+        c.base = PerDir::new(s.link.down.rates.start_rate(), s.link.up.rates.start_rate());
         c
     }
 }
