@@ -1,7 +1,7 @@
 //! Prints one contender's time series (development aid): `c_series SCENARIO CONTENDER_INDEX SECS
 //! [EVERY_NTH_STEP] [FROM_S]` (index 99: the one-interval-late oracle); `DECISIONS=1` also prints
 //! every control step's decision from `FROM_S` on, `SEED=n` picks the seed, `OWD_MS=x` sets the
-//! radio hop's one-way delay both ways.
+//! radio hop's one-way delay both ways, `LINK=FILE` plays a link file (scenarios/links/).
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::{scenario, ShaperAt, ThroughputFrom};
 
@@ -11,8 +11,17 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
-    let mut sc = scenario(a.get(1).map_or("radio", String::as_str), seed)
-        .unwrap_or_else(|| std::process::exit(2));
+    // `LINK=FILE`: a link file instead of a built-in scenario (the first argument is then
+    // ignored).
+    let mut sc = match std::env::var("LINK") {
+        Ok(path) => experiments::c::link::from_file(std::path::Path::new(&path), None)
+            .unwrap_or_else(|e| {
+                eprintln!("{e}");
+                std::process::exit(2)
+            }),
+        Err(_) => scenario(a.get(1).map_or("radio", String::as_str), seed)
+            .unwrap_or_else(|| std::process::exit(2)),
+    };
     // `AT_ROUTER=1`: the download CAKE at the router after the radio (ingress shaping).
     if std::env::var("AT_ROUTER").is_ok_and(|v| v == "1") {
         sc.deployment.shaper = ShaperAt::Router;
