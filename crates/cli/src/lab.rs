@@ -305,7 +305,8 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
             seed,
             home_router,
         } => {
-            let sc = section_c_link(name, *seed, *home_router)?;
+            let mut sc = section_c_link(name, *seed, *home_router)?;
+            sc.workload = scn.workload();
             Some(closed_loop_rows(&sc, &contenders, *seed, window)?)
         }
         _ if scn.sim_id.is_none() && scn.needs_linkem => {
@@ -526,7 +527,7 @@ pub(crate) struct SimRows {
 /// `purple lab run`'s simulator rows for a lab scenario on a variable link (one with the link
 /// emulator and no section B or C experiment of its own: radio, tmobile, `--link FILE`,
 /// `--link-of NAME`): section C's closed loop on the same link-level scenario `sc` (the same
-/// link and deployment, `seed`), measured over the lab's window of the link (`window`: from
+/// link, deployment and bulk TCP as the lab's test, [`Scenario::workload`]; `seed`), measured over the lab's window of the link (`window`: from
 /// the load's start after the lab's warm-up to its end; the simulator's bulk TCP starts with
 /// the link; past the link's length the lab loops the link, and the simulator loops a trace
 /// but holds a schedule's last rate), with the controllers configured from `sc`'s link rates
@@ -598,9 +599,10 @@ pub(crate) fn closed_loop_rows(
     }
     Ok(SimRows {
         title: format!(
-            "simulator (section C's closed loop on the same link and deployment, seed {seed}, \
-             measured over the lab's window of the link, {warm:.1} to {end:.1} s; its path's \
-             idle round trip is its own, not the lab's):"
+            "simulator (section C's closed loop on the same link and deployment with {}, seed \
+             {seed}, measured over the lab's window of the link, {warm:.1} to {end:.1} s; its \
+             path's idle round trip is its own, not the lab's):",
+            sc.workload
         ),
         table: t,
     })
@@ -621,11 +623,13 @@ pub(crate) struct LabWindow {
 /// lab deploys every link) with the link sampled as section C samples a link
 /// (`experiments::c::scenario::played`). Static CAKE runs at the lab's static rates and the
 /// controllers are configured as the lab configures its daemons, because both read the same
-/// `LinkRates` ([`Scenario::control_range`], the closed loop's `LoopSpec::config`).
+/// `LinkRates` ([`Scenario::control_range`], the closed loop's `LoopSpec::config`); the bulk
+/// TCP is the lab's test's ([`Scenario::workload`]).
 pub(crate) fn lab_link_scenario(scn: &Scenario) -> LinkScenario {
     let lab = scn.link_scenario();
     let mut sc = experiments::c::scenario::played(lab.link);
     sc.deployment = lab.deployment;
+    sc.workload = lab.workload;
     sc
 }
 
@@ -733,7 +737,12 @@ mod tests {
 
     #[test]
     fn link_of_prints_the_simulators_rows_for_the_roles_the_lab_played_and_the_late_oracle() {
-        let sc = section_c_link("wisp", 2, true).expect("wisp");
+        let mut sc = section_c_link("wisp", 2, true).expect("wisp");
+        // As `purple lab run --link-of` runs it: with the lab's bulk TCP.
+        sc.workload = sim::link_scenario::Workload {
+            downloads: 2,
+            uploads: 1,
+        };
         let cs = [
             scenario::CAKE_PURPLE,
             scenario::FIFO,
@@ -746,8 +755,10 @@ mod tests {
         };
         let rows = closed_loop_rows(&sc, &cs, 2, window).expect("measured");
         assert!(
-            rows.title
-                .contains("seed 2, measured over the lab's window of the link, 2.0 to 7.0 s"),
+            rows.title.contains(
+                "with 2 TCP downloads, 1 upload, seed 2, measured over the lab's window of the \
+                 link, 2.0 to 7.0 s"
+            ),
             "{}",
             rows.title
         );
@@ -803,6 +814,14 @@ mod tests {
         .config();
         assert_eq!(sc.deployment, scenario::DEPLOYMENT);
         assert_eq!(sc.link.name, scn.link.desc().name);
+        // The lab's bulk TCP (rrul_voip: two downloads, one upload), not section C's 4 and 2.
+        assert_eq!(
+            sc.workload,
+            sim::link_scenario::Workload {
+                downloads: 2,
+                uploads: 1
+            }
+        );
         // Static CAKE at the lab's static rates, the controllers as the lab's daemons.
         assert_eq!(
             sc.statics()[0],

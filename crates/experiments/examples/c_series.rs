@@ -1,7 +1,8 @@
 //! Prints one contender's time series (development aid): `c_series SCENARIO CONTENDER_INDEX SECS
 //! [EVERY_NTH_STEP] [FROM_S]` (index 99: the one-interval-late oracle); `DECISIONS=1` also prints
 //! every control step's decision from `FROM_S` on, `SEED=n` picks the seed, `OWD_MS=x` sets the
-//! radio hop's one-way delay both ways, `LINK=FILE` plays a link file (scenarios/links/).
+//! radio hop's one-way delay both ways, `LINK=FILE` plays a link file (scenarios/links/),
+//! `DOWNLOADS=n`/`UPLOADS=n` set the bulk TCP.
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::{scenario, ShaperAt, ThroughputFrom};
 
@@ -38,6 +39,15 @@ fn main() {
         let owd = qdisc::Duration::from_nanos((ms * 1e6) as u64);
         sc.link.down.delay = owd;
         sc.link.up.delay = owd;
+    }
+    // `DOWNLOADS=n`, `UPLOADS=n`: the bulk TCP (section C's: 4 and 2).
+    for (var, n) in [
+        ("DOWNLOADS", &mut sc.workload.downloads),
+        ("UPLOADS", &mut sc.workload.uploads),
+    ] {
+        if let Some(v) = std::env::var(var).ok().and_then(|s| s.parse().ok()) {
+            *n = v;
+        }
     }
     let i: usize = a.get(2).and_then(|s| s.parse().ok()).unwrap_or(9);
     let secs: f64 = a

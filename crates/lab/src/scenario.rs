@@ -7,7 +7,7 @@ use qdisc::Duration;
 use sim::deployment::{Deployment, ProbePath};
 use sim::flent::{self, FlentLabels, FlentTest, Role};
 use sim::link_file::{LinkDesc, LinkRates};
-use sim::link_scenario::{LinkScenario, Role as ContenderRole};
+use sim::link_scenario::{LinkScenario, Role as ContenderRole, Workload};
 use sim::{Capacity, RatePoint, RateSchedule};
 
 pub use crate::link::{DirCapacity, LabLinkError, Link, BUILT_IN_BUFFER_PACKETS};
@@ -706,6 +706,22 @@ impl Scenario {
         LinkScenario {
             link: self.link.desc().clone(),
             deployment: self.deployment(),
+            workload: self.workload(),
+        }
+    }
+
+    /// The bulk TCP of its first test (the one the radio's contenders run), as a link-level
+    /// scenario's [`Workload`]: its TCP downloads and uploads (its VoIP and probe flows are
+    /// not bulk load).
+    pub fn workload(&self) -> Workload {
+        let count = |kind: FlowKind| {
+            self.tests.first().map_or(0, |t| {
+                t.flows.iter().filter(|f| f.kind == kind).count() as u16
+            })
+        };
+        Workload {
+            downloads: count(FlowKind::TcpDown),
+            uploads: count(FlowKind::TcpUp),
         }
     }
 
@@ -1266,6 +1282,30 @@ mod tests {
             l.down_delay_ms(),
             l.buffer_packets(),
         )
+    }
+
+    #[test]
+    fn a_lab_scenario_is_a_link_scenario_with_its_tests_bulk_tcp_as_workload() {
+        let radio = find("radio").expect("radio");
+        let sc = radio.link_scenario();
+        assert_eq!(sc.deployment, DEPLOYMENT);
+        assert_eq!(&sc.link, radio.link.desc());
+        assert_eq!(
+            sc.workload,
+            Workload {
+                downloads: 2,
+                uploads: 1
+            }
+        );
+        assert_eq!(sc.workload.to_string(), "2 TCP downloads, 1 upload");
+        // b1's first test is its upload.
+        assert_eq!(
+            find("b1").expect("b1").workload(),
+            Workload {
+                downloads: 0,
+                uploads: 1
+            }
+        );
     }
 
     #[test]

@@ -38,6 +38,41 @@ pub struct LinkScenario {
     /// the router the passive delay signal works: a capture at the router's WAN side sees the
     /// radio's queue without the shaper's own.
     pub deployment: Deployment,
+    /// The bulk load that runs on the link ([`Workload`]). [`LinkScenario::new`] gives
+    /// [`Workload::SECTION_C`].
+    pub workload: Workload,
+}
+
+/// The bulk load of a link-level scenario: greedy TCP transfers each way (CUBIC with ECN, as
+/// the lab's kernel TCP), started together at the beginning and running to the end. A backend
+/// adds its own latency probes beside them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Workload {
+    /// Transfers from the servers to the client.
+    pub downloads: u16,
+    /// Transfers from the client to the servers.
+    pub uploads: u16,
+}
+
+impl Workload {
+    /// Section C's load on every built-in link: four downloads and two uploads.
+    pub const SECTION_C: Workload = Workload {
+        downloads: 4,
+        uploads: 2,
+    };
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} TCP download{}, {} upload{}",
+            self.downloads,
+            if self.downloads == 1 { "" } else { "s" },
+            self.uploads,
+            if self.uploads == 1 { "" } else { "s" }
+        )
+    }
 }
 
 impl LinkScenario {
@@ -48,6 +83,7 @@ impl LinkScenario {
         LinkScenario {
             link,
             deployment: Deployment::SLIDES,
+            workload: Workload::SECTION_C,
         }
     }
 

@@ -104,7 +104,8 @@ pub fn compute_lab(
     let sim = match &o.link_of {
         _ if !o.faults.is_empty() => None,
         Some((name, seed)) => {
-            let sc = crate::lab::section_c_link(name, *seed, o.home_router)?;
+            let mut sc = crate::lab::section_c_link(name, *seed, o.home_router)?;
+            sc.workload = scn.workload();
             Some(crate::lab::closed_loop_rows(
                 &sc,
                 &scn.contenders,

@@ -8,6 +8,7 @@ use super::{Contender, LoopSpec, PROBE_INTERVAL, REFLECTORS};
 use cake::{AnyQdisc, CakeConfig};
 use controller::{mbit, Config, Direction, PerDir, Rate};
 use qdisc::{Duration, Instant};
+use sim::link_scenario::Workload;
 use sim::{Capacity, IcmpPolicy, LinkConfig, Sim, TcpReceiverApp, TcpSenderApp};
 use std::net::{IpAddr, Ipv4Addr};
 use tcpmodel::{CcKind, Pacing, SenderConfig};
@@ -160,7 +161,7 @@ impl Topology {
             ingress: ingress.then(|| PerDir::new(down_after, up_after)),
             probes: Vec::new(),
         };
-        net.add_bulk_tcp();
+        net.add_bulk_tcp(spec.scenario.workload);
         net.add_probes();
         net
     }
@@ -189,8 +190,9 @@ impl Topology {
         v
     }
 
-    /// Bulk TCP: 4 downloads (servers -> client), 2 uploads.
-    fn add_bulk_tcp(&mut self) {
+    /// Bulk TCP: the scenario's downloads (servers -> client) and uploads (section C's: 4 and
+    /// 2), spread over the servers; at most 1,000 each way (ports 5000.. and 6000..).
+    fn add_bulk_tcp(&mut self, w: Workload) {
         let tcp = |sim: &mut Sim, from: (usize, IpAddr), to: (usize, IpAddr), port: u16| {
             let mut s = SenderConfig::new(from.1, to.1, port, port);
             s.cc = CcKind::Cubic;
@@ -200,7 +202,7 @@ impl Topology {
             sim.add_app(to.0, port, start, Box::new(TcpReceiverApp::for_sender(&s)));
             sim.add_app(from.0, port, start, Box::new(TcpSenderApp::new(s)));
         };
-        for k in 0..4u16 {
+        for k in 0..w.downloads.min(1000) {
             tcp(
                 &mut self.sim,
                 self.servers[usize::from(k) % REFLECTORS],
@@ -208,7 +210,7 @@ impl Topology {
                 5000 + k,
             );
         }
-        for k in 0..2u16 {
+        for k in 0..w.uploads.min(1000) {
             tcp(
                 &mut self.sim,
                 self.client,
