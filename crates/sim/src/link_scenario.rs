@@ -1,5 +1,6 @@
-//! The one link-level scenario: a link ([`LinkDesc`]) and how CAKE and its controller are
-//! deployed on it ([`Deployment`]), and the contenders by role ([`Role`]) that run on it.
+//! The one link-level scenario: a link ([`LinkDesc`]), how CAKE and its controller are
+//! deployed on it ([`Deployment`]) and the bulk load that runs on it ([`Workload`]), and the
+//! contenders by role ([`Role`]) that run on it.
 //! Every backend that plays a single variable link takes this type: section C's closed loop (`experiments::c`, whose built-in scenarios and held-out links
 //! are `LinkScenario`s built there, `experiments::c::scenario::scenario`) plays any deployment;
 //! the namespace lab (`lab::scenario::Scenario::for_link_scenario`) plays the link as a home
