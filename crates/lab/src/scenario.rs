@@ -737,7 +737,7 @@ impl Scenario {
 
     /// The `(download, upload)` rate ranges for a `purple control` contender: the link's
     /// rates each way, from `lo` to `hi`, starting at [`LinkRates::start_rate`] (a built-in
-    /// scenario's as [`built_in`] chose them, a link's as [`Scenario::for_link`] did).
+    /// scenario's as its builder chose them (`built_in`), a link's as [`Scenario::for_link`] did).
     pub fn control_range(&self) -> (RateRange, RateRange) {
         let range = |k: &LinkRates| RateRange {
             min: k.lo,
