@@ -324,9 +324,9 @@ struct LabRunArgs {
     home_router: bool,
     /// With --link-of: only these contenders, by the ids of `purple demo --matrix
     /// --contenders` (comma-separated, run in this order): fq-codel, static-safe,
-    /// purple-aimd, cake-autorate, sqm-autorate, purple. The others (the oracles,
-    /// purple-radio, static-optimistic, autorate-ingress) are refused, naming the role and
-    /// why.
+    /// purple-aimd, cake-autorate, sqm-autorate, autorate-ingress (CAKE's own autorate on the
+    /// download, static on the upload), purple. The others (the oracles, purple-radio,
+    /// static-optimistic) are refused, naming the role and why.
     #[arg(
         long,
         value_name = "ID,..",

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller::Direction;
 use os::netns::Netns;
 use sim::RunSummary;
 
@@ -107,16 +108,22 @@ pub fn run_one(
     let bridge = match opts.router {
         RouterStage::Purple => Some(start_bridge(
             &t,
-            contender.tc(scn.up_bit_s()),
-            contender.tc(scn.down_bit_s()),
+            contender.tc(Direction::Up, scn.up_bit_s()),
+            contender.tc(Direction::Down, scn.down_bit_s()),
             ctl_sock.clone(),
             delay_source != "probes",
         )?),
         RouterStage::Kernel => {
             tc_wire(&t.router, "r0", "r1")?;
             // Egress (client -> server) leaves through r1, ingress through r0.
-            kernel_qdisc(&t.router, "r1", contender, scn.up_bit_s())?;
-            kernel_qdisc(&t.router, "r0", contender, scn.down_bit_s())?;
+            kernel_qdisc(&t.router, "r1", contender, Direction::Up, scn.up_bit_s())?;
+            kernel_qdisc(
+                &t.router,
+                "r0",
+                contender,
+                Direction::Down,
+                scn.down_bit_s(),
+            )?;
             None
         }
     };

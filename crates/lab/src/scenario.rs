@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use controller::Direction;
 use qdisc::Duration;
 use sim::deployment::{Deployment, ProbePath};
 use sim::flent::{self, FlentLabels, FlentTest, Role};
@@ -34,6 +35,12 @@ pub enum Shape {
         /// the router bridge runs `--passive` and the daemon reads it from there.
         delay_source: &'static str,
     },
+    /// CAKE with these arguments both ways, and on the download (shaped at the router after
+    /// the radio) also `autorate-ingress ingress`: Linux CAKE's own estimate of the capacity
+    /// from what arrives, as a home router deploys it on its ingress (sqm-scripts' IFB). The
+    /// upload, shaped before the radio where no estimate of it arrives, stays at the static
+    /// rate. Both start at the scenario's static rates.
+    CakeAutorateIngress(&'static str),
     /// CAKE (`cake bandwidth START ARGS`) whose rate the real cake-autorate script (a checkout
     /// the user gave, [`crate::LabOpts::cake_autorate`]) drives through the tc shim, with the
     /// same range as [`Shape::Controlled`].
@@ -66,13 +73,19 @@ pub struct Contender {
 }
 
 impl Contender {
-    /// The tc string of its qdisc for a direction shaped to `rate_bit_s`.
-    pub fn tc(&self, rate_bit_s: u64) -> String {
+    /// The tc string of its qdisc for direction `dir` shaped to `rate_bit_s`.
+    pub fn tc(&self, dir: Direction, rate_bit_s: u64) -> String {
         let kbit = rate_bit_s / 1000;
         match self.shape {
             Shape::Cake(a) | Shape::Controlled { cake: a, .. } | Shape::Script { cake: a } => {
                 format!("cake bandwidth {kbit}kbit {a}")
             }
+            Shape::CakeAutorateIngress(a) => match dir {
+                Direction::Down => {
+                    format!("cake bandwidth {kbit}kbit {a} autorate-ingress ingress")
+                }
+                Direction::Up => format!("cake bandwidth {kbit}kbit {a}"),
+            },
             Shape::Htb(c) => format!("htb rate {kbit}kbit burst 15k {c}"),
             Shape::Bare(q) => q.to_string(),
         }
@@ -669,13 +682,14 @@ impl std::fmt::Display for LabPlayError {
 
 /// The contender roles the lab plays on a link-level scenario ([`Scenario::contenders_for`]),
 /// in the matrix's order.
-pub const LAB_ROLES: [ContenderRole; 6] = [
+pub const LAB_ROLES: [ContenderRole; 7] = [
     ROLE_CONTENDERS[0].0,
     ROLE_CONTENDERS[1].0,
     ROLE_CONTENDERS[2].0,
     ROLE_CONTENDERS[3].0,
     ROLE_CONTENDERS[4].0,
     ROLE_CONTENDERS[5].0,
+    ROLE_CONTENDERS[6].0,
 ];
 
 impl std::error::Error for LabPlayError {
@@ -843,12 +857,12 @@ impl Scenario {
     /// shaping, `static-safe` its static CAKE (a link-level scenario's at the link's safe
     /// rates, [`Scenario::for_link`]), `purple`, `purple-aimd`, `cake-autorate` and
     /// `sqm-autorate` the `purple control` daemons with those laws ([`LAB_ROLES`]; the second
-    /// and fourth only on request, where the testbed runs the daemon). Fails with
-    /// [`LabPlayError::Role`], naming the first role it cannot play and why: the oracles (they
-    /// read the link's true capacity), `purple-radio` (the radio's queue metrics),
-    /// `static-optimistic` (a second static rate) and `autorate-ingress` (no lab contender is
-    /// built for it); also a role of [`LAB_ROLES`] whose contender this scenario lacks (b1,
-    /// b2).
+    /// and fourth only on request, where the testbed runs the daemon), `autorate-ingress`
+    /// CAKE's own autorate on the download ([`CAKE_AUTORATE_INGRESS`], on request, on every
+    /// scenario). Fails with [`LabPlayError::Role`], naming the first role it cannot play and
+    /// why: the oracles (they read the link's true capacity), `purple-radio` (the radio's queue
+    /// metrics) and `static-optimistic` (a second static rate); also a role of [`LAB_ROLES`]
+    /// whose contender this scenario lacks (b1, b2).
     pub fn contenders_for(&self, roles: &[ContenderRole]) -> Result<Vec<Contender>, LabPlayError> {
         roles
             .iter()
@@ -861,6 +875,7 @@ impl Scenario {
                 self.contenders
                     .iter()
                     .chain(ON_REQUEST.iter().filter(|_| daemons))
+                    .chain(&QDISCS_ON_REQUEST)
                     .find(|c| c.short == short)
                     .copied()
                     .ok_or(LabPlayError::Role {
@@ -875,12 +890,13 @@ impl Scenario {
 /// The lab's contender for each role of [`LAB_ROLES`], by its short name
 /// ([`Contender::short`]): the one table both [`Scenario::contenders_for`] and [`role_of`]
 /// read.
-const ROLE_CONTENDERS: [(ContenderRole, &str); 6] = [
+const ROLE_CONTENDERS: [(ContenderRole, &str); 7] = [
     (ContenderRole::FqCodel, "fq_codel"),
     (ContenderRole::StaticSafe, "cake"),
     (ContenderRole::PurpleAimd, "purple-aimd"),
     (ContenderRole::CakeAutorate, "cake-autorate"),
     (ContenderRole::SqmAutorate, "sqm-autorate"),
+    (ContenderRole::AutorateIngress, "autorate-ingress"),
     (ContenderRole::Purple, "purple"),
 ];
 
@@ -888,6 +904,10 @@ const ROLE_CONTENDERS: [(ContenderRole, &str); 6] = [
 /// whose testbed runs the daemon (it lists [`CAKE_PURPLE`]) plays when asked for their roles
 /// ([`Scenario::contenders_for`]).
 const ON_REQUEST: [Contender; 2] = [CAKE_PURPLE_AIMD, CAKE_SQM_AUTORATE];
+
+/// Qdisc contenders no scenario lists, which every scenario plays when asked for their roles
+/// ([`Scenario::contenders_for`]).
+const QDISCS_ON_REQUEST: [Contender; 1] = [CAKE_AUTORATE_INGRESS];
 
 /// The role the lab's contender `c` plays (the matrix's vocabulary, [`LAB_ROLES`]), or `None`
 /// for a contender that plays none (pfifo, the passive-delay daemons, the real cake-autorate
@@ -907,7 +927,6 @@ fn role_refused(role: ContenderRole) -> LabPlayError {
         ContenderRole::StaticOptimistic => {
             "the lab's static CAKE runs at the link's safe rates only"
         }
-        ContenderRole::AutorateIngress => "no lab contender is built for it",
         ContenderRole::Oracle
         | ContenderRole::OracleLate
         | ContenderRole::OracleLookahead
@@ -919,6 +938,7 @@ fn role_refused(role: ContenderRole) -> LabPlayError {
         | ContenderRole::PurpleAimd
         | ContenderRole::CakeAutorate
         | ContenderRole::SqmAutorate
+        | ContenderRole::AutorateIngress
         | ContenderRole::Purple => "this lab scenario has no such contender",
     };
     LabPlayError::Role { role, why }
@@ -993,6 +1013,14 @@ pub const CAKE_SQM_AUTORATE: Contender = Contender {
     },
 };
 
+/// CAKE's own `autorate-ingress` on the download (the role `autorate-ingress`), besteffort as
+/// the radio's static CAKE; played on request only ([`Scenario::contenders_for`]).
+pub const CAKE_AUTORATE_INGRESS: Contender = Contender {
+    name: "CAKE autorate-ingress (download)",
+    short: "autorate-ingress",
+    shape: Shape::CakeAutorateIngress("besteffort"),
+};
+
 /// CAKE driven by the real cake-autorate script through the tc shim (only with a checkout:
 /// `purple lab run radio --cake-autorate DIR`), beside [`CAKE_AUTORATE`], our port of its law.
 pub const CAKE_AUTORATE_SCRIPT: Contender = Contender {
@@ -1062,9 +1090,12 @@ mod tests {
     #[test]
     fn every_contender_of_every_scenario_builds_as_one_of_our_qdiscs_both_ways() {
         for s in all() {
-            for c in &s.contenders {
-                for rate in [s.up_bit_s(), s.down_bit_s()] {
-                    let tc = c.tc(rate);
+            for c in s.contenders.iter().chain(&QDISCS_ON_REQUEST) {
+                for (dir, rate) in [
+                    (Direction::Up, s.up_bit_s()),
+                    (Direction::Down, s.down_bit_s()),
+                ] {
+                    let tc = c.tc(dir, rate);
                     assert!(
                         cake::AnyQdisc::from_tc(&tc, 1).is_ok(),
                         "{} {}: {tc:?} does not parse",
@@ -1106,11 +1137,11 @@ mod tests {
             (3_000_000, 20_000_000, 45.0)
         );
         assert_eq!(
-            CAKE.tc(20_000_000),
+            CAKE.tc(Direction::Down, 20_000_000),
             "cake bandwidth 20000kbit diffserv3 triple-isolate"
         );
         assert_eq!(
-            FIFO.tc(3_000_000),
+            FIFO.tc(Direction::Up, 3_000_000),
             "htb rate 3000kbit burst 15k pfifo limit 1000"
         );
         let rrul = &b2.tests[0].flows;
@@ -1497,6 +1528,7 @@ mod tests {
             ContenderRole::SqmAutorate,
             ContenderRole::CakeAutorate,
             ContenderRole::PurpleAimd,
+            ContenderRole::AutorateIngress,
         ];
         let cs = s.contenders_for(&roles).expect("the lab's roles");
         let shorts: Vec<&str> = cs.iter().map(|c| c.short).collect();
@@ -1508,9 +1540,24 @@ mod tests {
                 "cake",
                 "sqm-autorate",
                 "cake-autorate",
-                "purple-aimd"
+                "purple-aimd",
+                "autorate-ingress"
             ]
         );
+        // CAKE's own autorate on the download (after the radio), static on the upload (before
+        // it), both from the link's safe rates.
+        assert_eq!(
+            cs[6].tc(Direction::Down, s.down_bit_s()),
+            format!(
+                "cake bandwidth {}kbit besteffort autorate-ingress ingress",
+                s.down_bit_s() / 1000
+            )
+        );
+        assert_eq!(
+            cs[6].tc(Direction::Up, s.up_bit_s()),
+            format!("cake bandwidth {}kbit besteffort", s.up_bit_s() / 1000)
+        );
+        assert!(all().iter().all(|x| !x.contenders.contains(&cs[6])));
         assert_eq!(cs[0], CAKE_PURPLE);
         assert_eq!(cs[2].name, "CAKE static, the link's safe rate");
         // The two daemons on request run the daemon's laws of those names, which the daemon
@@ -1548,7 +1595,7 @@ mod tests {
                 words.starts_with(&format!("the lab cannot play contender {}: ", role.id()))
                     && words.ends_with(
                         "(it plays fq-codel, static-safe, purple-aimd, cake-autorate, \
-                         sqm-autorate, purple)"
+                         sqm-autorate, autorate-ingress, purple)"
                     ),
                 "{words}"
             );

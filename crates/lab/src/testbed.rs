@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use controller::Direction;
 use os::netns::{Netns, Proc};
 
 use crate::error::io;
@@ -194,32 +195,28 @@ pub(crate) fn tc_wire(ns: &Netns, a: &str, b: &str) -> Result<(), Error> {
     Ok(())
 }
 
-/// Puts the contender's qdisc for a direction shaped to `rate_bit_s` on `dev` with Linux's tc:
-/// CAKE as is, the seed's HTB (`htb default 1`, class `rate R burst 15k`, the child under it),
-/// or the bare qdisc.
+/// Puts the contender's qdisc for direction `dir` shaped to `rate_bit_s` on `dev` with Linux's
+/// tc: CAKE as is (with `autorate-ingress ingress` on the download for
+/// [`scenario::Shape::CakeAutorateIngress`]), the seed's HTB (`htb default 1`, class `rate R
+/// burst 15k`, the child under it), or the bare qdisc.
 pub(crate) fn kernel_qdisc(
     ns: &Netns,
     dev: &str,
     c: &Contender,
+    dir: Direction,
     rate_bit_s: u64,
 ) -> Result<(), Error> {
     let rate = format!("{}kbit", rate_bit_s / 1000);
     let tc = |args: &[&str]| ns.exec("tc", args);
     match c.shape {
-        scenario::Shape::Cake(a)
-        | scenario::Shape::Controlled { cake: a, .. }
-        | scenario::Shape::Script { cake: a } => {
-            let mut v = vec![
-                "qdisc",
-                "add",
-                "dev",
-                dev,
-                "root",
-                "cake",
-                "bandwidth",
-                &rate,
-            ];
-            v.extend(a.split_whitespace());
+        scenario::Shape::Cake(_)
+        | scenario::Shape::CakeAutorateIngress(_)
+        | scenario::Shape::Controlled { .. }
+        | scenario::Shape::Script { .. } => {
+            // The same words as the bridge is given (`Contender::tc`).
+            let line = c.tc(dir, rate_bit_s);
+            let mut v = vec!["qdisc", "add", "dev", dev, "root"];
+            v.extend(line.split_whitespace());
             Ok(tc(&v)?)
         }
         scenario::Shape::Htb(child) => {
