@@ -102,6 +102,16 @@ pub struct DirConfig {
     pub counter_interface: Option<String>,
     /// Which counter: `"tx"` (default) or `"rx"`.
     pub counter: Counter,
+    /// A device whose byte counter (`delivered_counter`) shows what the link delivered before
+    /// this direction's shaper, read beside its throughput; the law takes, per interval, the
+    /// larger of the two. For a download shaped after the link (the ingress IFB, or the LAN
+    /// egress) that is the WAN device's received bytes: CAKE's sent bytes never exceed its
+    /// rate, so a link that delivered more shows it only there. Default: for the download the
+    /// upload's `interface` (the WAN device), for the upload none (its shaper sits before the
+    /// link, where what arrives is the senders' demand). `""`: none.
+    pub delivered_interface: Option<String>,
+    /// Which counter of `delivered_interface`: `"rx"` (default) or `"tx"`.
+    pub delivered_counter: Counter,
     /// Lowest rate, Mbit/s. Default 5.
     pub min_mbit: f64,
     /// Start rate and the rate a lightly loaded link drifts to, Mbit/s. Default 20.
@@ -120,6 +130,8 @@ impl Default for DirConfig {
             parent: "root".to_string(),
             counter_interface: None,
             counter: Counter::Tx,
+            delivered_interface: None,
+            delivered_counter: Counter::Rx,
             min_mbit: 5.0,
             base_mbit: 20.0,
             max_mbit: None,
@@ -155,6 +167,13 @@ impl DirConfig {
     /// The counter device (`counter_interface`, else `interface`).
     pub fn counter_device(&self) -> &str {
         self.counter_interface.as_deref().unwrap_or(self.iface())
+    }
+    /// The device whose counter shows the link's delivery before the shaper, if any
+    /// (`delivered_interface`, defaulted by [`DaemonConfig::parse`]; `""` is none).
+    pub fn delivered_device(&self) -> Option<&str> {
+        self.delivered_interface
+            .as_deref()
+            .filter(|d| !d.is_empty())
     }
 }
 
@@ -634,6 +653,9 @@ impl DaemonConfig {
         })?;
         c.download.0.fill("ifb4wan", 80.0);
         c.upload.0.fill("wan", 35.0);
+        // The download's delivery is what the WAN device (the upload's shaped device) receives.
+        let wan = c.upload.0.iface().to_string();
+        c.download.0.delivered_interface.get_or_insert(wan);
         c.validate()?;
         Ok(c)
     }
@@ -669,6 +691,15 @@ impl DaemonConfig {
                     format!("{i:?}"),
                     "a device name of 1 ..= 15 characters without '/'",
                 ));
+            }
+            if let Some(i) = d.delivered_device() {
+                if i.len() > 15 || i.contains('/') {
+                    return Err(err(
+                        format!("{name}.delivered_interface"),
+                        format!("{i:?}"),
+                        "\"\" (none) or a device name of 1 ..= 15 characters without '/'",
+                    ));
+                }
             }
             if parse_parent(&d.parent).is_none() {
                 return Err(err(
@@ -960,6 +991,10 @@ impl DaemonConfig {
         c.readings = ReadingParams {
             counter_interval: Duration::from_millis(self.counter_interval_ms),
             cake_stats_interval: Duration::from_millis(self.cake_stats_interval_ms),
+            delivered: PerDir::new(
+                self.download.0.delivered_device().is_some(),
+                self.upload.0.delivered_device().is_some(),
+            ),
             ..ReadingParams::default()
         };
         c.actuator = LimiterParams {
@@ -1004,6 +1039,43 @@ mod tests {
         assert_eq!((c.upload.0.iface(), c.upload.0.max()), ("wan", 35.0));
         assert_eq!(c.probe.rate_hz, 20.0);
         assert_eq!(c.reflectors().len(), 6);
+    }
+
+    #[test]
+    fn the_downloads_delivery_is_read_on_the_wan_device_unless_turned_off() {
+        let c = DaemonConfig::parse("").unwrap();
+        assert_eq!(c.download.0.delivered_device(), Some("wan"));
+        assert_eq!(c.download.0.delivered_counter, Counter::Rx);
+        assert_eq!(c.upload.0.delivered_device(), None);
+        let r = c
+            .agent_config(
+                false,
+                1,
+                WallAnchor {
+                    at: qdisc::Instant::ZERO,
+                    wall_us: 0,
+                },
+            )
+            .readings;
+        assert_eq!((r.delivered.down, r.delivered.up), (true, false));
+        // It follows the upload's device, and "" turns it off.
+        let c = DaemonConfig::parse("[upload]\ninterface = \"eth1\"\n").unwrap();
+        assert_eq!(c.download.0.delivered_device(), Some("eth1"));
+        let c = DaemonConfig::parse("[download]\ndelivered_interface = \"\"\n").unwrap();
+        assert_eq!(c.download.0.delivered_device(), None);
+        let r = c
+            .agent_config(
+                false,
+                1,
+                WallAnchor {
+                    at: qdisc::Instant::ZERO,
+                    wall_us: 0,
+                },
+            )
+            .readings;
+        assert!(!r.delivered.down);
+        let e = DaemonConfig::parse("[download]\ndelivered_interface = \"a/b\"\n").unwrap_err();
+        assert_eq!(e.option, "download.delivered_interface");
     }
 
     #[test]

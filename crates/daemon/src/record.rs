@@ -99,6 +99,15 @@ pub enum Input {
         /// The reading (`null`: failed).
         bytes: Option<u64>,
     },
+    /// `handle_delivered`.
+    Delivered {
+        /// When.
+        t_ns: u64,
+        /// Direction.
+        dir: Direction,
+        /// The reading (`null`: failed).
+        bytes: Option<u64>,
+    },
     /// `handle_cake_stats`.
     CakeStats {
         /// When.
@@ -301,6 +310,7 @@ pub fn replay(text: impl BufRead) -> Result<Vec<Record>, ReplayError> {
             }
             Input::SendFailed { t_ns, token } => a.handle_send_failed(ns(t_ns), token),
             Input::Counter { t_ns, dir, bytes } => a.handle_counter(ns(t_ns), dir, bytes),
+            Input::Delivered { t_ns, dir, bytes } => a.handle_delivered(ns(t_ns), dir, bytes),
             Input::CakeStats { t_ns, ok, error } => {
                 let read = match (ok, error) {
                     (Some([d, u]), _) => Ok(PerDir::new(d.map(Into::into), u.map(Into::into))),

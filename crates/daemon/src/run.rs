@@ -60,6 +60,9 @@ pub struct Daemon {
     socks: Sockets,
     act: Box<dyn Actuator>,
     counters: PerDir<CounterFile>,
+    /// The counters of what the link delivered before each direction's shaper, where
+    /// configured (`delivered_interface`).
+    delivered: PerDir<Option<CounterFile>>,
     log: JsonLog,
     metrics: Option<metrics::Server>,
     mqtt: Option<Publisher>,
@@ -156,6 +159,14 @@ impl Daemon {
             counters: PerDir::new(
                 CounterFile::new(dirs.down.counter_device(), dirs.down.counter),
                 CounterFile::new(dirs.up.counter_device(), dirs.up.counter),
+            ),
+            delivered: PerDir::new(
+                dirs.down
+                    .delivered_device()
+                    .map(|d| CounterFile::new(d, dirs.down.delivered_counter)),
+                dirs.up
+                    .delivered_device()
+                    .map(|d| CounterFile::new(d, dirs.up.delivered_counter)),
             ),
             cfg,
             clock,
@@ -373,6 +384,18 @@ impl Daemon {
             c.drain(now, self.clock.realtime_ns());
         }
         let reads = self.agent.reads_due(now);
+        // The link's delivery first: the agent pairs it with the throughput read next.
+        for dir in Direction::ALL {
+            if reads.delivered[dir] {
+                let v = self.delivered[dir].as_mut().and_then(|c| c.read().ok());
+                self.record(|| Input::Delivered {
+                    t_ns: now.as_nanos(),
+                    dir,
+                    bytes: v,
+                });
+                self.agent.handle_delivered(now, dir, v);
+            }
+        }
         for dir in Direction::ALL {
             if reads.counters[dir] {
                 let v = self.counters[dir].read().ok();

@@ -79,8 +79,16 @@ fn main() {
         .and_then(|s| s.parse::<f64>().ok());
     // `AT_ROUTER=1`: the download CAKE at the router after the radio (ingress shaping).
     let at_router = std::env::var("AT_ROUTER").is_ok_and(|v| v == "1");
-    // `FROM_SHAPER=1`: throughput from CAKE's sent bytes, as the daemon reads it.
-    let from_shaper = std::env::var("FROM_SHAPER").is_ok_and(|v| v == "1");
+    // `FROM_SHAPER=1`: throughput from CAKE's sent bytes alone (the daemon before stop 31);
+    // `FROM_SHAPER=router`: and the router's received bytes for the download, as the daemon
+    // reads them now (`ThroughputFrom::Router`).
+    let from_shaper = std::env::var("FROM_SHAPER")
+        .ok()
+        .and_then(|v| match v.as_str() {
+            "1" => Some(ThroughputFrom::Shaper),
+            "router" => Some(ThroughputFrom::Router),
+            _ => None,
+        });
     // `ORACLE_LAG=n`: the late oracle is told the capacity n intervals late (default 1).
     let oracle_lag: u32 = std::env::var("ORACLE_LAG")
         .ok()
@@ -118,8 +126,8 @@ fn main() {
                 if at_router {
                     s.deployment.shaper = ShaperAt::Router;
                 }
-                if from_shaper {
-                    s.deployment.throughput = ThroughputFrom::Shaper;
+                if let Some(t) = from_shaper {
+                    s.deployment.throughput = t;
                 }
                 if let Some(owd) = owd {
                     s.link.down.delay = owd;

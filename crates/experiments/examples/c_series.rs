@@ -2,7 +2,9 @@
 //! [EVERY_NTH_STEP] [FROM_S]` (index 99: the one-interval-late oracle); `DECISIONS=1` also prints
 //! every control step's decision from `FROM_S` on, `SEED=n` picks the seed, `OWD_MS=x` sets the
 //! radio hop's one-way delay both ways, `LINK=FILE` plays a link file (scenarios/links/),
-//! `DOWNLOADS=n`/`UPLOADS=n` set the bulk TCP.
+//! `DOWNLOADS=n`/`UPLOADS=n` set the bulk TCP, `AT_ROUTER=1` shapes the download at the
+//! router, `FROM_SHAPER=1|router` reads throughput as a router's daemon does (sent bytes alone,
+//! or beside the WAN device's received bytes).
 use experiments::c::closed_loop::{run, Contender, LoopSpec};
 use experiments::c::scenario::{scenario, ShaperAt, ThroughputFrom};
 
@@ -27,9 +29,13 @@ fn main() {
     if std::env::var("AT_ROUTER").is_ok_and(|v| v == "1") {
         sc.deployment.shaper = ShaperAt::Router;
     }
-    // `FROM_SHAPER=1`: throughput from CAKE's sent bytes, as the daemon reads it.
-    if std::env::var("FROM_SHAPER").is_ok_and(|v| v == "1") {
-        sc.deployment.throughput = ThroughputFrom::Shaper;
+    // `FROM_SHAPER=1`: throughput from CAKE's sent bytes alone (the daemon before stop 31);
+    // `FROM_SHAPER=router`: and the router's received bytes for the download, as the daemon
+    // reads them now.
+    match std::env::var("FROM_SHAPER").as_deref() {
+        Ok("1") => sc.deployment.throughput = ThroughputFrom::Shaper,
+        Ok("router") => sc.deployment.throughput = ThroughputFrom::Router,
+        _ => {}
     }
     // `OWD_MS=x`: the radio hop's one-way delay both ways.
     if let Some(ms) = std::env::var("OWD_MS")

@@ -30,8 +30,14 @@ pub enum ThroughputFrom {
     #[default]
     Radio,
     /// CAKE's own sent bytes both ways, as `purple control` reads kernel CAKE's or `purple
-    /// bridge`'s statistics (what a router sees).
+    /// bridge`'s statistics, alone (what `purple control` read at a router before stop 31).
     Shaper,
+    /// What `purple control` reads at a router: CAKE's own sent bytes both ways and, for a
+    /// download shaped at the router after the radio, the bytes the router's WAN device
+    /// received beside them (the radio's delivery); per interval the larger of the two
+    /// (`controller::agent::ReadingParams::delivered`). CAKE's sent bytes never exceed our
+    /// rate, so a radio that delivered more than our rate shows it only in the received bytes.
+    Router,
 }
 
 /// How the controller's probes fare on the link.
@@ -71,11 +77,12 @@ impl Deployment {
     };
 
     /// A home router's deployment (sqm-scripts' layout, `purple control`'s, the lab's): the
-    /// download shaped at the router after the radio, throughput from CAKE's sent bytes, probes
-    /// queued with the data and answered.
+    /// download shaped at the router after the radio, throughput from CAKE's sent bytes and the
+    /// WAN device's received bytes ([`ThroughputFrom::Router`]), probes queued with the data
+    /// and answered.
     pub const HOME_ROUTER: Deployment = Deployment {
         shaper: ShaperAt::Router,
-        throughput: ThroughputFrom::Shaper,
+        throughput: ThroughputFrom::Router,
         probes: ProbePath::Shared,
     };
 
@@ -84,9 +91,20 @@ impl Deployment {
         self.shaper == ShaperAt::Router
     }
 
-    /// Whether the controller reads throughput from CAKE's sent bytes.
+    /// Whether the controller reads throughput from CAKE's sent bytes (alone or beside the
+    /// router's received bytes).
     pub fn throughput_from_shaper(&self) -> bool {
-        self.throughput == ThroughputFrom::Shaper
+        matches!(
+            self.throughput,
+            ThroughputFrom::Shaper | ThroughputFrom::Router
+        )
+    }
+
+    /// Whether the controller also reads the download's delivery before the shaper (the
+    /// router's WAN device's received bytes): a download shaped at the router, throughput as
+    /// [`ThroughputFrom::Router`] reads it.
+    pub fn download_delivered_beside(&self) -> bool {
+        self.shaper == ShaperAt::Router && self.throughput == ThroughputFrom::Router
     }
 
     /// Each part where `self` differs from `other`, in words naming `self`'s choice (empty when
@@ -119,7 +137,11 @@ impl fmt::Display for ThroughputFrom {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             ThroughputFrom::Radio => "throughput read from the radio's delivered bytes",
-            ThroughputFrom::Shaper => "throughput read from CAKE's sent bytes",
+            ThroughputFrom::Shaper => "throughput read from CAKE's sent bytes alone",
+            ThroughputFrom::Router => {
+                "throughput read from CAKE's sent bytes and, for a download shaped at the router, \
+                 the WAN device's received bytes"
+            }
         })
     }
 }

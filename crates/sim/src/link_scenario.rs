@@ -129,17 +129,19 @@ impl LinkScenario {
     /// This link deployed as a home router deploys CAKE and its controller (sqm-scripts'
     /// layout, the lab's, `purple control`'s): the download shaped at the router after the
     /// radio ([`LinkScenario::shaper_at_router`]) and the controllers' throughput read from
-    /// CAKE's own sent bytes both ways ([`LinkScenario::throughput_from_shaper`]); the probe
+    /// CAKE's own sent bytes both ways and, for the download, the WAN device's received bytes
+    /// beside them ([`ThroughputFrom::Router`]); the probe
     /// path is kept. Where that changes the deployment, the link's description says so; a
     /// scenario deployed so already is returned unchanged.
     #[must_use]
     pub fn as_home_router(mut self) -> LinkScenario {
-        if !(self.shaper_at_router() && self.throughput_from_shaper()) {
+        if !(self.shaper_at_router() && self.deployment.throughput == ThroughputFrom::Router) {
             self.deployment.shaper = ShaperAt::Router;
-            self.deployment.throughput = ThroughputFrom::Shaper;
+            self.deployment.throughput = ThroughputFrom::Router;
             self.link.description = format!(
                 "{}; deployed as a home router: download shaped at the router after the radio, \
-                 throughput read from CAKE's sent bytes both ways",
+                 throughput read from CAKE's sent bytes both ways and the WAN device's received \
+                 bytes",
                 self.link.description
             );
         }

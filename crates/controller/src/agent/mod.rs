@@ -95,6 +95,14 @@ pub struct ReadingParams {
     /// After a failed statistics read, none before this much later. Default 1 s. Accepted
     /// 10 ms ..= 60 s.
     pub cake_stats_retry: Duration,
+    /// Per direction, whether the shell also reads a counter of what the link delivered
+    /// before the shaper ([`Agent::handle_delivered`]): for a download shaped at a router after
+    /// the link, the WAN device's received bytes. The throughput the law sees is then, per
+    /// interval, the larger of that delivery and the direction's own throughput (CAKE's sent
+    /// bytes or the counter): CAKE's sent bytes never exceed our rate, so a link that delivered
+    /// more than our rate shows it only there. Meaningless for a shaper in front of the link
+    /// (what reaches it there is the senders' demand, not a delivery). Default: neither.
+    pub delivered: PerDir<bool>,
 }
 
 impl Default for ReadingParams {
@@ -103,6 +111,7 @@ impl Default for ReadingParams {
             counter_interval: Duration::from_millis(200),
             cake_stats_interval: Duration::from_millis(50),
             cake_stats_retry: Duration::from_secs(1),
+            delivered: PerDir::both(false),
         }
     }
 }
@@ -228,12 +237,20 @@ pub struct Reads {
     /// ([`Agent::handle_passive`]): right before each control step, when the delay source
     /// uses it.
     pub passive: bool,
+    /// Read this direction's delivered-bytes counter ([`Agent::handle_delivered`]), where
+    /// [`ReadingParams::delivered`] asks for one: with the direction's throughput reading.
+    pub delivered: PerDir<bool>,
 }
 
 impl Reads {
     /// Whether anything is to be read.
     pub fn any(&self) -> bool {
-        self.counters.down || self.counters.up || self.cake_stats || self.passive
+        self.counters.down
+            || self.counters.up
+            || self.cake_stats
+            || self.passive
+            || self.delivered.down
+            || self.delivered.up
     }
 }
 
@@ -448,6 +465,9 @@ pub struct Agent<L: Law> {
     out: Outputs,
     meters: PerDir<RateMeter>,
     shaper_meters: PerDir<RateMeter>,
+    /// The delivered-bytes counters' meters and their latest rate with its reading time.
+    delivered_meters: PerDir<RateMeter>,
+    delivered: PerDir<Option<(Instant, Rate)>>,
     from_shaper: PerDir<bool>,
     throughput: PerDir<Rate>,
     cake_backlog: PerDir<Option<u64>>,
@@ -499,6 +519,8 @@ impl<L: Law> Agent<L> {
             },
             meters: PerDir::default(),
             shaper_meters: PerDir::default(),
+            delivered_meters: PerDir::default(),
+            delivered: PerDir::both(None),
             from_shaper: PerDir::both(false),
             throughput: PerDir::both(Rate::ZERO),
             cake_backlog: PerDir::both(None),
@@ -724,7 +746,8 @@ impl<L: Law> Agent<L> {
 
     /// Which readings to make now. Call at every wake-up before [`Agent::handle_timeout`]; read
     /// what it names and report with [`Agent::handle_counter`] and
-    /// [`Agent::handle_cake_stats`] at the same `now`. With CAKE's statistics on, both are
+    /// [`Agent::handle_cake_stats`] at the same `now`, a delivered-bytes counter
+    /// ([`Agent::handle_delivered`]) before both. With CAKE's statistics on, all are
     /// asked for right before each control step; otherwise counters every
     /// `readings.counter_interval` (and a direction whose throughput comes from the shaper's
     /// own sent bytes needs no counter).
@@ -737,6 +760,7 @@ impl<L: Law> Agent<L> {
             Reads {
                 passive: step && self.cfg.controller.delay_source.passive(),
                 counters: PerDir::new(step && !self.from_shaper.down, step && !self.from_shaper.up),
+                delivered: PerDir::new(step && rp.delivered.down, step && rp.delivered.up),
                 cake_stats: step
                     && now >= self.cake_retry
                     && self.cake_last.is_none_or(|l| {
@@ -748,10 +772,36 @@ impl<L: Law> Agent<L> {
             let c = now >= self.next_counter;
             Reads {
                 counters: PerDir::both(c),
+                delivered: PerDir::new(c && rp.delivered.down, c && rp.delivered.up),
                 cake_stats: false,
                 passive: now >= self.engine.next_wakeup()
                     && self.cfg.controller.delay_source.passive(),
             }
+        }
+    }
+
+    /// A reading of `dir`'s cumulative delivered-bytes counter ([`ReadingParams::delivered`])
+    /// made at `now` (`None`: the read failed; the throughput is then the direction's own
+    /// alone). Call for each direction [`Agent::reads_due`] names, before that direction's
+    /// [`Agent::handle_counter`] or [`Agent::handle_cake_stats`] at the same `now`: the rate
+    /// it measures counts only for the throughput reading made at the same instant.
+    pub fn handle_delivered(&mut self, now: Instant, dir: Direction, bytes: Option<u64>) {
+        let now = self.clock(now);
+        self.delivered[dir] = match bytes {
+            Some(b) => self.delivered_meters[dir].update(now, b).map(|r| (now, r)),
+            None => {
+                self.delivered_meters[dir].reset();
+                None
+            }
+        };
+    }
+
+    /// `rate`, the throughput of `dir` measured at `now`, or the link's delivery over the same
+    /// interval where that was more (read at the same instant; taken once).
+    fn with_delivered(&mut self, now: Instant, dir: Direction, rate: Rate) -> Rate {
+        match self.delivered[dir].take() {
+            Some((at, d)) if at == now => rate.max(d),
+            _ => rate,
         }
     }
 
@@ -762,6 +812,7 @@ impl<L: Law> Agent<L> {
         self.next_counter = now.saturating_add(self.cfg.readings.counter_interval);
         if let Some(b) = bytes {
             if let Some(rate) = self.meters[dir].update(now, b) {
+                let rate = self.with_delivered(now, dir, rate);
                 self.throughput[dir] = rate;
                 self.feed(now, Sample::Throughput { dir, rate });
             }
@@ -792,6 +843,7 @@ impl<L: Law> Agent<L> {
                         Some(b) => {
                             self.from_shaper[dir] = true;
                             if let Some(rate) = self.shaper_meters[dir].update(now, b) {
+                                let rate = self.with_delivered(now, dir, rate);
                                 self.throughput[dir] = rate;
                                 self.feed(now, Sample::Throughput { dir, rate });
                             }

@@ -1036,3 +1036,70 @@ fn probes_and_steps_of_equal_periods_share_wake_ups_through_lateness_and_a_stall
         "{wakes} wake-ups for {steps} steps and {probes} probes"
     );
 }
+
+/// An agent whose download reads a delivered-bytes counter beside CAKE's sent bytes, fed by
+/// hand: `(delivered, sent)` cumulative bytes at 0, 50 and 100 ms, each direction's reads made
+/// at one instant per step as a shell makes them.
+fn delivered_beside(steps: &[(Option<u64>, u64)], delivered_at_step: bool) -> Vec<Rate> {
+    let cc = Config::with_range(
+        PerDir::new(mbit(5.0), mbit(2.0)),
+        PerDir::new(mbit(150.0), mbit(50.0)),
+    );
+    let mut cfg = AgentConfig::new(cc, three_honest().iter().map(|r| r.spec).collect(), ANCHOR);
+    cfg.readings.delivered.down = true;
+    let mut a = Agent::new(cfg, purple(), Instant::ZERO).expect("valid config");
+    let mut out = Vec::new();
+    for (k, &(delivered, sent)) in steps.iter().enumerate() {
+        let t = Instant::from_millis(50 * k as u64);
+        let r = a.reads_due(t);
+        assert!(r.delivered.down && !r.delivered.up, "{r:?}");
+        // Made a microsecond early: not the same reading as the throughput's.
+        let at = if delivered_at_step {
+            t
+        } else {
+            Instant::from_nanos(t.as_nanos().saturating_sub(1_000))
+        };
+        a.handle_delivered(at, Direction::Down, delivered);
+        let cake = |b: u64| CakeCounters {
+            backlog_bytes: 0,
+            drops: 0,
+            ecn_marks: 0,
+            sent_bytes: Some(b),
+        };
+        let st = PerDir::new(Some(cake(sent)), Some(cake(0)));
+        a.handle_cake_stats(t, Ok::<_, std::convert::Infallible>(st));
+        a.handle_timeout(t);
+        out.push(a.throughput(Direction::Down));
+    }
+    out
+}
+
+#[test]
+fn the_links_delivery_above_cakes_sent_bytes_is_the_throughput_and_below_it_is_not() {
+    // 50 ms steps: 625,000 bytes is 100 Mbit/s.
+    let got = delivered_beside(
+        &[
+            (Some(0), 0),
+            // The link delivered 120 Mbit/s while CAKE sent 100: the delivery counts.
+            (Some(750_000), 625_000),
+            // The link delivered 80 while CAKE sent 100 (draining its backlog): CAKE's counts.
+            (Some(1_250_000), 1_250_000),
+        ],
+        true,
+    );
+    assert_eq!(got[1], Rate::from_bytes_per_s(15_000_000));
+    assert_eq!(got[2], Rate::from_bytes_per_s(12_500_000));
+}
+
+#[test]
+fn a_failed_or_stale_delivered_reading_leaves_cakes_sent_bytes_alone() {
+    let failed = delivered_beside(
+        &[(Some(0), 0), (None, 625_000), (Some(2_000_000), 1_250_000)],
+        true,
+    );
+    assert_eq!(failed[1], Rate::from_bytes_per_s(12_500_000));
+    // After a failed read the meter starts again: no rate from it at the next step.
+    assert_eq!(failed[2], Rate::from_bytes_per_s(12_500_000));
+    let stale = delivered_beside(&[(Some(0), 0), (Some(750_000), 625_000)], false);
+    assert_eq!(stale[1], Rate::from_bytes_per_s(12_500_000));
+}

@@ -126,6 +126,7 @@ impl Shell {
                 let mut ac = agent_config(agent_cfg, &server_addrs);
                 // Recording wants every step, as the daemon's log with `every_step`.
                 ac.log.every_step |= spec.record_decisions;
+                ac.readings.delivered.down = sc.deployment.download_delivered_beside();
                 Agent::new(ac, law, Instant::ZERO).ok()
             })
             .map(|agent| {
@@ -259,6 +260,12 @@ impl Shell {
         }
         let a = &mut self.agent;
         let r = a.reads_due(w);
+        // The radio's delivered bytes are what the router's WAN device receives.
+        for d in Direction::ALL {
+            if r.delivered[d] {
+                a.handle_delivered(w, d, sim.link(self.radio_links[d]).map(|m| m.tx_bytes));
+            }
+        }
         for d in Direction::ALL {
             if r.counters[d] {
                 a.handle_counter(w, d, sim.link(self.links[d]).map(|m| m.tx_bytes));
