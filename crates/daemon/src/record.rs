@@ -375,4 +375,18 @@ mod tests {
         assert_eq!(unhex("abc"), None);
         assert_eq!(unhex("zz"), None);
     }
+
+    #[test]
+    fn a_delivered_reading_is_one_line_that_reads_back() {
+        for bytes in [Some(123_456_789_u64), None] {
+            let i = Input::Delivered {
+                t_ns: 50_000_000,
+                dir: Direction::Down,
+                bytes,
+            };
+            let line = serde_json::to_string(&i).unwrap();
+            assert!(line.contains("\"input\":\"delivered\""), "{line}");
+            assert_eq!(serde_json::from_str::<Input>(&line).unwrap(), i);
+        }
+    }
 }
