@@ -43,7 +43,7 @@ fn payload(u: &mut Unstructured) -> Result<Payload> {
 }
 
 fn op(u: &mut Unstructured) -> Result<Op> {
-    Ok(match u.int_in_range(0..=15)? {
+    Ok(match u.int_in_range(0..=16)? {
         0..=5 => Op::Advance(match u.int_in_range(0..=2)? {
             0 => u.int_in_range(0..=2_000)?,
             1 => u.int_in_range(0..=200_000)?,
@@ -69,6 +69,7 @@ fn op(u: &mut Unstructured) -> Result<Op> {
             u.arbitrary()?,
         ),
         14 => Op::Passive(u.arbitrary()?, u.arbitrary()?, u.arbitrary()?),
+        15 => Op::Delivered(u.arbitrary()?),
         _ => {
             if u.arbitrary()? {
                 Op::SendFailed(u.arbitrary()?)

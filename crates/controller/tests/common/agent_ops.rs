@@ -56,6 +56,9 @@ pub enum Op {
     /// The next counter readings of a direction add this many bytes (wrapping: a counter reset
     /// or a 32-bit wrap), or fail.
     Counter(bool, Option<u64>),
+    /// The next readings of the download's delivered-bytes counter (read beside CAKE's sent
+    /// bytes) add this many bytes (wrapping), or fail.
+    Delivered(Option<u64>),
     /// The next CAKE statistics read: these counters, or an error.
     Stats(Option<(u64, u64, u64, Option<u64>)>),
     /// A radio reading (the simulator's radio metrics), any values.
@@ -79,6 +82,9 @@ pub struct Harness {
     anchor: WallAnchor,
     counters: PerDir<Option<u64>>,
     counter_step: PerDir<Option<u64>>,
+    /// The download's delivered-bytes counter and what each reading adds (`None`: it fails).
+    delivered: Option<u64>,
+    delivered_step: Option<u64>,
     stats: Option<(u64, u64, u64, Option<u64>)>,
     actuator_fails: bool,
     /// Probes sent per reflector, latest last (at most 8 kept).
@@ -124,6 +130,8 @@ impl Harness {
         };
         let mut cfg = AgentConfig::new(cc, specs.clone(), anchor);
         cfg.probe.active = REFLECTORS;
+        // The download reads the link's delivery beside its throughput, as the daemon does.
+        cfg.readings.delivered = PerDir::new(true, false);
         let kinds: Vec<LawKind> = LawKind::ALL
             .iter()
             .copied()
@@ -141,6 +149,8 @@ impl Harness {
             anchor,
             counters: PerDir::both(Some(0)),
             counter_step: PerDir::both(Some(1_000_000)),
+            delivered: Some(0),
+            delivered_step: Some(1_200_000),
             stats: Some((30_000, 0, 0, None)),
             actuator_fails: false,
             sent: vec![Vec::new(); REFLECTORS],
@@ -252,6 +262,7 @@ impl Harness {
                 };
                 self.counter_step[d] = *step;
             }
+            Op::Delivered(step) => self.delivered_step = *step,
             Op::Stats(s) => self.stats = *s,
             Op::Radio(down, backlog, packets, drops, sojourn_us, cap) => {
                 let r = RadioReading {
@@ -287,6 +298,18 @@ impl Harness {
     /// Answers the readings due now from the harness's counters and statistics.
     fn readings(&mut self) {
         let r = self.agent.reads_due(self.now);
+        for d in Direction::ALL {
+            if r.delivered[d] {
+                let v = match (self.delivered, self.delivered_step) {
+                    (Some(c), Some(s)) => Some(c.wrapping_add(s)),
+                    _ => None,
+                };
+                if v.is_some() {
+                    self.delivered = v;
+                }
+                self.agent.handle_delivered(self.now, d, v);
+            }
+        }
         for d in Direction::ALL {
             if r.counters[d] {
                 let v = match (self.counters[d], self.counter_step[d]) {
