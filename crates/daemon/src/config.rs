@@ -1043,37 +1043,23 @@ mod tests {
 
     #[test]
     fn the_downloads_delivery_is_read_on_the_wan_device_unless_turned_off() {
+        let anchor = WallAnchor {
+            at: qdisc::Instant::ZERO,
+            wall_us: 0,
+        };
+        let delivered = |c: &DaemonConfig| c.agent_config(false, 1, anchor).readings.delivered;
         let c = DaemonConfig::parse("").unwrap();
         assert_eq!(c.download.0.delivered_device(), Some("wan"));
         assert_eq!(c.download.0.delivered_counter, Counter::Rx);
         assert_eq!(c.upload.0.delivered_device(), None);
-        let r = c
-            .agent_config(
-                false,
-                1,
-                WallAnchor {
-                    at: qdisc::Instant::ZERO,
-                    wall_us: 0,
-                },
-            )
-            .readings;
-        assert_eq!((r.delivered.down, r.delivered.up), (true, false));
+        let r = delivered(&c);
+        assert_eq!((r.down, r.up), (true, false));
         // It follows the upload's device, and "" turns it off.
         let c = DaemonConfig::parse("[upload]\ninterface = \"eth1\"\n").unwrap();
         assert_eq!(c.download.0.delivered_device(), Some("eth1"));
         let c = DaemonConfig::parse("[download]\ndelivered_interface = \"\"\n").unwrap();
         assert_eq!(c.download.0.delivered_device(), None);
-        let r = c
-            .agent_config(
-                false,
-                1,
-                WallAnchor {
-                    at: qdisc::Instant::ZERO,
-                    wall_us: 0,
-                },
-            )
-            .readings;
-        assert!(!r.delivered.down);
+        assert!(!delivered(&c).down);
         let e = DaemonConfig::parse("[download]\ndelivered_interface = \"a/b\"\n").unwrap_err();
         assert_eq!(e.option, "download.delivered_interface");
     }
