@@ -869,15 +869,17 @@ mod tests {
             "--link-of radio: radio is deployed as the lab cannot play it: download shaped in \
              front of the radio, throughput read from the radio's delivered bytes (the lab: \
              download shaped at the router after the radio, throughput read from CAKE's sent \
-             bytes); --home-router plays the link as a home router, as the lab deploys every link"
+             bytes and, for a download shaped at the router, the WAN device's received bytes); \
+             --home-router plays the link as a home router, as the lab deploys every link"
         );
         let e = refused("starlink-no-probes", false);
         assert!(
             e.starts_with(
                 "--link-of starlink-no-probes: starlink-no-probes is deployed as the lab cannot \
                  play it: throughput read from the radio's delivered bytes, every probe lost \
-                 (the lab: throughput read from CAKE's sent bytes, probes queued with the data \
-                 and answered); --home-router plays the link as a home router, as the lab \
+                 (the lab: throughput read from CAKE's sent bytes and, for a download shaped at \
+                 the router, the WAN device's received bytes, probes queued with the data and \
+                 answered); --home-router plays the link as a home router, as the lab \
                  deploys every link, but keeps its probe path; the lab plays no probe path but \
                  its own: its --fault icmp-apart and --fault no-icmp-echo are near"
             ),

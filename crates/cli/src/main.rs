@@ -317,7 +317,8 @@ struct LabRunArgs {
     #[arg(long, value_name = "NAME")]
     link_of: Option<String>,
     /// With --link-of: play section C's scenario deployed as a home router (the download
-    /// shaped at the router after the radio, throughput read from CAKE's sent bytes), as
+    /// shaped at the router after the radio, throughput read from CAKE's sent bytes and the
+    /// WAN device's received bytes), as
     /// `purple demo --home-router` deploys it in the simulator. A probe path other than the
     /// lab's (starlink-icmp-apart, starlink-no-probes) stays refused.
     #[arg(long, requires = "link_of", conflicts_with_all = ["scenario", "link"])]

@@ -116,7 +116,8 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
             "--link-of att-lte: att-lte is deployed as the lab cannot play it: download shaped \
              in front of the radio, throughput read from the radio's delivered bytes (the lab: \
              download shaped at the router after the radio, throughput read from CAKE's sent \
-             bytes); --home-router plays the link as a home router"
+             bytes and, for a download shaped at the router, the WAN device's received bytes); \
+             --home-router plays the link as a home router"
         ),
         "{err}"
     );
