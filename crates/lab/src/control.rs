@@ -62,7 +62,8 @@ impl ControlTrace {
 }
 
 /// The daemon's configuration for the lab: both directions on the router bridge's control
-/// socket `socket` (download = bridge ingress, counter `r0` tx; upload = egress, `r1` tx),
+/// socket `socket` (download = bridge ingress, counter `r0` tx, the link's delivery `r1` rx,
+/// what the emulated radio handed the router; upload = egress, `r1` tx),
 /// `reflectors` (the daemon's syntax: `udp:ADDR:PORT`, `echo:ADDR`), 20 probes/s in all, the
 /// delay source `delay_source`, every step logged to `log`.
 pub fn config_toml(
@@ -81,6 +82,7 @@ pub fn config_toml(
          delay_source = {src}\n\
          counter_interval_ms = 100\n\n\
          [download]\ninterface = \"r0\"\ncounter = \"tx\"\n\
+         delivered_interface = \"r1\"\ndelivered_counter = \"rx\"\n\
          min_mbit = {dmin}\nbase_mbit = {dbase}\nmax_mbit = {dmax}\n\n\
          [upload]\ninterface = \"r1\"\ncounter = \"tx\"\n\
          min_mbit = {umin}\nbase_mbit = {ubase}\nmax_mbit = {umax}\n\n\

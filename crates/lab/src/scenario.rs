@@ -587,7 +587,8 @@ fn bits(mbit: f64) -> u64 {
 /// Where the lab deploys the shaper and its controller, on every scenario: a home router's
 /// ([`Deployment::HOME_ROUTER`]). The router's bridge shapes both ways, the download after the
 /// link emulator (the radio); a `purple control` daemon reads throughput from the bridge's
-/// CAKE statistics; probes queue with the data and are answered. The lab has no other: a
+/// CAKE statistics and, for the download, the bytes the bridge's WAN side (`r1`) received
+/// beside them ([`crate::control::config_toml`]); probes queue with the data and are answered. The lab has no other: a
 /// link-level scenario deployed otherwise is refused ([`Scenario::for_link_scenario`],
 /// [`LabPlayError::Deployment`]; `purple lab run --link-of NAME` plays section C's scenario
 /// only where it is deployed so, or with `--home-router` as one).

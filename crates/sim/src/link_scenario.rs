@@ -135,7 +135,7 @@ impl LinkScenario {
     /// scenario deployed so already is returned unchanged.
     #[must_use]
     pub fn as_home_router(mut self) -> LinkScenario {
-        if !(self.shaper_at_router() && self.deployment.throughput == ThroughputFrom::Router) {
+        if !self.deployment.download_delivered_beside() {
             self.deployment.shaper = ShaperAt::Router;
             self.deployment.throughput = ThroughputFrom::Router;
             self.link.description = format!(
