@@ -451,7 +451,8 @@ pub fn refusal(text: &str) -> Option<String> {
 /// Reads CAKE's counters from a `stats --json` answer: a JSON array of per-direction objects,
 /// each with a `purple.direction` naming its direction in either spelling ([`DirNames`]), and,
 /// where the stage is a qdisc, tc's `"backlog"` (bytes) and `"drops"` (packets), for CAKE
-/// `"tins"` each with `"ecn_mark"` (summed), and the bridge's `purple.tx_wire_bytes`. A
+/// `"tins"` each with `"ecn_mark"` (summed), and the bridge's `purple.tx_wire_bytes` and
+/// `purple.rx_wire_bytes`. A
 /// direction whose object lacks `"backlog"` (a stage that is no qdisc) is `None`: unknown, not
 /// an empty queue. Errors: an `error: ...` answer, not JSON, not an array.
 pub fn parse_stats_counters(text: &str) -> Result<PerDir<Option<CakeCounters>>, ResponseError> {
@@ -480,6 +481,7 @@ pub fn parse_stats_counters(text: &str) -> Result<PerDir<Option<CakeCounters>>, 
             drops: o["drops"].as_u64().unwrap_or(0),
             ecn_marks: ecn,
             sent_bytes: o["purple"]["tx_wire_bytes"].as_u64(),
+            arrived_bytes: o["purple"]["rx_wire_bytes"].as_u64(),
         });
     }
     Ok(out)

@@ -57,7 +57,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(d, s)| Op::Counter(d, s)),
         1 => proptest::option::of(prop_oneof![0u64..10_000_000, any::<u64>()])
             .prop_map(Op::Delivered),
-        1 => proptest::option::of((any::<u64>(), any::<u64>(), any::<u64>(), any::<Option<u64>>()))
+        1 => proptest::option::of((any::<u64>(), any::<u64>(), any::<u64>(), any::<Option<u64>>(), any::<Option<u64>>()))
             .prop_map(Op::Stats),
         1 => (any::<bool>(), any::<u64>(), any::<u32>(), any::<u64>(), any::<u64>(), any::<Option<u64>>())
             .prop_map(|(d, b, p, dr, s, c)| Op::Radio(d, b, p, dr, s, c)),

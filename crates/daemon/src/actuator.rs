@@ -73,6 +73,9 @@ impl Actuator for Netlink {
                 // The qdisc's own sent bytes: the agent then measures this direction's
                 // throughput from them and reads no interface counter for it.
                 sent_bytes: s.sent_bytes,
+                // Kernel CAKE reports no bytes arrived (its drops only as packets): a
+                // download's delivery comes from the WAN device's counter.
+                arrived_bytes: None,
             });
         }
         Ok(out)

@@ -108,7 +108,9 @@ pub struct DirConfig {
     /// egress) that is the WAN device's received bytes: CAKE's sent bytes never exceed its
     /// rate, so a link that delivered more shows it only there. Default: for the download the
     /// upload's `interface` (the WAN device), for the upload none (its shaper sits before the
-    /// link, where what arrives is the senders' demand). `""`: none.
+    /// link, where what arrives is the senders' demand). `""`: none. A shaper that reports the
+    /// bytes that arrived at it (`purple bridge`'s `rx_wire_bytes`) is read instead, and the
+    /// device is not read then.
     pub delivered_interface: Option<String>,
     /// Which counter of `delivered_interface`: `"rx"` (default) or `"tx"`.
     pub delivered_counter: Counter,

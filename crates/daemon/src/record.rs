@@ -27,6 +27,9 @@ pub struct CakeRec {
     pub ecn_marks: u64,
     /// Shaper's sent bytes.
     pub sent_bytes: Option<u64>,
+    /// Bytes that arrived at the shaper (absent in recordings made before stop 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrived_bytes: Option<u64>,
 }
 
 impl From<CakeCounters> for CakeRec {
@@ -36,6 +39,7 @@ impl From<CakeCounters> for CakeRec {
             drops: c.drops,
             ecn_marks: c.ecn_marks,
             sent_bytes: c.sent_bytes,
+            arrived_bytes: c.arrived_bytes,
         }
     }
 }
@@ -47,6 +51,7 @@ impl From<CakeRec> for CakeCounters {
             drops: c.drops,
             ecn_marks: c.ecn_marks,
             sent_bytes: c.sent_bytes,
+            arrived_bytes: c.arrived_bytes,
         }
     }
 }
@@ -388,5 +393,35 @@ mod tests {
             assert!(line.contains("\"input\":\"delivered\""), "{line}");
             assert_eq!(serde_json::from_str::<Input>(&line).unwrap(), i);
         }
+    }
+
+    #[test]
+    fn cake_statistics_carry_the_arrivals_and_older_lines_without_them_read_back() {
+        let rec = |arrived_bytes| CakeRec {
+            backlog_bytes: 3_000,
+            drops: 2,
+            ecn_marks: 1,
+            sent_bytes: Some(625_000),
+            arrived_bytes,
+        };
+        let i = Input::CakeStats {
+            t_ns: 50_000_000,
+            ok: Some([Some(rec(Some(750_000))), None]),
+            error: None,
+        };
+        let line = serde_json::to_string(&i).unwrap();
+        assert!(line.contains("\"arrived_bytes\":750000"), "{line}");
+        assert_eq!(serde_json::from_str::<Input>(&line).unwrap(), i);
+        assert_eq!(
+            CakeCounters::from(rec(Some(750_000))).arrived_bytes,
+            Some(750_000)
+        );
+        // A recording made before the field existed: no key, read as not reported.
+        let old = line.replace(",\"arrived_bytes\":750000", "");
+        assert!(!old.contains("arrived"), "{old}");
+        let Input::CakeStats { ok, .. } = serde_json::from_str::<Input>(&old).unwrap() else {
+            panic!("{old}")
+        };
+        assert_eq!(ok, Some([Some(rec(None)), None]));
     }
 }

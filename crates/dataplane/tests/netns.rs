@@ -237,6 +237,7 @@ fn assert_accounting(s: &BridgeStats) {
         assert!(q.is_balanced(), "{q:?}");
         assert_eq!(d.tx_errors, 0, "{d:?}");
         assert!(d.tx_wire_bytes >= d.tx_bytes, "{d:?}");
+        assert!(d.rx_wire_bytes >= d.rx_bytes, "{d:?}");
     }
 }
 
@@ -438,6 +439,14 @@ fn cake_no_split_gso_sends_super_packets_whole_and_still_shapes() {
     let (wire, handed) = (s.egress.tx_wire_bytes as f64, s.egress.tx_bytes as f64);
     assert!(
         wire > handed * 1.01 && wire < handed * 1.1,
+        "{:?}",
+        s.egress
+    );
+    // The same frames arrived as they left: received in the same wire units, they are at
+    // least what was sent (the rest is still queued), by the same margin over the bytes read.
+    let (rx_wire, read) = (s.egress.rx_wire_bytes as f64, s.egress.rx_bytes as f64);
+    assert!(
+        rx_wire >= wire && rx_wire > read * 1.01 && rx_wire < read * 1.1,
         "{:?}",
         s.egress
     );

@@ -268,6 +268,13 @@ pub struct CakeCounters {
     /// interface counter, which counts a GSO super-packet's headers once (about 4% less at a
     /// 1500-byte MTU, read as a standing deficit in the lab).
     pub sent_bytes: Option<u64>,
+    /// Bytes that arrived at the shaper so far, in the units of `sent_bytes` (`purple
+    /// bridge`'s `rx_wire_bytes`: received frames on the wire, a GRO super-packet as the
+    /// segments it carries), where it reports them. For a direction whose delivery is read
+    /// beside CAKE's sent bytes ([`ReadingParams::delivered`]) this is that delivery, and no
+    /// delivered-bytes counter is read for it ([`Agent::reads_due`]): an interface counter
+    /// counts a super-packet's headers once, about 4% less than the shaper charges.
+    pub arrived_bytes: Option<u64>,
 }
 
 /// The radio's queue metrics for one direction, where a modem exposes them.
@@ -468,6 +475,10 @@ pub struct Agent<L: Law> {
     /// The delivered-bytes counters' meters and their latest rate with its reading time.
     delivered_meters: PerDir<RateMeter>,
     delivered: PerDir<Option<(Instant, Rate)>>,
+    /// The meters of the shaper's own arrival counts ([`CakeCounters::arrived_bytes`]), and
+    /// whether the last statistics read gave them for a direction whose delivery is read.
+    arrived_meters: PerDir<RateMeter>,
+    arrivals_from_shaper: PerDir<bool>,
     from_shaper: PerDir<bool>,
     throughput: PerDir<Rate>,
     cake_backlog: PerDir<Option<u64>>,
@@ -521,6 +532,8 @@ impl<L: Law> Agent<L> {
             shaper_meters: PerDir::default(),
             delivered_meters: PerDir::default(),
             delivered: PerDir::both(None),
+            arrived_meters: PerDir::default(),
+            arrivals_from_shaper: PerDir::both(false),
             from_shaper: PerDir::both(false),
             throughput: PerDir::both(Rate::ZERO),
             cake_backlog: PerDir::both(None),
@@ -760,7 +773,10 @@ impl<L: Law> Agent<L> {
             Reads {
                 passive: step && self.cfg.controller.delay_source.passive(),
                 counters: PerDir::new(step && !self.from_shaper.down, step && !self.from_shaper.up),
-                delivered: PerDir::new(step && rp.delivered.down, step && rp.delivered.up),
+                delivered: PerDir::new(
+                    step && rp.delivered.down && !self.arrivals_from_shaper.down,
+                    step && rp.delivered.up && !self.arrivals_from_shaper.up,
+                ),
                 cake_stats: step
                     && now >= self.cake_retry
                     && self.cake_last.is_none_or(|l| {
@@ -794,6 +810,26 @@ impl<L: Law> Agent<L> {
                 None
             }
         };
+    }
+
+    /// The shaper's cumulative arrival count for `dir` read at `now` (`None`: not reported,
+    /// or the read failed). Where `dir`'s delivery is read ([`ReadingParams::delivered`]) it
+    /// is that delivery, in place of the counter's; when it stops being reported, the counter
+    /// is read again from the next step, over a fresh meter.
+    fn take_arrivals(&mut self, now: Instant, dir: Direction, arrived: Option<u64>) {
+        match arrived {
+            Some(a) if self.cfg.readings.delivered[dir] => {
+                self.arrivals_from_shaper[dir] = true;
+                self.delivered[dir] = self.arrived_meters[dir].update(now, a).map(|r| (now, r));
+            }
+            _ if self.arrivals_from_shaper[dir] => {
+                self.arrivals_from_shaper[dir] = false;
+                self.arrived_meters[dir].reset();
+                self.delivered_meters[dir].reset();
+                self.delivered[dir] = None;
+            }
+            _ => {}
+        }
     }
 
     /// `rate`, the throughput of `dir` measured at `now`, or the link's delivery over the same
@@ -839,6 +875,7 @@ impl<L: Law> Agent<L> {
                 }
                 for dir in Direction::ALL {
                     self.cake_backlog[dir] = st[dir].map(|c| c.backlog_bytes);
+                    self.take_arrivals(now, dir, st[dir].and_then(|c| c.arrived_bytes));
                     match st[dir].and_then(|c| c.sent_bytes) {
                         Some(b) => {
                             self.from_shaper[dir] = true;
@@ -870,6 +907,7 @@ impl<L: Law> Agent<L> {
                 self.cake_retry = now.saturating_add(self.cfg.readings.cake_stats_retry);
                 self.cake_backlog = PerDir::both(None);
                 for dir in Direction::ALL {
+                    self.take_arrivals(now, dir, None);
                     self.from_shaper[dir] = false;
                     self.shaper_meters[dir].reset();
                 }

@@ -1061,10 +1061,8 @@ fn delivered_beside(steps: &[(Option<u64>, u64)], delivered_at_step: bool) -> Ve
         };
         a.handle_delivered(at, Direction::Down, delivered);
         let cake = |b: u64| CakeCounters {
-            backlog_bytes: 0,
-            drops: 0,
-            ecn_marks: 0,
             sent_bytes: Some(b),
+            ..CakeCounters::default()
         };
         let st = PerDir::new(Some(cake(sent)), Some(cake(0)));
         a.handle_cake_stats(t, Ok::<_, std::convert::Infallible>(st));
@@ -1102,4 +1100,64 @@ fn a_failed_or_stale_delivered_reading_leaves_cakes_sent_bytes_alone() {
     assert_eq!(failed[2], Rate::from_bytes_per_s(12_500_000));
     let stale = delivered_beside(&[(Some(0), 0), (Some(750_000), 625_000)], false);
     assert_eq!(stale[1], Rate::from_bytes_per_s(12_500_000));
+}
+
+/// The same agent fed by a shaper that reports its arrivals (`purple bridge`'s
+/// `rx_wire_bytes`): `(arrived, sent)` cumulative bytes per 50 ms step. Returns, per step,
+/// whether the agent asked for the delivered-bytes counter and the download's throughput.
+fn arrivals_beside(steps: &[(Option<u64>, u64)]) -> Vec<(bool, Rate)> {
+    let cc = Config::with_range(
+        PerDir::new(mbit(5.0), mbit(2.0)),
+        PerDir::new(mbit(150.0), mbit(50.0)),
+    );
+    let mut cfg = AgentConfig::new(cc, three_honest().iter().map(|r| r.spec).collect(), ANCHOR);
+    cfg.readings.delivered.down = true;
+    let mut a = Agent::new(cfg, purple(), Instant::ZERO).expect("valid config");
+    let mut out = Vec::new();
+    for (k, &(arrived, sent)) in steps.iter().enumerate() {
+        let t = Instant::from_millis(50 * k as u64);
+        let r = a.reads_due(t);
+        assert!(r.cake_stats && !r.delivered.up, "{r:?}");
+        let st = PerDir::new(
+            Some(CakeCounters {
+                sent_bytes: Some(sent),
+                arrived_bytes: arrived,
+                ..CakeCounters::default()
+            }),
+            // The upload reports arrivals too, but its delivery is not read: ignored.
+            Some(CakeCounters {
+                sent_bytes: Some(0),
+                arrived_bytes: Some(10_000_000 * k as u64),
+                ..CakeCounters::default()
+            }),
+        );
+        a.handle_cake_stats(t, Ok::<_, std::convert::Infallible>(st));
+        a.handle_timeout(t);
+        // The upload's throughput is its sent bytes alone (none), whatever arrived.
+        assert_eq!(a.throughput(Direction::Up), Rate::ZERO, "step {k}");
+        out.push((r.delivered.down, a.throughput(Direction::Down)));
+    }
+    out
+}
+
+#[test]
+fn a_shaper_that_reports_its_arrivals_replaces_the_delivered_counter() {
+    // 625,000 bytes per 50 ms is 100 Mbit/s.
+    let got = arrivals_beside(&[
+        (Some(0), 0),
+        // 120 Mbit/s arrived while CAKE sent 100: the arrivals count, and from now on no
+        // counter is asked for.
+        (Some(750_000), 625_000),
+        // 80 arrived while CAKE sent 100 (draining its backlog): CAKE's sent bytes count.
+        (Some(1_250_000), 1_250_000),
+        // The shaper stops reporting arrivals: CAKE's sent bytes alone, and the counter is
+        // asked for again from the next step.
+        (None, 1_875_000),
+        (None, 2_500_000),
+    ]);
+    let asked: Vec<bool> = got.iter().map(|g| g.0).collect();
+    assert_eq!(asked, [true, false, false, false, true]);
+    assert_eq!(got[1].1, Rate::from_bytes_per_s(15_000_000));
+    assert_eq!(got[2].1, Rate::from_bytes_per_s(12_500_000));
+    assert_eq!(got[3].1, Rate::from_bytes_per_s(12_500_000));
 }

@@ -269,7 +269,7 @@ fn answers_are_read_as_the_request_expects() {
 
 /// What `purple bridge --egress "cake ..." --ingress "cake ..."` answers to `stats --json`
 /// (abridged: tc's keys that matter plus the `purple` object), egress first.
-const BRIDGE_STATS: &str = r#"[{"kind":"cake","handle":"0:","root":true,"bytes":123,"packets":4,"drops":7,"overlimits":0,"requeues":0,"backlog":4542,"qlen":3,"tins":[{"sent_bytes":1,"drops":5,"ecn_mark":2},{"sent_bytes":0,"drops":2,"ecn_mark":9}],"dev":"wan0","purple":{"direction":"egress","rx_packets":4}},{"kind":"cake","handle":"0:","root":true,"drops":0,"backlog":0,"qlen":0,"tins":[{"ecn_mark":0}],"dev":"lan0","purple":{"direction":"ingress","tx_wire_bytes":9000}}]
+const BRIDGE_STATS: &str = r#"[{"kind":"cake","handle":"0:","root":true,"bytes":123,"packets":4,"drops":7,"overlimits":0,"requeues":0,"backlog":4542,"qlen":3,"tins":[{"sent_bytes":1,"drops":5,"ecn_mark":2},{"sent_bytes":0,"drops":2,"ecn_mark":9}],"dev":"wan0","purple":{"direction":"egress","rx_packets":4}},{"kind":"cake","handle":"0:","root":true,"drops":0,"backlog":0,"qlen":0,"tins":[{"ecn_mark":0}],"dev":"lan0","purple":{"direction":"ingress","tx_wire_bytes":9000,"rx_wire_bytes":9600}}]
 "#;
 
 #[test]
@@ -282,12 +282,14 @@ fn stats_counters_map_egress_to_upload_and_sum_tin_ecn_marks() {
             drops: 7,
             ecn_marks: 11,
             sent_bytes: None,
+            arrived_bytes: None,
         })
     );
     assert_eq!(
         s.down,
         Some(CakeCounters {
             sent_bytes: Some(9000),
+            arrived_bytes: Some(9600),
             ..CakeCounters::default()
         })
     );

@@ -42,6 +42,10 @@ pub enum Payload {
     },
 }
 
+/// CAKE's counters as one statistics read reports them, both directions alike: backlog bytes,
+/// drops, ECN marks, sent bytes and arrived bytes.
+pub type StatsOp = (u64, u64, u64, Option<u64>, Option<u64>);
+
 /// One input.
 #[derive(Clone, Debug)]
 pub enum Op {
@@ -60,7 +64,7 @@ pub enum Op {
     /// bytes) add this many bytes (wrapping), or fail.
     Delivered(Option<u64>),
     /// The next CAKE statistics read: these counters, or an error.
-    Stats(Option<(u64, u64, u64, Option<u64>)>),
+    Stats(Option<StatsOp>),
     /// A radio reading (the simulator's radio metrics), any values.
     Radio(bool, u64, u32, u64, u64, Option<u64>),
     /// A passive reading, any queue values.
@@ -85,7 +89,7 @@ pub struct Harness {
     /// The download's delivered-bytes counter and what each reading adds (`None`: it fails).
     delivered: Option<u64>,
     delivered_step: Option<u64>,
-    stats: Option<(u64, u64, u64, Option<u64>)>,
+    stats: Option<StatsOp>,
     actuator_fails: bool,
     /// Probes sent per reflector, latest last (at most 8 kept).
     sent: Vec<Vec<(SocketKind, Vec<u8>)>>,
@@ -151,7 +155,7 @@ impl Harness {
             counter_step: PerDir::both(Some(1_000_000)),
             delivered: Some(0),
             delivered_step: Some(1_200_000),
-            stats: Some((30_000, 0, 0, None)),
+            stats: Some((30_000, 0, 0, None, None)),
             actuator_fails: false,
             sent: vec![Vec::new(); REFLECTORS],
             min,
@@ -324,12 +328,15 @@ impl Harness {
         }
         if r.cake_stats {
             let read = match self.stats {
-                Some((backlog, drops, marks, sent)) => Ok(PerDir::both(Some(CakeCounters {
-                    backlog_bytes: backlog,
-                    drops,
-                    ecn_marks: marks,
-                    sent_bytes: sent,
-                }))),
+                Some((backlog, drops, marks, sent, arrived)) => {
+                    Ok(PerDir::both(Some(CakeCounters {
+                        backlog_bytes: backlog,
+                        drops,
+                        ecn_marks: marks,
+                        sent_bytes: sent,
+                        arrived_bytes: arrived,
+                    })))
+                }
                 None => Err("no statistics"),
             };
             self.agent.handle_cake_stats(self.now, read);

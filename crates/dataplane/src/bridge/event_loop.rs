@@ -171,6 +171,7 @@ impl<Q: Stage> Bridge<Q> {
                 d.stats.rx_bytes += len as u64;
                 if self.rx.trunc[k] {
                     d.stats.truncated += 1;
+                    d.stats.rx_wire_bytes += len as u64;
                     self.rx.bufs[k].clear();
                     continue;
                 }
@@ -178,6 +179,7 @@ impl<Q: Stage> Bridge<Q> {
                     p.on_frame(now, Side::FromWan, &self.rx.bufs[k]);
                 }
                 let h = VnetHdr::decode(&self.rx.hdrs[k]);
+                d.stats.rx_wire_bytes += crate::vnet::wire_len(&h, &self.rx.bufs[k]);
                 // Into a buffer sized to the frame (at most twice its length), or, for frames
                 // beyond the largest class, the receive slot's own buffer (see `pool`).
                 let data = match self.pool.for_frame(len) {

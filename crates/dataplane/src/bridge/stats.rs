@@ -14,6 +14,11 @@ pub struct DirStats {
     pub rx_packets: u64,
     /// Their bytes (Ethernet header on, virtio-net header off).
     pub rx_bytes: u64,
+    /// Their bytes on the wire: a received super-packet (GRO) counts as the segments it
+    /// carries, headers repeated per segment ([`crate::vnet::wire_len`]), in the units of
+    /// `tx_wire_bytes`. On the WAN side this is what the link delivered to us, before the
+    /// qdisc: `purple control` compares it with what CAKE sent.
+    pub rx_wire_bytes: u64,
     /// Frames handed to the qdisc.
     pub offered: u64,
     /// Frames forwarded unchanged without queueing because their virtio-net header had a GSO
@@ -53,6 +58,7 @@ impl DirStats {
     pub fn add(&mut self, o: &DirStats) {
         self.rx_packets += o.rx_packets;
         self.rx_bytes += o.rx_bytes;
+        self.rx_wire_bytes += o.rx_wire_bytes;
         self.offered += o.offered;
         self.bypassed += o.bypassed;
         self.truncated += o.truncated;
@@ -96,6 +102,7 @@ impl DirStats {
         json!({
             "direction": name,
             "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
+            "rx_wire_bytes": s.rx_wire_bytes,
             "offered": s.offered, "bypassed": s.bypassed, "truncated": s.truncated,
             "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
             "tx_wire_bytes": s.tx_wire_bytes, "rejoined": s.rejoined,

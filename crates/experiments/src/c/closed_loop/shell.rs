@@ -281,6 +281,9 @@ impl Shell {
                         drops: s.dropped_total().packets,
                         ecn_marks: s.ecn_marks,
                         sent_bytes: from_shaper.then_some(s.dequeued.bytes),
+                        // Kernel CAKE's statistics, as the daemon reads them: no arrivals (the
+                        // router's delivery is the WAN device's counter above).
+                        arrived_bytes: None,
                     }
                 })
             };
