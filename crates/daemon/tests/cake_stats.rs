@@ -169,19 +169,23 @@ fn cake_stats_interval_zero_never_asks_the_shaper() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn download_throughput_comes_from_the_bridges_wire_bytes_when_it_reports_them() {
-    let dir = scratch("cstats-wire");
+/// Runs the daemon for 1 s against a mock bridge whose ingress (download) CAKE reports, per
+/// `stats --json` read, `sent` more bytes sent and, where given, `arrived` more bytes arrived,
+/// with a backlog; the upload's CAKE reports nothing moving. Returns the median of the
+/// download throughputs (B/s) its decisions logged.
+fn download_throughput_median(name: &str, sent: u64, arrived: Option<u64>) -> f64 {
+    let dir = scratch(name);
     let (sock, log) = (dir.join("b.sock"), dir.join("c.jsonl"));
     let stop = Arc::new(AtomicBool::new(false));
-    // The ingress (download) shaper releases 62,500 bytes between reads (1.25 MB/s at the
-    // 50 ms step); the interface (lo) carries almost nothing.
-    let mut sent = 0u64;
+    let (mut tx, mut rx) = (0u64, 0u64);
     let stats = move || {
-        sent += 62_500;
+        tx += sent;
+        rx += arrived.unwrap_or(0);
+        let rx = arrived.map_or(String::new(), |_| format!(",\"rx_wire_bytes\":{rx}"));
         format!(
             "[{{\"kind\":\"cake\",\"drops\":0,\"backlog\":0,\"purple\":{{\"direction\":\"egress\"}}}},\
-             {{\"kind\":\"cake\",\"drops\":0,\"backlog\":9000,\"purple\":{{\"direction\":\"ingress\",\"tx_wire_bytes\":{sent}}}}}]\n"
+             {{\"kind\":\"cake\",\"drops\":0,\"backlog\":9000,\"purple\":{{\"direction\":\"ingress\",\
+             \"tx_wire_bytes\":{tx}{rx}}}}}]\n"
         )
     };
     let h = mock_bridge_with(&sock, stats, stop.clone());
@@ -191,64 +195,40 @@ fn download_throughput_comes_from_the_bridges_wire_bytes_when_it_reports_them() 
         .unwrap();
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
-    let lines = log_lines(&log);
-    let mut down: Vec<f64> = lines
+    let mut down: Vec<f64> = log_lines(&log)
         .iter()
         .filter(|l| l["event"] == "decision")
         .filter_map(|l| l["down"]["throughput"].as_f64())
         .filter(|&t| t > 0.0)
         .collect();
+    let _ = std::fs::remove_dir_all(&dir);
     down.sort_by(f64::total_cmp);
     assert!(down.len() >= 5, "{down:?}");
-    let median = down[down.len() / 2];
+    down[down.len() / 2]
+}
+
+#[test]
+fn download_throughput_comes_from_the_bridges_wire_bytes_when_it_reports_them() {
+    // The ingress (download) shaper releases 62,500 bytes between reads (1.25 MB/s at the
+    // 50 ms step); the interface (lo) carries almost nothing.
+    let median = download_throughput_median("cstats-wire", 62_500, None);
     // 62,500 bytes per step of ~50 ms; wide bounds for a loaded machine's timing.
     assert!(
         (0.5e6..=2.5e6).contains(&median),
         "download throughput {median} B/s is not the shaper's"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn download_delivery_comes_from_the_bridges_arrivals_when_it_reports_them() {
-    let dir = scratch("cstats-arrived");
-    let (sock, log) = (dir.join("b.sock"), dir.join("c.jsonl"));
-    let stop = Arc::new(AtomicBool::new(false));
-    // The ingress (download) shaper releases 62,500 bytes between reads (1.25 MB/s at the
-    // 50 ms step) while 250,000 arrive at it (5 MB/s: the link delivered more than our rate).
-    // The delivered interface (the default, the upload's `lo`) carries almost nothing.
-    let (mut sent, mut arrived) = (0u64, 0u64);
-    let stats = move || {
-        sent += 62_500;
-        arrived += 250_000;
-        format!(
-            "[{{\"kind\":\"cake\",\"drops\":0,\"backlog\":0,\"purple\":{{\"direction\":\"egress\"}}}},\
-             {{\"kind\":\"cake\",\"drops\":0,\"backlog\":9000,\"purple\":{{\"direction\":\"ingress\",\
-             \"tx_wire_bytes\":{sent},\"rx_wire_bytes\":{arrived}}}}}]\n"
-        )
-    };
-    let h = mock_bridge_with(&sock, stats, stop.clone());
-    let mut d = Daemon::new(config(&sock, &log, 50), false).unwrap();
-    let f = AtomicBool::new(false);
-    d.run(&f, &f, Some(qdisc::Duration::from_millis(1000)))
-        .unwrap();
-    stop.store(true, Ordering::Relaxed);
-    h.join().unwrap();
-    let lines = log_lines(&log);
-    let mut down: Vec<f64> = lines
-        .iter()
-        .filter(|l| l["event"] == "decision")
-        .filter_map(|l| l["down"]["throughput"].as_f64())
-        .filter(|&t| t > 0.0)
-        .collect();
-    down.sort_by(f64::total_cmp);
-    assert!(down.len() >= 5, "{down:?}");
-    let median = down[down.len() / 2];
-    // The arrivals (5 MB/s), not the sent bytes (1.25 MB/s) nor lo's counter; wide bounds
-    // for a loaded machine's timing.
+    // The shaper releases 62,500 bytes between reads (1.25 MB/s) while 250,000 arrive at it
+    // (5 MB/s: the link delivered more than our rate). The delivered interface (the default,
+    // the upload's `lo`) carries almost nothing.
+    let median = download_throughput_median("cstats-arrived", 62_500, Some(250_000));
+    // The arrivals, not the sent bytes nor lo's counter; wide bounds for a loaded machine's
+    // timing.
     assert!(
         (2.5e6..=10e6).contains(&median),
         "download throughput {median} B/s is not the bridge's arrivals"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1037,17 +1037,23 @@ fn probes_and_steps_of_equal_periods_share_wake_ups_through_lateness_and_a_stall
     );
 }
 
-/// An agent whose download reads a delivered-bytes counter beside CAKE's sent bytes, fed by
-/// hand: `(delivered, sent)` cumulative bytes at 0, 50 and 100 ms, each direction's reads made
-/// at one instant per step as a shell makes them.
-fn delivered_beside(steps: &[(Option<u64>, u64)], delivered_at_step: bool) -> Vec<Rate> {
+/// A PURPLE agent (download 5-150 Mbit/s, upload 2-50) whose download's delivery is read
+/// beside CAKE's sent bytes ([`ReadingParams::delivered`]).
+fn delivered_agent() -> Agent<Dyn> {
     let cc = Config::with_range(
         PerDir::new(mbit(5.0), mbit(2.0)),
         PerDir::new(mbit(150.0), mbit(50.0)),
     );
     let mut cfg = AgentConfig::new(cc, three_honest().iter().map(|r| r.spec).collect(), ANCHOR);
     cfg.readings.delivered.down = true;
-    let mut a = Agent::new(cfg, purple(), Instant::ZERO).expect("valid config");
+    Agent::new(cfg, purple(), Instant::ZERO).expect("valid config")
+}
+
+/// An agent whose download reads a delivered-bytes counter beside CAKE's sent bytes, fed by
+/// hand: `(delivered, sent)` cumulative bytes at 0, 50 and 100 ms, each direction's reads made
+/// at one instant per step as a shell makes them.
+fn delivered_beside(steps: &[(Option<u64>, u64)], delivered_at_step: bool) -> Vec<Rate> {
+    let mut a = delivered_agent();
     let mut out = Vec::new();
     for (k, &(delivered, sent)) in steps.iter().enumerate() {
         let t = Instant::from_millis(50 * k as u64);
@@ -1106,13 +1112,7 @@ fn a_failed_or_stale_delivered_reading_leaves_cakes_sent_bytes_alone() {
 /// `rx_wire_bytes`): `(arrived, sent)` cumulative bytes per 50 ms step. Returns, per step,
 /// whether the agent asked for the delivered-bytes counter and the download's throughput.
 fn arrivals_beside(steps: &[(Option<u64>, u64)]) -> Vec<(bool, Rate)> {
-    let cc = Config::with_range(
-        PerDir::new(mbit(5.0), mbit(2.0)),
-        PerDir::new(mbit(150.0), mbit(50.0)),
-    );
-    let mut cfg = AgentConfig::new(cc, three_honest().iter().map(|r| r.spec).collect(), ANCHOR);
-    cfg.readings.delivered.down = true;
-    let mut a = Agent::new(cfg, purple(), Instant::ZERO).expect("valid config");
+    let mut a = delivered_agent();
     let mut out = Vec::new();
     for (k, &(arrived, sent)) in steps.iter().enumerate() {
         let t = Instant::from_millis(50 * k as u64);
