@@ -451,10 +451,10 @@ pub fn refusal(text: &str) -> Option<String> {
 /// Reads CAKE's counters from a `stats --json` answer: a JSON array of per-direction objects,
 /// each with a `purple.direction` naming its direction in either spelling ([`DirNames`]), and,
 /// where the stage is a qdisc, tc's `"backlog"` (bytes) and `"drops"` (packets), for CAKE
-/// `"tins"` each with `"ecn_mark"` (summed), and the bridge's `purple.tx_wire_bytes` and
-/// `purple.rx_wire_bytes`. A
-/// direction whose object lacks `"backlog"` (a stage that is no qdisc) is `None`: unknown, not
-/// an empty queue. Errors: an `error: ...` answer, not JSON, not an array.
+/// `"tins"` each with `"ecn_mark"` (summed), and the bridge's `purple.tx_wire_bytes` (sent)
+/// and `purple.rx_wire_bytes` (arrived). A direction whose object lacks `"backlog"` (a stage
+/// that is no qdisc) is `None`: unknown, not an empty queue. Errors: an `error: ...` answer,
+/// not JSON, not an array.
 pub fn parse_stats_counters(text: &str) -> Result<PerDir<Option<CakeCounters>>, ResponseError> {
     let Response::StatsJson(t) = Response::parse_ok(&Request::Stats { json: true }, text)? else {
         return Err(ResponseError::malformed(
