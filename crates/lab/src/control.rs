@@ -63,8 +63,8 @@ impl ControlTrace {
 
 /// The daemon's configuration for the lab: both directions on the router bridge's control
 /// socket `socket` (download = bridge ingress, counter `r0` tx, the link's delivery `r1` rx,
-/// what the emulated radio handed the router, read only while the bridge does not report its
-/// own arrivals, which it does since stop 32; upload = egress, `r1` tx),
+/// what the emulated radio handed the router, read only where the bridge's statistics lack
+/// its own count of arrivals; upload = egress, `r1` tx),
 /// `reflectors` (the daemon's syntax: `udp:ADDR:PORT`, `echo:ADDR`), 20 probes/s in all, the
 /// delay source `delay_source`, every step logged to `log`.
 pub fn config_toml(

@@ -587,9 +587,10 @@ fn bits(mbit: f64) -> u64 {
 /// Where the lab deploys the shaper and its controller, on every scenario: a home router's
 /// ([`Deployment::HOME_ROUTER`]). The router's bridge shapes both ways, the download after the
 /// link emulator (the radio); a `purple control` daemon reads throughput from the bridge's
-/// CAKE statistics and, for the download, the bytes the bridge's WAN side (`r1`) received
-/// beside them ([`crate::control::config_toml`]); probes queue with the data and are answered. The lab has no other: a
-/// link-level scenario deployed otherwise is refused ([`Scenario::for_link_scenario`],
+/// CAKE statistics and, for the download, the bytes that arrived at its CAKE from the WAN side
+/// beside them (the bridge's `rx_wire_bytes`; the device counter of `r1` where a bridge did
+/// not report them: [`crate::control::config_toml`]); probes queue with the data and are
+/// answered. The lab has no other: a link-level scenario deployed otherwise is refused ([`Scenario::for_link_scenario`],
 /// [`LabPlayError::Deployment`]; `purple lab run --link-of NAME` plays section C's scenario
 /// only where it is deployed so, or with `--home-router` as one).
 ///
