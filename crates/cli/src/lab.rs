@@ -532,7 +532,7 @@ pub(crate) struct SimRows {
 /// the link; past the link's length the lab loops the link, and the simulator loops a trace
 /// but holds a schedule's last rate), with the controllers configured from `sc`'s link rates
 /// (range and start rate, as the lab's daemons are), for the role each lab contender in `cs` plays ([`scenario::role_of`]; those playing
-/// none, such as pfifo, have no row) and the one-interval-late oracle as the reference.
+/// none, such as b1's shaped HTB+pfifo, have no row) and the one-interval-late oracle as the reference.
 /// Latency is the simulator's probe's loaded round trip minus the path's idle one
 /// ([`experiments::c::closed_loop::LoopResult::latency`]), as the lab's "induced" figures are.
 /// Fails only when a run measured no latency sample, naming the contender and the probe.
@@ -746,7 +746,8 @@ mod tests {
         let cs = [
             scenario::CAKE_PURPLE,
             scenario::FIFO,
-            scenario::FQ_CODEL,
+            scenario::FQ_CODEL_UNSHAPED,
+            scenario::FIFO_UNSHAPED,
             scenario::CAKE_PURPLE,
         ];
         let window = LabWindow {
@@ -762,9 +763,10 @@ mod tests {
             "{}",
             rows.title
         );
-        // pfifo plays no role; a role is run once; the late oracle closes the table.
+        // b1's shaped HTB+pfifo plays no role, the radio's unshaped pfifo the FIFO; a role is
+        // run once; the late oracle closes the table.
         let roles: Vec<&str> = rows.table.rows.iter().map(|r| r[1].as_str()).collect();
-        assert_eq!(roles, ["purple", "fq-codel", "oracle-late"]);
+        assert_eq!(roles, ["purple", "fq-codel", "fifo", "oracle-late"]);
         // The rows are section C's closed loop on this scenario: the same figures as a run of
         // its purple contender on it, deployed as a home router.
         assert!(sc.shaper_at_router() && sc.throughput_from_shaper());
@@ -787,7 +789,8 @@ mod tests {
                 l.mean, l.median, l.p99, l.max
             )
         );
-        // Unshaped FQ-CoDel fills the radio's 300-packet buffer: more delay than the oracle.
+        // Unshaped FQ-CoDel and the FIFO fill the radio's 300-packet buffer: more delay than
+        // the oracle.
         let p99 = |row: &Vec<String>| -> f64 {
             row[5]
                 .split(" / ")
@@ -795,11 +798,13 @@ mod tests {
                 .and_then(|x| x.parse().ok())
                 .expect("p99")
         };
-        assert!(
-            p99(&rows.table.rows[1]) > p99(&rows.table.rows[2]),
-            "{:?}",
-            rows.table.rows
-        );
+        for unshaped in [1, 2] {
+            assert!(
+                p99(&rows.table.rows[unshaped]) > p99(&rows.table.rows[3]),
+                "{:?}",
+                rows.table.rows
+            );
+        }
     }
 
     #[test]
@@ -843,7 +848,8 @@ mod tests {
         );
         assert!((mbit(config.base.up) - up.base).abs() < 1e-6, "{config:?}");
         assert!((mbit(config.max.up) - up.max).abs() < 1e-6, "{config:?}");
-        // The rows: static CAKE at those rates, purple, and the late oracle; pfifo has none.
+        // The rows: static CAKE at those rates, purple, and the late oracle; b1's shaped
+        // HTB+pfifo has none.
         let cs = [scenario::CAKE, scenario::CAKE_PURPLE, scenario::FIFO];
         let window = LabWindow {
             lead_s: 1.0,

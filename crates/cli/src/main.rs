@@ -195,7 +195,7 @@ struct DemoArgs {
     /// mmwave, cable-evening, wifi: link families never used to tune PURPLE; docs/matrix.md).
     #[arg(long, requires = "matrix", conflicts_with = "scenarios")]
     holdout: bool,
-    /// With --matrix: only these contenders (comma-separated): fq-codel, static-safe,
+    /// With --matrix: only these contenders (comma-separated): fifo, fq-codel, static-safe,
     /// static-optimistic, purple-radio, purple-aimd, cake-autorate, sqm-autorate,
     /// autorate-ingress, purple, oracle, oracle-late, oracle-lookahead, oracle-censored-5,
     /// oracle-censored-25, oracle-censored-100.
@@ -324,7 +324,8 @@ struct LabRunArgs {
     #[arg(long, requires = "link_of", conflicts_with_all = ["scenario", "link"])]
     home_router: bool,
     /// With --link-of: only these contenders, by the ids of `purple demo --matrix
-    /// --contenders` (comma-separated, run in this order): fq-codel, static-safe,
+    /// --contenders` (comma-separated, run in this order): fifo (the radio's pfifo without
+    /// a shaper), fq-codel, static-safe,
     /// purple-aimd, cake-autorate, sqm-autorate, autorate-ingress (CAKE's own autorate on the
     /// download, static on the upload), purple. The others (the oracles, purple-radio,
     /// static-optimistic) are refused, naming the role and why.

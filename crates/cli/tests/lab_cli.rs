@@ -148,7 +148,9 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
     ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("--contenders: unknown contender \"nope\" (known: fq-codel, static-safe"),
+        err.contains(
+            "--contenders: unknown contender \"nope\" (known: fifo, fq-codel, static-safe"
+        ),
         "{err}"
     );
     let (code, err) = run(&["radio", "--contenders", "purple"]);

@@ -9,7 +9,7 @@
 //! `contender=i` for `Contender::all`'s i-th contender instead of purple; `SECS=x` scales
 //! the scenario length; `OWD_MS=x` sets the radio hop's one-way delay
 //! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `MIN_MBIT=x` sets the controllers' configured minimum rate (both directions), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
-//! throughput from CAKE's sent bytes as the daemon does. Beside the round-trip p99 it prints
+//! throughput from CAKE's sent bytes as the daemon does, `PER_SEED=1` prints each seed's figures. Beside the round-trip p99 it prints
 //! the one-way p99 per direction minus the late oracle's (`dn99-L`, `up99-L`). The matrix command (`purple demo --matrix`) is the user-facing version.
 use controller::{Direction, PurpleParams};
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
@@ -94,6 +94,8 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
+    // `PER_SEED=1`: each seed's fraction and p99 difference too.
+    let per_seed = std::env::var("PER_SEED").is_ok_and(|v| v == "1");
     // Jobs: (scenario, seed, variant index or None for the late oracle).
     let mut jobs = Vec::new();
     for n in &names {
@@ -210,6 +212,13 @@ fn main() {
                 );
                 mp.push(p.throughput().down);
                 ml.push(l.throughput().down);
+                if per_seed {
+                    println!(
+                        "  {n} {v} seed {seed}: thr/L {:.3} p99-L {:.2} ms",
+                        p.throughput().down / l.throughput().down,
+                        p.latency().p99 - l.latency().p99
+                    );
+                }
             }
             let worst = fr.iter().copied().fold(f64::INFINITY, f64::min);
             let worst_d = dp.iter().copied().fold(f64::NEG_INFINITY, f64::max);

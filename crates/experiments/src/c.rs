@@ -173,6 +173,7 @@ pub fn labels(contenders: &[Contender]) -> Vec<&'static str> {
     contenders
         .iter()
         .map(|c| match c {
+            Contender::Fifo => "fifo",
             Contender::FqCodel => "C1",
             Contender::CakeStatic(..) => {
                 statics += 1;

@@ -338,6 +338,19 @@ fn built_in(link: Link, down_bit_s: u64, up_bit_s: u64) -> Link {
     link.with_rates(down, up)
 }
 
+/// FQ-CoDel without a shaper (the radio's: the link is the bottleneck), the `fq-codel` role.
+pub const FQ_CODEL_UNSHAPED: Contender = Contender {
+    name: "FQ-CoDel, no shaping",
+    short: "fq_codel",
+    shape: Shape::Bare("fq_codel"),
+};
+/// A 1000-packet FIFO without a shaper (the radio's bufferbloat reference: the emulator's
+/// buffer holds the queue), the `fifo` role.
+pub const FIFO_UNSHAPED: Contender = Contender {
+    name: "pfifo 1000, no shaping",
+    short: "fifo",
+    shape: Shape::Bare("pfifo limit 1000"),
+};
 /// CAKE diffserv3 triple-isolate (the seeds' default CAKE).
 pub const CAKE: Contender = Contender {
     name: "CAKE",
@@ -460,16 +473,8 @@ fn radio() -> Scenario {
                 short: "cake",
                 shape: Shape::Cake("besteffort"),
             },
-            Contender {
-                name: "FQ-CoDel, no shaping",
-                short: "fq_codel",
-                shape: Shape::Bare("fq_codel"),
-            },
-            Contender {
-                name: "pfifo 1000, no shaping",
-                short: "fifo",
-                shape: Shape::Bare("pfifo limit 1000"),
-            },
+            FQ_CODEL_UNSHAPED,
+            FIFO_UNSHAPED,
             CAKE_PURPLE,
             CAKE_AUTORATE,
         ],
@@ -684,7 +689,7 @@ impl std::fmt::Display for LabPlayError {
 
 /// The contender roles the lab plays on a link-level scenario ([`Scenario::contenders_for`]),
 /// in the matrix's order.
-pub const LAB_ROLES: [ContenderRole; 7] = [
+pub const LAB_ROLES: [ContenderRole; 8] = [
     ROLE_CONTENDERS[0].0,
     ROLE_CONTENDERS[1].0,
     ROLE_CONTENDERS[2].0,
@@ -692,6 +697,7 @@ pub const LAB_ROLES: [ContenderRole; 7] = [
     ROLE_CONTENDERS[4].0,
     ROLE_CONTENDERS[5].0,
     ROLE_CONTENDERS[6].0,
+    ROLE_CONTENDERS[7].0,
 ];
 
 impl std::error::Error for LabPlayError {
@@ -878,7 +884,7 @@ impl Scenario {
                     .iter()
                     .chain(ON_REQUEST.iter().filter(|_| daemons))
                     .chain(&QDISCS_ON_REQUEST)
-                    .find(|c| c.short == short)
+                    .find(|c| plays(role, short, c))
                     .copied()
                     .ok_or(LabPlayError::Role {
                         role,
@@ -892,7 +898,8 @@ impl Scenario {
 /// The lab's contender for each role of [`LAB_ROLES`], by its short name
 /// ([`Contender::short`]): the one table both [`Scenario::contenders_for`] and [`role_of`]
 /// read.
-const ROLE_CONTENDERS: [(ContenderRole, &str); 7] = [
+const ROLE_CONTENDERS: [(ContenderRole, &str); 8] = [
+    (ContenderRole::Fifo, "fifo"),
     (ContenderRole::FqCodel, "fq_codel"),
     (ContenderRole::StaticSafe, "cake"),
     (ContenderRole::PurpleAimd, "purple-aimd"),
@@ -912,14 +919,24 @@ const ON_REQUEST: [Contender; 2] = [CAKE_PURPLE_AIMD, CAKE_SQM_AUTORATE];
 const QDISCS_ON_REQUEST: [Contender; 1] = [CAKE_AUTORATE_INGRESS];
 
 /// The role the lab's contender `c` plays (the matrix's vocabulary, [`LAB_ROLES`]), or `None`
-/// for a contender that plays none (pfifo, the passive-delay daemons, the real cake-autorate
-/// script). `purple lab run --link-of` runs the simulator's contender for each beside the
+/// for a contender that plays none (the seed's shaped HTB+pfifo and HTB+FQ-CoDel, the
+/// passive-delay daemons, the real cake-autorate script). `purple lab run --link-of` runs the simulator's contender for each beside the
 /// lab's.
 pub fn role_of(c: &Contender) -> Option<ContenderRole> {
     ROLE_CONTENDERS
         .iter()
-        .find(|(_, short)| *short == c.short)
+        .find(|(r, short)| plays(*r, short, c))
         .map(|(r, _)| *r)
+}
+
+/// Whether contender `c` plays `role`, whose contender is called `short` in
+/// [`ROLE_CONTENDERS`]: the name matches and, for the two unshaped roles (`fifo`,
+/// `fq-codel`), the qdisc shapes nothing (the seed's HTB+pfifo and HTB+FQ-CoDel of b1 and b2
+/// shape at a rate, so they play neither).
+fn plays(role: ContenderRole, short: &str, c: &Contender) -> bool {
+    c.short == short
+        && (!matches!(role, ContenderRole::Fifo | ContenderRole::FqCodel)
+            || matches!(c.shape, Shape::Bare(_)))
 }
 
 /// Why the lab plays no contender for `role` (one outside [`LAB_ROLES`]).
@@ -935,7 +952,8 @@ fn role_refused(role: ContenderRole) -> LabPlayError {
         | ContenderRole::OracleCensored(_) => {
             "an oracle reads the link's true capacity, which no real controller can"
         }
-        ContenderRole::FqCodel
+        ContenderRole::Fifo
+        | ContenderRole::FqCodel
         | ContenderRole::StaticSafe
         | ContenderRole::PurpleAimd
         | ContenderRole::CakeAutorate
@@ -1531,6 +1549,7 @@ mod tests {
             ContenderRole::CakeAutorate,
             ContenderRole::PurpleAimd,
             ContenderRole::AutorateIngress,
+            ContenderRole::Fifo,
         ];
         let cs = s.contenders_for(&roles).expect("the lab's roles");
         let shorts: Vec<&str> = cs.iter().map(|c| c.short).collect();
@@ -1543,9 +1562,12 @@ mod tests {
                 "sqm-autorate",
                 "cake-autorate",
                 "purple-aimd",
-                "autorate-ingress"
+                "autorate-ingress",
+                "fifo"
             ]
         );
+        // The FIFO role is the radio's pfifo without a shaper.
+        assert_eq!(cs[7].shape, Shape::Bare("pfifo limit 1000"));
         // CAKE's own autorate on the download (after the radio), static on the upload (before
         // it), both from the link's safe rates.
         assert_eq!(
@@ -1582,7 +1604,10 @@ mod tests {
         for c in s.contenders.iter().filter(|c| !cs.contains(c)) {
             assert_eq!(role_of(c), None, "{}", c.short);
         }
+        // b1's and b2's HTB+pfifo and HTB+FQ-CoDel shape at a rate: they play neither unshaped
+        // role, although their short names are those roles' contenders'.
         assert_eq!(role_of(&FIFO), None);
+        assert_eq!(role_of(&FQ_CODEL), None);
         // Every other role is refused, naming it.
         for role in ContenderRole::ALL.iter().filter(|r| !LAB_ROLES.contains(r)) {
             let e = s
@@ -1596,7 +1621,7 @@ mod tests {
             assert!(
                 words.starts_with(&format!("the lab cannot play contender {}: ", role.id()))
                     && words.ends_with(
-                        "(it plays fq-codel, static-safe, purple-aimd, cake-autorate, \
+                        "(it plays fifo, fq-codel, static-safe, purple-aimd, cake-autorate, \
                          sqm-autorate, autorate-ingress, purple)"
                     ),
                 "{words}"
@@ -1608,6 +1633,11 @@ mod tests {
             .contenders_for(&[ContenderRole::Purple])
             .expect_err("b1 has no daemon");
         assert!(e.to_string().contains("has no such contender"), "{e}");
+        // Nor its shaped FIFO or FQ-CoDel as the unshaped roles.
+        for role in [ContenderRole::Fifo, ContenderRole::FqCodel] {
+            let e = b1.contenders_for(&[role]).expect_err("b1 shapes them");
+            assert!(e.to_string().contains("has no such contender"), "{e}");
+        }
         // Nor does b1 play the daemons on request: its testbed runs none.
         let e = b1
             .contenders_for(&[ContenderRole::PurpleAimd])

@@ -176,6 +176,9 @@ impl LinkScenario {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Role {
+    /// A FIFO and no shaper: the radio's own droptail buffer is the queue (the bufferbloat
+    /// reference every contender is measured against; the lab's `pfifo 1000, no shaping`).
+    Fifo,
     /// C1: FQ-CoDel, no shaping.
     FqCodel,
     /// C2: CAKE at the link's safe static rate.
@@ -214,7 +217,8 @@ pub const CENSORED_GAINS: [(u16, &str); 3] = [
 
 impl Role {
     /// Every role, in table order.
-    pub const ALL: [Role; 15] = [
+    pub const ALL: [Role; 16] = [
+        Role::Fifo,
         Role::FqCodel,
         Role::StaticSafe,
         Role::StaticOptimistic,
@@ -235,6 +239,7 @@ impl Role {
     /// The id used on the command line (`--contenders`) and in JSON.
     pub fn id(self) -> &'static str {
         match self {
+            Role::Fifo => "fifo",
             Role::FqCodel => "fq-codel",
             Role::StaticSafe => "static-safe",
             Role::StaticOptimistic => "static-optimistic",
@@ -353,7 +358,7 @@ mod tests {
         let e = Role::parse("nope").expect_err("unknown");
         assert!(
             e.to_string()
-                .starts_with("unknown contender \"nope\" (known: fq-codel, static-safe, "),
+                .starts_with("unknown contender \"nope\" (known: fifo, fq-codel, static-safe, "),
             "{e}"
         );
     }

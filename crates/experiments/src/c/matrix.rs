@@ -53,6 +53,7 @@ pub use sim::link_scenario::{Role, UnknownRole, CENSORED_GAINS};
 /// it would repeat the oracle).
 pub fn role_contender(role: Role, s: &Scenario) -> Option<Contender> {
     Some(match role {
+        Role::Fifo => Contender::Fifo,
         Role::FqCodel => Contender::FqCodel,
         Role::StaticSafe => Contender::CakeStatic(s.statics()[0].0, s.statics()[0].1),
         Role::StaticOptimistic => Contender::CakeStatic(s.statics()[1].0, s.statics()[1].1),

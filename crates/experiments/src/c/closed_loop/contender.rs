@@ -7,6 +7,9 @@ use controller::{DelaySource, Law, LawKind, LawParams, PurpleParams, SqmAutorate
 /// Who sets CAKE's rate.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Contender {
+    /// No qdisc and no shaper: the radio's droptail buffer holds the queue (the bufferbloat
+    /// reference; the matrix's `fifo`, not in section C's tables).
+    Fifo,
     /// C1: FQ-CoDel at the radio's egress, no shaping.
     FqCodel,
     /// C2/C3: CAKE at a static rate, Mbit/s `(down, up)`.
@@ -57,6 +60,7 @@ impl Contender {
     /// Display name (as in the tables).
     pub fn name(&self) -> String {
         match self {
+            Contender::Fifo => "FIFO (unshaped)".into(),
             Contender::FqCodel => "FQ-CoDel (unshaped)".into(),
             Contender::CakeStatic(d, u) => format!("CAKE static {d}/{u}M"),
             Contender::PurpleRadio => "PURPLE (radio metrics)".into(),
@@ -120,7 +124,7 @@ impl Contender {
     }
 
     /// The registered law this contender runs in the agent; `None` for the contenders that are
-    /// not a law (FQ-CoDel, static CAKE, CAKE's autorate-ingress, the oracles).
+    /// not a law (the FIFO, FQ-CoDel, static CAKE, CAKE's autorate-ingress, the oracles).
     pub fn law_kind(&self) -> Option<LawKind> {
         Some(match self {
             Contender::PurpleRadio => LawKind::PurpleQueue,
@@ -130,7 +134,8 @@ impl Contender {
             Contender::Purple | Contender::PurplePassive | Contender::PurplePassiveOnly => {
                 LawKind::Purple
             }
-            Contender::FqCodel
+            Contender::Fifo
+            | Contender::FqCodel
             | Contender::CakeStatic(..)
             | Contender::AutorateIngress
             | Contender::Oracle

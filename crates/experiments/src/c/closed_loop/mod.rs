@@ -213,7 +213,7 @@ fn initial_rates(spec: &LoopSpec, cfg: &Config) -> PerDir<f64> {
     let mut rate_now = PerDir::new(f64::NAN, f64::NAN);
     for d in Direction::ALL {
         rate_now[d] = match spec.contender {
-            Contender::FqCodel => f64::NAN,
+            Contender::Fifo | Contender::FqCodel => f64::NAN,
             Contender::CakeStatic(dn, u) => {
                 if d == Direction::Down {
                     dn

@@ -78,7 +78,7 @@ impl Topology {
         let initial = |d: Direction| -> Option<AnyQdisc> {
             match spec.contender {
                 Contender::FqCodel => Some(AnyQdisc::fq_codel_default(seed)),
-                Contender::AutorateIngress => None,
+                Contender::Fifo | Contender::AutorateIngress => None,
                 Contender::CakeStatic(dn, up) => Some(cake_at(
                     mbit(if d == Direction::Down { dn } else { up }),
                     seed,
