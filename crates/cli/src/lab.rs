@@ -293,6 +293,7 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
     let window = LabWindow {
         lead_s: opts.idle_seconds,
         load_s: seconds,
+        idle_rtt_ms: lab::analysis::idle_rtt_ms(&runs),
     };
     // A fault the simulator does not model (`--fault`) leaves the closed loop's rows out.
     let sim = match which {
@@ -562,12 +563,20 @@ pub(crate) fn closed_loop_rows(
     // after its warm-up (`lab::analysis::warm_up_s`).
     let warm = window.lead_s + lab::analysis::warm_up_s(window.load_s);
     let end = window.lead_s + window.load_s;
+    // The path beyond the link's delays that gives the lab's idle round trip.
+    let links_ms = (sc.link.down.delay + sc.link.up.delay).as_millis_f64();
+    let path = window
+        .idle_rtt_ms
+        .map(|rtt| qdisc::Duration::from_secs_f64((rtt - links_ms).max(0.0) / 1e3));
     let specs: Vec<LoopSpec> = plays
         .iter()
         .map(|&(_, c)| {
             let mut spec = LoopSpec::new(sc.clone(), c, seed);
             spec.secs = end;
             spec.warmup = warm;
+            if let Some(p) = path {
+                spec.path_rtt = p;
+            }
             spec
         })
         .collect();
@@ -597,11 +606,15 @@ pub(crate) fn closed_loop_rows(
             format!("{:.1}", r.base_rtt_ms()),
         ]);
     }
+    let path_words = match window.idle_rtt_ms {
+        Some(rtt) => format!("its path set to the lab's idle round trip of {rtt:.1} ms"),
+        None => "its path's idle round trip its own, the lab measured none".to_string(),
+    };
     Ok(SimRows {
         title: format!(
             "simulator (section C's closed loop on the same link and deployment with {}, seed \
-             {seed}, measured over the lab's window of the link, {warm:.1} to {end:.1} s; its \
-             path's idle round trip is its own, not the lab's):",
+             {seed}, measured over the lab's window of the link, {warm:.1} to {end:.1} s; \
+             {path_words}):",
             sc.workload
         ),
         table: t,
@@ -616,6 +629,10 @@ pub(crate) struct LabWindow {
     pub(crate) lead_s: f64,
     /// Seconds of load (`--seconds`).
     pub(crate) load_s: f64,
+    /// The lab's idle round trip, ms (`lab::analysis::idle_rtt_ms` of its runs): the
+    /// simulator's path beyond the link's delays is set so that its idle round trip is the
+    /// same (at least its edge links' 0.4 ms). `None`: the simulator's own path (8.4 ms).
+    pub(crate) idle_rtt_ms: Option<f64>,
 }
 
 /// A lab scenario's link as the simulator plays it, for [`closed_loop_rows`]: the lab's
@@ -753,12 +770,13 @@ mod tests {
         let window = LabWindow {
             lead_s: 1.0,
             load_s: 6.0,
+            idle_rtt_ms: None,
         };
         let rows = closed_loop_rows(&sc, &cs, 2, window).expect("measured");
         assert!(
             rows.title.contains(
                 "with 2 TCP downloads, 1 upload, seed 2, measured over the lab's window of the \
-                 link, 2.0 to 7.0 s"
+                 link, 2.0 to 7.0 s; its path's idle round trip its own, the lab measured none"
             ),
             "{}",
             rows.title
@@ -851,11 +869,22 @@ mod tests {
         // The rows: static CAKE at those rates, purple, and the late oracle; b1's shaped
         // HTB+pfifo has none.
         let cs = [scenario::CAKE, scenario::CAKE_PURPLE, scenario::FIFO];
+        // At the lab's idle round trip: the link's 5 ms each way and 0.7 ms of the lab's own.
         let window = LabWindow {
             lead_s: 1.0,
             load_s: 4.0,
+            idle_rtt_ms: Some(10.7),
         };
         let rows = closed_loop_rows(&sc, &cs, 1, window).expect("measured");
+        assert!(
+            rows.title
+                .contains("its path set to the lab's idle round trip of 10.7 ms"),
+            "{}",
+            rows.title
+        );
+        for row in &rows.table.rows {
+            assert_eq!(row[6], "10.7", "{row:?}");
+        }
         let roles: Vec<&str> = rows.table.rows.iter().map(|r| r[1].as_str()).collect();
         assert_eq!(roles, ["static-safe", "purple", "oracle-late"]);
         assert_eq!(rows.table.rows[0][0], "CAKE static 100/50M");

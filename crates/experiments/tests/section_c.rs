@@ -298,3 +298,27 @@ fn a_run_without_latency_samples_is_an_error_naming_the_probe() {
     assert_eq!(e.contender, Contender::Purple.name());
     assert!(e.to_string().contains("no sample after the warm-up"), "{e}");
 }
+
+/// A shorter path beyond the radio hop (`LoopSpec::path_rtt`, what a lab run's simulator rows
+/// set to the lab's own round trip) lowers the idle round trip by exactly the difference, and
+/// the run measures its probes against that base: the loaded latency stays small on a link an
+/// oracle keeps unqueued, as at the default path (a base above the real idle round trip
+/// would clamp the samples to 0; one below it would add the difference to every sample).
+#[test]
+fn a_shorter_path_lowers_the_idle_round_trip_and_the_probes_are_measured_against_it() {
+    let at = |path_ms: Option<u64>| {
+        let mut s = short("step", Contender::OracleLagged, 10.0);
+        if let Some(ms) = path_ms {
+            s.path_rtt = qdisc::Duration::from_millis(ms);
+        }
+        run(&s).unwrap()
+    };
+    let (default, short_path) = (at(None), at(Some(1)));
+    let d = default.base_rtt_ms() - short_path.base_rtt_ms();
+    assert!((d - 7.4).abs() < 1e-6, "{d}");
+    let (a, b) = (default.latency(), short_path.latency());
+    assert!(a.median < 1.0 && b.median < 1.0, "{a:?} {b:?}");
+    // Not every sample at 0 either: the base is not above the real idle round trip.
+    let zeros = short_path.samples().iter().filter(|x| **x == 0.0).count();
+    assert!(zeros * 2 < short_path.samples().len(), "{zeros}");
+}

@@ -133,6 +133,19 @@ pub fn mean_capacity_mbit(cap_mbit: &[f64], from: usize) -> Option<f64> {
     Some(steady.iter().sum::<f64>() / steady.len() as f64).filter(|m| m.is_finite())
 }
 
+/// The lab's idle round trip, ms: the median over `runs` of [`LOADED_LATENCY_PROBE`]'s idle
+/// median (its induced latency's base); `None` when no run measured one. What a simulator
+/// run beside the lab's sets its path to ([`LabRun::induced`]).
+pub fn idle_rtt_ms<'a>(runs: impl IntoIterator<Item = &'a LabRun>) -> Option<f64> {
+    let v: Vec<f64> = runs
+        .into_iter()
+        .filter_map(|r| r.induced(LOADED_LATENCY_PROBE))
+        .map(|i| i.base_ms)
+        .filter(|b| b.is_finite() && *b > 0.0)
+        .collect();
+    quantile::median(&v)
+}
+
 /// One contender of the lab demo, reduced to the slides' figures: its run, whose summary
 /// carries them as its loaded phase ([`sim::RunSummary::loaded`], filled by [`demo_row`]).
 #[derive(Debug)]
@@ -271,6 +284,23 @@ mod tests {
         let row = demo_row(probed_run(None), 1.0, 1.0).expect("has the probe");
         assert_eq!(row.loaded().latency, None);
         assert_eq!(row.share(), Some(45.0 / 50.0));
+    }
+
+    #[test]
+    fn the_labs_idle_round_trip_is_the_median_of_its_runs_probe_bases() {
+        let at = |base_ms: f64| {
+            let mut r = probed_run(None);
+            r.induced[0].induced.base_ms = base_ms;
+            r
+        };
+        let runs = [at(10.0), at(12.0), at(11.0)];
+        assert_eq!(idle_rtt_ms(&runs), Some(11.0));
+        // A run without the probe, or without an idle sample (base 0), does not count.
+        let mut none = probed_run(None);
+        none.induced.clear();
+        let runs = [at(10.0), none, at(0.0), at(12.0)];
+        assert_eq!(idle_rtt_ms(&runs), Some(11.0));
+        assert_eq!(idle_rtt_ms(&runs[1..3]), None);
     }
 
     const CAP: [f64; 9] = [10.0, 10.0, 4.0, 4.0, 4.0, 10.0, 10.0, 2.0, 2.0];

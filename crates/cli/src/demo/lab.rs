@@ -99,6 +99,7 @@ pub fn compute_lab(
     let window = crate::lab::LabWindow {
         lead_s: opts.idle_seconds,
         load_s: seconds,
+        idle_rtt_ms: analysis::idle_rtt_ms(rows.iter().map(|r: &analysis::DemoRow| &r.run)),
     };
     // Not with a fault injected: the simulator does not model the lab's faults.
     let sim = match &o.link_of {

@@ -126,6 +126,11 @@ pub struct LoopSpec {
     /// costs (a law that learns the capacity from the delay alone learns it later). Default 1;
     /// 0 is the oracle told at once.
     pub oracle_lag: u32,
+    /// Round trip of the path beyond the radio hop: the WAN link one way and back, plus the
+    /// edge links (at least their 0.4 ms; the WAN link's delay takes the rest). Default
+    /// [`PATH_RTT`] (8.4 ms); a lab run's simulator rows set the lab's own, so that both
+    /// backends run at the same idle round trip.
+    pub path_rtt: Duration,
 }
 
 impl LoopSpec {
@@ -142,6 +147,7 @@ impl LoopSpec {
             purple: None,
             record_decisions: false,
             oracle_lag: 1,
+            path_rtt: PATH_RTT,
         }
     }
 
@@ -176,7 +182,11 @@ pub fn run(spec: &LoopSpec) -> Result<LoopResult, NoSamples> {
     let cfg = spec.config();
     let mut net = Topology::build(spec, &cfg);
     let mut shell = Shell::wire(spec, &cfg, &mut net);
-    let mut rec = Recorder::new(spec.secs, spec.warmup, topology::idle_owd_ms(sc));
+    let mut rec = Recorder::new(
+        spec.secs,
+        spec.warmup,
+        topology::idle_owd_ms(sc, spec.path_rtt),
+    );
     let mut lp = Loop {
         t: Instant::ZERO,
         cur_cap: PerDir::new(0u64, 0u64),

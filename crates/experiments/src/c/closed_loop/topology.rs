@@ -22,6 +22,18 @@ const EDGE_DELAY: Duration = Duration::from_micros(100);
 pub const PATH_RTT: Duration =
     Duration::from_nanos(2 * WAN_DELAY.as_nanos() + 4 * EDGE_DELAY.as_nanos());
 
+/// The WAN link's one-way delay on a path whose round trip beyond the radio hop is
+/// `path_rtt` ([`LoopSpec::path_rtt`]): what the four edge links leave of it, halved (zero
+/// where they take it all). [`PATH_RTT`] gives `WAN_DELAY`.
+fn wan_delay(path_rtt: Duration) -> Duration {
+    Duration::from_nanos(
+        path_rtt
+            .as_nanos()
+            .saturating_sub(4 * EDGE_DELAY.as_nanos())
+            / 2,
+    )
+}
+
 /// A measurement prober and how many of its results were read.
 pub(super) struct ProbeState {
     pub(super) app: sim::AppId,
@@ -101,7 +113,7 @@ impl Topology {
             AnyQdisc::cake(cfg, seed)
         };
         let wan = |sim: &mut Sim, a, b, q: Option<AnyQdisc>| {
-            let mut l = LinkConfig::fixed(GBIT, WAN_DELAY);
+            let mut l = LinkConfig::fixed(GBIT, wan_delay(spec.path_rtt));
             if let Some(q) = q {
                 l = l.buffer(Some(2), None).qdisc(q);
             }
@@ -252,12 +264,13 @@ impl Topology {
 
 /// Idle one-way delay of a 58-byte probe per direction, ms: propagation plus serialisation on
 /// every hop (per direction: the radio hop, the WAN link, two edge links, three of them at
-/// 1 Gbit/s).
-pub(super) fn idle_owd_ms(sc: &Scenario) -> PerDir<f64> {
+/// 1 Gbit/s), on a path of round trip `path_rtt` beyond the radio hop.
+pub(super) fn idle_owd_ms(sc: &Scenario, path_rtt: Duration) -> PerDir<f64> {
+    let wan = wan_delay(path_rtt);
     let ser = |bps: f64| 58.0 / bps * 1e3;
     let one_way = |radio: Duration, cap: &Capacity| {
         radio.as_millis_f64()
-            + WAN_DELAY.as_millis_f64()
+            + wan.as_millis_f64()
             + 2.0 * EDGE_DELAY.as_millis_f64()
             + 3.0 * ser(GBIT as f64)
             + ser(cap.mean(Instant::ZERO, Instant::from_secs(1)).max(1.0))
