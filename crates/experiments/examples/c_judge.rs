@@ -9,7 +9,8 @@
 //! `contender=i` for `Contender::all`'s i-th contender instead of purple; `SECS=x` scales
 //! the scenario length; `OWD_MS=x` sets the radio hop's one-way delay
 //! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `MIN_MBIT=x` sets the controllers' configured minimum rate (both directions), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
-//! throughput from CAKE's sent bytes as the daemon does, `PER_SEED=1` prints each seed's figures. Beside the round-trip p99 it prints
+//! throughput from CAKE's sent bytes as the daemon does, `PER_SEED=1` prints each seed's
+//! figures. Beside the round-trip p99 it prints
 //! the one-way p99 per direction minus the late oracle's (`dn99-L`, `up99-L`). The matrix command (`purple demo --matrix`) is the user-facing version.
 use controller::{Direction, PurpleParams};
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
