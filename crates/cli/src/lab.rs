@@ -568,15 +568,14 @@ pub(crate) fn closed_loop_rows(
     let path = window
         .idle_rtt_ms
         .map(|rtt| qdisc::Duration::from_secs_f64((rtt - links_ms).max(0.0) / 1e3));
+    let mut sc = sc.clone();
+    sc.path_rtt = path;
     let specs: Vec<LoopSpec> = plays
         .iter()
         .map(|&(_, c)| {
             let mut spec = LoopSpec::new(sc.clone(), c, seed);
             spec.secs = end;
             spec.warmup = warm;
-            if let Some(p) = path {
-                spec.path_rtt = p;
-            }
             spec
         })
         .collect();

@@ -170,10 +170,12 @@ struct DemoArgs {
     /// With --down-trace: the radio's droptail buffer in packets (default 300).
     #[arg(long, value_name = "N", requires = "down_trace")]
     buffer_packets: Option<u32>,
-    /// The link's idle RTT in ms, on a built-in scenario or your traces (with --matrix: every
-    /// link): the radio hop's delay each way is set so that the path has it (default: the
-    /// link's own, 10.4 for the built-in ones; at least 8.4, the rest of the simulated path).
-    #[arg(long, value_name = "MS", conflicts_with_all = ["link", "lab"])]
+    /// The link's idle RTT in ms (with --matrix: every link's). On a built-in scenario or
+    /// your traces the radio hop's delay each way is set so that the path has it (the
+    /// simulated path beyond it has 8.4 ms; below that, the radio keeps its delay and the
+    /// path is shortened); a --link file keeps its delays and the path takes the rest (at
+    /// least 0.4 ms). Default: the link's own, 10.4 for the built-in ones.
+    #[arg(long, value_name = "MS", conflicts_with = "lab")]
     base_rtt_ms: Option<f64>,
     /// Your own link as a TOML file: `[down]` and `[up]` each with `trace`, `rate` or
     /// `schedule` and `delay_ms`; `duration_s`, `buffer_packets` (docs/matrix.md).

@@ -72,11 +72,7 @@ impl MatrixOpts {
         s.secs = self.seconds;
         s.threads = self.threads.unwrap_or(0);
         s.home_router = self.home_router;
-        s.radio_delay = self
-            .base_rtt_ms
-            .map(experiments::c::link::radio_delay_for_rtt)
-            .transpose()
-            .map_err(|e| e.to_string())?;
+        s.base_rtt_ms = self.base_rtt_ms;
         Ok(s)
     }
 }

@@ -326,8 +326,10 @@ fn matrix_home_router_deploys_every_link_as_a_router() {
 
 /// `--base-rtt-ms` sets the idle round trip of a built-in link (the radio hop's delay each way):
 /// the scenario's own 10.4 ms changes nothing, a longer one says so in the description and
-/// changes the figures, one below the rest of the path is refused naming the option and the
-/// accepted range, and with `--matrix` every link gets it.
+/// changes the figures, a shorter one shortens the simulated path, one below the radio's own
+/// delays and the path's edge links is refused naming the option and the accepted range, and
+/// with `--matrix` every link gets it. A link file keeps its delays and the path takes the
+/// rest.
 #[test]
 fn base_rtt_sets_a_built_in_links_round_trip() {
     let own = demo_json(&["--scenario", "step"]);
@@ -338,10 +340,25 @@ fn base_rtt_sets_a_built_in_links_round_trip() {
     assert_ne!(own["contenders"], long["contenders"]);
     let d = long["description"].as_str().unwrap_or("");
     assert!(d.ends_with("idle round trip 48.4 ms"), "{d}");
+    let short = demo_json(&["--scenario", "step", "--base-rtt-ms", "5"]);
+    let d = short["description"].as_str().unwrap_or("");
+    assert!(d.ends_with("idle round trip 5.0 ms"), "{d}");
+    assert_ne!(own["contenders"], short["contenders"]);
     let o = purple(&["demo", "--no-out", "--base-rtt-ms", "2"]);
     assert!(!o.status.success());
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("--base-rtt-ms") && e.contains("8.4"), "{e}");
+    assert!(e.contains("--base-rtt-ms 2: accepted 2.4 ..="), "{e}");
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/links/lab-radio.toml"
+    );
+    let lab = demo_json(&["--link", file, "--base-rtt-ms", "10.8"]);
+    let d = lab["description"].as_str().unwrap_or("");
+    assert!(d.ends_with("idle round trip 10.8 ms"), "{d}");
+    let o = purple(&["demo", "--no-out", "--link", file, "--base-rtt-ms", "10"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("--base-rtt-ms 10: accepted 10.4 ..="), "{e}");
     let m = small_matrix(&["--base-rtt-ms", "48.4"]);
     let d = m["scenarios"][0]["description"].as_str().unwrap_or("");
     assert!(d.contains("idle round trip 48.4 ms"), "{d}");

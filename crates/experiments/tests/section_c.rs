@@ -299,8 +299,8 @@ fn a_run_without_latency_samples_is_an_error_naming_the_probe() {
     assert!(e.to_string().contains("no sample after the warm-up"), "{e}");
 }
 
-/// A shorter path beyond the radio hop (`LoopSpec::path_rtt`, what a lab run's simulator rows
-/// set to the lab's own round trip) lowers the idle round trip by exactly the difference, and
+/// A shorter path beyond the radio hop (`LinkScenario::path_rtt`, what a lab run's simulator
+/// rows set to the lab's own round trip) lowers the idle round trip by exactly the difference, and
 /// the run measures its probes against that base: the loaded latency stays small on a link an
 /// oracle keeps unqueued, as at the default path (a base above the real idle round trip
 /// would clamp the samples to 0; one below it would add the difference to every sample).
@@ -309,7 +309,7 @@ fn a_shorter_path_lowers_the_idle_round_trip_and_the_probes_are_measured_against
     let at = |path_ms: Option<u64>| {
         let mut s = short("step", Contender::OracleLagged, 10.0);
         if let Some(ms) = path_ms {
-            s.path_rtt = qdisc::Duration::from_millis(ms);
+            s.scenario = s.scenario.with_path_rtt(qdisc::Duration::from_millis(ms));
         }
         run(&s).unwrap()
     };
@@ -321,4 +321,18 @@ fn a_shorter_path_lowers_the_idle_round_trip_and_the_probes_are_measured_against
     // Not every sample at 0 either: the base is not above the real idle round trip.
     let zeros = short_path.samples().iter().filter(|x| **x == 0.0).count();
     assert!(zeros * 2 < short_path.samples().len(), "{zeros}");
+    // `--base-rtt-ms` below the simulator's path keeps the radio's delays and shortens the
+    // path: 5 ms on step's 1 ms each way is a 3 ms path, and the run's base is 5 ms (and its
+    // probes' serialisation, a few µs).
+    let sc = experiments::c::link::at_idle_rtt(scenario("step", 1).unwrap(), 5.0).unwrap();
+    assert_eq!(sc.link.down.delay, qdisc::Duration::from_millis(1));
+    assert_eq!(sc.path_rtt, Some(qdisc::Duration::from_millis(3)));
+    let mut s = short("step", Contender::OracleLagged, 10.0);
+    s.scenario = sc;
+    let base = run(&s).unwrap().base_rtt_ms();
+    assert!((5.0..5.05).contains(&base), "{base}");
+    // At or above it, the radio hop takes the rest as before and the path is the simulator's.
+    let sc = experiments::c::link::at_idle_rtt(scenario("step", 1).unwrap(), 10.4).unwrap();
+    assert_eq!(sc.link, scenario("step", 1).unwrap().link);
+    assert_eq!(sc.path_rtt, None);
 }

@@ -729,6 +729,7 @@ impl Scenario {
             link: self.link.desc().clone(),
             deployment: self.deployment(),
             workload: self.workload(),
+            path_rtt: None,
         }
     }
 

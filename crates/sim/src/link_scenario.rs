@@ -42,6 +42,12 @@ pub struct LinkScenario {
     /// The bulk load that runs on the link ([`Workload`]). [`LinkScenario::new`] gives
     /// [`Workload::SECTION_C`].
     pub workload: Workload,
+    /// The round trip of the simulated path beyond the link's own delays (its WAN and edge
+    /// links). `None` ([`LinkScenario::new`]): the simulator's own, section C's `PATH_RTT`
+    /// (8.4 ms). Set by [`LinkScenario::with_path_rtt`]: `purple demo --base-rtt-ms` on a link
+    /// file, and the simulator's rows beside a lab run (the lab's measured idle round trip).
+    /// The lab does not read it: its path is its veths, bridge and emulator.
+    pub path_rtt: Option<Duration>,
 }
 
 /// The bulk load of a link-level scenario: greedy TCP transfers each way (CUBIC with ECN, as
@@ -85,6 +91,7 @@ impl LinkScenario {
             link,
             deployment: Deployment::SLIDES,
             workload: Workload::SECTION_C,
+            path_rtt: None,
         }
     }
 
@@ -165,6 +172,22 @@ impl LinkScenario {
                 rtt.as_millis_f64()
             );
         }
+        self
+    }
+
+    /// This link on a simulated path whose round trip beyond the link's own delays is
+    /// `path_rtt` ([`LinkScenario::path_rtt`]), so that the idle round trip is `path_rtt` plus
+    /// the link's delays both ways. The link is unchanged; the description says the new round
+    /// trip.
+    #[must_use]
+    pub fn with_path_rtt(mut self, path_rtt: Duration) -> LinkScenario {
+        self.path_rtt = Some(path_rtt);
+        let rtt = path_rtt + self.link.down.delay + self.link.up.delay;
+        self.link.description = format!(
+            "{}; idle round trip {:.1} ms",
+            self.link.description,
+            rtt.as_millis_f64()
+        );
         self
     }
 }

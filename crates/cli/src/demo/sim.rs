@@ -39,10 +39,7 @@ pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
         sc = sc.as_home_router();
     }
     if let Some(rtt) = o.base_rtt_ms {
-        sc = sc.with_radio_delay(
-            link::radio_delay_for_rtt(rtt).map_err(|e| e.to_string())?,
-            experiments::c::closed_loop::PATH_RTT,
-        );
+        sc = link::at_idle_rtt(sc, rtt).map_err(|e| e.to_string())?;
     }
     let secs = o.seconds.unwrap_or(sc.link.secs);
     if !(1.0..=3600.0).contains(&secs) {

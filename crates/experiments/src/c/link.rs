@@ -67,6 +67,37 @@ pub fn radio_delay_for_rtt(base_rtt_ms: f64) -> Result<Duration, LinkError> {
     Ok(Duration::from_secs_f64((base_rtt_ms - path) / 2e3))
 }
 
+/// `sc` at an idle round trip of `base_rtt_ms` (`purple demo --base-rtt-ms`, with or without
+/// `--matrix`). A link whose delays are its own (a link file: `sc.link.path` is set) keeps
+/// them, and the simulated path beyond them takes the rest ([`Scenario::with_path_rtt`]); at
+/// least the path's edge links ([`MIN_PATH_RTT`](super::closed_loop::MIN_PATH_RTT), 0.4 ms)
+/// are needed. A built-in scenario's or a user's traces' radio hop is set to what the
+/// simulator's own path ([`PATH_RTT`]) leaves of the round trip
+/// ([`radio_delay_for_rtt`]); below that path, the radio hop keeps its delay and the path is
+/// shortened. Accepted up to 20 s above the simulator's path; an out-of-range value is
+/// [`LinkError::Option`] naming the option and the accepted range.
+pub fn at_idle_rtt(sc: Scenario, base_rtt_ms: f64) -> Result<Scenario, LinkError> {
+    let path = PATH_RTT.as_millis_f64();
+    if sc.link.path.is_none() && base_rtt_ms >= path {
+        let d = radio_delay_for_rtt(base_rtt_ms)?;
+        return Ok(sc.with_radio_delay(d, PATH_RTT));
+    }
+    let delays = (sc.link.down.delay + sc.link.up.delay).as_millis_f64();
+    let least = delays + super::closed_loop::MIN_PATH_RTT.as_millis_f64();
+    let most = path + 20_000.0;
+    if !(base_rtt_ms.is_finite() && base_rtt_ms >= least && base_rtt_ms <= most) {
+        return Err(LinkError::Option {
+            option: "--base-rtt-ms",
+            value: base_rtt_ms.to_string(),
+            accepted: format!(
+                "{least} ..= {most} ms (the link's own delays, {delays} ms both ways, and at \
+                 least the simulated path's edge links)"
+            ),
+        });
+    }
+    Ok(sc.with_path_rtt(Duration::from_secs_f64((base_rtt_ms - delays) / 1e3)))
+}
+
 /// A user's link from two mahimahi traces (`purple demo --down-trace F --up-trace F`): the
 /// radio buffer `buffer_packets` (default [`DEFAULT_BUFFER_PACKETS`]), `secs` simulated seconds
 /// (default [`DEFAULT_SECS`]) and the built-in scenarios' radio hop ([`RADIO_DELAY`] each way;

@@ -99,6 +99,8 @@ pub enum MatrixError {
     BadSeconds(f64),
     /// A sweep target that is not a positive number of ms (at most 1000).
     BadTarget(f64),
+    /// An idle round trip ([`MatrixSpec::base_rtt_ms`]) a link cannot be played at.
+    BaseRtt(super::link::LinkError),
     /// A run measured nothing with one of its probes (shorter than its warm-up?).
     NoSamples {
         /// The link.
@@ -130,6 +132,7 @@ impl std::fmt::Display for MatrixError {
             MatrixError::BadTarget(t) => {
                 write!(f, "purple target {t} ms: accepted a number in (0, 1000]")
             }
+            MatrixError::BaseRtt(e) => e.fmt(f),
             MatrixError::NoSamples {
                 scenario,
                 contender,
@@ -165,7 +168,7 @@ pub enum MatrixLink {
 impl MatrixLink {
     /// The link's scenario for `seed`, deployed as `spec` says: as a home router when
     /// [`MatrixSpec::home_router`] ([`Scenario::as_home_router`]), with
-    /// [`MatrixSpec::radio_delay`] ([`Scenario::with_radio_delay`]).
+    /// [`MatrixSpec::base_rtt_ms`] ([`link::at_idle_rtt`](super::link::at_idle_rtt)).
     fn build(&self, seed: u64, spec: &MatrixSpec) -> Result<Scenario, MatrixError> {
         let mut s = match self {
             MatrixLink::Named(n) => scenario::scenario(n, seed)
@@ -175,8 +178,8 @@ impl MatrixLink {
         if spec.home_router {
             s = s.as_home_router();
         }
-        if let Some(d) = spec.radio_delay {
-            s = s.with_radio_delay(d, super::closed_loop::PATH_RTT);
+        if let Some(rtt) = spec.base_rtt_ms {
+            s = super::link::at_idle_rtt(s, rtt).map_err(MatrixError::BaseRtt)?;
         }
         Ok(s)
     }
@@ -201,9 +204,11 @@ pub struct MatrixSpec {
     /// Every link deployed as a home router ([`Scenario::as_home_router`]). Default false:
     /// each scenario's own deployment.
     pub home_router: bool,
-    /// Every link's radio hop with this one-way delay each way ([`Scenario::with_radio_delay`];
-    /// `purple demo --matrix --base-rtt-ms`). `None` (default): each link's own.
-    pub radio_delay: Option<Duration>,
+    /// Every link at this idle round trip, ms ([`link::at_idle_rtt`](super::link::at_idle_rtt):
+    /// a built-in link's radio hop takes what the simulated path leaves, a link file's path
+    /// what its delays leave; `purple demo --matrix --base-rtt-ms`). `None` (default): each
+    /// link's own.
+    pub base_rtt_ms: Option<f64>,
 }
 
 impl MatrixSpec {
@@ -220,7 +225,7 @@ impl MatrixSpec {
             secs: None,
             threads: 0,
             home_router: false,
-            radio_delay: None,
+            base_rtt_ms: None,
         }
     }
 

@@ -54,7 +54,7 @@ mod topology;
 pub use contender::Contender;
 pub use results::{LatencyStats, LoopResult, NoSamples, Point};
 pub use shell::agent_config;
-pub use topology::PATH_RTT;
+pub use topology::{MIN_PATH_RTT, PATH_RTT};
 
 use super::scenario::{Scenario, SlotCapacity};
 use controller::wire::WallAnchor;
@@ -126,11 +126,6 @@ pub struct LoopSpec {
     /// costs (a law that learns the capacity from the delay alone learns it later). Default 1;
     /// 0 is the oracle told at once.
     pub oracle_lag: u32,
-    /// Round trip of the path beyond the radio hop: the WAN link one way and back, plus the
-    /// edge links (at least their 0.4 ms; the WAN link's delay takes the rest). Default
-    /// [`PATH_RTT`] (8.4 ms); a lab run's simulator rows set the lab's own, so that both
-    /// backends run at the same idle round trip.
-    pub path_rtt: Duration,
 }
 
 impl LoopSpec {
@@ -147,8 +142,15 @@ impl LoopSpec {
             purple: None,
             record_decisions: false,
             oracle_lag: 1,
-            path_rtt: PATH_RTT,
         }
+    }
+
+    /// Round trip of the path beyond the radio hop: the scenario's
+    /// ([`sim::link_scenario::LinkScenario::path_rtt`]), else [`PATH_RTT`] (8.4 ms). The WAN
+    /// link one way and back takes what the edge links leave of it ([`MIN_PATH_RTT`], 0.4 ms,
+    /// at least).
+    pub fn path_rtt(&self) -> Duration {
+        self.scenario.path_rtt.unwrap_or(PATH_RTT)
     }
 
     /// The parameters `purple` runs with in section C: the law's defaults, the 2 ms delay
@@ -185,7 +187,7 @@ pub fn run(spec: &LoopSpec) -> Result<LoopResult, NoSamples> {
     let mut rec = Recorder::new(
         spec.secs,
         spec.warmup,
-        topology::idle_owd_ms(sc, spec.path_rtt),
+        topology::idle_owd_ms(sc, spec.path_rtt()),
     );
     let mut lp = Loop {
         t: Instant::ZERO,

@@ -22,16 +22,15 @@ const EDGE_DELAY: Duration = Duration::from_micros(100);
 pub const PATH_RTT: Duration =
     Duration::from_nanos(2 * WAN_DELAY.as_nanos() + 4 * EDGE_DELAY.as_nanos());
 
+/// The shortest round trip of the path beyond the radio hop: its four edge links, with no
+/// WAN delay.
+pub const MIN_PATH_RTT: Duration = Duration::from_nanos(4 * EDGE_DELAY.as_nanos());
+
 /// The WAN link's one-way delay on a path whose round trip beyond the radio hop is
-/// `path_rtt` ([`LoopSpec::path_rtt`]): what the four edge links leave of it, halved (zero
-/// where they take it all). [`PATH_RTT`] gives `WAN_DELAY`.
+/// `path_rtt` ([`LoopSpec::path_rtt`]): what the edge links leave of it ([`MIN_PATH_RTT`]),
+/// halved (zero where they take it all). [`PATH_RTT`] gives `WAN_DELAY`.
 fn wan_delay(path_rtt: Duration) -> Duration {
-    Duration::from_nanos(
-        path_rtt
-            .as_nanos()
-            .saturating_sub(4 * EDGE_DELAY.as_nanos())
-            / 2,
-    )
+    Duration::from_nanos(path_rtt.as_nanos().saturating_sub(MIN_PATH_RTT.as_nanos()) / 2)
 }
 
 /// A measurement prober and how many of its results were read.
@@ -113,7 +112,7 @@ impl Topology {
             AnyQdisc::cake(cfg, seed)
         };
         let wan = |sim: &mut Sim, a, b, q: Option<AnyQdisc>| {
-            let mut l = LinkConfig::fixed(GBIT, wan_delay(spec.path_rtt));
+            let mut l = LinkConfig::fixed(GBIT, wan_delay(spec.path_rtt()));
             if let Some(q) = q {
                 l = l.buffer(Some(2), None).qdisc(q);
             }
