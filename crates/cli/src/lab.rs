@@ -115,8 +115,10 @@ fn scenario_of(which: &Which, seconds: Option<f64>) -> Result<Scenario, String> 
         Which::Name(name) => scenario::find(name)
             .ok_or_else(|| format!("unknown lab scenario {name:?} (see `purple lab list`)")),
         Which::Link(file) => {
-            let d = sim::link_file::LinkDesc::read(file).map_err(|e| e.to_string())?;
-            Scenario::for_link(&d, seconds).map_err(|e| e.to_string())
+            let (d, run) =
+                sim::link_file::LinkDesc::read_with_run(file).map_err(|e| e.to_string())?;
+            Scenario::for_link_file(&d, &run, seconds)
+                .map_err(|e| format!("{}: {e}", file.display()))
         }
         Which::LinkOf {
             name,

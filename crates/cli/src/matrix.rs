@@ -45,7 +45,12 @@ impl MatrixOpts {
         let mut s = MatrixSpec::new(self.seeds.unwrap_or(matrix::DEFAULT_SEEDS));
         s.links.clear();
         if let Some(l) = &self.link {
-            s.links.push(MatrixLink::Link(Box::new(l.clone())));
+            let mut l = l.clone();
+            // `--contenders` takes precedence over a link file's own.
+            if !self.contenders.is_empty() {
+                l.roles = None;
+            }
+            s.links.push(MatrixLink::Link(Box::new(l)));
         }
         if !self.scenarios.is_empty() || self.link.is_none() {
             let names: Vec<String> = if self.scenarios.is_empty() {

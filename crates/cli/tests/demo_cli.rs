@@ -391,3 +391,57 @@ fn the_lab_radio_link_file_runs_with_every_contender() {
     );
     assert!(names.contains(&"oracle, one interval late"), "{names:?}");
 }
+
+/// A link file's `[run]` table is the experiment: `purple demo --link` runs exactly its
+/// contenders in its order, deployed and loaded as it says, at its round trip (the same figures
+/// as the command line's `--home-router` and `--base-rtt-ms` give); `--base-rtt-ms` takes
+/// precedence over the file's; a bad key names the file and the key.
+#[test]
+fn a_link_files_run_table_runs_its_contenders_deployment_and_round_trip() {
+    let dir = std::env::temp_dir().join(format!("purple-run-table-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let link =
+        "[down]\nrate = \"40mbit\"\ndelay_ms = 5.0\n[up]\nrate = \"10mbit\"\ndelay_ms = 5.0\n";
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write");
+        p.to_str().expect("utf-8").to_string()
+    };
+    let plain = write("plain.toml", link);
+    let run = write(
+        "run.toml",
+        &format!(
+            "{link}[run]\ndeployment = \"home-router\"\ncontenders = [\"purple\", \
+             \"oracle-late\"]\nbase_rtt_ms = 30.0\n"
+        ),
+    );
+    let v = demo_json(&["--link", &run]);
+    let c = v["contenders"].as_array().expect("contenders");
+    let ids: Vec<&str> = c.iter().filter_map(|x| x["id"].as_str()).collect();
+    assert_eq!(ids, ["ours", "oracle-late"]);
+    let flags = demo_json(&["--link", &plain, "--home-router", "--base-rtt-ms", "30"]);
+    let fc = flags["contenders"].as_array().expect("contenders");
+    // Without [run]: section C's, the two passive ones at a router, the late oracle.
+    assert_eq!(fc.len(), 13);
+    let pick = |cs: &[serde_json::Value], id: &str| {
+        cs.iter().find(|x| x["id"] == id).cloned().expect("listed")
+    };
+    for id in ["ours", "oracle-late"] {
+        assert_eq!(pick(c, id), pick(fc, id), "{id}");
+    }
+    let d = v["description"].as_str().unwrap_or("");
+    assert!(d.ends_with("idle round trip 30.0 ms"), "{d}");
+    let over = demo_json(&["--link", &run, "--base-rtt-ms", "12"]);
+    let d = over["description"].as_str().unwrap_or("");
+    assert!(d.ends_with("idle round trip 12.0 ms"), "{d}");
+    assert_eq!(d.matches("idle round trip").count(), 1, "{d}");
+    let bad = write("bad.toml", &format!("{link}[run]\ndownloads = 0\n"));
+    let o = purple(&["demo", "--no-out", "--link", &bad]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("bad.toml: [run] downloads 0: accepted 1 ..= 64"),
+        "{e}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

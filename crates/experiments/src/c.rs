@@ -105,8 +105,17 @@ pub fn run_all(scenario: &Scenario, opts: &RunOpts) -> Result<Vec<LoopResult>, N
     run_contenders(scenario, &Contender::all(scenario), opts)
 }
 
-/// [`Contender::all`] and the one-interval-late oracle last: what `purple demo` shows.
+/// What `purple demo` shows: the scenario's own contenders where it names them
+/// ([`Scenario::roles`](sim::link_scenario::LinkScenario::roles), a link file's `[run]
+/// contenders`; a role the link cannot offer, the lookahead oracle on a recorded trace, is left
+/// out), otherwise [`Contender::all`] and the one-interval-late oracle last.
 pub fn demo_contenders(scenario: &Scenario) -> Vec<Contender> {
+    if let Some(roles) = &scenario.roles {
+        return roles
+            .iter()
+            .filter_map(|&r| matrix::role_contender(r, scenario))
+            .collect();
+    }
     let mut v = Contender::all(scenario);
     v.push(Contender::OracleLagged);
     v
@@ -279,12 +288,18 @@ pub mod idx {
 /// The goal for `purple` as two claims: (1) latency no worse than PURPLE-AIMD's (mean
 /// within +0.5 ms) while delivering at least PURPLE-regular's throughput (within 2%); (2) within
 /// 10% of the oracle's throughput with p99 within 5 ms of the oracle's.
-pub fn goal_claims(r: &[LoopResult]) -> Vec<Claim> {
+pub fn goal_claims(r: &[LoopResult], contenders: &[Contender]) -> Vec<Claim> {
+    let find = |c: Contender| {
+        contenders
+            .iter()
+            .position(|&x| x == c)
+            .and_then(|i| r.get(i))
+    };
     let (Some(o), Some(a), Some(q), Some(x)) = (
-        r.get(idx::OURS),
-        r.get(idx::AIMD),
-        r.get(idx::RADIO),
-        r.get(idx::ORACLE),
+        find(Contender::Purple),
+        find(Contender::PurpleAimd),
+        find(Contender::PurpleRadio),
+        find(Contender::Oracle),
     ) else {
         return Vec::new();
     };
@@ -393,7 +408,8 @@ pub fn scenario_report(name: &str, opts: &RunOpts) -> Report {
             ..Report::default()
         };
     };
-    let results = match run_all(&sc, opts) {
+    let contenders = Contender::all(&sc);
+    let results = match run_contenders(&sc, &contenders, opts) {
         Ok(r) => r,
         Err(e) => return unmeasured(format!("C-{name}"), sc.link.description.to_string(), &e),
     };
@@ -403,7 +419,7 @@ pub fn scenario_report(name: &str, opts: &RunOpts) -> Report {
     } else {
         Vec::new()
     };
-    claims.extend(goal_claims(&results));
+    claims.extend(goal_claims(&results, &contenders));
     Report {
         id: format!("C-{name}"),
         title: sc.link.description.to_string(),

@@ -243,3 +243,67 @@ fn a_link_file_uses_the_simulators_vocabulary_and_names_its_errors() {
     let e = link::from_file(&f, None).unwrap_err().to_string();
     assert!(e.contains("exactly one of rate, trace, schedule"), "{e}");
 }
+
+#[test]
+fn a_link_files_run_table_is_the_scenario_each_simulated_backend_runs() {
+    use sim::deployment::Deployment;
+    let tmp = TempDir::new("link-run");
+    let f = tmp.file(
+        "run.toml",
+        "duration_s = 10.0\n[down]\nrate = \"20mbit\"\ndelay_ms = 5.0\n[up]\nrate = \"5mbit\"\n\
+         delay_ms = 5.0\n[run]\ndeployment = \"home-router\"\ndownloads = 2\nuploads = 1\n\
+         contenders = [\"static-safe\", \"purple\", \"oracle-late\"]\nbase_rtt_ms = 30.0\n",
+    );
+    let sc = link::from_file(&f, None).unwrap();
+    assert_eq!(sc.deployment, Deployment::HOME_ROUTER);
+    assert_eq!((sc.workload.downloads, sc.workload.uploads), (2, 1));
+    assert_eq!(
+        sc.roles,
+        Some(vec![Role::StaticSafe, Role::Purple, Role::OracleLate])
+    );
+    // The round trip by section C's rule for a file: its delays kept, the path the rest.
+    assert_eq!(sc.path_rtt.unwrap().as_millis_f64(), 20.0);
+    assert!(
+        sc.link.description.ends_with("; idle round trip 30.0 ms"),
+        "{}",
+        sc.link.description
+    );
+    // A command line's round trip replaces the file's, in the words too.
+    let again = link::at_idle_rtt(sc.clone(), 12.0).unwrap();
+    assert_eq!(again.path_rtt.unwrap().as_millis_f64(), 2.0);
+    assert_eq!(again.link.description.matches("idle round trip").count(), 1);
+    // `purple demo` runs the file's contenders, in its order.
+    let cs = experiments::c::demo_contenders(&sc);
+    assert_eq!(
+        cs.iter().map(|c| c.name()).collect::<Vec<_>>(),
+        [
+            matrix::role_contender(Role::StaticSafe, &sc)
+                .unwrap()
+                .name(),
+            matrix::role_contender(Role::Purple, &sc).unwrap().name(),
+            matrix::role_contender(Role::OracleLate, &sc)
+                .unwrap()
+                .name(),
+        ]
+    );
+    // The matrix runs them on that link, and the spec's contenders on the others.
+    let mut spec = MatrixSpec::new(1);
+    spec.links = vec![
+        MatrixLink::Link(Box::new(sc.clone())),
+        MatrixLink::Named("step".into()),
+    ];
+    spec.roles = vec![Role::Purple];
+    spec.targets_ms = Vec::new();
+    assert_eq!(spec.runs().unwrap(), 3 + 1);
+    // Out of range, the file's round trip names the key and the file.
+    let f = tmp.file(
+        "short.toml",
+        "[down]\nrate = \"20mbit\"\ndelay_ms = 5.0\n[up]\nrate = \"5mbit\"\n\
+         [run]\nbase_rtt_ms = 3.0\n",
+    );
+    let e = link::from_file(&f, None).unwrap_err().to_string();
+    assert!(
+        e.contains("short.toml: [run] base_rtt_ms 3: accepted 6.4 ..= "),
+        "{e}"
+    );
+}

@@ -8,7 +8,7 @@ use qdisc::Duration;
 use sim::deployment::{Deployment, ProbePath};
 use sim::flent::{self, FlentLabels, FlentTest, Role};
 use sim::link_file::{LinkDesc, LinkRates};
-use sim::link_scenario::{LinkScenario, Role as ContenderRole, Workload};
+use sim::link_scenario::{LinkScenario, Role as ContenderRole, Run, Workload};
 use sim::{Capacity, RatePoint, RateSchedule};
 
 pub use crate::link::{DirCapacity, LabLinkError, Link, BUILT_IN_BUFFER_PACKETS};
@@ -632,6 +632,12 @@ pub enum LabPlayError {
         /// Why the lab cannot play it.
         why: &'static str,
     },
+    /// A link file's `[run] base_rtt_ms` ([`Scenario::for_link_file`]): the lab's round trip
+    /// is the link's delays plus its own veths, bridge and emulator, not a simulated path.
+    RoundTrip {
+        /// The link's name.
+        link: String,
+    },
 }
 
 impl std::fmt::Display for LabPlayError {
@@ -683,6 +689,12 @@ impl std::fmt::Display for LabPlayError {
                     ids.join(", ")
                 )
             }
+            LabPlayError::RoundTrip { link } => write!(
+                f,
+                "{link}'s [run] base_rtt_ms sets the simulator's path only; the lab's round trip \
+                 is the link's delays plus its own veths, bridge and emulator (about 0.7 ms): set \
+                 [down] and [up] delay_ms instead"
+            ),
         }
     }
 }
@@ -703,7 +715,9 @@ pub const LAB_ROLES: [ContenderRole; 8] = [
 impl std::error::Error for LabPlayError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            LabPlayError::Deployment { .. } | LabPlayError::Role { .. } => None,
+            LabPlayError::Deployment { .. }
+            | LabPlayError::Role { .. }
+            | LabPlayError::RoundTrip { .. } => None,
             LabPlayError::Link(e) => Some(e),
         }
     }
@@ -730,7 +744,41 @@ impl Scenario {
             deployment: self.deployment(),
             workload: self.workload(),
             path_rtt: None,
+            roles: Some(self.roles()),
         }
+    }
+
+    /// The roles its contenders play ([`role_of`]), each once, in table order (a contender
+    /// that plays none is left out).
+    pub fn roles(&self) -> Vec<ContenderRole> {
+        let mut v: Vec<ContenderRole> = Vec::new();
+        for r in self.contenders.iter().filter_map(role_of) {
+            if !v.contains(&r) {
+                v.push(r);
+            }
+        }
+        v
+    }
+
+    /// This scenario with its first test's (the radio contenders') bulk TCP replaced by
+    /// `w`'s transfers (named as the radio's: `TCP download BE`, `TCP download BE 2`, ...);
+    /// its probes and VoIP flows are kept, before them.
+    #[must_use]
+    pub fn with_workload(mut self, w: Workload) -> Scenario {
+        if let Some(t) = self.tests.first_mut() {
+            t.flows
+                .retain(|f| !matches!(f.kind, FlowKind::TcpDown | FlowKind::TcpUp));
+            let name = |what: &str, k: u16| match k {
+                0 => format!("TCP {what} BE"),
+                k => format!("TCP {what} BE {}", k + 1),
+            };
+            t.flows.extend(
+                (0..w.downloads).map(|k| Flow::new(&name("download", k), FlowKind::TcpDown, 0)),
+            );
+            t.flows
+                .extend((0..w.uploads).map(|k| Flow::new(&name("upload", k), FlowKind::TcpUp, 0)));
+        }
+        self
     }
 
     /// The bulk TCP of its first test (the one the radio's contenders run), as a link-level
@@ -861,6 +909,51 @@ impl Scenario {
         Ok(Scenario::for_link(&sc.link, seconds)?)
     }
 
+    /// The radio's test and contenders on a link file's link `d`, run as its `[run]` table
+    /// says (`purple lab run --link FILE`, `purple demo --lab --link FILE`): a deployment
+    /// other than the lab's is refused as [`Scenario::for_link_scenario`] refuses it; `downloads`
+    /// and `uploads` replace the radio test's bulk TCP ([`Scenario::with_workload`]; a key not
+    /// given keeps the radio test's count); `contenders` are played as
+    /// [`Scenario::contenders_for`] plays them, in that order, but for the oracles, which are
+    /// left to the simulator's rows (a file naming only oracles, or a role the lab cannot play,
+    /// is refused, naming it); `base_rtt_ms` is refused ([`LabPlayError::RoundTrip`]). A file
+    /// without `[run]` gives what [`Scenario::for_link`] gives.
+    pub fn for_link_file(
+        d: &LinkDesc,
+        run: &Run,
+        seconds: Option<f64>,
+    ) -> Result<Scenario, LabPlayError> {
+        if run.base_rtt_ms.is_some() {
+            return Err(LabPlayError::RoundTrip {
+                link: d.name.clone(),
+            });
+        }
+        let sc = run.apply(LinkScenario {
+            deployment: DEPLOYMENT,
+            ..LinkScenario::new(d.clone())
+        });
+        let mut s = Scenario::for_link_scenario(&sc, seconds)?;
+        if run.downloads.is_some() || run.uploads.is_some() {
+            let w = s.workload();
+            s = s.with_workload(Workload {
+                downloads: run.downloads.unwrap_or(w.downloads),
+                uploads: run.uploads.unwrap_or(w.uploads),
+            });
+        }
+        if let Some(roles) = &run.roles {
+            // The oracles are the simulator's references (its rows beside a lab run show the
+            // late oracle): a file written for both backends names them, and the lab leaves
+            // them out; a file naming only oracles is refused as `contenders_for` refuses one.
+            let real: Vec<ContenderRole> =
+                roles.iter().copied().filter(|r| !is_oracle(*r)).collect();
+            if real.is_empty() {
+                return Err(role_refused(roles[0]));
+            }
+            s.contenders = s.contenders_for(&real)?;
+        }
+        Ok(s)
+    }
+
     /// The contenders playing `roles` on this scenario, in the order given (`purple lab run
     /// --link-of NAME --contenders ID,...`, the matrix's ids): `fq-codel` its FQ-CoDel without
     /// shaping, `static-safe` its static CAKE (a link-level scenario's at the link's safe
@@ -938,6 +1031,17 @@ fn plays(role: ContenderRole, short: &str, c: &Contender) -> bool {
     c.short == short
         && (!matches!(role, ContenderRole::Fifo | ContenderRole::FqCodel)
             || matches!(c.shape, Shape::Bare(_)))
+}
+
+/// Whether `role` is an oracle (told the link's true capacity): no lab contender plays one.
+fn is_oracle(role: ContenderRole) -> bool {
+    matches!(
+        role,
+        ContenderRole::Oracle
+            | ContenderRole::OracleLate
+            | ContenderRole::OracleLookahead
+            | ContenderRole::OracleCensored(_)
+    )
 }
 
 /// Why the lab plays no contender for `role` (one outside [`LAB_ROLES`]).
@@ -1357,6 +1461,82 @@ mod tests {
                 downloads: 0,
                 uploads: 1
             }
+        );
+    }
+
+    #[test]
+    fn a_link_files_run_table_sets_the_labs_load_and_contenders_and_what_it_cannot_play_is_refused()
+    {
+        let file = |run: &str| {
+            LinkDesc::parse_with_run(
+                Path::new("mine.toml"),
+                &format!(
+                    "duration_s = 20.0\n[down]\nrate = \"40mbit\"\ndelay_ms = 5.0\n[up]\n\
+                     rate = \"10mbit\"\n{run}"
+                ),
+                &|_| unreachable!("no files"),
+            )
+            .expect("parses")
+        };
+        // Without `[run]`: what `for_link` gives.
+        let (d, run) = file("");
+        let plain = Scenario::for_link_file(&d, &run, None).expect("plays");
+        assert_eq!(plain, Scenario::for_link(&d, None).expect("plays"));
+        // The load and the contenders as the file says, the probes and VoIP kept.
+        let (d, run) = file(
+            "[run]\ndeployment = \"home-router\"\ndownloads = 3\nuploads = 0\n\
+             contenders = [\"purple\", \"static-safe\"]\n",
+        );
+        let s = Scenario::for_link_file(&d, &run, None).expect("plays");
+        assert_eq!(
+            s.workload(),
+            Workload {
+                downloads: 3,
+                uploads: 0
+            }
+        );
+        let names: Vec<&str> = s.tests[0].flows.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names[3..],
+            ["TCP download BE", "TCP download BE 2", "TCP download BE 3"]
+        );
+        assert_eq!(names.len(), 6, "{names:?}");
+        assert_eq!(
+            s.contenders.iter().map(|c| c.short).collect::<Vec<_>>(),
+            ["purple", "cake"]
+        );
+        let sc = s.link_scenario();
+        assert_eq!(
+            sc.roles,
+            Some(vec![ContenderRole::Purple, ContenderRole::StaticSafe])
+        );
+        assert_eq!(sc.workload, s.workload());
+        // What the lab cannot play is refused, naming it.
+        let refused = |run: &str| {
+            let (d, run) = file(run);
+            Scenario::for_link_file(&d, &run, None)
+                .expect_err("refused")
+                .to_string()
+        };
+        let e = refused("[run]\ndeployment = \"slides\"\n");
+        assert!(
+            e.contains("mine is deployed as the lab cannot play it"),
+            "{e}"
+        );
+        let (d, run) = file("[run]\ncontenders = [\"purple\", \"oracle-late\"]\n");
+        let s = Scenario::for_link_file(&d, &run, None).expect("the oracle left out");
+        assert_eq!(
+            s.contenders.iter().map(|c| c.short).collect::<Vec<_>>(),
+            ["purple"]
+        );
+        let e = refused("[run]\ncontenders = [\"oracle-late\"]\n");
+        assert!(e.contains("cannot play contender oracle-late"), "{e}");
+        let e = refused("[run]\ncontenders = [\"purple\", \"purple-radio\"]\n");
+        assert!(e.contains("cannot play contender purple-radio"), "{e}");
+        let e = refused("[run]\nbase_rtt_ms = 30.0\n");
+        assert!(
+            e.starts_with("mine's [run] base_rtt_ms sets the simulator's path only"),
+            "{e}"
         );
     }
 

@@ -13,6 +13,13 @@
 //!                          #   one-way propagation (default 1 ms)
 //! [up]
 //! rate = "20mbit"
+//!
+//! [run]                    # optional: how the link is run, beside what it is
+//! deployment = "home-router"   # or "slides" (default: the backend's own)
+//! downloads = 2            # bulk TCP each way (default: the backend's own load)
+//! uploads = 1
+//! contenders = ["static-safe", "cake-autorate", "purple", "oracle-late"]
+//! base_rtt_ms = 30.0       # the simulated path's idle round trip (the simulator's only)
 //! ```
 //!
 //! Relative paths resolve against the TOML file's directory. [`LinkDesc::read`] checks the file
@@ -148,6 +155,27 @@ pub struct LinkFile {
     pub down: DirectionSpec,
     /// From the client.
     pub up: DirectionSpec,
+    /// How to run the link (checked into a
+    /// [`Run`](crate::link_scenario::Run) by [`LinkDesc::read_with_run`]).
+    pub run: Option<RunTable>,
+}
+
+/// A link file's optional `[run]` table as written: how the link is run, beside what it is.
+/// Every key is optional; a backend takes its own default for a key not given.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RunTable {
+    /// Where CAKE and its controller sit: `slides` or `home-router`.
+    pub deployment: Option<String>,
+    /// Bulk TCP transfers towards the client.
+    pub downloads: Option<u16>,
+    /// Bulk TCP transfers from the client.
+    pub uploads: Option<u16>,
+    /// The contenders to run, by the ids of `purple demo --matrix --contenders`, in table
+    /// order.
+    pub contenders: Option<Vec<String>>,
+    /// The idle round trip of the simulated path, ms (as `purple demo --base-rtt-ms`).
+    pub base_rtt_ms: Option<f64>,
 }
 
 /// One direction of a link ([`LinkDesc`]).
@@ -295,13 +323,21 @@ impl LinkDesc {
 
     /// Reads and checks the link file at `path` (its trace and schedule files relative to its
     /// directory). Errors name the file and the key, option or line.
+    /// The file's `[run]` table, if any, is not read (see [`LinkDesc::read_with_run`]).
     pub fn read(path: &Path) -> Result<LinkDesc, LinkError> {
+        Ok(LinkDesc::read_with_run(path)?.0)
+    }
+
+    /// Reads and checks the link file at `path` as [`LinkDesc::read`] does, and its `[run]`
+    /// table ([`Run`](crate::link_scenario::Run); empty if the file has none). Errors name the
+    /// file and the key.
+    pub fn read_with_run(path: &Path) -> Result<(LinkDesc, crate::link_scenario::Run), LinkError> {
         let text = std::fs::read_to_string(path).map_err(|e| LinkError::Read {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
         let dir = path.parent().unwrap_or(Path::new(""));
-        LinkDesc::parse(path, &text, &|t: &str| {
+        LinkDesc::parse_with_run(path, &text, &|t: &str| {
             let p = dir.join(t);
             std::fs::read_to_string(&p).map_err(|e| ScenarioError(format!("{}: {e}", p.display())))
         })
@@ -311,11 +347,22 @@ impl LinkDesc {
     /// files with `read` (given the key's value, the file's text or an error naming it): for
     /// a link compiled in, whose files are compiled in too. A direction without `delay_ms`
     /// gets [`DEFAULT_DELAY`]; the rates are derived over the file's `duration_s`.
+    /// The file's `[run]` table, if any, is not read (see [`LinkDesc::parse_with_run`]).
     pub fn parse(
         path: &Path,
         text: &str,
         read: &dyn Fn(&str) -> Result<String, ScenarioError>,
     ) -> Result<LinkDesc, LinkError> {
+        Ok(LinkDesc::parse_with_run(path, text, read)?.0)
+    }
+
+    /// [`LinkDesc::parse`], and the file's `[run]` table checked
+    /// ([`Run::check`](crate::link_scenario::Run::check); empty if the file has none).
+    pub fn parse_with_run(
+        path: &Path,
+        text: &str,
+        read: &dyn Fn(&str) -> Result<String, ScenarioError>,
+    ) -> Result<(LinkDesc, crate::link_scenario::Run), LinkError> {
         let f: LinkFile = toml::from_str(text).map_err(|e| LinkError::Toml {
             path: path.to_path_buf(),
             reason: e.to_string().trim_end().to_string(),
@@ -370,7 +417,8 @@ impl LinkDesc {
             up: direction(up),
         };
         d.description = d.file_words();
-        Ok(d)
+        let run = crate::link_scenario::Run::check(f.run.as_ref()).map_err(|e| in_file(path, e))?;
+        Ok((d, run))
     }
 
     /// The words of a link read from a file over its `secs`: the file, each direction's

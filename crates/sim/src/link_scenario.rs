@@ -1,6 +1,7 @@
 //! The one link-level scenario: a link ([`LinkDesc`]), how CAKE and its controller are
 //! deployed on it ([`Deployment`]) and the bulk load that runs on it ([`Workload`]), and the
-//! contenders by role ([`Role`]) that run on it.
+//! contenders by role ([`Role`]) that run on it; a link file's `[run]` table ([`Run`]) sets
+//! all but the link.
 //! Every backend that plays a single variable link takes this type: section C's closed loop (`experiments::c`, whose built-in scenarios and held-out links
 //! are `LinkScenario`s built there, `experiments::c::scenario::scenario`) plays any deployment;
 //! the namespace lab (`lab::scenario::Scenario::for_link_scenario`) plays the link as a home
@@ -21,7 +22,7 @@ use qdisc::{Duration, Rate};
 use serde::Serialize;
 
 use crate::deployment::{Deployment, ProbePath, ShaperAt, ThroughputFrom};
-use crate::link_file::LinkDesc;
+use crate::link_file::{LinkDesc, LinkError, RunTable};
 
 /// A variable-link scenario: the link (the one single-link description, [`LinkDesc`]) and how
 /// CAKE and the controllers are deployed on it.
@@ -48,6 +49,143 @@ pub struct LinkScenario {
     /// file, and the simulator's rows beside a lab run (the lab's measured idle round trip).
     /// The lab does not read it: its path is its veths, bridge and emulator.
     pub path_rtt: Option<Duration>,
+    /// The contenders that run on it, by role, in table order. `None` ([`LinkScenario::new`]):
+    /// the backend's own set (`purple demo`'s section C contenders and the late oracle, the
+    /// matrix's every role, the lab's radio contenders). Set from a link file's `[run]
+    /// contenders` ([`Run::apply`]); a command line's `--contenders` takes precedence.
+    pub roles: Option<Vec<Role>>,
+}
+
+/// How a link is run, beside what it is: a link file's `[run]` table, checked
+/// ([`Run::check`]). A key not given is `None`: each backend's own default. A backend applies
+/// the deployment, the load and the contenders with [`Run::apply`], and the round trip by its
+/// own rule (section C: `experiments::c::link::at_idle_rtt`; the lab, whose path is its own,
+/// refuses it).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Run {
+    /// `deployment`: [`Deployment::SLIDES`] (`slides`) or [`Deployment::HOME_ROUTER`]
+    /// (`home-router`).
+    pub deployment: Option<Deployment>,
+    /// `downloads`: bulk TCP transfers towards the client, 1 ..= [`MAX_TRANSFERS`].
+    pub downloads: Option<u16>,
+    /// `uploads`: bulk TCP transfers from the client, 0 ..= [`MAX_TRANSFERS`].
+    pub uploads: Option<u16>,
+    /// `contenders`: the roles to run, in table order, each once (at least one).
+    pub roles: Option<Vec<Role>>,
+    /// `base_rtt_ms`: the idle round trip asked for, ms (0 < x <= 10,000).
+    pub base_rtt_ms: Option<f64>,
+}
+
+/// The most bulk transfers a link file's `[run]` asks for in one direction.
+pub const MAX_TRANSFERS: u16 = 64;
+
+impl Run {
+    /// The `[run]` table `t` checked (`None`: a file without one, every key unset). Fails with
+    /// [`LinkError::Option`] naming the key (`[run] deployment`, ...), the value and what is
+    /// accepted; the file's reader adds its path.
+    pub fn check(t: Option<&RunTable>) -> Result<Run, LinkError> {
+        let Some(t) = t else {
+            return Ok(Run::default());
+        };
+        let bad = |option: &'static str, value: String, accepted: String| LinkError::Option {
+            option,
+            value,
+            accepted,
+        };
+        let deployment = match t.deployment.as_deref() {
+            None => None,
+            Some("slides") => Some(Deployment::SLIDES),
+            Some("home-router") => Some(Deployment::HOME_ROUTER),
+            Some(x) => {
+                return Err(bad(
+                    "[run] deployment",
+                    format!("{x:?}"),
+                    "\"slides\" (CAKE in front of the radio) or \"home-router\" (the download \
+                     shaped at the router after the radio)"
+                        .into(),
+                ))
+            }
+        };
+        let transfers = |v: Option<u16>, least: u16, key: &'static str| match v {
+            Some(n) if !(least..=MAX_TRANSFERS).contains(&n) => Err(bad(
+                key,
+                n.to_string(),
+                format!("{least} ..= {MAX_TRANSFERS}"),
+            )),
+            v => Ok(v),
+        };
+        let downloads = transfers(t.downloads, 1, "[run] downloads")?;
+        let uploads = transfers(t.uploads, 0, "[run] uploads")?;
+        let known = || {
+            Role::ALL
+                .iter()
+                .map(|r| r.id())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let roles = match &t.contenders {
+            None => None,
+            Some(ids) if ids.is_empty() => {
+                return Err(bad(
+                    "[run] contenders",
+                    "[]".into(),
+                    format!("one or more of {}", known()),
+                ))
+            }
+            Some(ids) => {
+                let mut roles: Vec<Role> = Vec::with_capacity(ids.len());
+                for id in ids {
+                    let r = Role::parse(id)
+                        .map_err(|_| bad("[run] contenders", format!("{id:?}"), known()))?;
+                    if roles.contains(&r) {
+                        return Err(bad(
+                            "[run] contenders",
+                            format!("{id:?} twice"),
+                            "each contender once".into(),
+                        ));
+                    }
+                    roles.push(r);
+                }
+                Some(roles)
+            }
+        };
+        let base_rtt_ms = match t.base_rtt_ms {
+            Some(x) if !(x.is_finite() && x > 0.0 && x <= 10_000.0) => {
+                return Err(bad(
+                    "[run] base_rtt_ms",
+                    x.to_string(),
+                    "0 < ms <= 10000".into(),
+                ))
+            }
+            x => x,
+        };
+        Ok(Run {
+            deployment,
+            downloads,
+            uploads,
+            roles,
+            base_rtt_ms,
+        })
+    }
+
+    /// `sc` with this run's deployment ([`LinkScenario::as_home_router`] for `home-router`),
+    /// bulk load and contenders where given; the round trip is the backend's to apply.
+    #[must_use]
+    pub fn apply(&self, mut sc: LinkScenario) -> LinkScenario {
+        match self.deployment {
+            Some(d) if d == Deployment::HOME_ROUTER => sc = sc.as_home_router(),
+            Some(d) => sc.deployment = d,
+            None => {}
+        }
+        sc.workload = Workload {
+            downloads: self.downloads.unwrap_or(sc.workload.downloads),
+            uploads: self.uploads.unwrap_or(sc.workload.uploads),
+        };
+        if let Some(r) = &self.roles {
+            sc.roles = Some(r.clone());
+        }
+        sc
+    }
 }
 
 /// The bulk load of a link-level scenario: greedy TCP transfers each way (CUBIC with ECN, as
@@ -92,6 +230,7 @@ impl LinkScenario {
             deployment: Deployment::SLIDES,
             workload: Workload::SECTION_C,
             path_rtt: None,
+            roles: None,
         }
     }
 
@@ -178,9 +317,16 @@ impl LinkScenario {
     /// This link on a simulated path whose round trip beyond the link's own delays is
     /// `path_rtt` ([`LinkScenario::path_rtt`]), so that the idle round trip is `path_rtt` plus
     /// the link's delays both ways. The link is unchanged; the description says the new round
-    /// trip.
+    /// trip (replacing the words of one set before by this method).
     #[must_use]
     pub fn with_path_rtt(mut self, path_rtt: Duration) -> LinkScenario {
+        // A round trip set before (a link file's `[run] base_rtt_ms`, then a command line's)
+        // is replaced in the words too.
+        if self.path_rtt.is_some() {
+            if let Some(i) = self.link.description.rfind("; idle round trip ") {
+                self.link.description.truncate(i);
+            }
+        }
         self.path_rtt = Some(path_rtt);
         let rtt = path_rtt + self.link.down.delay + self.link.up.delay;
         self.link.description = format!(
@@ -369,6 +515,98 @@ mod tests {
             .clone()
             .with_radio_delay(s.link.down.delay, Duration::ZERO);
         assert_eq!(same.link.description, s.link.description);
+    }
+
+    /// A link file's text with `run` as its `[run]` table, parsed.
+    fn with_run(run: &str) -> Result<(LinkDesc, Run), LinkError> {
+        let text = format!("[down]\nrate = \"20mbit\"\n[up]\nrate = \"5mbit\"\n{run}");
+        LinkDesc::parse(std::path::Path::new("t.toml"), &text, &|_| {
+            unreachable!("no files")
+        })?;
+        LinkDesc::parse_with_run(std::path::Path::new("t.toml"), &text, &|_| {
+            unreachable!("no files")
+        })
+    }
+
+    #[test]
+    fn a_link_files_run_table_sets_deployment_load_and_contenders_and_names_a_bad_key() {
+        let (d, none) = with_run("").expect("no [run]");
+        assert_eq!(none, Run::default());
+        let plain = none.apply(LinkScenario::new(d.clone()));
+        assert_eq!(
+            (plain.deployment, plain.workload, plain.roles.clone()),
+            (Deployment::SLIDES, Workload::SECTION_C, None)
+        );
+        let (_, run) = with_run(
+            "[run]\ndeployment = \"home-router\"\ndownloads = 2\nuploads = 0\n\
+             contenders = [\"purple\", \"oracle-late\", \"fifo\"]\nbase_rtt_ms = 30.0\n",
+        )
+        .expect("parses");
+        assert_eq!(run.base_rtt_ms, Some(30.0));
+        let sc = run.apply(LinkScenario::new(d.clone()));
+        assert_eq!(sc.deployment, Deployment::HOME_ROUTER);
+        assert!(sc.link.description.contains("deployed as a home router"));
+        assert_eq!(
+            sc.workload,
+            Workload {
+                downloads: 2,
+                uploads: 0
+            }
+        );
+        assert_eq!(
+            sc.roles,
+            Some(vec![Role::Purple, Role::OracleLate, Role::Fifo])
+        );
+        assert_eq!(
+            sc.path_rtt, None,
+            "the round trip is the backend's to apply"
+        );
+        // One key alone changes only itself.
+        let (_, run) = with_run("[run]\nuploads = 3\n").expect("parses");
+        let sc = run.apply(LinkScenario::new(d));
+        assert_eq!((sc.workload.downloads, sc.workload.uploads), (4, 3));
+        assert_eq!(sc.deployment, Deployment::SLIDES);
+        // Each bad value names its key, the value and what is accepted, in the file.
+        for (run, words) in [
+            (
+                "deployment = \"router\"",
+                "t.toml: [run] deployment \"router\": accepted \"slides\"",
+            ),
+            (
+                "downloads = 0",
+                "t.toml: [run] downloads 0: accepted 1 ..= 64",
+            ),
+            (
+                "uploads = 65",
+                "t.toml: [run] uploads 65: accepted 0 ..= 64",
+            ),
+            (
+                "contenders = []",
+                "t.toml: [run] contenders []: accepted one or more of fifo, ",
+            ),
+            (
+                "contenders = [\"purple\", \"nope\"]",
+                "t.toml: [run] contenders \"nope\": accepted fifo, fq-codel, ",
+            ),
+            (
+                "contenders = [\"purple\", \"purple\"]",
+                "[run] contenders \"purple\" twice: accepted each contender once",
+            ),
+            (
+                "base_rtt_ms = -1.0",
+                "t.toml: [run] base_rtt_ms -1: accepted 0 < ms <= 10000",
+            ),
+        ] {
+            let e = with_run(&format!("[run]\n{run}\n"))
+                .expect_err(run)
+                .to_string();
+            assert!(e.starts_with(words) || e.contains(words), "{run}: {e}");
+        }
+        // An unknown key in the table is refused by name.
+        let e = with_run("[run]\ndownload = 2\n")
+            .expect_err("typo")
+            .to_string();
+        assert!(e.contains("download") && e.contains("t.toml"), "{e}");
     }
 
     #[test]

@@ -24,8 +24,10 @@ pub fn compute_lab(
     }
     let scn = match (&o.link, &o.link_of) {
         (Some(file), _) => {
-            let d = sim::link_file::LinkDesc::read(file).map_err(|e| e.to_string())?;
-            lab::scenario::Scenario::for_link(&d, o.seconds).map_err(|e| e.to_string())?
+            let (d, run) =
+                sim::link_file::LinkDesc::read_with_run(file).map_err(|e| e.to_string())?;
+            lab::scenario::Scenario::for_link_file(&d, &run, o.seconds)
+                .map_err(|e| format!("{}: {e}", file.display()))?
         }
         (None, Some((name, seed))) => crate::lab::link_of(name, *seed, o.home_router)?,
         (None, None) => {

@@ -57,7 +57,7 @@ pub fn compute(o: &DemoOpts) -> Result<Demo, String> {
     } else {
         Vec::new()
     };
-    claims.extend(goal_claims(&results));
+    claims.extend(goal_claims(&results, &contenders));
     claims.extend(late_oracle_claims(&results, &contenders));
     Ok(Demo {
         labels: labels(&contenders),

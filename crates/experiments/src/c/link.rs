@@ -12,6 +12,9 @@
 //!                          #   one-way propagation (default 1 ms)
 //! [up]
 //! rate = "20mbit"
+//!
+//! [run]                    # optional: deployment, downloads, uploads, contenders,
+//! contenders = ["purple", "oracle-late"]   # base_rtt_ms (`sim::link_file`)
 //! ```
 //!
 //! Relative paths resolve against the TOML file's directory; a direction without `delay_ms`
@@ -136,11 +139,27 @@ pub fn from_traces(
 }
 
 /// A user's link from a link file (`purple demo --link FILE.toml`); `secs` overrides its
-/// `duration_s`.
+/// `duration_s`. The file's `[run]` table, if any, sets the deployment, the bulk load and the
+/// contenders ([`Run::apply`](sim::link_scenario::Run::apply)) and the idle round trip
+/// ([`at_idle_rtt`]; an out-of-range one is [`LinkError::Key`] naming `[run] base_rtt_ms`); a
+/// command line's own options are applied after it and take precedence.
 pub fn from_file(path: &Path, secs: Option<f64>) -> Result<Scenario, LinkError> {
-    Ok(super::scenario::played(
-        LinkDesc::read(path)?.with_secs(secs)?,
-    ))
+    let (d, run) = LinkDesc::read_with_run(path)?;
+    let sc = run.apply(super::scenario::played(d.with_secs(secs)?));
+    match run.base_rtt_ms {
+        None => Ok(sc),
+        Some(ms) => at_idle_rtt(sc, ms).map_err(|e| match e {
+            LinkError::Option {
+                value, accepted, ..
+            } => LinkError::Key {
+                path: path.to_path_buf(),
+                key: "[run] base_rtt_ms",
+                value,
+                accepted,
+            },
+            e => e,
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -192,7 +192,9 @@ pub struct MatrixSpec {
     pub links: Vec<MatrixLink>,
     /// The seeds.
     pub seeds: Vec<u64>,
-    /// The contenders, in table order (a role a link lacks is left out there).
+    /// The contenders, in table order (a role a link lacks is left out there), on every link
+    /// that does not name its own ([`Scenario::roles`](sim::link_scenario::LinkScenario::roles):
+    /// a link file's `[run] contenders`).
     pub roles: Vec<Role>,
     /// `purple`'s targets to sweep, ms (empty: no sweep).
     pub targets_ms: Vec<f64>,
@@ -275,8 +277,10 @@ impl MatrixSpec {
             .iter()
             .map(|l| {
                 let sc = l.build(first, self)?;
-                let mut rows: Vec<Row> = self
-                    .roles
+                // A link that names its contenders (a link file's `[run] contenders`) runs
+                // those; the others run the spec's.
+                let roles = sc.roles.as_deref().unwrap_or(&self.roles);
+                let mut rows: Vec<Row> = roles
                     .iter()
                     .filter_map(|&r| role_contender(r, &sc).map(|c| Row::Role(r, c)))
                     .collect();
