@@ -104,7 +104,27 @@ fn recording_decisions_keeps_every_step_and_changes_nothing() {
         (s.name.as_str(), s.duration_s, s.bin_s),
         (plain.name(), 12.0, 0.05)
     );
-    assert!(s.flows.is_empty());
+    // Its flows: section C's four downloads and two uploads, then the probes, each with its
+    // goodput from the warm-up on; the downloads' goodput is the radio's delivery less the
+    // headers and the probes.
+    let names: Vec<&str> = s.flows.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names[..6],
+        [
+            "TCP download 1",
+            "TCP download 2",
+            "TCP download 3",
+            "TCP download 4",
+            "TCP upload 1",
+            "TCP upload 2"
+        ]
+    );
+    assert!(names.len() > 6 && names[6..].iter().all(|n| n.starts_with("probe ")));
+    let down: f64 = s.flows[..4].iter().map(|f| f.goodput_bps).sum::<f64>() * 1e-6;
+    let radio = plain.throughput().down;
+    eprintln!("downloads' goodput {down:.2} Mbit/s, radio's delivery {radio:.2}");
+    assert!(down > 0.9 * radio && down <= radio, "{down} vs {radio}");
+    assert!(s.flows.iter().all(|f| f.latency_samples_ms.is_empty()));
     assert_eq!(l.latency.as_ref(), Some(plain.latency()));
     assert!(plain.latency().n > 0 && plain.latency().p99 >= plain.latency().median);
     assert_eq!(l.samples_ms.len(), plain.latency().n);

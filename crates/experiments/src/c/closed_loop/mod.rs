@@ -212,6 +212,7 @@ pub fn run(spec: &LoopSpec) -> Result<LoopResult, NoSamples> {
             sc.link.up.capacity.mean(warm, end),
         ),
         &net.sim,
+        &net.named,
         &net.summary_links(),
     )?;
     if let Some(sh) = shell.as_mut() {

@@ -233,7 +233,9 @@ impl Recorder {
     }
 
     /// The result of contender `name` on a link whose mean capacity after the warm-up was
-    /// `capacity` (bytes/s), once `sim` has run to the end; the summary reports `links` as the
+    /// `capacity` (bytes/s), once `sim` has run to the end; the summary reports `flows` (the
+    /// bulk TCP and the probes, goodput from the warm-up on; their per-packet latency samples
+    /// are not kept) and `links` as the
     /// simulator's summaries do ([`RunSummary::collect`]: utilisation over the whole run,
     /// each [`STEP`]'s sent bits per second, the tc statistics of the links with a qdisc).
     /// [`NoSamples`] when a latency probe (round trip or one way) measured nothing after the
@@ -243,6 +245,7 @@ impl Recorder {
         name: String,
         capacity: PerDir<f64>,
         sim: &Sim,
+        flows: &[(sim::AppId, String)],
         links: &[(sim::LinkId, String)],
     ) -> Result<LoopResult, NoSamples> {
         let (warm, end) = (self.warm, self.end);
@@ -280,7 +283,12 @@ impl Recorder {
             )),
             tracking: None,
         };
-        let mut summary = RunSummary::collect(sim, &name, &[], links, warm);
+        let mut summary = RunSummary::collect(sim, &name, flows, links, warm);
+        // A flow's every latency sample stays in the simulator: a matrix holds thousands of
+        // results, and the loaded phase's own samples are what its figures are made of.
+        for f in &mut summary.flows {
+            f.latency_samples_ms = Vec::new();
+        }
         summary.loaded = Some(loaded);
         Ok(LoopResult {
             summary,

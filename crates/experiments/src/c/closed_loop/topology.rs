@@ -55,6 +55,9 @@ pub(super) struct Topology {
     pub(super) ingress: Option<PerDir<sim::LinkId>>,
     /// The measurement probes, one per server.
     pub(super) probes: Vec<ProbeState>,
+    /// The run's flows by their sending application, named for its summary: the bulk TCP
+    /// (`TCP download 1`, ..., `TCP upload 1`, ...) and the probes (`probe 1`, ...).
+    pub(super) named: Vec<(sim::AppId, String)>,
 }
 
 fn addr(net: u8, i: usize) -> IpAddr {
@@ -171,6 +174,7 @@ impl Topology {
             shaped,
             ingress: ingress.then(|| PerDir::new(down_after, up_after)),
             probes: Vec::new(),
+            named: Vec::new(),
         };
         net.add_bulk_tcp(spec.scenario.workload);
         net.add_probes();
@@ -211,23 +215,25 @@ impl Topology {
             s.pacing = Some(Pacing::default());
             let start = Instant::from_millis(200 + u64::from(port % 7) * 50);
             sim.add_app(to.0, port, start, Box::new(TcpReceiverApp::for_sender(&s)));
-            sim.add_app(from.0, port, start, Box::new(TcpSenderApp::new(s)));
+            sim.add_app(from.0, port, start, Box::new(TcpSenderApp::new(s)))
         };
         for k in 0..w.downloads.min(1000) {
-            tcp(
+            let id = tcp(
                 &mut self.sim,
                 self.servers[usize::from(k) % REFLECTORS],
                 self.client,
                 5000 + k,
             );
+            self.named.push((id, format!("TCP download {}", k + 1)));
         }
         for k in 0..w.uploads.min(1000) {
-            tcp(
+            let id = tcp(
                 &mut self.sim,
                 self.client,
                 self.servers[usize::from(k) % REFLECTORS],
                 6000 + k,
             );
+            self.named.push((id, format!("TCP upload {}", k + 1)));
         }
     }
 
@@ -258,6 +264,9 @@ impl Topology {
                 ProbeState { app, seen: 0 }
             })
             .collect();
+        let probes = self.probes.iter().enumerate();
+        self.named
+            .extend(probes.map(|(i, p)| (p.app, format!("probe {}", i + 1))));
     }
 }
 
