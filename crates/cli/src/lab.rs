@@ -760,6 +760,7 @@ mod tests {
         sc.workload = sim::link_scenario::Workload {
             downloads: 2,
             uploads: 1,
+            voip: 1,
         };
         let cs = [
             scenario::CAKE_PURPLE,
@@ -776,8 +777,9 @@ mod tests {
         let rows = closed_loop_rows(&sc, &cs, 2, window).expect("measured");
         assert!(
             rows.title.contains(
-                "with 2 TCP downloads, 1 upload, seed 2, measured over the lab's window of the \
-                 link, 2.0 to 7.0 s; its path's idle round trip its own, the lab measured none"
+                "with 2 TCP downloads, 1 upload, 1 VoIP call, seed 2, measured over the lab's \
+                 window of the link, 2.0 to 7.0 s; its path's idle round trip its own, the lab \
+                 measured none"
             ),
             "{}",
             rows.title
@@ -843,7 +845,8 @@ mod tests {
             sc.workload,
             sim::link_scenario::Workload {
                 downloads: 2,
-                uploads: 1
+                uploads: 1,
+                voip: 1
             }
         );
         // Static CAKE at the lab's static rates, the controllers as the lab's daemons.

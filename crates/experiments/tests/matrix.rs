@@ -295,6 +295,39 @@ fn a_link_files_run_table_is_the_scenario_each_simulated_backend_runs() {
     spec.roles = vec![Role::Purple];
     spec.targets_ms = Vec::new();
     assert_eq!(spec.runs().unwrap(), 3 + 1);
+    // VoIP calls from the file run beside the bulk load, with the flows' figures.
+    let f = tmp.file(
+        "voip.toml",
+        "duration_s = 6.0\n[down]\nrate = \"20mbit\"\n[up]\nrate = \"5mbit\"\n\
+         [run]\ndownloads = 1\nuploads = 1\nvoip = 2\n",
+    );
+    let sc = link::from_file(&f, None).unwrap();
+    assert_eq!(sc.workload.voip, 2);
+    let mut spec = experiments::c::closed_loop::LoopSpec::new(
+        sc,
+        experiments::c::closed_loop::Contender::Purple,
+        1,
+    );
+    spec.secs = 6.0;
+    spec.warmup = 1.5;
+    let r = experiments::c::closed_loop::run(&spec).unwrap();
+    let flows = &r.summary().flows;
+    let names: Vec<&str> = flows.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names[..4],
+        ["TCP download 1", "TCP upload 1", "VoIP 1", "VoIP 2"]
+    );
+    for v in &flows[2..4] {
+        // A 200-byte frame every 20 ms is 80 kbit/s.
+        assert!(
+            (v.goodput_bps - 80_000.0).abs() < 8_000.0,
+            "{}",
+            v.goodput_bps
+        );
+        assert_eq!(v.dscp, 46);
+        let l = v.latency_ms.as_ref().expect("delivered");
+        assert!(l.p99 < 100.0, "{}", l.p99);
+    }
     // Out of range, the file's round trip names the key and the file.
     let f = tmp.file(
         "short.toml",

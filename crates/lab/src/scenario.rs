@@ -760,18 +760,27 @@ impl Scenario {
         v
     }
 
-    /// This scenario with its first test's (the radio contenders') bulk TCP replaced by
-    /// `w`'s transfers (named as the radio's: `TCP download BE`, `TCP download BE 2`, ...);
-    /// its probes and VoIP flows are kept, before them.
+    /// This scenario with its first test's (the radio contenders') load replaced by `w`'s
+    /// VoIP calls and transfers (named as the radio's: `VoIP EF`, `VoIP EF 2`, ..., `TCP
+    /// download BE`, `TCP download BE 2`, ...); its probes are kept, before them.
     #[must_use]
     pub fn with_workload(mut self, w: Workload) -> Scenario {
         if let Some(t) = self.tests.first_mut() {
-            t.flows
-                .retain(|f| !matches!(f.kind, FlowKind::TcpDown | FlowKind::TcpUp));
-            let name = |what: &str, k: u16| match k {
-                0 => format!("TCP {what} BE"),
-                k => format!("TCP {what} BE {}", k + 1),
+            t.flows.retain(|f| {
+                !matches!(
+                    f.kind,
+                    FlowKind::TcpDown | FlowKind::TcpUp | FlowKind::VoipUp
+                )
+            });
+            let numbered = |base: String, k: u16| match k {
+                0 => base,
+                k => format!("{base} {}", k + 1),
             };
+            t.flows.extend(
+                (0..w.voip)
+                    .map(|k| Flow::new(&numbered("VoIP EF".into(), k), FlowKind::VoipUp, 46)),
+            );
+            let name = |what: &str, k: u16| numbered(format!("TCP {what} BE"), k);
             t.flows.extend(
                 (0..w.downloads).map(|k| Flow::new(&name("download", k), FlowKind::TcpDown, 0)),
             );
@@ -781,9 +790,9 @@ impl Scenario {
         self
     }
 
-    /// The bulk TCP of its first test (the one the radio's contenders run), as a link-level
-    /// scenario's [`Workload`]: its TCP downloads and uploads (its VoIP and probe flows are
-    /// not bulk load).
+    /// The load of its first test (the one the radio's contenders run), as a link-level
+    /// scenario's [`Workload`]: its TCP downloads and uploads and its VoIP calls (its probe
+    /// flows are each backend's own).
     pub fn workload(&self) -> Workload {
         let count = |kind: FlowKind| {
             self.tests.first().map_or(0, |t| {
@@ -793,6 +802,7 @@ impl Scenario {
         Workload {
             downloads: count(FlowKind::TcpDown),
             uploads: count(FlowKind::TcpUp),
+            voip: count(FlowKind::VoipUp),
         }
     }
 
@@ -911,9 +921,9 @@ impl Scenario {
 
     /// The radio's test and contenders on a link file's link `d`, run as its `[run]` table
     /// says (`purple lab run --link FILE`, `purple demo --lab --link FILE`): a deployment
-    /// other than the lab's is refused as [`Scenario::for_link_scenario`] refuses it; `downloads`
-    /// and `uploads` replace the radio test's bulk TCP ([`Scenario::with_workload`]; a key not
-    /// given keeps the radio test's count); `contenders` are played as
+    /// other than the lab's is refused as [`Scenario::for_link_scenario`] refuses it;
+    /// `downloads`, `uploads` and `voip` replace the radio test's load
+    /// ([`Scenario::with_workload`]; a key not given keeps the radio test's count); `contenders` are played as
     /// [`Scenario::contenders_for`] plays them, in that order, but for the oracles, which are
     /// left to the simulator's rows (a file naming only oracles, or a role the lab cannot play,
     /// is refused, naming it); `base_rtt_ms` is refused ([`LabPlayError::RoundTrip`]). A file
@@ -933,11 +943,12 @@ impl Scenario {
             ..LinkScenario::new(d.clone())
         });
         let mut s = Scenario::for_link_scenario(&sc, seconds)?;
-        if run.downloads.is_some() || run.uploads.is_some() {
+        if run.downloads.is_some() || run.uploads.is_some() || run.voip.is_some() {
             let w = s.workload();
             s = s.with_workload(Workload {
                 downloads: run.downloads.unwrap_or(w.downloads),
                 uploads: run.uploads.unwrap_or(w.uploads),
+                voip: run.voip.unwrap_or(w.voip),
             });
         }
         if let Some(roles) = &run.roles {
@@ -1450,16 +1461,21 @@ mod tests {
             sc.workload,
             Workload {
                 downloads: 2,
-                uploads: 1
+                uploads: 1,
+                voip: 1
             }
         );
-        assert_eq!(sc.workload.to_string(), "2 TCP downloads, 1 upload");
+        assert_eq!(
+            sc.workload.to_string(),
+            "2 TCP downloads, 1 upload, 1 VoIP call"
+        );
         // b1's first test is its upload.
         assert_eq!(
             find("b1").expect("b1").workload(),
             Workload {
                 downloads: 0,
-                uploads: 1
+                uploads: 1,
+                voip: 0
             }
         );
     }
@@ -1484,7 +1500,7 @@ mod tests {
         assert_eq!(plain, Scenario::for_link(&d, None).expect("plays"));
         // The load and the contenders as the file says, the probes and VoIP kept.
         let (d, run) = file(
-            "[run]\ndeployment = \"home-router\"\ndownloads = 3\nuploads = 0\n\
+            "[run]\ndeployment = \"home-router\"\ndownloads = 3\nuploads = 0\nvoip = 2\n\
              contenders = [\"purple\", \"static-safe\"]\n",
         );
         let s = Scenario::for_link_file(&d, &run, None).expect("plays");
@@ -1492,15 +1508,22 @@ mod tests {
             s.workload(),
             Workload {
                 downloads: 3,
-                uploads: 0
+                uploads: 0,
+                voip: 2
             }
         );
         let names: Vec<&str> = s.tests[0].flows.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(
-            names[3..],
-            ["TCP download BE", "TCP download BE 2", "TCP download BE 3"]
+            names[2..],
+            [
+                "VoIP EF",
+                "VoIP EF 2",
+                "TCP download BE",
+                "TCP download BE 2",
+                "TCP download BE 3"
+            ]
         );
-        assert_eq!(names.len(), 6, "{names:?}");
+        assert_eq!(names.len(), 7, "{names:?}");
         assert_eq!(
             s.contenders.iter().map(|c| c.short).collect::<Vec<_>>(),
             ["purple", "cake"]

@@ -18,6 +18,7 @@
 //! deployment = "home-router"   # or "slides" (default: the backend's own)
 //! downloads = 2            # bulk TCP each way (default: the backend's own load)
 //! uploads = 1
+//! voip = 1                 # VoIP calls from the client, EF, 20 ms (default: the backend's)
 //! contenders = ["static-safe", "cake-autorate", "purple", "oracle-late"]
 //! base_rtt_ms = 30.0       # the simulated path's idle round trip (the simulator's only)
 //! ```
@@ -171,6 +172,8 @@ pub struct RunTable {
     pub downloads: Option<u16>,
     /// Bulk TCP transfers from the client.
     pub uploads: Option<u16>,
+    /// VoIP calls from the client.
+    pub voip: Option<u16>,
     /// The contenders to run, by the ids of `purple demo --matrix --contenders`, in table
     /// order.
     pub contenders: Option<Vec<String>>,

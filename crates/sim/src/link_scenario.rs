@@ -70,6 +70,8 @@ pub struct Run {
     pub downloads: Option<u16>,
     /// `uploads`: bulk TCP transfers from the client, 0 ..= [`MAX_TRANSFERS`].
     pub uploads: Option<u16>,
+    /// `voip`: VoIP calls from the client ([`Workload::voip`]), 0 ..= [`MAX_TRANSFERS`].
+    pub voip: Option<u16>,
     /// `contenders`: the roles to run, in table order, each once (at least one).
     pub roles: Option<Vec<Role>>,
     /// `base_rtt_ms`: the idle round trip asked for, ms (0 < x <= 10,000).
@@ -116,6 +118,7 @@ impl Run {
         };
         let downloads = transfers(t.downloads, 1, "[run] downloads")?;
         let uploads = transfers(t.uploads, 0, "[run] uploads")?;
+        let voip = transfers(t.voip, 0, "[run] voip")?;
         let known = || {
             Role::ALL
                 .iter()
@@ -163,6 +166,7 @@ impl Run {
             deployment,
             downloads,
             uploads,
+            voip,
             roles,
             base_rtt_ms,
         })
@@ -180,6 +184,7 @@ impl Run {
         sc.workload = Workload {
             downloads: self.downloads.unwrap_or(sc.workload.downloads),
             uploads: self.uploads.unwrap_or(sc.workload.uploads),
+            voip: self.voip.unwrap_or(sc.workload.voip),
         };
         if let Some(r) = &self.roles {
             sc.roles = Some(r.clone());
@@ -197,13 +202,19 @@ pub struct Workload {
     pub downloads: u16,
     /// Transfers from the client to the servers.
     pub uploads: u16,
+    /// Isochronous VoIP calls from the client to the servers, EF-marked, one small frame
+    /// every 20 ms for the whole run (the lab's `VoIP EF`: 172 bytes of payload; the
+    /// simulator's `UdpSource::voip`: a 200-byte frame): a latency-sensitive flow beside the
+    /// bulk load, not load itself.
+    pub voip: u16,
 }
 
 impl Workload {
-    /// Section C's load on every built-in link: four downloads and two uploads.
+    /// Section C's load on every built-in link: four downloads and two uploads, no VoIP.
     pub const SECTION_C: Workload = Workload {
         downloads: 4,
         uploads: 2,
+        voip: 0,
     };
 }
 
@@ -216,7 +227,12 @@ impl fmt::Display for Workload {
             if self.downloads == 1 { "" } else { "s" },
             self.uploads,
             if self.uploads == 1 { "" } else { "s" }
-        )
+        )?;
+        if self.voip > 0 {
+            let s = if self.voip == 1 { "" } else { "s" };
+            write!(f, ", {} VoIP call{s}", self.voip)?;
+        }
+        Ok(())
     }
 }
 
@@ -550,7 +566,8 @@ mod tests {
             sc.workload,
             Workload {
                 downloads: 2,
-                uploads: 0
+                uploads: 0,
+                voip: 0
             }
         );
         assert_eq!(
@@ -563,8 +580,15 @@ mod tests {
         );
         // One key alone changes only itself.
         let (_, run) = with_run("[run]\nuploads = 3\n").expect("parses");
-        let sc = run.apply(LinkScenario::new(d));
+        let sc = run.apply(LinkScenario::new(d.clone()));
         assert_eq!((sc.workload.downloads, sc.workload.uploads), (4, 3));
+        let (_, run) = with_run("[run]\nvoip = 2\n").expect("parses");
+        let sc = run.apply(LinkScenario::new(d));
+        assert_eq!(sc.workload.voip, 2);
+        assert_eq!(
+            sc.workload.to_string(),
+            "4 TCP downloads, 2 uploads, 2 VoIP calls"
+        );
         assert_eq!(sc.deployment, Deployment::SLIDES);
         // Each bad value names its key, the value and what is accepted, in the file.
         for (run, words) in [

@@ -56,7 +56,8 @@ pub(super) struct Topology {
     /// The measurement probes, one per server.
     pub(super) probes: Vec<ProbeState>,
     /// The run's flows by their sending application, named for its summary: the bulk TCP
-    /// (`TCP download 1`, ..., `TCP upload 1`, ...) and the probes (`probe 1`, ...).
+    /// (`TCP download 1`, ..., `TCP upload 1`, ...), the VoIP calls (`VoIP 1`, ...) and the
+    /// probes (`probe 1`, ...).
     pub(super) named: Vec<(sim::AppId, String)>,
 }
 
@@ -206,7 +207,8 @@ impl Topology {
     }
 
     /// Bulk TCP: the scenario's downloads (servers -> client) and uploads (section C's: 4 and
-    /// 2), spread over the servers; at most 1,000 each way (ports 5000.. and 6000..).
+    /// 2), spread over the servers; at most 1,000 each way (ports 5000.. and 6000..); and its
+    /// VoIP calls (section C's: none), client -> servers (ports 7000..).
     fn add_bulk_tcp(&mut self, w: Workload) {
         let tcp = |sim: &mut Sim, from: (usize, IpAddr), to: (usize, IpAddr), port: u16| {
             let mut s = SenderConfig::new(from.1, to.1, port, port);
@@ -234,6 +236,19 @@ impl Topology {
                 6000 + k,
             );
             self.named.push((id, format!("TCP upload {}", k + 1)));
+        }
+        // VoIP calls from the client, EF-marked, from the start (ports 7000..).
+        for k in 0..w.voip.min(1000) {
+            let (node, addr) = self.client;
+            let to = self.servers[usize::from(k) % REFLECTORS].1;
+            let port = 7000 + k;
+            let id = self.sim.add_app(
+                node,
+                port,
+                Instant::from_millis(100 + u64::from(k % 7) * 3),
+                Box::new(sim::UdpSource::voip(addr, to, port)),
+            );
+            self.named.push((id, format!("VoIP {}", k + 1)));
         }
     }
 
