@@ -205,16 +205,24 @@ pub fn labels(contenders: &[Contender]) -> Vec<&'static str> {
         .collect()
 }
 
+/// The result of contender `c` among `results`, run in the order of `contenders`; `None` if it
+/// did not run.
+fn result_of<'a>(
+    results: &'a [LoopResult],
+    contenders: &[Contender],
+    c: Contender,
+) -> Option<&'a LoopResult> {
+    contenders
+        .iter()
+        .position(|&x| x == c)
+        .and_then(|i| results.get(i))
+}
+
 /// The two single-seed targets against the one-interval-late oracle (purple's download
 /// throughput at least 0.90 of the late oracle's, p99 at most its + 2 ms), when `contenders`
 /// (the order of `results`) has both `purple` and the late oracle; none otherwise.
 pub fn late_oracle_claims(results: &[LoopResult], contenders: &[Contender]) -> Vec<Claim> {
-    let find = |c: Contender| {
-        contenders
-            .iter()
-            .position(|&x| x == c)
-            .and_then(|i| results.get(i))
-    };
+    let find = |c| result_of(results, contenders, c);
     match (find(Contender::Purple), find(Contender::OracleLagged)) {
         (Some(p), Some(o)) => vec![
             matrix::throughput_claim("", p.throughput().down, o.throughput().down),
@@ -289,12 +297,7 @@ pub mod idx {
 /// within +0.5 ms) while delivering at least PURPLE-regular's throughput (within 2%); (2) within
 /// 10% of the oracle's throughput with p99 within 5 ms of the oracle's.
 pub fn goal_claims(r: &[LoopResult], contenders: &[Contender]) -> Vec<Claim> {
-    let find = |c: Contender| {
-        contenders
-            .iter()
-            .position(|&x| x == c)
-            .and_then(|i| r.get(i))
-    };
+    let find = |c| result_of(r, contenders, c);
     let (Some(o), Some(a), Some(q), Some(x)) = (
         find(Contender::Purple),
         find(Contender::PurpleAimd),
