@@ -114,18 +114,22 @@ fn scenario_of(which: &Which, seconds: Option<f64>) -> Result<Scenario, String> 
     match which {
         Which::Name(name) => scenario::find(name)
             .ok_or_else(|| format!("unknown lab scenario {name:?} (see `purple lab list`)")),
-        Which::Link(file) => {
-            let (d, run) =
-                sim::link_file::LinkDesc::read_with_run(file).map_err(|e| e.to_string())?;
-            Scenario::for_link_file(&d, &run, seconds)
-                .map_err(|e| format!("{}: {e}", file.display()))
-        }
+        Which::Link(file) => link_file(file, seconds),
         Which::LinkOf {
             name,
             seed,
             home_router,
         } => link_of(name, *seed, *home_router),
     }
+}
+
+/// The radio's test and contenders on the link of the link file `file`, run as its `[run]`
+/// table says (`purple lab run --link`, `purple demo --lab --link`;
+/// [`Scenario::for_link_file`]), for `seconds` of load (`None`: its full length). Errors name
+/// the file.
+pub fn link_file(file: &std::path::Path, seconds: Option<f64>) -> Result<Scenario, String> {
+    let (d, run) = sim::link_file::LinkDesc::read_with_run(file).map_err(|e| e.to_string())?;
+    Scenario::for_link_file(&d, &run, seconds).map_err(|e| format!("{}: {e}", file.display()))
 }
 
 /// The radio's test and contenders on the link of section C's scenario `name` for `seed`

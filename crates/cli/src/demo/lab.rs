@@ -23,12 +23,7 @@ pub fn compute_lab(
         return Err(format!("--seconds {seconds}: accepted 5 ..= 3600"));
     }
     let scn = match (&o.link, &o.link_of) {
-        (Some(file), _) => {
-            let (d, run) =
-                sim::link_file::LinkDesc::read_with_run(file).map_err(|e| e.to_string())?;
-            lab::scenario::Scenario::for_link_file(&d, &run, o.seconds)
-                .map_err(|e| format!("{}: {e}", file.display()))?
-        }
+        (Some(file), _) => crate::lab::link_file(file, o.seconds)?,
         (None, Some((name, seed))) => crate::lab::link_of(name, *seed, o.home_router)?,
         (None, None) => {
             let name = if o.scenario.is_empty() {
