@@ -957,10 +957,12 @@ impl Scenario {
             // them out; a file naming only oracles is refused as `contenders_for` refuses one.
             let real: Vec<ContenderRole> =
                 roles.iter().copied().filter(|r| !is_oracle(*r)).collect();
-            if real.is_empty() {
-                return Err(role_refused(roles[0]));
+            // (An empty list, which `Run::check` never gives, keeps the radio's contenders.)
+            match (real.is_empty(), roles.first()) {
+                (true, Some(&first)) => return Err(role_refused(first)),
+                (true, None) => {}
+                (false, _) => s.contenders = s.contenders_for(&real)?,
             }
-            s.contenders = s.contenders_for(&real)?;
         }
         Ok(s)
     }
