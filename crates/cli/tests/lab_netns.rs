@@ -33,68 +33,93 @@ fn run(scn: &str, test: &str, c: Contender, secs: f64) -> LabRun {
         r.induced(ProbeId::Icmp),
         r.warnings
     );
+    eprintln!("  host: {:?}", r.host);
     r
 }
 
-fn b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput() {
-    let cake = run("b1", "upload", scenario::CAKE, 5.0);
-    let fifo = run("b1", "upload", scenario::FIFO, 5.0);
-    let ci = cake.induced(ProbeId::Icmp).unwrap();
-    let fi = fifo.induced(ProbeId::Icmp).unwrap();
-    // 3 Mbit/s uplink: CUBIC fills pfifo's 1000 packets (seconds of queue); CAKE keeps the
-    // ping's own flow empty.
-    assert!(ci.p99 < 30.0, "CAKE induced p99 {:.1} ms", ci.p99);
-    assert!(
-        fi.mean > 10.0 * ci.mean.max(1.0),
-        "FIFO mean {:.1} vs CAKE {:.1}",
-        fi.mean,
-        ci.mean
-    );
-    // Goodput near the shaper; with linkem's 90 ms RTT a 5 s CUBIC flow under CAKE's ECN
-    // marks reaches ~2.3 of 3 Mbit/s (the simulator: 2.8 over 10 s).
-    for r in [&cake, &fifo] {
-        assert!(
-            (2.0..3.1).contains(&r.up_mbit),
-            "{}: upload goodput {:.2} Mbit/s at a 3 Mbit/s shaper",
-            r.contender,
-            r.up_mbit
-        );
+/// Runs `attempt` and, if its timing checks fail, once more. The lab's latency is real time on
+/// the host: on a loaded 2-core machine the bridge or the emulator can be descheduled for tens
+/// of ms, which lands in one run's probe samples (CI saw a single 70 ms ICMP sample under CAKE
+/// where runs before and after kept under 10 ms). A behaviour that is wrong fails both runs;
+/// both runs' failures are printed, and the second's panics.
+fn twice(what: &str, attempt: impl Fn() -> Result<(), String>) {
+    if let Err(first) = attempt() {
+        eprintln!("{what}: first run failed ({first}); running it once more");
+        if let Err(second) = attempt() {
+            panic!("{what}: failed twice: first {first}; then {second}");
+        }
     }
-    assert!(!cake.summary.qdiscs.is_empty(), "bridge stats present");
-    assert_eq!(cake.summary.qdiscs[0]["kind"], "cake");
+}
+
+/// `Err(msg)` unless `ok`: a timing check that [`twice`] may retry.
+fn check(ok: bool, msg: impl FnOnce() -> String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(msg())
+    }
+}
+
+fn b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput() {
+    twice("b1 upload", || {
+        let cake = run("b1", "upload", scenario::CAKE, 5.0);
+        let fifo = run("b1", "upload", scenario::FIFO, 5.0);
+        let ci = cake.induced(ProbeId::Icmp).unwrap();
+        let fi = fifo.induced(ProbeId::Icmp).unwrap();
+        assert!(!cake.summary.qdiscs.is_empty(), "bridge stats present");
+        assert_eq!(cake.summary.qdiscs[0]["kind"], "cake");
+        // 3 Mbit/s uplink: CUBIC fills pfifo's 1000 packets (seconds of queue); CAKE keeps the
+        // ping's own flow empty.
+        check(ci.p99 < 30.0, || {
+            format!("CAKE induced p99 {:.1} ms", ci.p99)
+        })?;
+        check(fi.mean > 10.0 * ci.mean.max(1.0), || {
+            format!("FIFO mean {:.1} vs CAKE {:.1}", fi.mean, ci.mean)
+        })?;
+        // Goodput near the shaper; with linkem's 90 ms RTT a 5 s CUBIC flow under CAKE's ECN
+        // marks reaches ~2.3 of 3 Mbit/s (the simulator: 2.8 over 10 s).
+        for r in [&cake, &fifo] {
+            check((2.0..3.1).contains(&r.up_mbit), || {
+                format!(
+                    "{}: upload goodput {:.2} Mbit/s at a 3 Mbit/s shaper",
+                    r.contender, r.up_mbit
+                )
+            })?;
+        }
+        Ok(())
+    });
 }
 
 fn b2_rrul_cake_keeps_icmp_induced_latency_within_the_seed_figures_and_fills_both_links() {
-    let r = run("b2", "rrul", scenario::CAKE, 10.0);
-    let icmp = r.induced(ProbeId::Icmp).unwrap();
-    // The seed's kernel CAKE: ICMP induced mean 3.7-4.6 ms, max 12-22 ms (with 45 ms each way;
-    // our margin covers a loaded 2-core host).
-    assert!(icmp.mean < 10.0, "ICMP induced mean {:.1} ms", icmp.mean);
-    assert!(icmp.p99 < 40.0, "ICMP induced p99 {:.1} ms", icmp.p99);
-    assert!(
-        (14.0..20.5).contains(&r.down_mbit),
-        "down {:.2} Mbit/s",
-        r.down_mbit
-    );
-    assert!(
-        (1.8..3.1).contains(&r.up_mbit),
-        "up {:.2} Mbit/s",
-        r.up_mbit
-    );
-    // diffserv3: CS1 (bulk tin) gets the least of the downlink.
-    let g = |n: &str| r.summary.flow(n).unwrap().goodput_bps;
-    assert!(
-        g("TCP download BK") < g("TCP download BE"),
-        "BK {} vs BE {}",
-        g("TCP download BK"),
-        g("TCP download BE")
-    );
-    assert_eq!(r.summary.flows.len(), 12, "4 probes + 8 TCP flows");
-    assert!(r
-        .summary
-        .flows
-        .iter()
-        .all(|f| !f.series.goodput_bps.is_empty()));
+    twice("b2 rrul", || {
+        let r = run("b2", "rrul", scenario::CAKE, 10.0);
+        assert_eq!(r.summary.flows.len(), 12, "4 probes + 8 TCP flows");
+        assert!(r
+            .summary
+            .flows
+            .iter()
+            .all(|f| !f.series.goodput_bps.is_empty()));
+        let icmp = r.induced(ProbeId::Icmp).unwrap();
+        // The seed's kernel CAKE: ICMP induced mean 3.7-4.6 ms, max 12-22 ms (with 45 ms each
+        // way; our margin covers a loaded 2-core host).
+        check(icmp.mean < 10.0, || {
+            format!("ICMP induced mean {:.1} ms", icmp.mean)
+        })?;
+        check(icmp.p99 < 40.0, || {
+            format!("ICMP induced p99 {:.1} ms", icmp.p99)
+        })?;
+        check((14.0..20.5).contains(&r.down_mbit), || {
+            format!("down {:.2} Mbit/s", r.down_mbit)
+        })?;
+        check((1.8..3.1).contains(&r.up_mbit), || {
+            format!("up {:.2} Mbit/s", r.up_mbit)
+        })?;
+        // diffserv3: CS1 (bulk tin) gets the least of the downlink.
+        let g = |n: &str| r.summary.flow(n).unwrap().goodput_bps;
+        check(g("TCP download BK") < g("TCP download BE"), || {
+            format!("BK {} vs BE {}", g("TCP download BK"), g("TCP download BE"))
+        })
+    });
 }
 
 fn a_run_leaves_none_of_its_namespaces_behind() {
@@ -116,14 +141,16 @@ fn a_run_leaves_none_of_its_namespaces_behind() {
 }
 
 fn with_linkem_the_base_rtt_is_the_scenarios_90_ms() {
-    let r = run("b1", "download", scenario::CAKE, 5.0);
-    let i = r.induced(ProbeId::Icmp).unwrap();
-    assert!(
-        (88.0..96.0).contains(&i.base_ms),
-        "base RTT {:.1} ms",
-        i.base_ms
-    );
-    assert!(i.max < 30.0, "CAKE download induced peak {:.1} ms", i.max);
+    twice("b1 download", || {
+        let r = run("b1", "download", scenario::CAKE, 5.0);
+        let i = r.induced(ProbeId::Icmp).unwrap();
+        check((88.0..96.0).contains(&i.base_ms), || {
+            format!("base RTT {:.1} ms", i.base_ms)
+        })?;
+        check(i.max < 30.0, || {
+            format!("CAKE download induced peak {:.1} ms", i.max)
+        })
+    });
 }
 
 /// The radio's `purple control` contender: our bridge with CAKE, `purple linkem` stepping the
@@ -136,75 +163,78 @@ fn the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq
     let fq = *s.contenders.iter().find(|c| c.short == "fq_codel").unwrap();
     let mut opts = LabOpts::new(12.0, DelayStage::Linkem(bin.clone()));
     opts.purple_bin = Some(bin);
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let p = lab::run_one(&s, &scenario::CAKE_PURPLE, &test, &opts, &mut |_| {}).unwrap();
-    let f = lab::run_one(&s, &fq, &test, &opts, &mut |_| {}).unwrap();
-    let c = p.control.as_ref().expect("the daemon's trace");
-    eprintln!(
-        "purple: down {:.1} Mbit/s, UDP induced {:?}, {} decisions, log {}; fq_codel: down {:.1}, \
-         UDP induced {:?}; warnings {:?}",
-        p.down_mbit,
-        p.induced(ProbeId::UDP_BE),
-        c.points.len(),
-        c.log.display(),
-        f.down_mbit,
-        f.induced(ProbeId::UDP_BE),
-        p.warnings
-    );
-    assert_eq!(c.actuator_errors, 0, "every rate change reached the bridge");
-    // The decisions reached the shaper and moved it off the 100 Mbit/s start rate.
-    assert!(
-        c.points.iter().any(|q| (q.down_mbit - 100.0).abs() > 10.0),
-        "the daemon never moved the rate"
-    );
-    // Every 130 -> 80 Mbit/s drop during the load is followed within 2 s by a rate below 80.
-    let cap = &p.capacity_down_mbit;
-    let bin = p.summary.bin_s;
-    let load = opts.idle_seconds;
-    let mut drops = 0;
-    for k in 1..cap.len() {
-        let t = (k as f64 + 0.5) * bin;
-        if cap[k] < cap[k - 1] && t > load + 2.0 && t + 2.0 < load + opts.seconds {
-            drops += 1;
-            let followed = (0..=20).any(|j| {
-                c.down_rate_at(t + j as f64 * 0.1)
-                    .is_some_and(|r| r <= cap[k] + 0.5)
-            });
-            assert!(followed, "the drop at {t:.1} s was not followed within 2 s");
+    twice("radio purple and fq_codel", || {
+        let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let p = lab::run_one(&s, &scenario::CAKE_PURPLE, &test, &opts, &mut |_| {}).unwrap();
+        let f = lab::run_one(&s, &fq, &test, &opts, &mut |_| {}).unwrap();
+        drop(_g);
+        let c = p.control.as_ref().expect("the daemon's trace");
+        eprintln!(
+            "purple: down {:.1} Mbit/s, UDP induced {:?}, {} decisions, log {}; fq_codel: down {:.1}, \
+             UDP induced {:?}; warnings {:?}",
+            p.down_mbit,
+            p.induced(ProbeId::UDP_BE),
+            c.points.len(),
+            c.log.display(),
+            f.down_mbit,
+            f.induced(ProbeId::UDP_BE),
+            p.warnings
+        );
+        eprintln!("host: purple {:?}; fq_codel {:?}", p.host, f.host);
+        assert_eq!(c.actuator_errors, 0, "every rate change reached the bridge");
+        // The decisions reached the shaper and moved it off the 100 Mbit/s start rate.
+        assert!(
+            c.points.iter().any(|q| (q.down_mbit - 100.0).abs() > 10.0),
+            "the daemon never moved the rate"
+        );
+        // Every 130 -> 80 Mbit/s drop during the load is followed within 2 s by a rate below 80.
+        let cap = &p.capacity_down_mbit;
+        let bin = p.summary.bin_s;
+        let load = opts.idle_seconds;
+        let mut drops = 0;
+        for k in 1..cap.len() {
+            let t = (k as f64 + 0.5) * bin;
+            if cap[k] < cap[k - 1] && t > load + 2.0 && t + 2.0 < load + opts.seconds {
+                drops += 1;
+                let followed = (0..=20).any(|j| {
+                    c.down_rate_at(t + j as f64 * 0.1)
+                        .is_some_and(|r| r <= cap[k] + 0.5)
+                });
+                check(followed, || {
+                    format!("the drop at {t:.1} s was not followed within 2 s")
+                })?;
+            }
         }
-    }
-    assert!(drops >= 1, "the run saw no capacity drop ({cap:?})");
-    // Latency: the daemon keeps the queue in CAKE; unshaped FQ-CoDel leaves it in the radio.
-    let pi = p.induced(ProbeId::UDP_BE).unwrap();
-    let fi = f.induced(ProbeId::UDP_BE).unwrap();
-    assert!(
-        pi.mean < fi.mean,
-        "purple mean induced {:.2} ms >= FQ-CoDel's {:.2} ms",
-        pi.mean,
-        fi.mean
-    );
-    // And still carries most of the capacity.
-    assert!(
-        p.down_mbit > 50.0,
-        "purple download {:.1} Mbit/s",
-        p.down_mbit
-    );
-    // `purple demo --lab`'s reduction of the same runs (`lab::analysis`).
-    let warm = lab::analysis::warm_up_s(opts.seconds);
-    let pr = lab::analysis::demo_row(p, opts.idle_seconds, warm).unwrap();
-    let fr = lab::analysis::demo_row(f, opts.idle_seconds, warm).unwrap();
-    let k = pr.loaded().tracking.expect("the daemon's rate was tracked");
-    assert!(k.drops >= 1, "{k:?}");
-    assert!(
-        (50.0..140.0).contains(&k.mean_rate_mbit),
-        "mean shaped rate {k:?}"
-    );
-    assert!(fr.loaded().tracking.is_none(), "fq_codel has no daemon");
-    // 12 s of load less a 2 s warm-up at one probe per 100 ms.
-    let l = pr.loaded().latency.expect("loaded-latency samples");
-    assert!(l.n >= 80, "{} samples", l.n);
-    let share = pr.share().expect("the emulator's capacity");
-    assert!((0.4..1.05).contains(&share), "share {share:.2}");
+        assert!(drops >= 1, "the run saw no capacity drop ({cap:?})");
+        // Latency: the daemon keeps the queue in CAKE; unshaped FQ-CoDel leaves it in the radio.
+        let pi = p.induced(ProbeId::UDP_BE).unwrap();
+        let fi = f.induced(ProbeId::UDP_BE).unwrap();
+        check(pi.mean < fi.mean, || {
+            format!(
+                "purple mean induced {:.2} ms >= FQ-CoDel's {:.2} ms",
+                pi.mean, fi.mean
+            )
+        })?;
+        // And still carries most of the capacity.
+        check(p.down_mbit > 50.0, || {
+            format!("purple download {:.1} Mbit/s", p.down_mbit)
+        })?;
+        // `purple demo --lab`'s reduction of the same runs (`lab::analysis`).
+        let warm = lab::analysis::warm_up_s(opts.seconds);
+        let pr = lab::analysis::demo_row(p, opts.idle_seconds, warm).unwrap();
+        let fr = lab::analysis::demo_row(f, opts.idle_seconds, warm).unwrap();
+        let k = pr.loaded().tracking.expect("the daemon's rate was tracked");
+        assert!(k.drops >= 1, "{k:?}");
+        check((50.0..140.0).contains(&k.mean_rate_mbit), || {
+            format!("mean shaped rate {k:?}")
+        })?;
+        assert!(fr.loaded().tracking.is_none(), "fq_codel has no daemon");
+        // 12 s of load less a 2 s warm-up at one probe per 100 ms.
+        let l = pr.loaded().latency.expect("loaded-latency samples");
+        assert!(l.n >= 80, "{} samples", l.n);
+        let share = pr.share().expect("the emulator's capacity");
+        check((0.4..1.05).contains(&share), || format!("share {share:.2}"))
+    });
 }
 
 /// Runs `s`'s unshaped FQ-CoDel contender on its first test for 6 s (serialised with the other

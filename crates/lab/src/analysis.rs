@@ -264,6 +264,7 @@ mod tests {
             namespaces: Vec::new(),
             capacity_down_mbit: caps,
             control,
+            host: None,
         }
     }
 

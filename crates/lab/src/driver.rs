@@ -191,8 +191,10 @@ pub fn run_one(
     };
     let ctx = Ctx::new();
     let epoch_wall_s = unix_now_s();
+    let watch = crate::host::Watch::start();
     let r = drive(scn, test, opts, &t, &ctx, progress);
     ctx.stop.store(true, Ordering::Relaxed);
+    let host = watch.finish();
     // The controller goes before the bridge (on SIGTERM the daemon sets the safe rate through
     // it).
     let control = daemon.map(|d| d.finish(epoch_wall_s));
@@ -209,6 +211,7 @@ pub fn run_one(
         p.stop();
     }
     let (mut summary, meters_out, mut warnings) = r?;
+    warnings.extend(host.as_ref().and_then(crate::host::HostLag::warning));
     let control = match control {
         Some(Ok(c)) => {
             if c.actuator_errors > 0 {
@@ -267,6 +270,7 @@ pub fn run_one(
         warnings,
         capacity_down_mbit,
         control,
+        host,
     })
 }
 

@@ -51,6 +51,7 @@ mod config;
 pub mod control;
 pub mod cost;
 mod driver;
+pub mod host;
 pub mod kernel;
 pub mod kernel_control;
 pub mod link;
@@ -183,6 +184,7 @@ mod tests {
                     .collect(),
                 actuator_errors: 0,
             }),
+            host: None,
         }
     }
 

@@ -68,6 +68,8 @@ pub struct LabRun {
     pub capacity_down_mbit: Vec<f64>,
     /// What the `purple control` daemon did, for the controlled contenders.
     pub control: Option<control::ControlTrace>,
+    /// How the host kept time during the run's traffic (`None`: the watcher did not run).
+    pub host: Option<crate::host::HostLag>,
 }
 
 impl LabRun {

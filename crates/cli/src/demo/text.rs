@@ -174,6 +174,7 @@ mod tests {
                 namespaces: Vec::new(),
                 capacity_down_mbit: Vec::new(),
                 control: None,
+                host: None,
             },
         };
         LabDemo {
