@@ -11,7 +11,10 @@
 //! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `MIN_MBIT=x` sets the controllers' configured minimum rate (both directions), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
 //! throughput from CAKE's sent bytes as the daemon does, `PER_SEED=1` prints each seed's
 //! figures. Beside the round-trip p99 it prints
-//! the one-way p99 per direction minus the late oracle's (`dn99-L`, `up99-L`). The matrix command (`purple demo --matrix`) is the user-facing version.
+//! the one-way p99 per direction minus the late oracle's (`dn99-L`, `up99-L`), and for every
+//! variant after the first, paired by seed against the first: on how many seeds its download
+//! fraction is higher (`thr>1`) and its p99 lower (`p99<1`), so that a change of the medians
+//! that one or two seeds make can be told from one most seeds show. The matrix command (`purple demo --matrix`) is the user-facing version.
 use controller::{Direction, PurpleParams};
 use experiments::c::closed_loop::{run, Contender, LoopResult, LoopSpec};
 use experiments::c::scenario::{scenario, ShaperAt, ThroughputFrom};
@@ -168,7 +171,7 @@ fn main() {
     });
     let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     println!(
-        "{:12} {:24} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>7} {:>8}",
+        "{:12} {:24} {:>6} {:>6} {:>7} {:>7} {:>7} {:>7} {:>6} {:>7} {:>7} {:>7} {:>8} {:>6} {:>6}",
         "scenario",
         "variant",
         "thr/L",
@@ -181,9 +184,13 @@ fn main() {
         "dn99-L",
         "up99-L",
         "Mbit/s",
-        "L Mbit/s"
+        "L Mbit/s",
+        "thr>1",
+        "p99<1"
     );
     for n in &names {
+        // The first variant's per-seed fraction and p99 difference, for the paired counts.
+        let mut first: Option<(Vec<f64>, Vec<f64>)> = None;
         for (k, v) in variants.iter().enumerate() {
             let (mut fr, mut dp, mut p99, mut mean, mut up) =
                 (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -223,8 +230,19 @@ fn main() {
             }
             let worst = fr.iter().copied().fold(f64::INFINITY, f64::min);
             let worst_d = dp.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let paired = |mine: &[f64], theirs: &[f64], better: fn(f64, f64) -> bool| {
+                let wins = mine.iter().zip(theirs).filter(|(a, b)| better(**a, **b));
+                format!("{}/{}", wins.count(), mine.len().min(theirs.len()))
+            };
+            let (thr_wins, p99_wins) = match &first {
+                Some((f0, d0)) => (paired(&fr, f0, |a, b| a > b), paired(&dp, d0, |a, b| a < b)),
+                None => ("-".to_string(), "-".to_string()),
+            };
+            if first.is_none() {
+                first = Some((fr.clone(), dp.clone()));
+            }
             println!(
-                "{n:12} {v:24} {:6.3} {:6.3} {:7.2} {:7.2} {:7.2} {:7.2} {:6.3} {:7.2} {:7.2} {:7.2} {:8.2}",
+                "{n:12} {v:24} {:6.3} {:6.3} {:7.2} {:7.2} {:7.2} {:7.2} {:6.3} {:7.2} {:7.2} {:7.2} {:8.2} {:>6} {:>6}",
                 median(fr),
                 worst,
                 median(p99),
@@ -235,7 +253,9 @@ fn main() {
                 median(odn),
                 median(oup),
                 median(mp),
-                median(ml)
+                median(ml),
+                thr_wins,
+                p99_wins
             );
         }
     }
