@@ -26,6 +26,8 @@
 //! window skips the first `min(S/6, 5)` s of load); latency probes (system `ping` for ICMP, our
 //! UDP ping-pong per DSCP) run from the idle phase on, and induced latency is each loaded sample
 //! minus the probe's idle median. VoIP-like UDP measures exact one-way delay (one clock).
+//! Beside them every run records how the host kept time ([`host`]): a stalled host delays the
+//! probes as a queue would, and a run says so in its warnings.
 //!
 //! Controllers: a contender's CAKE rates may be driven by `purple control` ([`control`]) or by
 //! the real cake-autorate through the tc shim ([`autorate`]), both in the router namespace.
