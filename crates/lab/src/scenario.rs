@@ -944,12 +944,8 @@ impl Scenario {
         });
         let mut s = Scenario::for_link_scenario(&sc, seconds)?;
         if run.downloads.is_some() || run.uploads.is_some() || run.voip.is_some() {
-            let w = s.workload();
-            s = s.with_workload(Workload {
-                downloads: run.downloads.unwrap_or(w.downloads),
-                uploads: run.uploads.unwrap_or(w.uploads),
-                voip: run.voip.unwrap_or(w.voip),
-            });
+            let w = run.workload_over(s.workload());
+            s = s.with_workload(w);
         }
         if let Some(roles) = &run.roles {
             // The oracles are the simulator's references (its rows beside a lab run show the

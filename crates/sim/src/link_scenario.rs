@@ -172,6 +172,17 @@ impl Run {
         })
     }
 
+    /// `base` with the table's `downloads`, `uploads` and `voip` in place of its own counts (a
+    /// key the table does not give keeps `base`'s): what [`Run::apply`] sets, and what a
+    /// backend with a load of its own (the lab's radio test) runs.
+    pub fn workload_over(&self, base: Workload) -> Workload {
+        Workload {
+            downloads: self.downloads.unwrap_or(base.downloads),
+            uploads: self.uploads.unwrap_or(base.uploads),
+            voip: self.voip.unwrap_or(base.voip),
+        }
+    }
+
     /// `sc` with this run's deployment ([`LinkScenario::as_home_router`] for `home-router`),
     /// bulk load and contenders where given; the round trip is the backend's to apply.
     #[must_use]
@@ -181,11 +192,7 @@ impl Run {
             Some(d) => sc.deployment = d,
             None => {}
         }
-        sc.workload = Workload {
-            downloads: self.downloads.unwrap_or(sc.workload.downloads),
-            uploads: self.uploads.unwrap_or(sc.workload.uploads),
-            voip: self.voip.unwrap_or(sc.workload.voip),
-        };
+        sc.workload = self.workload_over(sc.workload);
         if let Some(r) = &self.roles {
             sc.roles = Some(r.clone());
         }
