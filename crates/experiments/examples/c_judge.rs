@@ -125,7 +125,13 @@ fn main() {
                 let Some((name, seed, var)) = jobs.get(i) else {
                     return;
                 };
-                let Some(mut s) = scenario(name, *seed) else {
+                // A name ending in `.toml` is a link file (scenarios/links/); the seed then
+                // varies only the traffic.
+                let file = name
+                    .ends_with(".toml")
+                    .then(|| experiments::c::link::from_file(std::path::Path::new(name), None).ok())
+                    .flatten();
+                let Some(mut s) = file.or_else(|| scenario(name, *seed)) else {
                     eprintln!("unknown scenario {name}");
                     return;
                 };
