@@ -30,8 +30,7 @@
 //!   the cruise rate, so a fade neither runs into a queue nor leaves capacity unused;
 //! - **drains a standing queue** ([`Reason::Standing`]) from our rate, without a reading;
 //! - **probes for more** ([`Reason::Probe`]): once the link has been rate-limited for
-//!   `probe_wait` intervals after a reading (fewer on volatile links, and far below the recent
-//!   high fewer by the share of the link's dips that ended back at their high), `R` rises by `g0 = target /
+//!   `probe_wait` intervals after a reading (fewer on volatile links), `R` rises by `g0 = target /
 //!   (2 T)` per interval up to the last reading, lands just `g0` above it, and beyond it each
 //!   probe the link absorbs doubles the next (up to `target / T` on a calm link, so one
 //!   interval's overshoot adds at most the target; the volatility on a volatile one; or
@@ -124,9 +123,6 @@ const FAR_VOLATILITY: f64 = 1.5;
 const READINGS: usize = 8;
 /// ... if no older than this.
 const RECENT: Duration = Duration::from_secs(1);
-/// Returns: weight of one dip's outcome (back at the high it fell from, or not within
-/// `HIGH_MEMORY`) in the running share of dips that ended back at their high.
-const RETURN_GAIN: f64 = 0.3;
 /// How long the highest reading is remembered as the level to return to.
 const HIGH_MEMORY: Duration = Duration::from_secs(10);
 /// A reading at most this many intervals old is still the capacity to return to at once.
@@ -327,14 +323,6 @@ struct DirState {
     suspect: Option<(Instant, Rate)>,
     /// The delay seen in the previous interval, s.
     last_q: f64,
-    /// A dip that has not ended: when the first reading far below the recent high came, and
-    /// that high.
-    dip: Option<(Instant, f64)>,
-    /// Running share (0 ..= 1, weight `RETURN_GAIN` per dip) of dips that ended with a reading
-    /// back at the high they fell from within `HIGH_MEMORY`: how far the link is one that
-    /// returns to its level (a radio's fades, a link stepping between two levels) rather than
-    /// one that re-draws it (a satellite's reconfiguration).
-    returns: f64,
 }
 
 impl Default for DirState {
@@ -355,8 +343,6 @@ impl Default for DirState {
             noise: 0.0,
             suspect: None,
             last_q: 0.0,
-            dip: None,
-            returns: 0.0,
         }
     }
 }
@@ -471,32 +457,6 @@ fn gain_cap(p: &PurpleParams, vol: f64) -> f64 {
 /// The cruise margin below a reading at the configured target.
 fn margin(p: &PurpleParams) -> f64 {
     p.margin * (1.0 - p.target.as_secs_f64() / 0.05).max(0.0)
-}
-
-/// Whether `rate` lies far below the highest reading of the last `HIGH_MEMORY` (below it by
-/// twice the cruise margin `m`): the test of a dip, of the far probes and of the shorter wait.
-fn far_below_high(st: &DirState, rate: f64, m: f64) -> bool {
-    st.high.is_some_and(|(_, h)| rate < h * (1.0 - 2.0 * m))
-}
-
-/// Learns from capacity reading `c` at `now` whether the link's dips end back at the high they
-/// fell from: a dip starts with a reading far below the recent high and ends with one back
-/// within twice the cruise margin `m` of that high (counted as a return) or, failing that,
-/// with the first reading after `HIGH_MEMORY` (counted as none). Call before the reading
-/// updates the high.
-fn note_dip(st: &mut DirState, now: Instant, c: f64, m: f64) {
-    if let Some((t0, h0)) = st.dip {
-        if c >= h0 * (1.0 - 2.0 * m) {
-            st.returns += RETURN_GAIN * (1.0 - st.returns);
-            st.dip = None;
-        } else if now.saturating_duration_since(t0) > HIGH_MEMORY {
-            st.returns -= RETURN_GAIN * st.returns;
-            st.dip = None;
-        }
-    }
-    if st.dip.is_none() && far_below_high(st, c, m) {
-        st.dip = st.high.map(|(_, h)| (now, h));
-    }
 }
 
 /// Intervals to wait after a reading before probing, at volatility `vol`.
@@ -736,7 +696,6 @@ impl Law for Purple {
                     st.trend += TREND_GAIN * w * (per - st.trend);
                 }
                 st.capacity = Some(c);
-                note_dip(st, now, c, margin(&p));
                 if st
                     .high
                     .is_none_or(|(t, h)| c >= h || now.saturating_duration_since(t) > HIGH_MEMORY)
@@ -821,14 +780,7 @@ impl Law for Purple {
             Regime::RateLimited => {
                 let vol = st.volatility;
                 let startup = st.capacity.is_none();
-                // Far below the recent high, on a link whose dips have ended back at their high,
-                // the wait shrinks by the share of dips that did: the capacity is more likely
-                // back than a calm link's reading suggests.
-                let mut wait = probe_wait(&p, vol);
-                if far_below_high(st, cur.max(r), margin(&p)) {
-                    wait = (f64::from(wait) * (1.0 - st.returns)).round() as u32;
-                }
-                if !startup && st.since_reading <= wait {
+                if !startup && st.since_reading <= probe_wait(&p, vol) {
                     // Between readings the cruise rate follows the capacity's trend (a fade up or
                     // down), so it neither falls behind a rising link nor runs into a falling one.
                     if let Some(c) = st.capacity {
@@ -891,11 +843,11 @@ impl Law for Purple {
                         // fading. A fade's readings follow the capacity down and the rise back
                         // is gradual; there the calm-link cap keeps one overshoot within the
                         // target.
-                        let far = far_below_high(st, base, m)
-                            && (vol > FAR_VOLATILITY * p.volatile
-                                || st
-                                    .high
-                                    .is_some_and(|(_, h)| st.capacity.is_none_or(|c| c < 0.5 * h)));
+                        let far = st.high.is_some_and(|(_, h)| {
+                            base < h * (1.0 - 2.0 * m)
+                                && (vol > FAR_VOLATILITY * p.volatile
+                                    || st.capacity.is_none_or(|c| c < 0.5 * h))
+                        });
                         let cap = if far { p.probe_max } else { gain_cap(&p, vol) };
                         let g = (g0 * f64::from(1u32 << st.probes.min(16))).min(cap);
                         base * (1.0 + g)
@@ -1265,81 +1217,6 @@ mod tests {
         }
         assert!((gains[4] - cap).abs() < 1e-6, "{gains:?}");
         assert_eq!(law.phase(Direction::Down), Phase::Startup);
-    }
-
-    /// Intervals from the last capacity reading to the first probe, the link then keeping up
-    /// with whatever the law sets (CAKE backlogged, no queue); `None` within 100 intervals.
-    fn intervals_to_probe(law: &mut Purple, cfg: &Config, from_ms: u64, rate: u64) -> Option<u32> {
-        let mut rate = rate;
-        for i in 1..=100u32 {
-            let s = law.step(
-                at(from_ms + u64::from(i) * 50),
-                Direction::Down,
-                &sig(rate, 0, rate, 50_000),
-                cfg,
-            );
-            if matches!(s.reason, Reason::Probe { .. }) {
-                return Some(i);
-            }
-            rate = s.rate.clamp(cfg.min.down, cfg.max.down).bytes_per_s();
-        }
-        None
-    }
-
-    #[test]
-    fn a_link_whose_dips_end_back_at_their_high_waits_less_far_below_it() {
-        // Capacity readings (a queue, CAKE backlogged, our rate above the delivery) of 10 MB/s
-        // and 6 MB/s; `volatile` at its largest so that the alternation does not make the link
-        // volatile (which alone would shorten the wait).
-        let p = PurpleParams {
-            volatile: 10.0,
-            ..PurpleParams::default()
-        };
-        let cfg = Config::default();
-        let reading = |law: &mut Purple, ms: u64, thr: u64| {
-            law.step(
-                at(ms),
-                Direction::Down,
-                &sig(12_000_000, 3, thr, 50_000),
-                &cfg,
-            )
-            .rate
-            .bytes_per_s()
-        };
-        // Twice a dip to 6 MB/s that ends back at 10, then a third dip.
-        let mut returning = Purple::new(p);
-        for (k, thr) in [10, 6, 10, 6, 10].into_iter().enumerate() {
-            reading(&mut returning, k as u64 * 50, thr * 1_000_000);
-        }
-        let learnt = returning.st[Direction::Down].returns;
-        assert!(learnt > 0.5 && learnt < 1.0, "returns {learnt}");
-        let r = reading(&mut returning, 250, 6_000_000);
-        let short = intervals_to_probe(&mut returning, &cfg, 250, r);
-        // The same dip on a link with no history of returns.
-        let mut fresh = Purple::new(p);
-        reading(&mut fresh, 200, 10_000_000);
-        let r = reading(&mut fresh, 250, 6_000_000);
-        let full = intervals_to_probe(&mut fresh, &cfg, 250, r);
-        let wait = probe_wait(&p, fresh.volatility(Direction::Down));
-        assert!(wait >= 15, "wait {wait}");
-        assert!(
-            full.is_some_and(|n| n > wait),
-            "{full:?} after a wait of {wait}"
-        );
-        assert!(
-            short.is_some_and(|n| f64::from(n) <= f64::from(wait) * (1.0 - learnt) + 2.0),
-            "{short:?}: expected about {wait} x (1 - {learnt})"
-        );
-        // A dip that does not end back at its high within `HIGH_MEMORY` counts as none.
-        let before = returning.st[Direction::Down].returns;
-        let mut fading = returning.clone();
-        let late = 250 + HIGH_MEMORY.as_millis_f64() as u64 + 1_000;
-        reading(&mut fading, late, 6_000_000);
-        let after = fading.st[Direction::Down].returns;
-        assert!(
-            (after - before * (1.0 - RETURN_GAIN)).abs() < 1e-9,
-            "{before} -> {after}"
-        );
     }
 
     #[test]
