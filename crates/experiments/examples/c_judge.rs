@@ -127,10 +127,15 @@ fn main() {
                 };
                 // A name ending in `.toml` is a link file (scenarios/links/); the seed then
                 // varies only the traffic.
-                let file = name
-                    .ends_with(".toml")
-                    .then(|| experiments::c::link::from_file(std::path::Path::new(name), None).ok())
-                    .flatten();
+                // A file that does not load stops the run with its error (naming the file and
+                // the key), not as an unknown scenario.
+                let file = name.ends_with(".toml").then(|| {
+                    experiments::c::link::from_file(std::path::Path::new(name), None)
+                        .unwrap_or_else(|e| {
+                            eprintln!("c_judge: {e}");
+                            std::process::exit(2)
+                        })
+                });
                 let Some(mut s) = file.or_else(|| scenario(name, *seed)) else {
                     eprintln!("unknown scenario {name}");
                     return;
