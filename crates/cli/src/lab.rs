@@ -23,6 +23,8 @@ pub struct LabCmdOpts {
     pub out: Option<PathBuf>,
     /// Run in the reference kernel with Linux's qdiscs instead.
     pub kernel: bool,
+    /// Play the link at this share of its capacity (`--scale F`, 0 < F <= 1).
+    pub scale: Option<f64>,
     /// Only this contender (`cake`, `fq_codel`, `fifo`, or its table name).
     pub qdisc: Option<String>,
     /// Only this test of the scenario.
@@ -173,15 +175,43 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
             }
         }
     }
-    if o.kernel && matches!(which, Which::Link(_) | Which::LinkOf { .. }) {
-        return Err("--kernel runs the built-in scenarios only, not --link or --link-of".into());
-    }
     let scn = scenario_of(which, o.seconds)?;
+    // The reference kernel's guest keeps up with about `KERNEL_TOP_BIT_S` of emulated link:
+    // a faster varying link is scaled down for both runs (like for like) unless `--scale`.
+    let scale = match o.scale {
+        Some(f) => f,
+        None if o.kernel && scn.needs_linkem => lab::kernel::kernel_scale(scn.top_bit_s()),
+        None => 1.0,
+    };
+    if o.scale.is_none() && scale != 1.0 && !o.quiet && !o.json {
+        eprintln!(
+            "--kernel: {} runs at {:.0} Mbit/s at most; both runs play it at x{scale} of its \
+             capacity (the reference kernel's guest keeps up with about {} Mbit/s; --scale \
+             sets the share)",
+            scn.name,
+            scn.top_bit_s() as f64 / 1e6,
+            lab::kernel::KERNEL_TOP_BIT_S / 1_000_000
+        );
+    }
+    let scn = scn.scaled(scale).map_err(|e| e.to_string())?;
     let mut contenders = if o.contenders.is_empty() {
         pick(&scn, o.qdisc.as_deref())?
     } else {
         by_role(&scn, &o.contenders)?
     };
+    if o.guest {
+        // Linux's qdiscs only: the daemons and the script drive our bridge's CAKE.
+        contenders.retain(Contender::plays_in_kernel);
+        if contenders.is_empty() {
+            return Err(format!(
+                "the reference kernel plays Linux's own qdiscs only (static CAKE, FQ-CoDel, \
+                 FIFO, autorate-ingress), not the daemons; scenario {} has none of those here \
+                 (`purple lab run radio --kernel --qdisc purple` drives kernel CAKE with the \
+                 daemon)",
+                scn.name
+            ));
+        }
+    }
     let checkout = match &o.cake_autorate {
         None => None,
         Some(dir) => {
@@ -239,7 +269,10 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
     opts.echo_reflectors = checkout.is_some();
     opts.cake_autorate = checkout;
     if o.guest {
-        opts.delay = DelayStage::Netem;
+        // A fixed link is netem's delay; a varying one needs this binary's link emulator.
+        if !scn.needs_linkem {
+            opts.delay = DelayStage::Netem;
+        }
         opts.router = lab::RouterStage::Kernel;
     }
     let total = (contenders.len() * tests.len()) as u64;
@@ -277,11 +310,34 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
     bar.finish_and_clear();
     let kernel = if o.kernel {
         let exe = exe.ok_or("--kernel: cannot find this binary")?;
-        let mut args = vec![
-            scn.name.to_string(),
-            "--seconds".into(),
-            seconds.to_string(),
-        ];
+        let mut args = match which {
+            Which::Name(n) => vec![n.clone()],
+            Which::LinkOf {
+                name,
+                seed,
+                home_router,
+            } => {
+                let mut a = vec![
+                    "--link-of".into(),
+                    name.clone(),
+                    "--seed".into(),
+                    seed.to_string(),
+                ];
+                if *home_router {
+                    a.push("--home-router".into());
+                }
+                a
+            }
+            // `run_in_guest_with` ships the file and names it.
+            Which::Link(_) => Vec::new(),
+        };
+        args.extend(["--seconds".into(), seconds.to_string()]);
+        if scale != 1.0 {
+            args.extend(["--scale".into(), scale.to_string()]);
+        }
+        if !o.contenders.is_empty() {
+            args.extend(["--contenders".into(), o.contenders.join(",")]);
+        }
         if let Some(q) = &o.qdisc {
             args.extend(["--qdisc".into(), q.clone()]);
         }
@@ -292,7 +348,14 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
         if show {
             eprintln!("running the same scenario in the reference kernel (QEMU, TCG)...");
         }
-        Some(lab::kernel::run_in_guest(&exe, &args, budget as u64).map_err(|e| e.to_string())?)
+        let link = match which {
+            Which::Link(f) => Some(f.as_path()),
+            _ => None,
+        };
+        Some(
+            lab::kernel::run_in_guest_with(&exe, &args, link, budget as u64)
+                .map_err(|e| e.to_string())?,
+        )
     } else {
         None
     };
@@ -313,13 +376,19 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
             home_router,
         } => {
             let mut sc = section_c_link(name, *seed, *home_router)?;
+            sc.link = sc
+                .link
+                .scaled(scale, "--scale")
+                .map_err(|e| e.to_string())?;
             sc.workload = scn.workload();
             Some(closed_loop_rows(&sc, &contenders, *seed, window)?)
         }
-        _ if scn.sim_id.is_none() && scn.needs_linkem => {
+        // A scaled link is simulated as played (its published experiment is not scaled).
+        _ if scn.needs_linkem && (scn.sim_id.is_none() || scale != 1.0) => {
             let sc = lab_link_scenario(&scn);
             Some(closed_loop_rows(&sc, &contenders, 1, window)?)
         }
+        _ if scale != 1.0 => None,
         _ => sim_rows(&scn, &contenders, &tests, seconds),
     };
     if let Some(dir) = &o.out {

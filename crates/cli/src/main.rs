@@ -351,9 +351,18 @@ struct LabRunArgs {
     /// Write each run's summary.json, plots and Flent file under DIR/RUN/.
     #[arg(long, value_name = "DIR")]
     out: Option<std::path::PathBuf>,
-    /// Also run it in the reference kernel (Linux's own qdiscs, QEMU) and report both.
+    /// Also run it in the reference kernel (Linux's own qdiscs, QEMU) and report both. On a
+    /// varying link (radio, tmobile, starlink, --link, --link-of) the guest runs `purple
+    /// linkem` too, and plays Linux's qdiscs only (the daemons run on our bridge; `radio
+    /// --kernel --qdisc purple` drives kernel CAKE instead); a link faster than the guest keeps
+    /// up with (16 Mbit/s) is scaled down for both runs unless --scale says otherwise.
     #[arg(long)]
     kernel: bool,
+    /// Play the link at this share of its capacity (0 < F <= 1): capacities, static CAKE
+    /// rates, the daemons' range and the buffer's packets times F, delays unchanged (for a
+    /// machine that cannot keep up with the link: the reference kernel under QEMU).
+    #[arg(long, value_name = "F")]
+    scale: Option<f64>,
     /// Only this contender (cake, fq_codel, fifo).
     #[arg(long)]
     qdisc: Option<String>,
@@ -881,6 +890,7 @@ fn main() {
                 json,
                 out,
                 kernel,
+                scale,
                 qdisc,
                 test,
                 no_sim,
@@ -896,6 +906,7 @@ fn main() {
                 json,
                 out,
                 kernel,
+                scale,
                 qdisc,
                 test,
                 guest,

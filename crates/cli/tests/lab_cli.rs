@@ -28,8 +28,8 @@ fn lab_list_names_the_three_scenarios() {
 }
 
 /// A link file the lab cannot read is refused before any namespace exists, naming the file and
-/// the option or line; `--link` and a scenario name exclude each other, and `--kernel` runs
-/// built-in scenarios only.
+/// the option or line; `--link` and a scenario name exclude each other, and a share outside
+/// (0, 1] is refused naming `--scale`.
 fn lab_run_link_errors_name_the_file_and_the_option() {
     let dir = std::env::temp_dir().join(format!("purple-lab-link-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -76,12 +76,15 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
     let (code, err) = run(&["radio", "--link", bad.to_str().unwrap()]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("cannot be used with"), "{err}");
-    let (code, err) = run(&["--link", bad.to_str().unwrap(), "--kernel"]);
-    assert_eq!(code, Some(2), "{err}");
-    assert!(
-        err.contains("--kernel runs the built-in scenarios only"),
-        "{err}"
-    );
+    for f in ["0", "1.5", "-1"] {
+        let scale = format!("--scale={f}");
+        let (code, err) = run(&["--link", bad.to_str().unwrap(), &scale, "--no-sim"]);
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.contains(&format!("--scale {f}: accepted 0 < f <= 1")),
+            "{f}: {err}"
+        );
+    }
     // Section C's links: an unknown name is refused naming the known ones, a lab scenario's
     // name or a link file excludes it, and the reference kernel takes none of them.
     let (code, err) = run(&["--link-of", "nope", "--no-sim"]);
@@ -191,12 +194,10 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
         assert_eq!(code, Some(2), "{err}");
         assert!(err.contains("cannot be used with"), "{args:?}: {err}");
     }
+    // The reference kernel plays section C's links as the lab does: deployed as a home router.
     let (code, err) = run(&["--link-of", "att-lte", "--kernel"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(
-        err.contains("--kernel runs the built-in scenarios only, not --link or --link-of"),
-        "{err}"
-    );
+    assert!(err.contains("--home-router"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -375,6 +376,68 @@ fn kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake() {
     assert!(k["down_mbit"].as_f64().unwrap() > 2.0);
 }
 
+/// The reference kernel on a varying link of the user's (~25 s): the file and its schedule
+/// travel into the guest, `purple linkem` plays it there beside Linux's CAKE, and a link faster
+/// than the guest keeps up with is played at a round share of its capacity in both runs.
+fn kernel_reference_plays_a_link_file_with_linkem_in_the_guest_scaled_to_what_it_keeps_up_with() {
+    let dir = std::env::temp_dir().join(format!("purple-lab-kernel-link-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("two.down"), "0 step 40mbit\n3 step 20mbit\n").unwrap();
+    let file = dir.join("two.toml");
+    std::fs::write(
+        &file,
+        "duration_s = 6\n[down]\nschedule = \"two.down\"\ndelay_ms = 5\n\
+         [up]\nrate = \"10mbit\"\ndelay_ms = 5\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_purple"))
+        .args(["lab", "run", "--link"])
+        .arg(&file)
+        .args([
+            "--kernel",
+            "--qdisc",
+            "cake",
+            "--seconds",
+            "6",
+            "--no-sim",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // 40 Mbit/s at most: both runs play it at x0.2 (8 then 4 Mbit/s down, 2 up).
+    assert_eq!(v["scenario"], "two-x0.2");
+    let k = &v["kernel"];
+    assert_eq!(k["scenario"], "two-x0.2");
+    assert!(
+        k["delay_stage"].as_str().unwrap().contains("purple linkem"),
+        "{}",
+        k["delay_stage"]
+    );
+    let kr = &k["runs"][0];
+    assert!(
+        kr["qdiscs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|q| q["kind"] == "cake"),
+        "{}",
+        kr["qdiscs"]
+    );
+    for (who, r) in [("host", &v["runs"][0]), ("guest", kr)] {
+        let down = r["down_mbit"].as_f64().unwrap();
+        assert!((1.0..8.2).contains(&down), "{who}: {down} Mbit/s down");
+        let up = r["up_mbit"].as_f64().unwrap();
+        assert!((0.3..2.1).contains(&up), "{who}: {up} Mbit/s up");
+    }
+}
+
 testkit::harness! {
     [] => { lab_list_names_the_three_scenarios, lab_run_link_errors_name_the_file_and_the_option },
     [Netns] => {
@@ -382,5 +445,8 @@ testkit::harness! {
         sigterm_stops_the_run_and_removes_its_namespaces,
         a_blocked_icmp_probe_is_an_error_naming_it_not_a_latency,
     },
-    [Netns, RefKernel] => { kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake },
+    [Netns, RefKernel] => {
+        kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake,
+        kernel_reference_plays_a_link_file_with_linkem_in_the_guest_scaled_to_what_it_keeps_up_with,
+    },
 }

@@ -26,6 +26,26 @@ pub fn available() -> bool {
     refkernel_dir().join("run-in-guest.sh").is_file()
 }
 
+/// The fastest link (bit/s, either way) the reference kernel's guest is asked to emulate
+/// with `purple linkem` beside Linux's qdiscs: QEMU's TCG on this project's 2-core machines
+/// carried 73 Mbit/s in all through static kernel CAKE at 100/50 Mbit/s on the lab's radio,
+/// with 34 ms of induced delay the host run did not have.
+pub const KERNEL_TOP_BIT_S: u64 = 16_000_000;
+
+/// The share of its capacity at which `--kernel` plays a link whose fastest direction is
+/// `top_bit_s`: 1 when it is within [`KERNEL_TOP_BIT_S`], else the largest of 0.5, 0.2, 0.1,
+/// 0.05, 0.02, 0.01, ... that brings it there.
+pub fn kernel_scale(top_bit_s: u64) -> f64 {
+    let mut f = 1.0;
+    let steps = [0.5, 0.2, 0.1];
+    let mut k = 0;
+    while top_bit_s as f64 * f > KERNEL_TOP_BIT_S as f64 && f > 1e-6 {
+        f = steps[k % 3] * 0.1f64.powi((k / 3) as i32);
+        k += 1;
+    }
+    f
+}
+
 /// Removes a directory tree when dropped.
 struct TempDir(PathBuf);
 
@@ -47,6 +67,18 @@ pub fn run_in_guest(
     lab_args: &[String],
     timeout_s: u64,
 ) -> Result<serde_json::Value, Error> {
+    run_in_guest_with(purple_bin, lab_args, None, timeout_s)
+}
+
+/// [`run_in_guest`] with the link file `link` (and the trace or schedule files it names) in
+/// the guest too: `--link link.toml` is added to the guest's arguments (see
+/// [`ship_link_file`]).
+pub fn run_in_guest_with(
+    purple_bin: &Path,
+    lab_args: &[String],
+    link: Option<&Path>,
+    timeout_s: u64,
+) -> Result<serde_json::Value, Error> {
     let rk = refkernel_dir();
     let script_runner = rk.join("run-in-guest.sh");
     if !script_runner.is_file() {
@@ -58,7 +90,11 @@ pub fn run_in_guest(
         std::fs::create_dir_all(d).map_err(io(format!("create {}", d.display())))?;
     }
     ship_binary(purple_bin, &ind)?;
-    let args: Vec<String> = lab_args.iter().map(|a| sh_quote(a)).collect();
+    let mut args: Vec<String> = lab_args.iter().map(|a| sh_quote(a)).collect();
+    if let Some(file) = link {
+        let name = ship_link_file(file, &ind)?;
+        args.extend(["--link".into(), sh_quote(&name)]);
+    }
     let script = tmp.0.join("script.sh");
     std::fs::write(
         &script,
@@ -106,6 +142,44 @@ pub fn run_in_guest(
     }
 }
 
+/// Copies the link file `file` into `ind` as `link.toml`, self-contained: each direction's
+/// `trace` or `schedule` file (relative to the link file's directory, as the file names it)
+/// copied beside it as `link-down.trace`, `link-up.schedule`, ..., and named so in the copy;
+/// its `name` key set to the file's stem where it has none (the name in tables stays). Returns
+/// the copy's name in the guest's directory. Errors name the file.
+pub(crate) fn ship_link_file(file: &Path, ind: &Path) -> Result<String, Error> {
+    let text = std::fs::read_to_string(file).map_err(io(format!("read {}", file.display())))?;
+    let bad = |why: String| Error::Option(format!("--link {}: {why}", file.display()));
+    let mut t: toml::Table = text.parse().map_err(|e| bad(format!("{e}")))?;
+    let dir = file.parent().unwrap_or(Path::new("."));
+    for side in ["down", "up"] {
+        let Some(toml::Value::Table(d)) = t.get_mut(side) else {
+            continue;
+        };
+        for key in ["trace", "schedule"] {
+            let Some(toml::Value::String(named)) = d.get(key) else {
+                continue;
+            };
+            let src = dir.join(named);
+            let local = format!("link-{side}.{key}");
+            std::fs::copy(&src, ind.join(&local))
+                .map_err(io(format!("copy {} into the guest", src.display())))?;
+            d.insert(key.into(), toml::Value::String(local));
+        }
+    }
+    if !t.contains_key("name") {
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().to_string())
+            .unwrap_or_else(|| "link".into());
+        t.insert("name".into(), toml::Value::String(stem));
+    }
+    let out = toml::to_string(&t).map_err(|e| bad(format!("{e}")))?;
+    let name = "link.toml";
+    std::fs::write(ind.join(name), out).map_err(io("write the guest's link file"))?;
+    Ok(name.into())
+}
+
 /// Copies `purple_bin` (debug info stripped when `objcopy` exists) and the libraries `ldd`
 /// lists that the guest's initramfs may lack (all but libc and the loader) into `ind`.
 pub(crate) fn ship_binary(purple_bin: &Path, ind: &Path) -> Result<(), Error> {
@@ -142,4 +216,70 @@ pub(crate) fn ship_binary(purple_bin: &Path, ind: &Path) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_plays_a_fast_link_at_the_largest_round_share_the_guest_keeps_up_with() {
+        for (top_mbit, f) in [
+            (8.0, 1.0),
+            (16.0, 1.0),
+            (20.0, 0.5),
+            (40.0, 0.2),
+            (130.0, 0.1),
+            (150.0, 0.1),
+            (200.0, 0.05),
+            (1000.0, 0.01),
+            (2000.0, 0.005),
+        ] {
+            let got = kernel_scale((top_mbit * 1e6) as u64);
+            assert!((got - f).abs() < 1e-12, "{top_mbit}: {got}");
+            assert!(top_mbit * 1e6 * got <= KERNEL_TOP_BIT_S as f64 + 1.0);
+        }
+    }
+
+    #[test]
+    fn a_shipped_link_file_is_self_contained_and_reads_as_the_same_link() {
+        let base = std::env::temp_dir().join(format!("plab-ship-{}", std::process::id()));
+        let (src, ind) = (base.join("src"), base.join("in"));
+        let traces = base.join("traces");
+        for d in [&src, &ind, &traces] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // The schedule beside the file, the trace in a sibling directory, no `name` key.
+        std::fs::write(src.join("steps.down"), "0 step 8mbit\n2 step 4mbit\n").unwrap();
+        std::fs::write(traces.join("up.trace"), "1\n2\n3\n4\n").unwrap();
+        let file = src.join("mylink.toml");
+        std::fs::write(
+            &file,
+            "duration_s = 4\n[down]\nschedule = \"steps.down\"\ndelay_ms = 5\n\
+             [up]\ntrace = \"../traces/up.trace\"\ndelay_ms = 7\n[run]\ndownloads = 3\n",
+        )
+        .unwrap();
+        let name = ship_link_file(&file, &ind).expect("ships");
+        assert_eq!(name, "link.toml");
+        for f in ["link-down.schedule", "link-up.trace"] {
+            assert!(ind.join(f).is_file(), "{f}");
+        }
+        let (a, run_a) = sim::link_file::LinkDesc::read_with_run(&file).expect("original");
+        let (b, run_b) =
+            sim::link_file::LinkDesc::read_with_run(&ind.join(&name)).expect("shipped");
+        assert_eq!(b.name, "mylink", "the name in tables stays");
+        assert_eq!(
+            (a.down.capacity, a.up.capacity),
+            (b.down.capacity, b.up.capacity)
+        );
+        assert_eq!(
+            (a.down.delay, a.up.delay, a.secs),
+            (b.down.delay, b.up.delay, b.secs)
+        );
+        assert_eq!(run_a, run_b, "the [run] table travels too");
+        std::fs::remove_file(traces.join("up.trace")).unwrap();
+        let e = ship_link_file(&file, &ind).expect_err("a missing trace");
+        assert!(e.to_string().contains("up.trace"), "{e}");
+        let _ = std::fs::remove_dir_all(&base);
+    }
 }

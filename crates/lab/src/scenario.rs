@@ -73,6 +73,12 @@ pub struct Contender {
 }
 
 impl Contender {
+    /// Whether the reference kernel's router plays it with Linux's own qdiscs: all but the
+    /// daemons and the script, which drive our bridge's CAKE.
+    pub fn plays_in_kernel(&self) -> bool {
+        !matches!(self.shape, Shape::Controlled { .. } | Shape::Script { .. })
+    }
+
     /// The tc string of its qdisc for direction `dir` shaped to `rate_bit_s`.
     pub fn tc(&self, dir: Direction, rate_bit_s: u64) -> String {
         let kbit = rate_bit_s / 1000;
@@ -730,6 +736,31 @@ impl From<LabLinkError> for LabPlayError {
 }
 
 impl Scenario {
+    /// This scenario at `f` of its link's capacity (0 < `f` <= 1; `purple lab run --scale`,
+    /// and what `--kernel` picks on a link faster than the guest keeps up with): the link
+    /// scaled by [`LinkDesc::scaled`] (capacities, static CAKE rates, the daemons' range and
+    /// start, the buffer's packets), delays, tests and contenders unchanged (a contender's
+    /// name keeps its unscaled rate: the title says the factor, and the name is `NAME-xF`,
+    /// so no seed figure is shown beside it). `f` = 1 is this scenario.
+    /// Fails, naming `--scale`, for `f` outside (0, 1].
+    pub fn scaled(mut self, f: f64) -> Result<Scenario, LabLinkError> {
+        if f == 1.0 {
+            return Ok(self);
+        }
+        let d = self.link.desc().clone().scaled(f, "--scale")?;
+        self.link = Link::from_desc(&d)?;
+        self.title = format!("{} (capacities, rates and buffer x{f})", self.title);
+        // Not the scenario the seed published figures for.
+        self.name = format!("{}-x{f}", self.name);
+        Ok(self)
+    }
+
+    /// The highest capacity either way over the link's loop, bit/s (what a machine running
+    /// it must keep up with).
+    pub fn top_bit_s(&self) -> u64 {
+        self.link.down().span().1.max(self.link.up().span().1)
+    }
+
     /// Where this scenario deploys the shaper and its controller: always [`DEPLOYMENT`].
     pub fn deployment(&self) -> Deployment {
         DEPLOYMENT
@@ -1330,6 +1361,42 @@ mod tests {
             .linkem_args(Path::new("UP"), Path::new("DOWN"))
             .expect("plays");
         (args.join(" "), files)
+    }
+
+    #[test]
+    fn a_scaled_scenario_plays_its_link_at_that_share_with_its_rates_and_buffer() {
+        let radio = find("radio").expect("radio");
+        assert_eq!(radio.top_bit_s(), 130_000_000);
+        let s = radio.clone().scaled(0.1).expect("0.1");
+        assert_eq!(s.name, "radio-x0.1", "not the scenario the seed published");
+        assert!(
+            s.title.ends_with("(capacities, rates and buffer x0.1)"),
+            "{}",
+            s.title
+        );
+        let (args, files) = linkem(&s);
+        assert_eq!(
+            args,
+            "--up 5000kbit --down-trace DOWN --delay-ms 5 --buffer-packets 100"
+        );
+        // 13 then 8 Mbit/s every 5 s (the trace written from the scaled schedule).
+        for (t, bits) in [(0.05, 13_000_000), (5.05, 8_000_000)] {
+            assert_eq!(s.link.down().at(t), bits, "{t}");
+        }
+        assert_eq!(files.len(), 1);
+        assert_eq!((s.down_bit_s(), s.up_bit_s()), (10_000_000, 5_000_000));
+        let (down, up) = s.control_range();
+        assert!((down.max - 13.65).abs() < 1e-9 && (up.base - 4.5).abs() < 1e-9);
+        assert_eq!(
+            (s.tests.clone(), s.contenders.clone()),
+            (radio.tests.clone(), radio.contenders.clone())
+        );
+        assert_eq!(radio.clone().scaled(1.0).expect("1"), radio);
+        let e = radio.scaled(0.0).expect_err("0 is no share");
+        assert!(
+            e.to_string().contains("--scale 0: accepted 0 < f <= 1"),
+            "{e}"
+        );
     }
 
     #[test]

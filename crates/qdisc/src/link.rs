@@ -100,6 +100,24 @@ impl Capacity {
         }
     }
 
+    /// The same capacity at `f` of its rate (0 < `f` <= 1): a rate or a schedule times `f`
+    /// (a rate rounded down, at least 1 byte/s unless 0), a trace thinned evenly
+    /// ([`MahimahiTrace::scaled`]), unlimited stays unlimited. `None` for `f` outside (0, 1].
+    /// For running a link where the machine cannot keep up with it (the reference kernel under
+    /// QEMU), with its shape over time kept.
+    pub fn scaled(&self, f: f64) -> Option<Capacity> {
+        if !(f > 0.0 && f <= 1.0) {
+            return None;
+        }
+        Some(match self {
+            Capacity::Unlimited => Capacity::Unlimited,
+            Capacity::Rate(0) => Capacity::Rate(0),
+            Capacity::Rate(r) => Capacity::Rate(((*r as f64 * f) as u64).max(1)),
+            Capacity::Trace(t) => Capacity::Trace(t.scaled(f)?),
+            Capacity::Schedule(s) => Capacity::Schedule(s.scaled(f)?),
+        })
+    }
+
     /// The capacity around `t` (relative to the link's origin) in bytes per second; `None` when
     /// unlimited. A rate or schedule gives its instantaneous rate (the window is ignored); a
     /// trace the bytes its opportunities in `[t, t + window)` carry, per second (rounded down;

@@ -178,6 +178,35 @@ impl MahimahiTrace {
         out
     }
 
+    /// The same link at `f` of its capacity (0 < `f` <= 1): a share `f` of the opportunities,
+    /// spread evenly over the loop (opportunity `i` is kept where the running sum of `f` per
+    /// opportunity crosses an integer, aligned so that the last one, which sets the period, is
+    /// kept), the period unchanged. `None` for `f` outside (0, 1]. Guaranteed: `ceil(len x f)`
+    /// opportunities per loop (at least one), so the mean rate is `f` of this one's to within
+    /// one opportunity per loop.
+    pub fn scaled(&self, f: f64) -> Option<MahimahiTrace> {
+        if !(f > 0.0 && f <= 1.0) {
+            return None;
+        }
+        let n = self.ms.len() as f64;
+        // Shift the running sum so that it is whole after the last opportunity.
+        let c = (n * f).ceil() - n * f;
+        let kept: Vec<u64> = self
+            .ms
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| {
+                let i = i as f64;
+                ((i + 1.0) * f + c).floor() > (i * f + c).floor()
+            })
+            .map(|(_, &m)| m)
+            .collect();
+        Some(MahimahiTrace {
+            ms: kept,
+            period_ms: self.period_ms,
+        })
+    }
+
     /// Mean capacity in bytes per second over one loop.
     pub fn mean_rate(&self) -> f64 {
         self.ms.len() as f64 * f64::from(MAHIMAHI_MTU) / (self.period_ms as f64 / 1000.0)
@@ -268,6 +297,20 @@ impl RateSchedule {
         (!points.is_empty()).then_some(RateSchedule { points })
     }
 
+    /// The same schedule at `f` of its rates (`f` > 0 and finite); `None` otherwise.
+    pub fn scaled(&self, f: f64) -> Option<RateSchedule> {
+        (f > 0.0 && f.is_finite()).then(|| RateSchedule {
+            points: self
+                .points
+                .iter()
+                .map(|p| RatePoint {
+                    rate: p.rate * f,
+                    ..*p
+                })
+                .collect(),
+        })
+    }
+
     /// Its points, in time order (at least one).
     pub fn points(&self) -> &[RatePoint] {
         &self.points
@@ -308,6 +351,43 @@ mod tests {
         let e = MahimahiTrace::parse("\n \n").expect_err("empty");
         assert_eq!(e.line, 0);
         assert!(!e.to_string().contains("line"), "{e}");
+    }
+
+    #[test]
+    fn a_scaled_trace_keeps_its_period_and_an_even_share_of_its_opportunities() {
+        // 1,000 opportunities in a 100 ms loop, bunched in the first half (a burst, then
+        // silence): a tenth keeps 100 of them, the period, and the bunching.
+        let ms: Vec<u64> = (0..1000u64).map(|i| i / 20).chain([100]).collect();
+        let t = MahimahiTrace::from_offsets(ms).expect("a valid trace");
+        let s = t.scaled(0.1).expect("0.1 is in range");
+        assert_eq!(s.period(), t.period());
+        assert_eq!(s.len(), (t.len() as f64 * 0.1).ceil() as usize);
+        assert_eq!(s.ms.last(), Some(&100), "the period's line is kept");
+        assert!(s.ms[..s.len() - 1].iter().all(|&m| m < 50), "{:?}", s.ms);
+        // Evenly: every 10 ms of the burst keeps 20 opportunities of its 200.
+        for k in 0..5 {
+            let n = s.ms.iter().filter(|&&m| m / 10 == k).count();
+            assert!((19..=21).contains(&n), "{k}: {n}");
+        }
+        assert!((s.mean_rate() / t.mean_rate() - 0.1).abs() < 0.002);
+        assert_eq!(t.scaled(1.0), Some(t.clone()));
+        for bad in [0.0, -0.5, 1.5, f64::NAN] {
+            assert_eq!(t.scaled(bad), None, "{bad}");
+        }
+        // Never empty: one opportunity a loop at least.
+        assert_eq!(t.scaled(1e-9).map(|s| s.len()), Some(1));
+    }
+
+    #[test]
+    fn a_scaled_schedule_keeps_its_times_and_ramps() {
+        let s = RateSchedule::parse("0 step 10mbit\n5 ramp 20mbit\n10 step 0bit\n")
+            .expect("a valid schedule");
+        let h = s.scaled(0.25).expect("in range");
+        for (a, b) in s.points().iter().zip(h.points()) {
+            assert_eq!((a.at, a.ramp), (b.at, b.ramp));
+            assert_eq!(b.rate, a.rate * 0.25);
+        }
+        assert_eq!(s.scaled(0.0), None);
     }
 
     #[test]

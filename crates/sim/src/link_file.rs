@@ -462,6 +462,46 @@ impl LinkDesc {
         }
         Ok(self)
     }
+
+    /// This link at `f` of its capacity (0 < `f` <= 1), for a machine that cannot keep up with
+    /// it (the reference kernel under QEMU): each direction's capacity scaled
+    /// ([`Capacity::scaled`]: a trace thinned evenly, a schedule's rates times `f`), its rates
+    /// (range, static CAKE rates, start) times `f`, the buffer in packets times `f` (rounded, at
+    /// least 1: the same time at the scaled rate), the delays and the length unchanged. A
+    /// file's text is dropped (a backend writes the scaled trace's own, as for a trace built in
+    /// code), and the description says the factor. `f` = 1 is this link. Errors name `option`.
+    pub fn scaled(mut self, f: f64, option: &'static str) -> Result<LinkDesc, LinkError> {
+        if f == 1.0 {
+            return Ok(self);
+        }
+        let bad = || LinkError::Option {
+            option,
+            value: f.to_string(),
+            accepted: "0 < f <= 1".into(),
+        };
+        for d in [&mut self.down, &mut self.up] {
+            d.capacity = d.capacity.scaled(f).ok_or_else(bad)?;
+            d.text = None;
+            d.rates = d.rates.scaled(f);
+        }
+        self.buffer_packets = ((f64::from(self.buffer_packets) * f).round() as u32).max(1);
+        self.description = format!("{} (capacities x{f})", self.description);
+        Ok(self)
+    }
+}
+
+impl LinkRates {
+    /// Every rate times `f`.
+    #[must_use]
+    pub fn scaled(&self, f: f64) -> LinkRates {
+        LinkRates {
+            lo: self.lo * f,
+            hi: self.hi * f,
+            safe: self.safe * f,
+            optimistic: self.optimistic * f,
+            start: self.start.map(|s| s * f),
+        }
+    }
 }
 
 /// The mean capacity of every whole second in `[0, secs)` (at least one), Mbit/s, as section C
@@ -631,6 +671,41 @@ mod tests {
             short.description
         );
         assert_eq!(d.clone().with_secs(None), Ok(d.clone()));
+    }
+
+    #[test]
+    fn a_scaled_link_keeps_its_shape_and_delays_at_a_share_of_its_rates() {
+        let d = LinkDesc::parse(Path::new("lab-radio.toml"), RADIO, &files).expect("parses");
+        let s = d.clone().scaled(0.1, "--scale").expect("0.1");
+        let Capacity::Schedule(sch) = &s.down.capacity else {
+            panic!("{:?}", s.down.capacity)
+        };
+        assert_eq!(sch.rate_at(Instant::from_secs(2)), 1_625_000.0);
+        assert_eq!(sch.rate_at(Instant::from_secs(7)), 1_000_000.0);
+        assert_eq!(s.up.capacity, Capacity::Rate(625_000));
+        assert_eq!(
+            s.down.text, None,
+            "the file's text is not the scaled link's"
+        );
+        assert!((s.down.rates.hi - 15.6).abs() < 1e-9, "{:?}", s.down.rates);
+        assert!(
+            (s.down.rates.safe - 13.0).abs() < 1e-9,
+            "{:?}",
+            s.down.rates
+        );
+        assert_eq!(s.buffer_packets, 100);
+        assert_eq!(
+            (s.down.delay, s.up.delay, s.secs),
+            (d.down.delay, d.up.delay, d.secs)
+        );
+        assert!(
+            s.description.ends_with("(capacities x0.1)"),
+            "{}",
+            s.description
+        );
+        assert_eq!(d.clone().scaled(1.0, "--scale"), Ok(d.clone()));
+        let e = d.scaled(1.5, "--scale").expect_err("above 1");
+        assert!(e.to_string().contains("--scale"), "{e}");
     }
 
     #[test]
