@@ -376,9 +376,10 @@ fn kernel_reference_runs_the_same_b2_in_the_guest_with_linux_cake() {
     assert!(k["down_mbit"].as_f64().unwrap() > 2.0);
 }
 
-/// The reference kernel on a varying link of the user's (~25 s): the file and its schedule
-/// travel into the guest, `purple linkem` plays it there beside Linux's CAKE, and a link faster
-/// than the guest keeps up with is played at a round share of its capacity in both runs.
+/// The reference kernel on a varying link of the user's (~30 s): the file and its schedule
+/// travel into the guest, `purple linkem` plays it there, the daemon drives Linux's CAKE over
+/// netlink as it drives our bridge's on the host, and a link faster than the guest keeps up
+/// with is played at a round share of its capacity in both runs.
 fn kernel_reference_plays_a_link_file_with_linkem_in_the_guest_scaled_to_what_it_keeps_up_with() {
     let dir = std::env::temp_dir().join(format!("purple-lab-kernel-link-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -396,7 +397,7 @@ fn kernel_reference_plays_a_link_file_with_linkem_in_the_guest_scaled_to_what_it
         .args([
             "--kernel",
             "--qdisc",
-            "cake",
+            "purple",
             "--seconds",
             "6",
             "--no-sim",
@@ -431,11 +432,40 @@ fn kernel_reference_plays_a_link_file_with_linkem_in_the_guest_scaled_to_what_it
         kr["qdiscs"]
     );
     for (who, r) in [("host", &v["runs"][0]), ("guest", kr)] {
+        assert_eq!(r["contender"], "CAKE + PURPLE (purple control)", "{who}");
         let down = r["down_mbit"].as_f64().unwrap();
         assert!((1.0..8.2).contains(&down), "{who}: {down} Mbit/s down");
         let up = r["up_mbit"].as_f64().unwrap();
         assert!((0.3..2.1).contains(&up), "{who}: {up} Mbit/s up");
+        // The daemon decided and its actuator applied: the download's rate moved within the
+        // scaled range, with no actuator error (a warning would name it).
+        let pts = r["rate_trace"]["points"].as_array().unwrap();
+        let downs: Vec<f64> = pts
+            .iter()
+            .map(|p| p["down_mbit"].as_f64().unwrap())
+            .collect();
+        assert!(downs.len() > 50, "{who}: {} decisions", downs.len());
+        let (lo, hi) = downs
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        // The range tops at 1.2 x the 90th percentile, 48 Mbit/s, x0.2.
+        assert!(lo < hi && hi <= 9.61, "{who}: {lo}..{hi} Mbit/s");
+        assert!(
+            r["warnings"].as_array().unwrap().is_empty(),
+            "{who}: {}",
+            r["warnings"]
+        );
     }
+    // Linux's CAKE was left at a rate the daemon set, not the static start (8 Mbit/s, the
+    // scaled link's median), read back by `tc -s -j`.
+    let set: Vec<u64> = kr["qdiscs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["kind"] == "cake")
+        .filter_map(|q| q["options"]["bandwidth"].as_u64())
+        .collect();
+    assert!(!set.is_empty() && !set.contains(&1_000_000), "{set:?}");
 }
 
 testkit::harness! {

@@ -61,19 +61,11 @@ pub fn run_one(
         (Some(b), _) | (None, DelayStage::Linkem(b)) => Some(b.clone()),
         _ => None,
     };
-    if algorithm.is_some() {
-        if opts.router == RouterStage::Kernel {
-            return Err(Error::Unsupported(format!(
-                "{}: the daemon contenders run with our bridge only",
-                contender.name
-            )));
-        }
-        if daemon_bin.is_none() {
-            return Err(Error::Unsupported(format!(
-                "{} needs the `purple` binary (purple control, purple reflector)",
-                contender.name
-            )));
-        }
+    if algorithm.is_some() && daemon_bin.is_none() {
+        return Err(Error::Unsupported(format!(
+            "{} needs the `purple` binary (purple control, purple reflector)",
+            contender.name
+        )));
     }
     if script.is_some() && daemon_bin.is_none() {
         return Err(Error::Unsupported(format!(
@@ -103,8 +95,11 @@ pub fn run_one(
     }
     let (mut delay_proc, delay_stage, delay_started) =
         start_delay(scn, &t, &opts.delay, icmp_apart)?;
-    let ctl_sock = (algorithm.is_some() || script.is_some())
-        .then(|| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
+    // Our bridge's control socket for a daemon or the script; Linux's CAKE is driven over
+    // netlink instead.
+    let ctl_sock = (opts.router == RouterStage::Purple
+        && (algorithm.is_some() || script.is_some()))
+    .then(|| PathBuf::from(format!("/run/purple/{}-router.sock", t.prefix)));
     let bridge = match opts.router {
         RouterStage::Purple => Some(start_bridge(
             &t,
@@ -115,6 +110,10 @@ pub fn run_one(
         )?),
         RouterStage::Kernel => {
             tc_wire(&t.router, "r0", "r1")?;
+            if algorithm.is_some() {
+                // The daemon probes from the router's address on r1.
+                crate::testbed::tc_wire_local(&t.router, "r1", "r0", control::ROUTER)?;
+            }
             // Egress (client -> server) leaves through r1, ingress through r0.
             kernel_qdisc(&t.router, "r1", contender, Direction::Up, scn.up_bit_s())?;
             kernel_qdisc(
@@ -134,7 +133,11 @@ pub fn run_one(
     });
     let echo = opts.echo_reflectors.then_some(&ECHO_REFLECTORS[..]);
     let daemon = match (algorithm, &daemon_bin, &ctl_sock, script) {
-        (Some(alg), Some(bin), Some(sock), _) => {
+        (Some(alg), Some(bin), sock, _) => {
+            let actuator = match sock {
+                Some(s) => control::Actuator::Bridge(s),
+                None => control::Actuator::Netlink,
+            };
             let dir = &control_dir;
             let addr = format!("{}/24", control::ROUTER);
             let started = t
@@ -149,7 +152,7 @@ pub fn run_one(
                         bin,
                         &t.router,
                         &t.server,
-                        sock,
+                        actuator,
                         dir,
                         echo,
                     )

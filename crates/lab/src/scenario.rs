@@ -74,9 +74,10 @@ pub struct Contender {
 
 impl Contender {
     /// Whether the reference kernel's router plays it with Linux's own qdiscs: all but the
-    /// daemons and the script, which drive our bridge's CAKE.
+    /// script (cake-autorate's own, which drives our bridge through the tc shim); the
+    /// daemons drive Linux's CAKE over netlink there.
     pub fn plays_in_kernel(&self) -> bool {
-        !matches!(self.shape, Shape::Controlled { .. } | Shape::Script { .. })
+        !matches!(self.shape, Shape::Script { .. })
     }
 
     /// The tc string of its qdisc for direction `dir` shaped to `rate_bit_s`.

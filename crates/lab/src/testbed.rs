@@ -195,6 +195,30 @@ pub(crate) fn tc_wire(ns: &Netns, a: &str, b: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// On a kernel router wired by [`tc_wire`], lets the router's own address `addr` on `dev`
+/// (where the daemon probes from) receive: IPv4 to `addr` passes to the router's stack instead
+/// of being redirected (a u32 match without an action: the guest kernel loads no `act_gact`),
+/// and ARP is mirrored to `other` and passed too (the router must answer for `addr`, the hosts
+/// behind it for theirs). Filters at priorities 1 and 2, before the redirect.
+pub(crate) fn tc_wire_local(ns: &Netns, dev: &str, other: &str, addr: &str) -> Result<(), Error> {
+    let dst = format!("{addr}/32");
+    ns.exec(
+        "tc",
+        &[
+            "filter", "add", "dev", dev, "parent", "ffff:", "prio", "1", "protocol", "ip", "u32",
+            "match", "ip", "dst", &dst, "flowid", "ffff:1",
+        ],
+    )?;
+    ns.exec(
+        "tc",
+        &[
+            "filter", "add", "dev", dev, "parent", "ffff:", "prio", "2", "protocol", "arp",
+            "matchall", "action", "mirred", "egress", "mirror", "dev", other,
+        ],
+    )?;
+    Ok(())
+}
+
 /// Puts the contender's qdisc for direction `dir` shaped to `rate_bit_s` on `dev` with Linux's
 /// tc: CAKE as is (with `autorate-ingress ingress` on the download for
 /// [`scenario::Shape::CakeAutorateIngress`]), the seed's HTB (`htb default 1`, class `rate R
