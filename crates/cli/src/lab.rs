@@ -200,14 +200,13 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
         by_role(&scn, &o.contenders)?
     };
     if o.guest {
-        // Linux's qdiscs only: the daemons and the script drive our bridge's CAKE.
+        // Linux's qdiscs, and the daemons over netlink; not the real cake-autorate script,
+        // whose tc shim drives our bridge.
         contenders.retain(Contender::plays_in_kernel);
         if contenders.is_empty() {
             return Err(format!(
-                "the reference kernel plays Linux's own qdiscs only (static CAKE, FQ-CoDel, \
-                 FIFO, autorate-ingress), not the daemons; scenario {} has none of those here \
-                 (`purple lab run radio --kernel --qdisc purple` drives kernel CAKE with the \
-                 daemon)",
+                "the reference kernel does not play the cake-autorate script (its tc shim \
+                 drives our bridge); scenario {} has nothing else to play here",
                 scn.name
             ));
         }
