@@ -147,7 +147,7 @@ pub fn run_in_guest_with(
 /// copied beside it as `link-down.trace`, `link-up.schedule`, ..., and named so in the copy;
 /// its `name` key set to the file's stem where it has none (the name in tables stays). Returns
 /// the copy's name in the guest's directory. Errors name the file.
-pub(crate) fn ship_link_file(file: &Path, ind: &Path) -> Result<String, Error> {
+pub fn ship_link_file(file: &Path, ind: &Path) -> Result<String, Error> {
     let text = std::fs::read_to_string(file).map_err(io(format!("read {}", file.display())))?;
     let bad = |why: String| Error::Option(format!("--link {}: {why}", file.display()));
     let mut t: toml::Table = text.parse().map_err(|e| bad(format!("{e}")))?;
