@@ -515,13 +515,18 @@ fn kernel_text(scn: &Scenario, k: &Value) -> String {
             test.into(),
             format!("{:.2}", f(&r["up_mbit"])),
             format!("{:.2}", f(&r["down_mbit"])),
-            format!(
-                "{:.1} / {:.1} / {:.1} / {:.1}",
-                f(&i["mean"]),
-                f(&i["p50"]),
-                f(&i["p99"]),
-                f(&i["max"])
-            ),
+            // A scenario without an ICMP probe (starlink) has no such figure: "-", not 0.
+            if i.is_null() {
+                "-".into()
+            } else {
+                format!(
+                    "{:.1} / {:.1} / {:.1} / {:.1}",
+                    f(&i["mean"]),
+                    f(&i["p50"]),
+                    f(&i["p99"]),
+                    f(&i["max"])
+                )
+            },
             if udp.is_empty() {
                 "-".into()
             } else {
@@ -771,7 +776,11 @@ fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&SimRows>) ->
         "seed",
     ]);
     for r in runs {
-        let i = r.induced(ProbeId::Icmp).unwrap_or_default();
+        // A scenario without an ICMP probe (starlink) has no such figure: "-", not 0.
+        let icmp = r.induced(ProbeId::Icmp).map_or_else(
+            || "-".to_string(),
+            |i| format!("{:.1} / {:.1} / {:.1} / {:.1}", i.mean, i.p50, i.p99, i.max),
+        );
         // BE, BK, EF.
         let udp: Vec<String> = [0, 8, 46]
             .into_iter()
@@ -783,7 +792,7 @@ fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&SimRows>) ->
             r.test.clone(),
             format!("{:.2}", r.up_mbit),
             format!("{:.2}", r.down_mbit),
-            format!("{:.1} / {:.1} / {:.1} / {:.1}", i.mean, i.p50, i.p99, i.max),
+            icmp,
             if udp.is_empty() {
                 "-".into()
             } else {
@@ -814,6 +823,23 @@ mod tests {
 
     /// One opportunity of a mahimahi trace in a 100 ms bin, bit/s.
     const OPPORTUNITY_BIT_S: f64 = 1500.0 * 8.0 * 10.0;
+
+    #[test]
+    fn a_probe_the_scenario_does_not_run_is_a_dash_in_the_kernel_table_not_zero() {
+        let scn = scenario::find("starlink").expect("starlink");
+        let k = json!({"delay_stage": "purple linkem", "runs": [{
+            "contender": "CAKE + PURPLE (purple control)", "test": "download",
+            "up_mbit": 1.36, "down_mbit": 5.96,
+            "induced_ms": {"Ping (ms) UDP BE": {"mean": 9.0, "p50": 8.0, "p99": 30.0, "max": 67.0}},
+        }]});
+        let t = kernel_text(&scn, &k);
+        let row = t
+            .lines()
+            .find(|l| l.starts_with("CAKE + PURPLE"))
+            .expect("its row");
+        assert!(!row.contains("0.0 / 0.0"), "{row}");
+        assert!(row.contains(" - ") && row.contains(" 67 "), "{row}");
+    }
 
     /// `--link-of NAME` (and `--home-router`) as `purple lab run` builds it.
     fn link_of_scenario(name: &str, seed: u64, home_router: bool) -> Result<Scenario, String> {
