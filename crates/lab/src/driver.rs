@@ -109,11 +109,8 @@ pub fn run_one(
             delay_source != "probes",
         )?),
         RouterStage::Kernel => {
-            tc_wire(&t.router, "r0", "r1")?;
-            if algorithm.is_some() {
-                // The daemon probes from the router's address on r1.
-                crate::testbed::tc_wire_local(&t.router, "r1", "r0", control::ROUTER)?;
-            }
+            // A daemon probes from the router's own address on r1.
+            tc_wire(&t.router, "r0", "r1", Some(control::ROUTER))?;
             // Egress (client -> server) leaves through r1, ingress through r0.
             kernel_qdisc(&t.router, "r1", contender, Direction::Up, scn.up_bit_s())?;
             kernel_qdisc(

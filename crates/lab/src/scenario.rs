@@ -73,13 +73,6 @@ pub struct Contender {
 }
 
 impl Contender {
-    /// Whether the reference kernel's router plays it with Linux's own qdiscs: all but the
-    /// script (cake-autorate's own, which drives our bridge through the tc shim); the
-    /// daemons drive Linux's CAKE over netlink there.
-    pub fn plays_in_kernel(&self) -> bool {
-        !matches!(self.shape, Shape::Script { .. })
-    }
-
     /// The tc string of its qdisc for direction `dir` shaped to `rate_bit_s`.
     pub fn tc(&self, dir: Direction, rate_bit_s: u64) -> String {
         let kbit = rate_bit_s / 1000;

@@ -80,7 +80,7 @@ pub(crate) fn start_delay(
                 )));
             }
             let l = &t.linkem;
-            tc_wire(l, "l0", "l1")?;
+            tc_wire(l, "l0", "l1", None)?;
             // l0's egress goes towards the client (down), l1's towards the server (up).
             for (dev, ms) in [
                 ("l0", scn.link.down_delay_ms()),
@@ -177,8 +177,13 @@ pub(crate) fn kernel_bridge(ns: &Netns, a: &str, b: &str) -> Result<(), Error> {
 
 /// Joins `a` and `b` in `ns` with tc: everything arriving on one is redirected out of the
 /// other (`ingress` + `matchall` + `mirred egress redirect`), so it passes the egress qdisc
-/// there. For kernels without the bridge module (the reference guest).
-pub(crate) fn tc_wire(ns: &Netns, a: &str, b: &str) -> Result<(), Error> {
+/// there. For kernels without the bridge module (the reference guest). With `local`, an
+/// address of `ns` on `b` (where a daemon probes from) receives too: IPv4 to it passes to the
+/// stack instead of being redirected (a `u32` match without an action: the guest kernel loads
+/// no `act_gact`), and ARP arriving on `b` is mirrored to `a` and passed as well (the stack
+/// answers for `local`, the hosts behind `a` for theirs); filters at priorities 1 and 2,
+/// before the redirect. Nothing else changes: no other packet matches them.
+pub(crate) fn tc_wire(ns: &Netns, a: &str, b: &str, local: Option<&str>) -> Result<(), Error> {
     for (from, to) in [(a, b), (b, a)] {
         ns.exec(
             "tc",
@@ -192,30 +197,23 @@ pub(crate) fn tc_wire(ns: &Netns, a: &str, b: &str) -> Result<(), Error> {
             ],
         )?;
     }
-    Ok(())
-}
-
-/// On a kernel router wired by [`tc_wire`], lets the router's own address `addr` on `dev`
-/// (where the daemon probes from) receive: IPv4 to `addr` passes to the router's stack instead
-/// of being redirected (a u32 match without an action: the guest kernel loads no `act_gact`),
-/// and ARP is mirrored to `other` and passed too (the router must answer for `addr`, the hosts
-/// behind it for theirs). Filters at priorities 1 and 2, before the redirect.
-pub(crate) fn tc_wire_local(ns: &Netns, dev: &str, other: &str, addr: &str) -> Result<(), Error> {
-    let dst = format!("{addr}/32");
-    ns.exec(
-        "tc",
-        &[
-            "filter", "add", "dev", dev, "parent", "ffff:", "prio", "1", "protocol", "ip", "u32",
-            "match", "ip", "dst", &dst, "flowid", "ffff:1",
-        ],
-    )?;
-    ns.exec(
-        "tc",
-        &[
-            "filter", "add", "dev", dev, "parent", "ffff:", "prio", "2", "protocol", "arp",
-            "matchall", "action", "mirred", "egress", "mirror", "dev", other,
-        ],
-    )?;
+    if let Some(addr) = local {
+        let dst = format!("{addr}/32");
+        ns.exec(
+            "tc",
+            &[
+                "filter", "add", "dev", b, "parent", "ffff:", "prio", "1", "protocol", "ip", "u32",
+                "match", "ip", "dst", &dst, "flowid", "ffff:1",
+            ],
+        )?;
+        ns.exec(
+            "tc",
+            &[
+                "filter", "add", "dev", b, "parent", "ffff:", "prio", "2", "protocol", "arp",
+                "matchall", "action", "mirred", "egress", "mirror", "dev", a,
+            ],
+        )?;
+    }
     Ok(())
 }
 
