@@ -162,19 +162,6 @@ pub(crate) fn section_c_link(
 
 /// Runs `purple lab run NAME` or `purple lab run --link FILE`; returns what to print.
 pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
-    let name = match which {
-        Which::Name(n) => n.as_str(),
-        Which::Link(_) | Which::LinkOf { .. } => "",
-    };
-    // `radio --kernel --qdisc purple|cake-autorate`: the daemon driving kernel CAKE in the
-    // reference kernel (lab::kernel_control), against static kernel CAKE.
-    if o.kernel && !o.guest && name == "radio" {
-        if let Some(q) = o.qdisc.as_deref() {
-            if lab::kernel_control::is_algorithm(q) {
-                return kernel_control(&[q.to_string(), "static".into()], o);
-            }
-        }
-    }
     let scn = scenario_of(which, o.seconds)?;
     // The reference kernel's guest keeps up with about `KERNEL_TOP_BIT_S` of emulated link:
     // a faster varying link is scaled down for both runs (like for like) unless `--scale`.
@@ -381,7 +368,7 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
     if let Some(dir) = &o.out {
         for r in &runs {
             let d = dir.join(crate::plots::file_stem(&r.summary.name));
-            crate::sim_cmd::write_outputs(&r.summary, &run_json(r), &d)?;
+            crate::sim_cmd::write_outputs(&r.summary, &run_json(r, opts.idle_seconds), &d)?;
         }
         if !o.json && !o.quiet {
             eprintln!("wrote {} runs to {}", runs.len(), dir.display());
@@ -395,7 +382,7 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
         let v = json!({
             "scenario": scn.name, "seconds": seconds, "backend": "purple",
             "delay_stage": runs.first().map(|r| r.delay_stage.clone()),
-            "runs": runs.iter().map(run_json).collect::<Vec<_>>(),
+            "runs": runs.iter().map(|r| run_json(r, opts.idle_seconds)).collect::<Vec<_>>(),
             "sim": sim.as_ref().map(|t| serde_json::to_value(&t.table).unwrap_or(Value::Null)),
             "sim_title": sim.as_ref().map(|t| t.title.clone()),
             "kernel": kernel,
@@ -403,7 +390,7 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
         });
         return Ok(v.to_string() + "\n");
     }
-    let mut out = text(&scn, seconds, &runs, sim.as_ref());
+    let mut out = text(&scn, seconds, &runs, opts.idle_seconds, sim.as_ref());
     if let Some(c) = &laws {
         out += &lab::autorate::comparison_text(c);
     }
@@ -413,71 +400,103 @@ pub fn run(which: &Which, o: &LabCmdOpts) -> Result<String, String> {
     Ok(out)
 }
 
-/// `purple lab run radio --kernel --qdisc ALG` (and `purple demo --lab --kernel`): the given
-/// modes in the reference kernel with `purple control` on Linux's sch_cake; `--seconds` is the
-/// load (default 18, three capacity steps of 6 s); files go to `--out DIR/kernel-control/`, else
-/// `$TMPDIR/purple-lab/kernel-control-PID/` (kept).
-pub fn kernel_control(modes: &[String], o: &LabCmdOpts) -> Result<String, String> {
-    if !lab::kernel::available() {
-        return Err(format!(
-            "--kernel: the reference kernel tools are not at {} (set PURPLE_REFKERNEL)",
-            lab::kernel::refkernel_dir().display()
-        ));
+/// How each controlled run of `runs` (each as [`run_json`] prints it, here, in `purple demo
+/// --lab` or in the reference kernel's guest) drove its shaper: its download rate against the
+/// link's capacity during the load, its actuator's errors, and the rates read back from the
+/// shaper itself against those it applied; under `heading`, with a line for each failed or
+/// mismatched read-back. `None` when no run had a controller.
+pub(crate) fn controllers_text(runs: &[Value], heading: &str) -> Option<String> {
+    let mut t = experiments::Table::new(&[
+        "controller",
+        "decisions",
+        "mean rate Mbit/s",
+        "at/below capacity",
+        "drops followed",
+        "reaction median / max s",
+        "actuator errors",
+        "read back: applied / read",
+    ]);
+    let secs = |v: &Value| v.as_f64().map_or("-".to_string(), |x| format!("{x:.1}"));
+    for r in runs {
+        let rt = &r["rate_trace"];
+        if rt.is_null() {
+            continue;
+        }
+        let k = &rt["tracking"];
+        let (rate, below, drops, reaction) = if k.is_null() {
+            ("-".into(), "-".into(), "-".into(), "-".into())
+        } else {
+            (
+                secs(&k["mean_rate_mbit"]),
+                format!(
+                    "{:.0}%",
+                    k["below_capacity"].as_f64().unwrap_or(f64::NAN) * 100.0
+                ),
+                format!("{} of {}", k["drops_followed"], k["drops"]),
+                format!(
+                    "{} / {}",
+                    secs(&k["reaction_median_s"]),
+                    secs(&k["reaction_max_s"])
+                ),
+            )
+        };
+        let rb = &rt["readback"];
+        let read = if rb.is_null() {
+            "-".to_string()
+        } else {
+            let mut s = format!("{} / {}", rb["agree"], rb["samples"]);
+            if rb["errors"].as_u64().unwrap_or(0) > 0 {
+                s += &format!(" ({} failed)", rb["errors"]);
+            }
+            s
+        };
+        t.row(vec![
+            r["contender"].as_str().unwrap_or("-").into(),
+            rt["points"].as_array().map_or(0, Vec::len).to_string(),
+            rate,
+            below,
+            drops,
+            reaction,
+            rt["actuator_errors"].to_string(),
+            read,
+        ]);
     }
-    let exe = std::env::current_exe().map_err(|e| format!("cannot find this binary: {e}"))?;
-    let mut ko = lab::kernel_control::KernelControlOpts {
-        modes: modes.to_vec(),
-        ..Default::default()
-    };
-    if let Some(s) = o.seconds {
-        ko.load_s = (s.round().clamp(2.0, 3600.0)) as u32;
-        ko.step_s = ko.step_s.min(ko.load_s.saturating_sub(1)).max(1);
+    if t.rows.is_empty() {
+        return None;
     }
-    ko.timeout_s = 120 + modes.len() as u64 * (ko.load_s as u64 + ko.idle_s as u64) * 4;
-    let dir = match &o.out {
-        Some(d) => d.join("kernel-control"),
-        None => std::env::temp_dir()
-            .join("purple-lab")
-            .join(format!("kernel-control-{}", std::process::id())),
-    };
-    if !o.quiet && !o.json {
-        eprintln!(
-            "running {} in the reference kernel (QEMU TCG, about {} s)...",
-            modes.join(", "),
-            20 + modes.len() as u32 * (ko.load_s + ko.idle_s) * 3
-        );
+    let mut s = format!(
+        "\n{heading} (download; reaction: from a capacity drop until the rate is at or below \
+         it; read back: the shaper's own rate every {} ms, equal to one the controller applied \
+         within the {} s before):\n",
+        lab::readback::READ_EVERY.as_millis(),
+        lab::analysis::READBACK_LAG_S
+    );
+    s += &t.to_text();
+    for r in runs {
+        let rb = &r["rate_trace"]["readback"];
+        if let Some(e) = rb["first_error"].as_str() {
+            s += &format!(
+                "read back: {}: {e}\n",
+                r["contender"].as_str().unwrap_or("-")
+            );
+        }
+        if let Some(m) = rb["first_mismatch"].as_array() {
+            s += &format!(
+                "read back: {}: at {} s the shaper held {} Mbit/s, the controller had applied {}\n",
+                r["contender"].as_str().unwrap_or("-"),
+                secs(&m[0]),
+                m[1],
+                m[2]
+            );
+        }
     }
-    let runs = lab::kernel_control::run(&exe, &ko, &dir).map_err(|e| e.to_string())?;
-    if o.json {
-        let warm = (ko.step_s as f64 / 3.0).min(2.0);
-        let v: Vec<Value> = runs
-            .iter()
-            .map(|r| {
-                let m = lab::kernel_control::summarize(r, ko.load_s as f64, warm);
-                json!({
-                    "mode": m.mode, "latency_ms": {"mean": m.latency_ms[0],
-                    "median": m.latency_ms[1], "p95": m.latency_ms[2], "max": m.latency_ms[3]},
-                    "idle_rtt_ms": m.idle_rtt_ms, "download_mbit": m.download_mbit,
-                    "mean_rate_mbit": m.mean_rate_mbit,
-                    "mean_capacity_mbit": m.mean_capacity_mbit,
-                    "reactions_s": m.reactions, "rises": m.rises,
-                    "capacity": r.capacity, "readback": r.readback,
-                    "actuator_errors": r.actuator_errors,
-                    "dir": r.dir.display().to_string(),
-                })
-            })
-            .collect();
-        return Ok(json!({"kernel_control": v}).to_string() + "\n");
-    }
-    Ok(format!(
-        "{}\nguest files (decision logs control.jsonl, ping.txt, cap.log, cake.log): {}\n",
-        lab::kernel_control::table(&ko, &runs),
-        dir.display()
-    ))
+    Some(s)
 }
 
-/// The reference kernel's runs (its `--json` output) as a table like ours.
-fn kernel_text(scn: &Scenario, k: &Value) -> String {
+/// The contenders' table of `runs` (each as [`run_json`] prints it, here or in the reference
+/// kernel's guest): goodput each way, the ICMP probe's induced latency, the UDP probes' peaks,
+/// and the seed's figure of `scn` where there is one.
+fn contenders_table(scn: &Scenario, runs: &[Value]) -> experiments::Table {
     let mut t = experiments::Table::new(&[
         "contender",
         "test",
@@ -488,13 +507,14 @@ fn kernel_text(scn: &Scenario, k: &Value) -> String {
         "seed",
     ]);
     let f = |v: &Value| v.as_f64().unwrap_or(0.0);
-    for r in k["runs"].as_array().map(Vec::as_slice).unwrap_or_default() {
+    for r in runs {
         let c = r["contender"].as_str().unwrap_or("-");
         let test = r["test"].as_str().unwrap_or("-");
-        let i = &r["induced_ms"]["Ping (ms) ICMP"];
-        let udp: Vec<String> = ["BE", "BK", "EF"]
-            .iter()
-            .map(|d| &r["induced_ms"][format!("Ping (ms) UDP {d}")])
+        let i = &r["induced_ms"][ProbeId::Icmp.label()];
+        // BE, BK, EF.
+        let udp: Vec<String> = [0, 8, 46]
+            .into_iter()
+            .map(|dscp| &r["induced_ms"][ProbeId::Udp { dscp }.label()])
             .filter(|v| !v.is_null())
             .map(|v| format!("{:.0}", f(&v["max"])))
             .collect();
@@ -523,11 +543,23 @@ fn kernel_text(scn: &Scenario, k: &Value) -> String {
             scenario::seed_figure(&scn.name, c, test).into(),
         ]);
     }
-    format!(
+    t
+}
+
+/// The reference kernel's runs (its `--json` output) as a table like ours.
+fn kernel_text(scn: &Scenario, k: &Value) -> String {
+    let runs = k["runs"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let t = contenders_table(scn, runs);
+    let mut s = format!(
         "\nreference kernel (Linux 6.1 under QEMU TCG; Linux's qdiscs via tc; {}):\n{}",
         k["delay_stage"].as_str().unwrap_or("-"),
         t.to_text()
-    )
+    );
+    let runs = k["runs"].as_array().map(Vec::as_slice).unwrap_or_default();
+    if let Some(d) = controllers_text(runs, "reference kernel's controllers") {
+        s += &d;
+    }
+    s
 }
 
 /// The real cake-autorate's run beside our port's, over the steady part of the load (the
@@ -545,8 +577,11 @@ fn compare_laws(runs: &[LabRun], opts: &LabOpts) -> Result<lab::autorate::LawCom
         .map_err(|e| e.to_string())
 }
 
-/// One run as `purple sim --json` prints a run, plus contender, test and induced latency.
-pub fn run_json(r: &LabRun) -> Value {
+/// One run as `purple sim --json` prints a run, plus contender, test and induced latency; a
+/// controlled run's `rate_trace` also carries how its download rate tracked the capacity from
+/// the load's start at `load_at_s` on the run's clock (`tracking`), and whether the rates read
+/// back from the shaper were ones it applied (`readback`).
+pub fn run_json(r: &LabRun, load_at_s: f64) -> Value {
     let mut v = crate::sim_cmd::summary_json(&r.summary, 1);
     if let Value::Object(m) = &mut v {
         m.insert("contender".into(), json!(r.contender));
@@ -576,7 +611,10 @@ pub fn run_json(r: &LabRun) -> Value {
                 .collect();
             m.insert(
                 "rate_trace".into(),
-                json!({"controller": c.algorithm, "log": c.log, "points": pts}),
+                json!({"controller": c.algorithm, "log": c.log, "points": pts,
+                    "actuator_errors": c.actuator_errors,
+                    "tracking": lab::analysis::tracking(r, load_at_s),
+                    "readback": lab::analysis::readback_check(c)}),
             );
         }
     }
@@ -746,7 +784,13 @@ fn sim_rows(
     })
 }
 
-fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&SimRows>) -> String {
+fn text(
+    scn: &Scenario,
+    seconds: f64,
+    runs: &[LabRun],
+    load_at_s: f64,
+    sim: Option<&SimRows>,
+) -> String {
     let mut out = format!(
         "{}\nlab: real kernel TCP (CUBIC, ECN) through purple's bridge; {} s load per test; \
          delay stage: {}\n\n",
@@ -754,46 +798,15 @@ fn text(scn: &Scenario, seconds: f64, runs: &[LabRun], sim: Option<&SimRows>) ->
         seconds,
         runs.first().map_or("-", |r| r.delay_stage.as_str())
     );
-    let mut t = experiments::Table::new(&[
-        "contender",
-        "test",
-        "up Mbit/s",
-        "down Mbit/s",
-        "ICMP induced mean / p50 / p99 / peak ms",
-        "UDP peak BE / BK / EF ms",
-        "seed",
-    ]);
-    for r in runs {
-        // A scenario without an ICMP probe (starlink) has no such figure: "-", not 0.
-        let icmp = r.induced(ProbeId::Icmp).map_or_else(
-            || "-".to_string(),
-            |i| format!("{:.1} / {:.1} / {:.1} / {:.1}", i.mean, i.p50, i.p99, i.max),
-        );
-        // BE, BK, EF.
-        let udp: Vec<String> = [0, 8, 46]
-            .into_iter()
-            .filter_map(|dscp| r.induced(ProbeId::Udp { dscp }))
-            .map(|i| format!("{:.0}", i.max))
-            .collect();
-        t.row(vec![
-            r.contender.clone(),
-            r.test.clone(),
-            format!("{:.2}", r.up_mbit),
-            format!("{:.2}", r.down_mbit),
-            icmp,
-            if udp.is_empty() {
-                "-".into()
-            } else {
-                udp.join(" / ")
-            },
-            scenario::seed_figure(&scn.name, &r.contender, &r.test).into(),
-        ]);
-    }
-    out += &t.to_text();
+    let js: Vec<Value> = runs.iter().map(|r| run_json(r, load_at_s)).collect();
+    out += &contenders_table(scn, &js).to_text();
     for r in runs {
         for w in &r.warnings {
             out += &format!("warning: {} {}: {w}\n", r.contender, r.test);
         }
+    }
+    if let Some(d) = controllers_text(&js, "controllers") {
+        out += &d;
     }
     if let Some(s) = sim {
         out += &format!("\n{}\n", s.title);

@@ -252,8 +252,10 @@ struct DemoArgs {
     /// queue). Repeatable.
     #[arg(long, value_name = "NAME", value_parser = ::lab::Fault::parse, requires = "lab")]
     fault: Vec<::lab::Fault>,
-    /// With --lab: then run `purple control` on Linux's own sch_cake inside the reference
-    /// kernel (QEMU; rates scaled down) against static kernel CAKE and print that table too.
+    /// With --lab: then run the same link with PURPLE, cake-autorate and static CAKE on our
+    /// bridge and on Linux's own sch_cake inside the reference kernel (QEMU; the link scaled
+    /// to what the guest keeps up with), as `purple lab run ... --kernel` does, and print
+    /// those tables too.
     #[arg(long, requires = "lab")]
     kernel: bool,
 }
@@ -325,18 +327,17 @@ struct LabRunArgs {
     /// lab's (starlink-icmp-apart, starlink-no-probes) stays refused.
     #[arg(long, requires = "link_of", conflicts_with_all = ["scenario", "link"])]
     home_router: bool,
-    /// With --link-of: only these contenders, by the ids of `purple demo --matrix
-    /// --contenders` (comma-separated, run in this order): fifo (the radio's pfifo without
-    /// a shaper), fq-codel, static-safe,
-    /// purple-aimd, cake-autorate, sqm-autorate, autorate-ingress (CAKE's own autorate on the
-    /// download, static on the upload), purple. The others (the oracles, purple-radio,
-    /// static-optimistic) are refused, naming the role and why.
+    /// Only these contenders, by the ids of `purple demo --matrix --contenders`
+    /// (comma-separated, run in this order): fifo (the radio's pfifo without a shaper),
+    /// fq-codel, static-safe (the scenario's static CAKE), purple-aimd, cake-autorate,
+    /// sqm-autorate, autorate-ingress (CAKE's own autorate on the download, static on the
+    /// upload), purple. The others (the oracles, purple-radio, static-optimistic) are
+    /// refused, naming the role and why; so is a role the scenario has no contender for.
     #[arg(
         long,
         value_name = "ID,..",
         value_delimiter = ',',
-        requires = "link_of",
-        conflicts_with_all = ["scenario", "link", "qdisc", "cake_autorate"]
+        conflicts_with_all = ["qdisc", "cake_autorate"]
     )]
     contenders: Vec<String>,
     /// With --link-of: the seed of the scenario's capacity process (or trace offset).
@@ -353,9 +354,10 @@ struct LabRunArgs {
     out: Option<std::path::PathBuf>,
     /// Also run it in the reference kernel (Linux's own qdiscs, QEMU) and report both. On a
     /// varying link (radio, tmobile, starlink, --link, --link-of) the guest runs `purple
-    /// linkem` too, and plays Linux's qdiscs only (the daemons run on our bridge; `radio
-    /// --kernel --qdisc purple` drives kernel CAKE instead); a link faster than the guest keeps
-    /// up with (16 Mbit/s) is scaled down for both runs unless --scale says otherwise.
+    /// linkem` too, and the daemons drive Linux's CAKE over netlink there as they drive our
+    /// bridge's here (each controller's rate is read back from the shaper in both); a link
+    /// faster than the guest keeps up with (16 Mbit/s) is scaled down for both runs unless
+    /// --scale says otherwise.
     #[arg(long)]
     kernel: bool,
     /// Play the link at this share of its capacity (0 < F <= 1): capacities, static CAKE

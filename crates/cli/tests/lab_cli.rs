@@ -450,6 +450,19 @@ fn kernel_reference_plays_a_link_file_with_linkem_in_the_guest_scaled_to_what_it
             .fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
         // The range tops at 1.2 x the 90th percentile, 48 Mbit/s, x0.2.
         assert!(lo < hi && hi <= 9.61, "{who}: {lo}..{hi} Mbit/s");
+        // The shaper itself held the rates the daemon applied: its own rate, read back twice
+        // a second (Linux's CAKE over netlink in the guest, our bridge's control socket on
+        // the host), each time equal to one applied within the second before.
+        let rb = &r["rate_trace"]["readback"];
+        let read = rb["samples"].as_u64().unwrap();
+        assert!(read >= 8, "{who}: {read} read-backs: {rb}");
+        assert_eq!(rb["errors"], 0, "{who}: {rb}");
+        assert_eq!(rb["agree"].as_u64(), Some(read), "{who}: {rb}");
+        // The capacity dropped during the load (8 -> 4 Mbit/s at 3 s of the link, x0.2), and
+        // the daemon's rate went to or below the new capacity before it rose again.
+        let k = &r["rate_trace"]["tracking"];
+        assert!(k["drops"].as_u64().unwrap() >= 1, "{who}: {k}");
+        assert!(k["drops_followed"].as_u64().unwrap() >= 1, "{who}: {k}");
         // (A stalled host is a warning too, and says nothing about the actuator.)
         assert!(
             !r["warnings"]

@@ -121,6 +121,10 @@ pub struct QdiscStats {
     /// the throughput of the direction, read with the rest of the statistics, so no interface
     /// counter needs reading beside them.
     pub sent_bytes: Option<u64>,
+    /// CAKE's configured rate (`TCA_OPTIONS / TCA_CAKE_BASE_RATE64`), bytes per second, when
+    /// the qdisc is CAKE and its reply carries it: the rate in force, read back from the
+    /// shaper itself (0 is `unlimited`).
+    pub base_rate_bytes_per_s: Option<u64>,
 }
 
 /// The netlink attributes in `buf` (4-byte aligned TLVs): `(type without flags, payload)`.
@@ -183,6 +187,12 @@ fn parse_newqdisc(body: &[u8]) -> io::Result<QdiscStats> {
     for (t, p) in attrs(body) {
         match t {
             TCA_KIND => st.is_cake = p.split(|&c| c == 0).next() == Some(b"cake"),
+            TCA_OPTIONS => {
+                st.base_rate_bytes_per_s = attrs(p)
+                    .find(|&(t2, _)| t2 == TCA_CAKE_BASE_RATE64)
+                    .and_then(|(_, p2)| p2.get(0..8)?.try_into().ok())
+                    .map(u64::from_ne_bytes);
+            }
             TCA_STATS2 => {
                 for (t2, p2) in attrs(p) {
                     match t2 {
@@ -214,6 +224,7 @@ fn parse_newqdisc(body: &[u8]) -> io::Result<QdiscStats> {
     }
     if !st.is_cake {
         st.ecn_marks = 0;
+        st.base_rate_bytes_per_s = None;
     }
     Ok(st)
 }
@@ -466,6 +477,7 @@ mod tests {
                 ecn_marks: 7,
                 is_cake: true,
                 sent_bytes: Some(123_456_789_012),
+                base_rate_bytes_per_s: Some(1),
             }
         );
         // A late ack for another request first, then ours: the ack is skipped.
@@ -493,6 +505,7 @@ mod tests {
         let st = parse_qdisc_stats(&m, 3).unwrap().unwrap();
         assert!(!st.is_cake);
         assert_eq!((st.backlog_bytes, st.ecn_marks), (1514, 0));
+        assert_eq!(st.base_rate_bytes_per_s, None, "not CAKE's options");
         // Every truncation of the reply, and a corrupted attribute length: no panic.
         let m = cake_reply(3, 1, 1514, 0);
         for n in 0..m.len() {

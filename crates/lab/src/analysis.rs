@@ -116,6 +116,74 @@ pub fn tracking(run: &LabRun, load_s: f64) -> Option<Tracking> {
     })
 }
 
+/// How long after a decision the shaper may still hold the one before it: the daemon logs a
+/// step and applies it in the same wake-up, and the read-back thread's clock and the log's
+/// anchor differ by milliseconds; a second covers a stalled guest too.
+pub const READBACK_LAG_S: f64 = 1.0;
+
+/// Whether the rates read back from the shaper are ones its controller applied
+/// ([`readback_check`]).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ReadBackCheck {
+    /// Readings taken after the controller's first applied download rate.
+    pub samples: usize,
+    /// Of those, how many equal (within 0.5%) a download rate the controller applied and that
+    /// was in force at some time in the [`READBACK_LAG_S`] before the reading.
+    pub agree: usize,
+    /// Reads that failed.
+    pub errors: usize,
+    /// The first failure, if any.
+    pub first_error: Option<String>,
+    /// The first reading that agreed with no applied rate: (seconds on the run's clock, Mbit/s
+    /// read, Mbit/s applied then).
+    pub first_mismatch: Option<(f64, f64, f64)>,
+}
+
+/// Checks the controller's read-back samples against the download rates it applied
+/// ([`ControlTrace::points`] with `down_applied`). `None` when nothing read the shaper back.
+pub fn readback_check(c: &crate::control::ControlTrace) -> Option<ReadBackCheck> {
+    let rb = &c.readback;
+    if rb.samples.is_empty() && rb.errors == 0 {
+        return None;
+    }
+    let applied: Vec<(f64, f64)> = c
+        .points
+        .iter()
+        .filter(|p| p.down_applied)
+        .map(|p| (p.t, p.down_mbit))
+        .collect();
+    let mut out = ReadBackCheck {
+        errors: rb.errors,
+        first_error: rb.first_error.clone(),
+        ..Default::default()
+    };
+    let same = |a: f64, b: f64| (a - b).abs() <= 0.005 * b.abs() + 1e-9;
+    for s in &rb.samples {
+        // The applied rate in force at the window's start, and every one applied in it (a
+        // few ms beyond the reading too: the two clocks are anchored apart).
+        let from = applied.partition_point(|p| p.0 <= s.t - READBACK_LAG_S);
+        let to = applied.partition_point(|p| p.0 <= s.t + 0.05);
+        if to == 0 {
+            continue;
+        }
+        out.samples += 1;
+        let window = &applied[from.saturating_sub(1)..to];
+        match s.down_mbit {
+            Some(r) if window.iter().any(|p| same(r, p.1)) => out.agree += 1,
+            read => {
+                if out.first_mismatch.is_none() {
+                    out.first_mismatch = Some((
+                        s.t,
+                        read.unwrap_or(f64::INFINITY),
+                        window[window.len() - 1].1,
+                    ));
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
 /// Loaded latency, ms: each probe RTT of `rtt_ms` after the first `skip` minus the idle base
 /// `base_ms`, floored at 0.
 pub fn loaded_latency_ms(rtt_ms: &[f64], base_ms: f64, skip: usize) -> Vec<f64> {
@@ -357,6 +425,65 @@ mod tests {
     fn tracking_without_any_decision_or_after_the_series_is_none() {
         assert_eq!(tracking_of(&CAP, 1.0, 0.0, |_| None), None);
         assert_eq!(tracking_of(&CAP, 1.0, 100.0, |_| Some(1.0)), None);
+    }
+
+    /// A trace whose download decisions are `(t, Mbit/s, applied)`, read back as `reads`.
+    fn trace(
+        decisions: &[(f64, f64, bool)],
+        reads: &[(f64, Option<f64>)],
+        errors: usize,
+    ) -> crate::control::ControlTrace {
+        crate::control::ControlTrace {
+            algorithm: "purple".into(),
+            config: Default::default(),
+            log: Default::default(),
+            points: decisions
+                .iter()
+                .map(|&(t, r, applied)| crate::control::ControlPoint {
+                    t,
+                    down_mbit: r,
+                    up_mbit: 1.0,
+                    down_throughput_mbit: None,
+                    down_delay_ms: None,
+                    down_applied: applied,
+                })
+                .collect(),
+            actuator_errors: 0,
+            readback: crate::readback::ReadBacks {
+                samples: reads
+                    .iter()
+                    .map(|&(t, down_mbit)| crate::readback::ReadBack { t, down_mbit })
+                    .collect(),
+                errors,
+                first_error: (errors > 0).then(|| "netlink: no answer".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn a_read_back_agrees_with_an_applied_rate_in_force_within_the_lag() {
+        // Applied 8 at 0 s, 6 at 2 s; 7 at 3 s decided but not applied (within the limits).
+        let d = [(0.0, 8.0, true), (2.0, 6.0, true), (3.0, 7.0, false)];
+        let c = trace(
+            &d,
+            &[
+                (-0.5, Some(10.0)), // before any applied rate: not counted
+                (1.0, Some(8.0)),
+                (2.5, Some(8.0)), // the old rate, 0.5 s after the change: within the lag
+                (3.5, Some(6.0)), // the applied rate holds; 7 was never sent
+                (4.0, Some(8.0)), // 2 s after 8 went out of force: a mismatch
+                (5.0, None),      // unlimited: never a decision
+            ],
+            0,
+        );
+        let k = readback_check(&c).unwrap();
+        assert_eq!((k.samples, k.agree, k.errors), (5, 3, 0));
+        assert_eq!(k.first_mismatch, Some((4.0, 8.0, 6.0)));
+        // Nothing read: no check; only failures: a check with its errors.
+        assert_eq!(readback_check(&trace(&d, &[], 0)), None);
+        let f = readback_check(&trace(&d, &[], 2)).unwrap();
+        assert_eq!((f.samples, f.errors), (0, 2));
+        assert_eq!(f.first_error.as_deref(), Some("netlink: no answer"));
     }
 
     #[test]

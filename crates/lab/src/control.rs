@@ -35,6 +35,9 @@ pub struct ControlPoint {
     pub down_throughput_mbit: Option<f64>,
     /// Mean download queueing delay over the baseline since the previous line, ms.
     pub down_delay_ms: Option<f64>,
+    /// Whether the download's rate was applied at this decision (the shaper holds the last
+    /// applied one; a decision within the actuator's limits of it is not sent).
+    pub down_applied: bool,
 }
 
 /// What the daemon did during one run.
@@ -50,6 +53,9 @@ pub struct ControlTrace {
     pub points: Vec<ControlPoint>,
     /// `actuator-error` lines in the log.
     pub actuator_errors: usize,
+    /// The download's rate read back from the shaper itself during the run
+    /// ([`crate::readback`]); empty where nothing read it.
+    pub readback: crate::readback::ReadBacks,
 }
 
 impl ControlTrace {
@@ -154,6 +160,7 @@ pub fn parse_log(text: &str, epoch_wall_s: f64) -> (Vec<ControlPoint>, usize) {
                     up_mbit: mbit(up.rate),
                     down_throughput_mbit: Some(mbit(down.throughput)),
                     down_delay_ms: down.delay_ms,
+                    down_applied: down.applied,
                 });
             }
             _ => {}
@@ -257,6 +264,7 @@ impl Running {
             log: self.log.clone(),
             points,
             actuator_errors,
+            readback: Default::default(),
         })
     }
 }
@@ -371,6 +379,7 @@ mod tests {
             log: PathBuf::new(),
             points: p,
             actuator_errors: 0,
+            readback: Default::default(),
         };
         assert_eq!(tr.down_rate_at(0.5), None);
         assert_eq!(tr.down_rate_at(1.5), Some(100.0));

@@ -17,7 +17,7 @@ use crate::scenario::{self, Contender, FlowKind, Scenario, Test};
 use crate::testbed::{kernel_qdisc, kernel_qdisc_stats, start_bridge, start_delay, tc_wire, Topo};
 use crate::traffic::{self, Ctx, Meter, Task};
 use crate::{
-    autorate, control, DelayStage, Error, Fault, LabOpts, RouterStage, BIN, CLIENT,
+    autorate, control, readback, DelayStage, Error, Fault, LabOpts, RouterStage, BIN, CLIENT,
     ECHO_REFLECTORS, SERVER,
 };
 
@@ -192,12 +192,36 @@ pub fn run_one(
     let ctx = Ctx::new();
     let epoch_wall_s = unix_now_s();
     let watch = crate::host::Watch::start();
+    // While a controller drives the shaper, its download rate is read back from the shaper.
+    let sampler = match (&daemon, &ctl_sock) {
+        (None, _) => None,
+        (Some(_), Some(sock)) => Some(readback::Source::Bridge(sock.clone())),
+        (Some(_), None) => Some(readback::Source::Netlink {
+            ns: t.router.path(),
+            dev: "r0".into(),
+        }),
+    }
+    .map(|s| readback::Sampler::start(s, ctx.epoch));
     let r = drive(scn, test, opts, &t, &ctx, progress);
     ctx.stop.store(true, Ordering::Relaxed);
     let host = watch.finish();
+    // Before the controller stops (on SIGTERM the daemon sets its safe rate).
+    let readbacks = sampler.map(|s| match s {
+        Ok(s) => s.finish(),
+        Err(e) => readback::ReadBacks {
+            errors: 1,
+            first_error: Some(format!("the read-back thread: {e}")),
+            ..Default::default()
+        },
+    });
     // The controller goes before the bridge (on SIGTERM the daemon sets the safe rate through
     // it).
-    let control = daemon.map(|d| d.finish(epoch_wall_s));
+    let control = daemon.map(|d| {
+        d.finish(epoch_wall_s).map(|mut c| {
+            c.readback = readbacks.unwrap_or_default();
+            c
+        })
+    });
     let stats = match bridge {
         Some((stopper, h)) => {
             stopper.stop();
@@ -297,6 +321,7 @@ impl Controller {
                     log: shim.log().to_path_buf(),
                     points: script_points(&calls, epoch_wall_s),
                     actuator_errors: calls.iter().filter(|c| c.error.is_some()).count(),
+                    readback: Default::default(),
                 })
             }
         }
@@ -326,6 +351,8 @@ pub(crate) fn script_points(
             up_mbit: up,
             down_throughput_mbit: None,
             down_delay_ms: None,
+            // Each successful call set its device's rate.
+            down_applied: true,
         });
     }
     points

@@ -3,7 +3,7 @@
 //! simulator's [`sim::RunSummary`] form so `purple lab run` and `purple sim` report alike.
 //!
 //! **What this crate owns**: namespace testbeds, traffic tools, and the QEMU reference-kernel
-//! runs ([`kernel`], [`kernel_control`]). **What it must not do**: leave a namespace or process
+//! runs ([`kernel`]). **What it must not do**: leave a namespace or process
 //! behind on any exit path; send traffic outside its namespaces; hold algorithms (the qdiscs,
 //! the link model and the controller are the other crates').
 //!
@@ -55,8 +55,8 @@ pub mod cost;
 mod driver;
 pub mod host;
 pub mod kernel;
-pub mod kernel_control;
 pub mod link;
+pub mod readback;
 mod results;
 pub mod scenario;
 mod testbed;
@@ -182,9 +182,11 @@ mod tests {
                         up_mbit: 40.0,
                         down_throughput_mbit: None,
                         down_delay_ms: None,
+                        down_applied: true,
                     })
                     .collect(),
                 actuator_errors: 0,
+                readback: Default::default(),
             }),
             host: None,
         }

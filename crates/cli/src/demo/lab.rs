@@ -85,7 +85,11 @@ pub fn compute_lab(
         let r = lab::run_one(&scn, c, &test, &opts, &mut |f| progress(c.name, f))
             .map_err(|e| format!("{} {}: {e}", scn.name, c.name))?;
         if let Some(d) = &run_dir {
-            crate::sim_cmd::write_outputs(&r.summary, &crate::lab::run_json(&r), d)?;
+            crate::sim_cmd::write_outputs(
+                &r.summary,
+                &crate::lab::run_json(&r, opts.idle_seconds),
+                d,
+            )?;
         }
         rows.push(
             analysis::demo_row(r, opts.idle_seconds, warm)

@@ -101,8 +101,9 @@ pub struct LabDemoOpts {
     /// Where per-run outputs, the daemon logs, plots and `results.json` go (`None`: nothing
     /// written except the daemon logs, which go to the temporary directory).
     pub out: Option<PathBuf>,
-    /// Then run `purple control` on Linux's sch_cake in the reference kernel (QEMU) against
-    /// static kernel CAKE, and print that table after the lab's (`--kernel`).
+    /// Then run the same link with PURPLE, cake-autorate and static CAKE on our bridge and on
+    /// Linux's sch_cake in the reference kernel (QEMU), as `purple lab run --kernel` does, and
+    /// print those tables after the lab's (`--kernel`).
     pub kernel: bool,
     /// The lab scenario (`radio` when empty): one with a link emulator.
     pub scenario: String,
@@ -214,16 +215,35 @@ pub fn run_lab(o: &LabDemoOpts) -> Result<String, String> {
     }
     let mut s = text::lab_text(&d);
     if o.kernel {
+        // The same link with the two daemons and static CAKE, on our bridge and on Linux's
+        // qdiscs in the reference kernel (`purple lab run ... --kernel`), both at the share
+        // of the link the guest keeps up with.
+        let which = match (&o.link, &o.link_of) {
+            (Some(f), _) => crate::lab::Which::Link(f.clone()),
+            (None, Some((name, seed))) => crate::lab::Which::LinkOf {
+                name: name.clone(),
+                seed: *seed,
+                home_router: o.home_router,
+            },
+            (None, None) => crate::lab::Which::Name(if o.scenario.is_empty() {
+                "radio".into()
+            } else {
+                o.scenario.clone()
+            }),
+        };
         let ko = crate::lab::LabCmdOpts {
-            out: o.out.clone(),
+            seconds: o.seconds,
+            out: o.out.as_ref().map(|d| d.join("kernel")),
+            kernel: true,
+            no_sim: true,
             quiet: !show,
+            contenders: ["purple", "cake-autorate", "static-safe"]
+                .map(String::from)
+                .to_vec(),
             ..Default::default()
         };
         s += "\n";
-        s += &crate::lab::kernel_control(
-            &["purple".into(), "cake-autorate".into(), "static".into()],
-            &ko,
-        )?;
+        s += &crate::lab::run(&which, &ko)?;
     }
     if let Some(dir) = &o.out {
         let _ = writeln!(

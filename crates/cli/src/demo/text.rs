@@ -92,37 +92,17 @@ pub fn lab_text(d: &LabDemo) -> String {
         t.row(row);
     }
     s.push_str(&t.to_text());
-    let mut tt = experiments::Table::new(&[
-        "daemon contender",
-        "mean rate",
-        "rate <= capacity",
-        "drops followed",
-        "reaction median s",
-        "reaction max s",
-        "actuator errors",
-    ]);
-    let mut any = false;
-    for r in &d.rows {
-        if let (Some(k), Some(c)) = (&r.loaded().tracking, &r.run.control) {
-            any = true;
-            tt.row(vec![
-                r.run.contender.clone(),
-                format!("{:.1}", k.mean_rate_mbit),
-                format!("{:.0}%", 100.0 * k.below_capacity),
-                format!("{}/{}", k.drops_followed, k.drops),
-                secs_or_dash(k.reaction_median_s),
-                secs_or_dash(k.reaction_max_s),
-                c.actuator_errors.to_string(),
-            ]);
-        }
-    }
-    if any {
-        let _ = write!(
-            s,
-            "\nShaped-rate tracking (download; capacity steps {}):\n{}",
-            d.scenario.link.down_words(),
-            tt.to_text()
-        );
+    let runs: Vec<serde_json::Value> = d
+        .rows
+        .iter()
+        .map(|r| crate::lab::run_json(&r.run, d.idle_s))
+        .collect();
+    let heading = format!(
+        "Shaped-rate tracking, capacity steps {}",
+        d.scenario.link.down_words()
+    );
+    if let Some(t) = crate::lab::controllers_text(&runs, &heading) {
+        s.push_str(&t);
     }
     if let Some(sim) = &d.sim {
         let _ = write!(s, "\n{}\n{}", sim.title, sim.table.to_text());
@@ -136,11 +116,6 @@ pub fn lab_text(d: &LabDemo) -> String {
         }
     }
     s
-}
-
-/// A reaction time with one decimal, or "-" when there was none (no drop followed).
-fn secs_or_dash(s: Option<f64>) -> String {
-    s.map_or_else(|| "-".to_string(), |s| format!("{s:.1}"))
 }
 
 #[cfg(test)]
