@@ -125,7 +125,7 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
         "{err}"
     );
     // Contenders by the matrix's role ids: a role the lab cannot play is refused naming it, an
-    // unknown id naming the known ones, both before any namespace exists; with --link-of only.
+    // unknown id naming the known ones, both before any namespace exists.
     let (code, err) = run(&[
         "--link-of",
         "radio",
@@ -156,9 +156,16 @@ fn lab_run_link_errors_name_the_file_and_the_option() {
         ),
         "{err}"
     );
-    let (code, err) = run(&["radio", "--contenders", "purple"]);
+    // A built-in scenario takes them too; one without that contender refuses it by name.
+    let (code, err) = run(&["b1", "--contenders", "purple", "--no-sim"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("cannot be used with"), "{err}");
+    assert!(
+        err.contains(
+            "--contenders: the lab cannot play contender purple: this lab scenario has no such \
+             contender"
+        ),
+        "{err}"
+    );
     // `purple demo --lab --link-of`: with --lab only, and not with a lab scenario or a file.
     let demo = |args: &[&str]| {
         let out = Command::new(env!("CARGO_BIN_EXE_purple"))

@@ -684,7 +684,7 @@ impl std::fmt::Display for LabPlayError {
                 let ids: Vec<&str> = LAB_ROLES.iter().map(|r| r.id()).collect();
                 write!(
                     f,
-                    "the lab cannot play contender {}: {why} (it plays {})",
+                    "the lab cannot play contender {}: {why} (the lab plays {})",
                     role.id(),
                     ids.join(", ")
                 )
@@ -1887,7 +1887,7 @@ mod tests {
             assert!(
                 words.starts_with(&format!("the lab cannot play contender {}: ", role.id()))
                     && words.ends_with(
-                        "(it plays fifo, fq-codel, static-safe, purple-aimd, cake-autorate, \
+                        "(the lab plays fifo, fq-codel, static-safe, purple-aimd, cake-autorate, \
                          sqm-autorate, autorate-ingress, purple)"
                     ),
                 "{words}"
