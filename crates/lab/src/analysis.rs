@@ -140,7 +140,7 @@ pub struct ReadBackCheck {
 }
 
 /// Checks the controller's read-back samples against the download rates it applied
-/// ([`ControlTrace::points`] with `down_applied`). `None` when nothing read the shaper back.
+/// ([`crate::control::ControlTrace::points`] with `down_applied`). `None` when nothing read the shaper back.
 pub fn readback_check(c: &crate::control::ControlTrace) -> Option<ReadBackCheck> {
     let rb = &c.readback;
     if rb.samples.is_empty() && rb.errors == 0 {
