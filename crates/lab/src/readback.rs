@@ -85,12 +85,44 @@ impl Sampler {
     }
 }
 
+/// Why one reading of the shaper failed (kept as text in [`ReadBacks::first_error`]).
+#[derive(Debug)]
+pub enum ReadError {
+    /// The thread could not enter the router's namespace.
+    Setns(PathBuf, std::io::Error),
+    /// No such device in that namespace.
+    Device(String, std::io::Error),
+    /// The rtnetlink socket or request failed.
+    Netlink(std::io::Error),
+    /// The qdisc at the device's root is not a CAKE with a configured rate.
+    NotCake,
+    /// The bridge's control socket did not answer.
+    Bridge(dataplane::ctl::CtlError),
+    /// The bridge's `stats --json` answer had no download rate in it.
+    BridgeStats(String),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Setns(ns, e) => write!(f, "setns {}: {e}", ns.display()),
+            ReadError::Device(dev, e) => write!(f, "{dev}: {e}"),
+            ReadError::Netlink(e) => write!(f, "netlink: {e}"),
+            ReadError::NotCake => f.write_str("the root qdisc is not a CAKE with a rate"),
+            ReadError::Bridge(e) => write!(f, "{e}"),
+            ReadError::BridgeStats(why) => write!(f, "bridge stats: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
 /// The sampling loop of [`Sampler`].
 fn sample(source: Source, epoch: Instant, stop: &AtomicBool) -> ReadBacks {
     let mut out = ReadBacks::default();
-    let fail = |out: &mut ReadBacks, e: String| {
+    let fail = |out: &mut ReadBacks, e: ReadError| {
         out.errors += 1;
-        out.first_error.get_or_insert(e);
+        out.first_error.get_or_insert_with(|| e.to_string());
     };
     let mut reader = match open(&source) {
         Ok(r) => r,
@@ -128,13 +160,13 @@ enum Reader {
 }
 
 /// Enters the namespace (this thread only) and opens the socket, or notes the bridge's path.
-fn open(source: &Source) -> Result<Reader, String> {
+fn open(source: &Source) -> Result<Reader, ReadError> {
     match source {
         Source::Netlink { ns, dev } => {
-            os::netns::enter(ns).map_err(|e| format!("setns {}: {e}", ns.display()))?;
+            os::netns::enter(ns).map_err(|e| ReadError::Setns(ns.clone(), e))?;
             // By name in this thread's namespace (sysfs would show the lab's own).
-            let ifindex = os::if_index(dev).map_err(|e| format!("{dev}: {e}"))?;
-            let nl = daemon::netlink::CakeNetlink::open().map_err(|e| format!("netlink: {e}"))?;
+            let ifindex = os::if_index(dev).map_err(|e| ReadError::Device(dev.clone(), e))?;
+            let nl = daemon::netlink::CakeNetlink::open().map_err(ReadError::Netlink)?;
             Ok(Reader::Netlink { nl, ifindex })
         }
         Source::Bridge(p) => Ok(Reader::Bridge(p.clone())),
@@ -143,21 +175,21 @@ fn open(source: &Source) -> Result<Reader, String> {
 
 impl Reader {
     /// The download's rate in bytes per second (`None`: unlimited).
-    fn read(&mut self) -> Result<Option<u64>, String> {
+    fn read(&mut self) -> Result<Option<u64>, ReadError> {
         match self {
             Reader::Netlink { nl, ifindex } => {
                 let s = nl
                     .qdisc_stats(*ifindex, daemon::netlink::TC_H_ROOT)
-                    .map_err(|e| format!("netlink qdisc: {e}"))?;
+                    .map_err(ReadError::Netlink)?;
                 match (s.is_cake, s.base_rate_bytes_per_s) {
                     (true, Some(0)) => Ok(None),
                     (true, Some(b)) => Ok(Some(b)),
-                    _ => Err("the root qdisc is not a CAKE with a rate".into()),
+                    _ => Err(ReadError::NotCake),
                 }
             }
             Reader::Bridge(p) => {
                 let text = dataplane::ctl::request(p, &Request::Stats { json: true })
-                    .map_err(|e| e.to_string())?;
+                    .map_err(ReadError::Bridge)?;
                 bridge_down_rate(&text)
             }
         }
@@ -166,9 +198,9 @@ impl Reader {
 
 /// The download's (the bridge's ingress) rate in bytes per second from the bridge's
 /// `stats --json` answer (`None`: unlimited).
-pub fn bridge_down_rate(text: &str) -> Result<Option<u64>, String> {
-    let arr: Vec<serde_json::Value> =
-        serde_json::from_str(text).map_err(|e| format!("bridge stats: {e}"))?;
+pub fn bridge_down_rate(text: &str) -> Result<Option<u64>, ReadError> {
+    let bad = ReadError::BridgeStats;
+    let arr: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
     let down = arr
         .iter()
         .find(|o| {
@@ -177,14 +209,14 @@ pub fn bridge_down_rate(text: &str) -> Result<Option<u64>, String> {
                 .and_then(DirNames::parse)
                 .is_some_and(|(_, d)| d == Direction::Down)
         })
-        .ok_or("bridge stats: no ingress (download) direction")?;
+        .ok_or_else(|| bad("no ingress (download) direction".into()))?;
     match &down["options"]["bandwidth"] {
         serde_json::Value::Number(n) => n
             .as_u64()
             .map(Some)
-            .ok_or_else(|| format!("bridge stats: bandwidth {n}")),
+            .ok_or_else(|| bad(format!("bandwidth {n}"))),
         serde_json::Value::String(s) if s == "unlimited" => Ok(None),
-        v => Err(format!("bridge stats: bandwidth {v}")),
+        v => Err(bad(format!("bandwidth {v}"))),
     }
 }
 
@@ -196,11 +228,11 @@ mod tests {
     fn the_bridges_download_rate_is_its_ingress_bandwidth() {
         let text = r#"[{"kind":"cake","options":{"bandwidth":625000},"purple":{"direction":"egress"}},
             {"kind":"cake","options":{"bandwidth":1000000},"purple":{"direction":"ingress"}}]"#;
-        assert_eq!(bridge_down_rate(text), Ok(Some(1_000_000)));
+        assert_eq!(bridge_down_rate(text).unwrap(), Some(1_000_000));
         let unl = r#"[{"options":{"bandwidth":"unlimited"},"purple":{"direction":"ingress"}}]"#;
-        assert_eq!(bridge_down_rate(unl), Ok(None));
+        assert_eq!(bridge_down_rate(unl).unwrap(), None);
         let e = bridge_down_rate(r#"[{"purple":{"direction":"egress"}}]"#).unwrap_err();
-        assert!(e.contains("no ingress"), "{e}");
+        assert!(e.to_string().contains("no ingress"), "{e}");
         assert!(bridge_down_rate("not json").is_err());
     }
 }
