@@ -23,13 +23,22 @@ use qdisc::{
     Rng,
 };
 
-/// `65535 / i` (and 65535 for 0): the host-load quantum divisors.
-static QUANTUM_DIV: [u16; QUEUES + 1] = {
-    let mut t = [0u16; QUEUES + 1];
+/// Entries of [`QUANTUM_DIV`]: a power of two above [`QUEUES`], so that a host load indexes
+/// it by its low bits.
+const QUANTUM_DIVS: usize = 2048;
+const _: () = assert!(QUANTUM_DIVS.is_power_of_two() && QUANTUM_DIVS > QUEUES);
+
+/// The host-load quantum divisors: `65535 / min(i, QUEUES)` (and 65535 for 0). A load is a
+/// bulk count, which never exceeds [`QUEUES`] (`Tin::inc_host_bulk` clamps it there), and the
+/// entries above `QUEUES` repeat `65535 / QUEUES`, so `QUANTUM_DIV[load % QUANTUM_DIVS]` is
+/// `65535 / min(load, QUEUES)` for every load below `QUANTUM_DIVS` without a clamp or a bounds
+/// check.
+static QUANTUM_DIV: [u16; QUANTUM_DIVS] = {
+    let mut t = [0u16; QUANTUM_DIVS];
     t[0] = 65535;
     let mut i = 1;
-    while i <= QUEUES {
-        t[i] = (65535 / i) as u16;
+    while i < QUANTUM_DIVS {
+        t[i] = (65535 / if i < QUEUES { i } else { QUEUES }) as u16;
         i += 1;
     }
     t
@@ -444,7 +453,7 @@ impl Cake {
         let t = &self.tins[tin];
         let load = t.host_load(flow, self.cfg.flow_mode) as usize;
         let dither = u64::from(self.rng.next_u32() >> 16);
-        ((u64::from(t.params.flow_quantum) * u64::from(QUANTUM_DIV[load.min(QUEUES)]) + dither)
+        ((u64::from(t.params.flow_quantum) * u64::from(QUANTUM_DIV[load % QUANTUM_DIVS]) + dither)
             >> 16) as i32
     }
 
@@ -1430,3 +1439,20 @@ impl Qdisc for Cake {
 
 #[allow(dead_code)]
 const _MAX_TINS_FITS_FLAT_ID: () = assert!(MAX_TINS * QUEUES <= u16::MAX as usize + 1);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantum_divisors_are_65535_over_the_clamped_load() {
+        for load in 0..QUANTUM_DIVS {
+            let want = if load == 0 {
+                65535
+            } else {
+                (65535 / load.min(QUEUES)) as u16
+            };
+            assert_eq!(QUANTUM_DIV[load % QUANTUM_DIVS], want, "load {load}");
+        }
+    }
+}
