@@ -23,27 +23,6 @@ use qdisc::{
     Rng,
 };
 
-/// Entries of [`QUANTUM_DIV`]: a power of two above [`QUEUES`], so that a host load indexes
-/// it by its low bits.
-const QUANTUM_DIVS: usize = 2048;
-const _: () = assert!(QUANTUM_DIVS.is_power_of_two() && QUANTUM_DIVS > QUEUES);
-
-/// The host-load quantum divisors: `65535 / min(i, QUEUES)` (and 65535 for 0). A load is a
-/// bulk count, which never exceeds [`QUEUES`] (`Tin::inc_host_bulk` clamps it there), and the
-/// entries above `QUEUES` repeat `65535 / QUEUES`, so `QUANTUM_DIV[load % QUANTUM_DIVS]` is
-/// `65535 / min(load, QUEUES)` for every load below `QUANTUM_DIVS` without a clamp or a bounds
-/// check.
-static QUANTUM_DIV: [u16; QUANTUM_DIVS] = {
-    let mut t = [0u16; QUANTUM_DIVS];
-    t[0] = 65535;
-    let mut i = 1;
-    while i < QUANTUM_DIVS {
-        t[i] = (65535 / if i < QUEUES { i } else { QUEUES }) as u16;
-        i += 1;
-    }
-    t
-};
-
 /// The tins: a fixed table of [`MAX_TINS`] of which the first `len` are in use. Indexing masks
 /// the index to the table size, so the per-packet `tins[tin]` accesses need no bounds check;
 /// callers only ever index with `tin < len` (the classifier and the scheduler hand out no
@@ -446,15 +425,6 @@ impl Cake {
             key
         };
         self.tins[tin].classify(key, host_hashes, mode)
-    }
-
-    #[inline(always)]
-    fn flow_quantum(&mut self, tin: usize, flow: u16) -> i32 {
-        let t = &self.tins[tin];
-        let load = t.host_load(flow, self.cfg.flow_mode) as usize;
-        let dither = u64::from(self.rng.next_u32() >> 16);
-        ((u64::from(t.params.flow_quantum) * u64::from(QUANTUM_DIV[load % QUANTUM_DIVS]) + dither)
-            >> 16) as i32
     }
 
     /// Charges `adj_len` to the tin and global shaper clocks.
@@ -935,7 +905,7 @@ impl Cake {
                 t.set_flow_set(flow, FlowSet::Sparse);
                 t.sparse_flow_count += 1;
                 self.active_tins |= 1 << tin;
-                let q = self.flow_quantum(tin, flow);
+                let q = self.tins[tin].quantum(flow, mode, &mut self.rng);
                 self.tins[tin].flows[qi(flow)].deficit = q;
             }
             FlowSet::SparseWait => {
@@ -1013,56 +983,19 @@ impl Cake {
         }
     }
 
-    /// One DRR++ visit to a flow out of deficit: a sparse flow with packets becomes bulk (one
-    /// with none waits as sparse-wait), and the flow gets one more quantum (with its dither).
-    /// The caller moves it (to the old list's tail, or along the rotation).
+    /// One DRR++ visit to a flow out of deficit ([`Tin::refill`]). The caller moves it to the
+    /// old list's tail.
     #[inline(always)]
     fn refill(&mut self, tin: usize, flow: u16) {
-        if self.tins[tin].flows[qi(flow)].set == FlowSet::Sparse {
-            self.sparse_visited(tin, flow);
-        }
-        let q = self.flow_quantum(tin, flow);
-        self.tins[tin].flows[qi(flow)].deficit += q;
-    }
-
-    /// [`Self::refill`]'s step for a sparse flow: bulk when it has packets, else sparse-wait.
-    /// Out of line: most visits are to bulk flows.
-    #[inline(never)]
-    fn sparse_visited(&mut self, tin: usize, flow: u16) {
-        let mode = self.cfg.flow_mode;
-        let t = &mut self.tins[tin];
-        let f = &mut t.flows[qi(flow)];
-        if f.head != NIL {
-            f.set = FlowSet::Bulk;
-            t.sparse_flow_count -= 1;
-            t.bulk_flow_count += 1;
-            t.inc_host_bulk(flow, mode);
-        } else {
-            f.set = FlowSet::SparseWait;
-        }
+        self.tins[tin].refill(flow, self.cfg.flow_mode, &mut self.rng);
     }
 
     /// The DRR++ visits that start at `flow`, the head of tin `tin`'s old list, while the new
-    /// list is empty and `flow` has no deficit: each visit to a flow without deficit refills it
-    /// (the sparse-to-bulk step and one quantum with its random dither, exactly as a single
-    /// visit does) and moves it to the tail, so the visits walk the old list in circular order
-    /// until they reach a flow with a positive deficit. Here the flows are refilled in that
-    /// same order and the moves are done at the end as one rotation of the list, which leaves
-    /// every list, deficit, count and random draw exactly as the visits one by one would (with
-    /// 1,000 bulk flows sharing a host, a packet costs dozens of visits).
-    ///
-    /// Returns the flow the walk stopped at, now the old list's head.
+    /// list is empty and `flow` has no deficit ([`Tin::refill_old_list`]). Returns the flow
+    /// the walk stopped at, now the old list's head.
     #[inline(always)]
-    fn refill_old_list(&mut self, tin: usize, mut flow: u16) -> u16 {
-        loop {
-            self.refill(tin, flow);
-            let t = &mut self.tins[tin];
-            flow = t.next_circular(flow);
-            if t.flows[qi(flow)].deficit > 0 {
-                t.rotate_old_to(flow);
-                return flow;
-            }
-        }
+    fn refill_old_list(&mut self, tin: usize, flow: u16) -> u16 {
+        self.tins[tin].refill_old_list(flow, self.cfg.flow_mode, &mut self.rng)
     }
 
     /// Handles a flow found empty at dequeue: to the decaying list while COBALT holds state,
@@ -1439,20 +1372,3 @@ impl Qdisc for Cake {
 
 #[allow(dead_code)]
 const _MAX_TINS_FITS_FLAT_ID: () = assert!(MAX_TINS * QUEUES <= u16::MAX as usize + 1);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn quantum_divisors_are_65535_over_the_clamped_load() {
-        for load in 0..QUANTUM_DIVS {
-            let want = if load == 0 {
-                65535
-            } else {
-                (65535 / load.min(QUEUES)) as u16
-            };
-            assert_eq!(QUANTUM_DIV[load % QUANTUM_DIVS], want, "load {load}");
-        }
-    }
-}

@@ -4,7 +4,7 @@
 use crate::cobalt::CobaltVars;
 use crate::config::FlowMode;
 use crate::params::TinParams;
-use qdisc::Instant;
+use qdisc::{Instant, Rng};
 
 /// Flow queues per tin.
 pub const QUEUES: usize = 1024;
@@ -251,6 +251,27 @@ fn find_way(set: &[u32; SET_WAYS], inner: usize, want: u32) -> Option<usize> {
     }
 }
 
+/// Entries of [`QUANTUM_DIV`]: a power of two above [`QUEUES`], so that a host load indexes
+/// it by its low bits.
+const QUANTUM_DIVS: usize = 2048;
+const _: () = assert!(QUANTUM_DIVS.is_power_of_two() && QUANTUM_DIVS > QUEUES);
+
+/// The host-load quantum divisors: `65535 / min(i, QUEUES)` (and 65535 for 0). A load is a
+/// bulk count, which never exceeds [`QUEUES`] (`Tin::inc_host_bulk` clamps it there), and the
+/// entries above `QUEUES` repeat `65535 / QUEUES`, so `QUANTUM_DIV[load % QUANTUM_DIVS]` is
+/// `65535 / min(load, QUEUES)` for every load below `QUANTUM_DIVS` without a clamp or a bounds
+/// check.
+static QUANTUM_DIV: [u16; QUANTUM_DIVS] = {
+    let mut t = [0u16; QUANTUM_DIVS];
+    t[0] = 65535;
+    let mut i = 1;
+    while i < QUANTUM_DIVS {
+        t[i] = (65535 / if i < QUEUES { i } else { QUEUES }) as u16;
+        i += 1;
+    }
+    t
+};
+
 #[inline]
 fn dsrc(mode: FlowMode) -> bool {
     mode.dual_src()
@@ -385,8 +406,9 @@ impl Tin {
 
     /// The flow after `i` on its list, wrapping from the tail to the head (so a list is walked
     /// in the circular order in which DRR++ visits it when every visited flow moves to the
-    /// tail).
-    #[inline]
+    /// tail). Only the tests walk lists this way; DRR++'s walk of the old list
+    /// ([`Tin::refill_old_list`]) wraps to the head it read once.
+    #[cfg(test)]
     pub fn next_circular(&self, i: u16) -> u16 {
         let f = &self.flows[qi(i)];
         if f.next != NIL16 {
@@ -482,6 +504,71 @@ impl Tin {
             "destination bulk count {dst} in {mode:?}"
         );
         1u16.max(src).max(dst)
+    }
+
+    /// The quantum of one DRR++ refill of flow `i`: the tin's flow quantum scaled down by the
+    /// flow's host load, plus a random dither of up to one byte (one draw of `rng`).
+    #[inline(always)]
+    pub fn quantum(&self, i: u16, mode: FlowMode, rng: &mut Rng) -> i32 {
+        let load = usize::from(self.host_load(i, mode));
+        let dither = u64::from(rng.next_u32() >> 16);
+        let div = u64::from(QUANTUM_DIV[load % QUANTUM_DIVS]);
+        ((u64::from(self.params.flow_quantum) * div + dither) >> 16) as i32
+    }
+
+    /// One DRR++ visit to flow `i`, out of deficit: a sparse flow with packets becomes bulk
+    /// (one with none waits as sparse-wait), then the flow gets one more quantum
+    /// ([`Tin::quantum`], from the host load after that step). The caller moves it (to the old
+    /// list's tail, or along the rotation).
+    #[inline(always)]
+    pub fn refill(&mut self, i: u16, mode: FlowMode, rng: &mut Rng) {
+        if self.flows[qi(i)].set == FlowSet::Sparse {
+            self.sparse_visited(i, mode);
+        }
+        let q = self.quantum(i, mode, rng);
+        self.flows[qi(i)].deficit += q;
+    }
+
+    /// [`Tin::refill`]'s step for a sparse flow: bulk when it has packets, else sparse-wait.
+    /// Out of line: most visits are to bulk flows.
+    #[inline(never)]
+    fn sparse_visited(&mut self, i: u16, mode: FlowMode) {
+        let f = &mut self.flows[qi(i)];
+        if f.head != NIL {
+            f.set = FlowSet::Bulk;
+            self.sparse_flow_count -= 1;
+            self.bulk_flow_count += 1;
+            self.inc_host_bulk(i, mode);
+        } else {
+            f.set = FlowSet::SparseWait;
+        }
+    }
+
+    /// The DRR++ visits that start at `i`, the head of the old list, while the new list is
+    /// empty and `i` has no deficit: each visit to a flow without deficit refills it
+    /// ([`Tin::refill`]: the sparse-to-bulk step and one quantum with its random dither) and
+    /// moves it to the tail, so the visits walk the old list in circular order until they reach
+    /// a flow with a positive deficit. Here the flows are refilled in that same order and the
+    /// moves are done at the end as one rotation of the list ([`Tin::rotate_old_to`]), which
+    /// leaves every list, deficit, count and random draw exactly as the visits one by one would
+    /// (with 1,000 bulk flows sharing a host, a packet costs dozens of visits).
+    ///
+    /// Returns the flow the walk stopped at, now the old list's head.
+    #[inline(always)]
+    pub fn refill_old_list(&mut self, mut i: u16, mode: FlowMode, rng: &mut Rng) -> u16 {
+        // The walk stays on the old list (a refill moves no flow), so it wraps to this head.
+        let head = self.old.head;
+        debug_assert_eq!(head, i, "the walk starts at the old list's head");
+        loop {
+            debug_assert_eq!(self.flows[qi(i)].list, ListId::Old);
+            self.refill(i, mode, rng);
+            let next = self.flows[qi(i)].next;
+            i = if next != NIL16 { next } else { head };
+            if self.flows[qi(i)].deficit > 0 {
+                self.rotate_old_to(i);
+                return i;
+            }
+        }
     }
 
     /// Maps a packet to a flow queue with the 8-way set-associative lookup, allocating host
@@ -649,6 +736,18 @@ mod tests {
                 }
                 assert_eq!(i, a.old.head);
             }
+        }
+    }
+
+    #[test]
+    fn quantum_divisors_are_65535_over_the_clamped_load() {
+        for load in 0..QUANTUM_DIVS {
+            let want = if load == 0 {
+                65535
+            } else {
+                (65535 / load.min(QUEUES)) as u16
+            };
+            assert_eq!(QUANTUM_DIV[load % QUANTUM_DIVS], want, "load {load}");
         }
     }
 }
