@@ -478,9 +478,16 @@ impl Cake {
         self.heap.heapify_flow(Self::flat(tin, flow), &backlog);
     }
 
-    /// Appends a packet to a flow's queue.
+    /// Appends a packet to a flow's queue; returns the flow's DRR++ state (unchanged).
     #[inline(always)]
-    fn queue_push(&mut self, tin: usize, flow: u16, pkt: Packet, now: Instant, adj_len: u32) {
+    fn queue_push(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        pkt: Packet,
+        now: Instant,
+        adj_len: u32,
+    ) -> FlowSet {
         let len = pkt.len();
         let (i, mem) = self.slab.insert(pkt, now, adj_len);
         let f = &mut self.tins[tin].flows[qi(flow)];
@@ -493,9 +500,11 @@ impl Cake {
         f.tail = i;
         f.qlen += 1;
         f.backlog += len;
+        let set = f.set;
         self.tins[tin].backlog += u64::from(len);
         self.buffer_used += u64::from(mem);
         self.qlen += 1;
+        set
     }
 
     /// Removes the head packet of a flow queue, updating backlogs.
@@ -722,7 +731,8 @@ impl Cake {
     }
 
     /// Queues `pkt` (adjusted length `adj`) whole, as one packet, and runs the ACK filter when
-    /// enabled; returns the bytes this enqueue added net.
+    /// enabled; returns the bytes this enqueue added net and the flow's DRR++ state (which
+    /// neither changes).
     #[inline(always)]
     fn enqueue_whole(
         &mut self,
@@ -732,20 +742,21 @@ impl Cake {
         now: Instant,
         adj: u32,
         drops: &mut Vec<Dropped>,
-    ) -> u64 {
+    ) -> (u64, FlowSet) {
         let len = pkt.len();
         // The packet and byte counts are updated apart (one before the push, one after), as
         // two scalar adds: side by side the compiler joined them into one 16-byte vector add
         // that takes six instructions.
         self.tins[tin].packets += 1;
-        self.queue_push(tin, flow, pkt, now, adj);
+        let set = self.queue_push(tin, flow, pkt, now, adj);
         let t = &mut self.tins[tin];
         t.bytes += u64::from(len);
-        if self.cfg.ack_filter != AckFilterMode::None {
+        let added = if self.cfg.ack_filter != AckFilterMode::None {
             self.filter_acks(tin, flow, now, u64::from(len), drops)
         } else {
             u64::from(len)
-        }
+        };
+        (added, set)
     }
 
     /// Queues a GSO super-packet: its segments with `split-gso`, else whole, charged as its
@@ -772,7 +783,7 @@ impl Cake {
         let adj = self
             .overhead
             .packet_len(&mut self.sizes, pkt.len(), net_off, gso);
-        self.enqueue_whole(tin, flow, pkt, now, adj, drops)
+        self.enqueue_whole(tin, flow, pkt, now, adj, drops).0
     }
 
     /// Runs the ACK filter over flow `flow` after a packet of `added` bytes joined it, dropping
@@ -865,18 +876,21 @@ impl Cake {
         let t = &mut self.tins[tin];
         t.max_skblen = t.max_skblen.max(len);
 
-        let added_bytes = if pkt.meta.gso.is_none() {
+        // The flow's DRR++ state, read where the packet is linked behind its flow (queueing
+        // does not change it).
+        let (added_bytes, set) = if pkt.meta.gso.is_none() {
             let adj = self.overhead.packet_len_own(&mut self.sizes, len, net_off);
             self.enqueue_whole(tin, flow, pkt, now, adj, drops)
         } else {
-            self.enqueue_gso(tin, flow, pkt, now, net_off, drops, bufs)
+            let added = self.enqueue_gso(tin, flow, pkt, now, net_off, drops, bufs);
+            (added, self.tins[tin].flows[qi(flow)].set)
         };
         self.heap_up(tin, flow);
         self.update_autorate(now, added_bytes);
 
         // Flow chain: a flow already sparse or bulk stays as it is (most packets); any other
         // moves, out of line.
-        let set = self.tins[tin].flows[qi(flow)].set;
+        debug_assert_eq!(set, self.tins[tin].flows[qi(flow)].set);
         if !matches!(set, FlowSet::Sparse | FlowSet::Bulk) {
             self.flow_wakes(tin, flow, set);
         }
