@@ -136,18 +136,18 @@ impl Default for Hosts {
     }
 }
 
+/// A DRR++ list: circular and doubly linked through its flows' `prev` and `next` (the head's
+/// `prev` is the tail, the tail's `next` the head), so that rotating the list is moving its
+/// head. A flow on no list has both links [`NIL16`].
 #[derive(Clone, Copy, Debug)]
 struct List {
+    /// The first flow, or `NIL16` when the list is empty.
     head: u16,
-    tail: u16,
 }
 
 impl Default for List {
     fn default() -> Self {
-        List {
-            head: NIL16,
-            tail: NIL16,
-        }
+        List { head: NIL16 }
     }
 }
 
@@ -366,18 +366,17 @@ impl Tin {
         if list == ListId::None {
             return;
         }
-        if prev != NIL16 {
+        let head = if next == i {
+            // The only flow on its list.
+            NIL16
+        } else {
             self.flows[qi(prev)].next = next;
-        }
-        if next != NIL16 {
             self.flows[qi(next)].prev = prev;
-        }
+            next
+        };
         if let Some(l) = self.list_mut(list) {
             if l.head == i {
-                l.head = next;
-            }
-            if l.tail == i {
-                l.tail = prev;
+                l.head = head;
             }
         }
         let f = &mut self.flows[qi(i)];
@@ -390,54 +389,44 @@ impl Tin {
     pub fn move_tail(&mut self, i: u16, to: ListId) {
         self.unlink(i);
         let Some(l) = self.list_mut(to) else { return };
-        let old_tail = l.tail;
-        l.tail = i;
-        if l.head == NIL16 {
+        let head = l.head;
+        let (prev, next) = if head == NIL16 {
             l.head = i;
-        }
-        if old_tail != NIL16 {
-            self.flows[qi(old_tail)].next = i;
-        }
+            (i, i)
+        } else {
+            // Behind the tail, that is just before the head.
+            let tail = self.flows[qi(head)].prev;
+            self.flows[qi(tail)].next = i;
+            self.flows[qi(head)].prev = i;
+            (tail, head)
+        };
         let f = &mut self.flows[qi(i)];
         f.list = to;
-        f.prev = old_tail;
-        f.next = NIL16;
+        f.prev = prev;
+        f.next = next;
     }
 
     /// The flow after `i` on its list, wrapping from the tail to the head (so a list is walked
     /// in the circular order in which DRR++ visits it when every visited flow moves to the
-    /// tail). Only the tests walk lists this way; DRR++'s walk of the old list
-    /// ([`Tin::refill_old_list`]) wraps to the head it read once.
+    /// tail); `i` itself when it is on no list.
     #[cfg(test)]
     pub fn next_circular(&self, i: u16) -> u16 {
         let f = &self.flows[qi(i)];
-        if f.next != NIL16 {
-            return f.next;
-        }
-        match f.list {
-            ListId::New => self.new.head,
-            ListId::Old => self.old.head,
-            ListId::Decaying => self.decaying.head,
-            ListId::None => i,
+        if f.list == ListId::None {
+            i
+        } else {
+            f.next
         }
     }
 
     /// Makes `i` (a flow on the old list) the old list's head by rotating the list: the flows
     /// before it move, in order, behind the tail. The same order as moving each of them to the
-    /// tail one after the other, in O(1).
+    /// tail one after the other; the list being circular, the head just moves.
+    #[inline]
     pub fn rotate_old_to(&mut self, i: u16) {
-        let head = self.old.head;
-        if head == i || self.flows[qi(i)].list != ListId::Old {
-            return;
+        if self.flows[qi(i)].list == ListId::Old {
+            self.old.head = i;
         }
-        let prev = self.flows[qi(i)].prev;
-        let tail = self.old.tail;
-        self.flows[qi(tail)].next = head;
-        self.flows[qi(head)].prev = tail;
-        self.flows[qi(prev)].next = NIL16;
-        self.flows[qi(i)].prev = NIL16;
-        self.old.head = i;
-        self.old.tail = prev;
     }
 
     /// The head of list `id`, if any.
@@ -556,14 +545,12 @@ impl Tin {
     /// Returns the flow the walk stopped at, now the old list's head.
     #[inline(always)]
     pub fn refill_old_list(&mut self, mut i: u16, mode: FlowMode, rng: &mut Rng) -> u16 {
-        // The walk stays on the old list (a refill moves no flow), so it wraps to this head.
-        let head = self.old.head;
-        debug_assert_eq!(head, i, "the walk starts at the old list's head");
+        debug_assert_eq!(self.old.head, i, "the walk starts at the old list's head");
         loop {
             debug_assert_eq!(self.flows[qi(i)].list, ListId::Old);
             self.refill(i, mode, rng);
-            let next = self.flows[qi(i)].next;
-            i = if next != NIL16 { next } else { head };
+            // The list is circular: the tail's next is the head.
+            i = self.flows[qi(i)].next;
             if self.flows[qi(i)].deficit > 0 {
                 self.rotate_old_to(i);
                 return i;
@@ -697,13 +684,17 @@ mod tests {
     use crate::config::CakeConfig;
     use crate::params::DerivedParams;
 
+    /// The old list from its head, checking the links both ways.
     fn order(t: &Tin) -> Vec<u16> {
         let mut v = Vec::new();
-        let mut i = t.old.head;
+        let head = t.old.head;
+        let mut i = head;
         while i != NIL16 {
             v.push(i);
             assert!(v.len() <= QUEUES, "cycle");
-            i = t.flows[qi(i)].next;
+            let next = t.flows[qi(i)].next;
+            assert_eq!(t.flows[qi(next)].prev, i);
+            i = if next == head { NIL16 } else { next };
         }
         v
     }
@@ -724,7 +715,7 @@ mod tests {
                 }
                 a.rotate_old_to(10 + k);
                 assert_eq!(order(&a), order(&b), "n {n} k {k}");
-                assert_eq!((a.old.head, a.old.tail), (b.old.head, b.old.tail));
+                assert_eq!(a.old.head, b.old.head);
                 for i in 0..n {
                     let (fa, fb) = (&a.flows[qi(10 + i)], &b.flows[qi(10 + i)]);
                     assert_eq!((fa.prev, fa.next, fa.list), (fb.prev, fb.next, fb.list));
