@@ -1151,7 +1151,7 @@ impl Cake {
 
                 // Retrieve a packet via the AQM. The packet stays in its slab slot until it
                 // is handed over (or dropped): it is moved once.
-                let (i, enqueued, adj) = loop {
+                let (i, adj) = loop {
                     let Some((i, enqueued, adj)) = self.queue_unlink_head(tin, flow) else {
                         self.heap_down(tin, flow);
                         self.retire_empty_flow(tin, flow, now);
@@ -1176,7 +1176,28 @@ impl Cake {
                             });
                     let last = f.head == NIL;
                     if !verdict.is_drop() || last {
-                        break (i, enqueued, adj);
+                        // The packet leaves: its flow's and tin's deficits, the ECN mark count
+                        // and the tin's delay averages, through the flow and tin in hand.
+                        f.deficit -= adj as i32;
+                        let marked = f.cvars.ecn_marked;
+                        t.deficit -= adj as i32;
+                        if marked {
+                            t.ecn_marks += 1;
+                            self.stats.ecn_marks += 1;
+                        }
+                        let delay = (now - enqueued).as_nanos();
+                        t.avge_delay = ewma64(t.avge_delay, delay, 8);
+                        t.peak_delay = ewma64(
+                            t.peak_delay,
+                            delay,
+                            if delay > t.peak_delay { 2 } else { 8 },
+                        );
+                        t.base_delay = ewma64(
+                            t.base_delay,
+                            delay,
+                            if delay < t.base_delay { 2 } else { 8 },
+                        );
+                        break (i, adj);
                     }
                     if self.drop_head(tin, flow, i, adj, verdict, now, drops) {
                         continue 'retry;
@@ -1186,28 +1207,7 @@ impl Cake {
                 // The dequeued packet and byte counts are updated apart (as at enqueue: side by
                 // side they compile to one 16-byte vector add of six instructions).
                 self.stats.dequeued.packets += 1;
-                let t = &mut self.tins[tin];
-                let f = &t.flows[qi(flow)];
-                if f.cvars.ecn_marked {
-                    t.ecn_marks += 1;
-                    self.stats.ecn_marks += 1;
-                }
-                let delay = (now - enqueued).as_nanos();
-                t.avge_delay = ewma64(t.avge_delay, delay, 8);
-                t.peak_delay = ewma64(
-                    t.peak_delay,
-                    delay,
-                    if delay > t.peak_delay { 2 } else { 8 },
-                );
-                t.base_delay = ewma64(
-                    t.base_delay,
-                    delay,
-                    if delay < t.base_delay { 2 } else { 8 },
-                );
                 self.advance_shaper(tin, adj, now, false);
-                let t = &mut self.tins[tin];
-                t.flows[qi(flow)].deficit -= adj as i32;
-                t.deficit -= adj as i32;
                 self.heap.timeout = self.heap.timeout.saturating_sub(1);
                 let pkt = self.slab.free(i);
                 self.stats.dequeued.bytes += u64::from(pkt.len());
