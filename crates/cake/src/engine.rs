@@ -23,18 +23,6 @@ use qdisc::{
     Rng,
 };
 
-/// `65535 / i` (and 65535 for 0): the host-load quantum divisors.
-static QUANTUM_DIV: [u16; QUEUES + 1] = {
-    let mut t = [0u16; QUEUES + 1];
-    t[0] = 65535;
-    let mut i = 1;
-    while i <= QUEUES {
-        t[i] = (65535 / i) as u16;
-        i += 1;
-    }
-    t
-};
-
 /// The tins: a fixed table of [`MAX_TINS`] of which the first `len` are in use. Indexing masks
 /// the index to the table size, so the per-packet `tins[tin]` accesses need no bounds check;
 /// callers only ever index with `tin < len` (the classifier and the scheduler hand out no
@@ -439,15 +427,6 @@ impl Cake {
         self.tins[tin].classify(key, host_hashes, mode)
     }
 
-    #[inline(always)]
-    fn flow_quantum(&mut self, tin: usize, flow: u16) -> i32 {
-        let t = &self.tins[tin];
-        let load = t.host_load(flow, self.cfg.flow_mode) as usize;
-        let dither = u64::from(self.rng.next_u32() >> 16);
-        ((u64::from(t.params.flow_quantum) * u64::from(QUANTUM_DIV[load.min(QUEUES)]) + dither)
-            >> 16) as i32
-    }
-
     /// Charges `adj_len` to the tin and global shaper clocks.
     #[inline]
     fn advance_shaper(&mut self, tin: usize, adj_len: u32, now: Instant, drop: bool) {
@@ -499,9 +478,16 @@ impl Cake {
         self.heap.heapify_flow(Self::flat(tin, flow), &backlog);
     }
 
-    /// Appends a packet to a flow's queue.
+    /// Appends a packet to a flow's queue; returns the flow's DRR++ state (unchanged).
     #[inline(always)]
-    fn queue_push(&mut self, tin: usize, flow: u16, pkt: Packet, now: Instant, adj_len: u32) {
+    fn queue_push(
+        &mut self,
+        tin: usize,
+        flow: u16,
+        pkt: Packet,
+        now: Instant,
+        adj_len: u32,
+    ) -> FlowSet {
         let len = pkt.len();
         let (i, mem) = self.slab.insert(pkt, now, adj_len);
         let f = &mut self.tins[tin].flows[qi(flow)];
@@ -514,9 +500,11 @@ impl Cake {
         f.tail = i;
         f.qlen += 1;
         f.backlog += len;
+        let set = f.set;
         self.tins[tin].backlog += u64::from(len);
         self.buffer_used += u64::from(mem);
         self.qlen += 1;
+        set
     }
 
     /// Removes the head packet of a flow queue, updating backlogs.
@@ -743,7 +731,8 @@ impl Cake {
     }
 
     /// Queues `pkt` (adjusted length `adj`) whole, as one packet, and runs the ACK filter when
-    /// enabled; returns the bytes this enqueue added net.
+    /// enabled; returns the bytes this enqueue added net and the flow's DRR++ state (which
+    /// neither changes).
     #[inline(always)]
     fn enqueue_whole(
         &mut self,
@@ -753,20 +742,21 @@ impl Cake {
         now: Instant,
         adj: u32,
         drops: &mut Vec<Dropped>,
-    ) -> u64 {
+    ) -> (u64, FlowSet) {
         let len = pkt.len();
         // The packet and byte counts are updated apart (one before the push, one after), as
         // two scalar adds: side by side the compiler joined them into one 16-byte vector add
         // that takes six instructions.
         self.tins[tin].packets += 1;
-        self.queue_push(tin, flow, pkt, now, adj);
+        let set = self.queue_push(tin, flow, pkt, now, adj);
         let t = &mut self.tins[tin];
         t.bytes += u64::from(len);
-        if self.cfg.ack_filter != AckFilterMode::None {
+        let added = if self.cfg.ack_filter != AckFilterMode::None {
             self.filter_acks(tin, flow, now, u64::from(len), drops)
         } else {
             u64::from(len)
-        }
+        };
+        (added, set)
     }
 
     /// Queues a GSO super-packet: its segments with `split-gso`, else whole, charged as its
@@ -793,7 +783,7 @@ impl Cake {
         let adj = self
             .overhead
             .packet_len(&mut self.sizes, pkt.len(), net_off, gso);
-        self.enqueue_whole(tin, flow, pkt, now, adj, drops)
+        self.enqueue_whole(tin, flow, pkt, now, adj, drops).0
     }
 
     /// Runs the ACK filter over flow `flow` after a packet of `added` bytes joined it, dropping
@@ -883,26 +873,36 @@ impl Cake {
                 }
             }
         }
+        // The high-water marks (here and the memory's below) are written only when they
+        // rise: a compare and a branch, where a conditional move and a store on every packet
+        // cost more.
         let t = &mut self.tins[tin];
-        t.max_skblen = t.max_skblen.max(len);
+        if len > t.max_skblen {
+            t.max_skblen = len;
+        }
 
-        let added_bytes = if pkt.meta.gso.is_none() {
+        // The flow's DRR++ state, read where the packet is linked behind its flow (queueing
+        // does not change it).
+        let (added_bytes, set) = if pkt.meta.gso.is_none() {
             let adj = self.overhead.packet_len_own(&mut self.sizes, len, net_off);
             self.enqueue_whole(tin, flow, pkt, now, adj, drops)
         } else {
-            self.enqueue_gso(tin, flow, pkt, now, net_off, drops, bufs)
+            let added = self.enqueue_gso(tin, flow, pkt, now, net_off, drops, bufs);
+            (added, self.tins[tin].flows[qi(flow)].set)
         };
         self.heap_up(tin, flow);
         self.update_autorate(now, added_bytes);
 
         // Flow chain: a flow already sparse or bulk stays as it is (most packets); any other
         // moves, out of line.
-        let set = self.tins[tin].flows[qi(flow)].set;
+        debug_assert_eq!(set, self.tins[tin].flows[qi(flow)].set);
         if !matches!(set, FlowSet::Sparse | FlowSet::Bulk) {
             self.flow_wakes(tin, flow, set);
         }
 
-        self.buffer_max_used = self.buffer_max_used.max(self.buffer_used);
+        if self.buffer_used > self.buffer_max_used {
+            self.buffer_max_used = self.buffer_used;
+        }
         if self.buffer_used > u64::from(self.params.buffer_limit) {
             let dropped = self.drop_overlimit(now, drops);
             self.tins[tin].drop_overlimit += dropped;
@@ -926,7 +926,7 @@ impl Cake {
                 t.set_flow_set(flow, FlowSet::Sparse);
                 t.sparse_flow_count += 1;
                 self.active_tins |= 1 << tin;
-                let q = self.flow_quantum(tin, flow);
+                let q = self.tins[tin].quantum(flow, mode, &mut self.rng);
                 self.tins[tin].flows[qi(flow)].deficit = q;
             }
             FlowSet::SparseWait => {
@@ -1004,56 +1004,19 @@ impl Cake {
         }
     }
 
-    /// One DRR++ visit to a flow out of deficit: a sparse flow with packets becomes bulk (one
-    /// with none waits as sparse-wait), and the flow gets one more quantum (with its dither).
-    /// The caller moves it (to the old list's tail, or along the rotation).
+    /// One DRR++ visit to a flow out of deficit ([`Tin::refill`]). The caller moves it to the
+    /// old list's tail.
     #[inline(always)]
     fn refill(&mut self, tin: usize, flow: u16) {
-        if self.tins[tin].flows[qi(flow)].set == FlowSet::Sparse {
-            self.sparse_visited(tin, flow);
-        }
-        let q = self.flow_quantum(tin, flow);
-        self.tins[tin].flows[qi(flow)].deficit += q;
-    }
-
-    /// [`Self::refill`]'s step for a sparse flow: bulk when it has packets, else sparse-wait.
-    /// Out of line: most visits are to bulk flows.
-    #[inline(never)]
-    fn sparse_visited(&mut self, tin: usize, flow: u16) {
-        let mode = self.cfg.flow_mode;
-        let t = &mut self.tins[tin];
-        let f = &mut t.flows[qi(flow)];
-        if f.head != NIL {
-            f.set = FlowSet::Bulk;
-            t.sparse_flow_count -= 1;
-            t.bulk_flow_count += 1;
-            t.inc_host_bulk(flow, mode);
-        } else {
-            f.set = FlowSet::SparseWait;
-        }
+        self.tins[tin].refill(flow, self.cfg.flow_mode, &mut self.rng);
     }
 
     /// The DRR++ visits that start at `flow`, the head of tin `tin`'s old list, while the new
-    /// list is empty and `flow` has no deficit: each visit to a flow without deficit refills it
-    /// (the sparse-to-bulk step and one quantum with its random dither, exactly as a single
-    /// visit does) and moves it to the tail, so the visits walk the old list in circular order
-    /// until they reach a flow with a positive deficit. Here the flows are refilled in that
-    /// same order and the moves are done at the end as one rotation of the list, which leaves
-    /// every list, deficit, count and random draw exactly as the visits one by one would (with
-    /// 1,000 bulk flows sharing a host, a packet costs dozens of visits).
-    ///
-    /// Returns the flow the walk stopped at, now the old list's head.
+    /// list is empty and `flow` has no deficit ([`Tin::refill_old_list`]). Returns the flow
+    /// the walk stopped at, now the old list's head.
     #[inline(always)]
-    fn refill_old_list(&mut self, tin: usize, mut flow: u16) -> u16 {
-        loop {
-            self.refill(tin, flow);
-            let t = &mut self.tins[tin];
-            flow = t.next_circular(flow);
-            if t.flows[qi(flow)].deficit > 0 {
-                t.rotate_old_to(flow);
-                return flow;
-            }
-        }
+    fn refill_old_list(&mut self, tin: usize, flow: u16) -> u16 {
+        self.tins[tin].refill_old_list(flow, self.cfg.flow_mode, &mut self.rng)
     }
 
     /// Handles a flow found empty at dequeue: to the decaying list while COBALT holds state,
@@ -1195,7 +1158,7 @@ impl Cake {
 
                 // Retrieve a packet via the AQM. The packet stays in its slab slot until it
                 // is handed over (or dropped): it is moved once.
-                let (i, enqueued, adj) = loop {
+                let (i, adj) = loop {
                     let Some((i, enqueued, adj)) = self.queue_unlink_head(tin, flow) else {
                         self.heap_down(tin, flow);
                         self.retire_empty_flow(tin, flow, now);
@@ -1220,7 +1183,28 @@ impl Cake {
                             });
                     let last = f.head == NIL;
                     if !verdict.is_drop() || last {
-                        break (i, enqueued, adj);
+                        // The packet leaves: its flow's and tin's deficits, the ECN mark count
+                        // and the tin's delay averages, through the flow and tin in hand.
+                        f.deficit -= adj as i32;
+                        let marked = f.cvars.ecn_marked;
+                        t.deficit -= adj as i32;
+                        if marked {
+                            t.ecn_marks += 1;
+                            self.stats.ecn_marks += 1;
+                        }
+                        let delay = (now - enqueued).as_nanos();
+                        t.avge_delay = ewma64(t.avge_delay, delay, 8);
+                        t.peak_delay = ewma64(
+                            t.peak_delay,
+                            delay,
+                            if delay > t.peak_delay { 2 } else { 8 },
+                        );
+                        t.base_delay = ewma64(
+                            t.base_delay,
+                            delay,
+                            if delay < t.base_delay { 2 } else { 8 },
+                        );
+                        break (i, adj);
                     }
                     if self.drop_head(tin, flow, i, adj, verdict, now, drops) {
                         continue 'retry;
@@ -1230,28 +1214,7 @@ impl Cake {
                 // The dequeued packet and byte counts are updated apart (as at enqueue: side by
                 // side they compile to one 16-byte vector add of six instructions).
                 self.stats.dequeued.packets += 1;
-                let t = &mut self.tins[tin];
-                let f = &t.flows[qi(flow)];
-                if f.cvars.ecn_marked {
-                    t.ecn_marks += 1;
-                    self.stats.ecn_marks += 1;
-                }
-                let delay = (now - enqueued).as_nanos();
-                t.avge_delay = ewma64(t.avge_delay, delay, 8);
-                t.peak_delay = ewma64(
-                    t.peak_delay,
-                    delay,
-                    if delay > t.peak_delay { 2 } else { 8 },
-                );
-                t.base_delay = ewma64(
-                    t.base_delay,
-                    delay,
-                    if delay < t.base_delay { 2 } else { 8 },
-                );
                 self.advance_shaper(tin, adj, now, false);
-                let t = &mut self.tins[tin];
-                t.flows[qi(flow)].deficit -= adj as i32;
-                t.deficit -= adj as i32;
                 self.heap.timeout = self.heap.timeout.saturating_sub(1);
                 let pkt = self.slab.free(i);
                 self.stats.dequeued.bytes += u64::from(pkt.len());

@@ -4,7 +4,7 @@
 use crate::cobalt::CobaltVars;
 use crate::config::FlowMode;
 use crate::params::TinParams;
-use qdisc::Instant;
+use qdisc::{Instant, Rng};
 
 /// Flow queues per tin.
 pub const QUEUES: usize = 1024;
@@ -136,18 +136,18 @@ impl Default for Hosts {
     }
 }
 
+/// A DRR++ list: circular and doubly linked through its flows' `prev` and `next` (the head's
+/// `prev` is the tail, the tail's `next` the head), so that rotating the list is moving its
+/// head. A flow on no list has both links [`NIL16`].
 #[derive(Clone, Copy, Debug)]
 struct List {
+    /// The first flow, or `NIL16` when the list is empty.
     head: u16,
-    tail: u16,
 }
 
 impl Default for List {
     fn default() -> Self {
-        List {
-            head: NIL16,
-            tail: NIL16,
-        }
+        List { head: NIL16 }
     }
 }
 
@@ -251,6 +251,27 @@ fn find_way(set: &[u32; SET_WAYS], inner: usize, want: u32) -> Option<usize> {
     }
 }
 
+/// Entries of [`QUANTUM_DIV`]: a power of two above [`QUEUES`], so that a host load indexes
+/// it by its low bits.
+const QUANTUM_DIVS: usize = 2048;
+const _: () = assert!(QUANTUM_DIVS.is_power_of_two() && QUANTUM_DIVS > QUEUES);
+
+/// The host-load quantum divisors: `65535 / min(i, QUEUES)` (and 65535 for 0). A load is a
+/// bulk count, which never exceeds [`QUEUES`] (`Tin::inc_host_bulk` clamps it there), and the
+/// entries above `QUEUES` repeat `65535 / QUEUES`, so `QUANTUM_DIV[load % QUANTUM_DIVS]` is
+/// `65535 / min(load, QUEUES)` for every load below `QUANTUM_DIVS` without a clamp or a bounds
+/// check.
+static QUANTUM_DIV: [u16; QUANTUM_DIVS] = {
+    let mut t = [0u16; QUANTUM_DIVS];
+    t[0] = 65535;
+    let mut i = 1;
+    while i < QUANTUM_DIVS {
+        t[i] = (65535 / if i < QUEUES { i } else { QUEUES }) as u16;
+        i += 1;
+    }
+    t
+};
+
 #[inline]
 fn dsrc(mode: FlowMode) -> bool {
     mode.dual_src()
@@ -345,18 +366,17 @@ impl Tin {
         if list == ListId::None {
             return;
         }
-        if prev != NIL16 {
+        let head = if next == i {
+            // The only flow on its list.
+            NIL16
+        } else {
             self.flows[qi(prev)].next = next;
-        }
-        if next != NIL16 {
             self.flows[qi(next)].prev = prev;
-        }
+            next
+        };
         if let Some(l) = self.list_mut(list) {
             if l.head == i {
-                l.head = next;
-            }
-            if l.tail == i {
-                l.tail = prev;
+                l.head = head;
             }
         }
         let f = &mut self.flows[qi(i)];
@@ -369,53 +389,44 @@ impl Tin {
     pub fn move_tail(&mut self, i: u16, to: ListId) {
         self.unlink(i);
         let Some(l) = self.list_mut(to) else { return };
-        let old_tail = l.tail;
-        l.tail = i;
-        if l.head == NIL16 {
+        let head = l.head;
+        let (prev, next) = if head == NIL16 {
             l.head = i;
-        }
-        if old_tail != NIL16 {
-            self.flows[qi(old_tail)].next = i;
-        }
+            (i, i)
+        } else {
+            // Behind the tail, that is just before the head.
+            let tail = self.flows[qi(head)].prev;
+            self.flows[qi(tail)].next = i;
+            self.flows[qi(head)].prev = i;
+            (tail, head)
+        };
         let f = &mut self.flows[qi(i)];
         f.list = to;
-        f.prev = old_tail;
-        f.next = NIL16;
+        f.prev = prev;
+        f.next = next;
     }
 
     /// The flow after `i` on its list, wrapping from the tail to the head (so a list is walked
     /// in the circular order in which DRR++ visits it when every visited flow moves to the
-    /// tail).
-    #[inline]
+    /// tail); `i` itself when it is on no list.
+    #[cfg(test)]
     pub fn next_circular(&self, i: u16) -> u16 {
         let f = &self.flows[qi(i)];
-        if f.next != NIL16 {
-            return f.next;
-        }
-        match f.list {
-            ListId::New => self.new.head,
-            ListId::Old => self.old.head,
-            ListId::Decaying => self.decaying.head,
-            ListId::None => i,
+        if f.list == ListId::None {
+            i
+        } else {
+            f.next
         }
     }
 
     /// Makes `i` (a flow on the old list) the old list's head by rotating the list: the flows
     /// before it move, in order, behind the tail. The same order as moving each of them to the
-    /// tail one after the other, in O(1).
+    /// tail one after the other; the list being circular, the head just moves.
+    #[inline]
     pub fn rotate_old_to(&mut self, i: u16) {
-        let head = self.old.head;
-        if head == i || self.flows[qi(i)].list != ListId::Old {
-            return;
+        if self.flows[qi(i)].list == ListId::Old {
+            self.old.head = i;
         }
-        let prev = self.flows[qi(i)].prev;
-        let tail = self.old.tail;
-        self.flows[qi(tail)].next = head;
-        self.flows[qi(head)].prev = tail;
-        self.flows[qi(prev)].next = NIL16;
-        self.flows[qi(i)].prev = NIL16;
-        self.old.head = i;
-        self.old.tail = prev;
     }
 
     /// The head of list `id`, if any.
@@ -461,18 +472,90 @@ impl Tin {
         }
     }
 
-    /// The host load of flow `i`: the larger bulk count of its hosts that the mode isolates.
+    /// The host load of flow `i`: the larger bulk count of its hosts that the mode isolates,
+    /// at least 1.
+    ///
+    /// Both counts are read whatever the mode: a tin is driven with one flow mode, and a count
+    /// of a direction the mode does not isolate is always 0 (only [`Tin::inc_host_bulk`] raises
+    /// a count, and only in the directions the mode isolates), so it cannot raise the maximum.
+    /// This spares the refill its tests of the mode. Debug builds check the zeros.
     #[inline]
     pub fn host_load(&self, i: u16, mode: FlowMode) -> u16 {
         let f = &self.flows[qi(i)];
-        let mut load = 1u16;
-        if dsrc(mode) {
-            load = load.max(self.hosts.src_bulk[qi(f.srchost)]);
+        let src = self.hosts.src_bulk[qi(f.srchost)];
+        let dst = self.hosts.dst_bulk[qi(f.dsthost)];
+        debug_assert!(
+            dsrc(mode) || src == 0,
+            "source bulk count {src} in {mode:?}"
+        );
+        debug_assert!(
+            ddst(mode) || dst == 0,
+            "destination bulk count {dst} in {mode:?}"
+        );
+        1u16.max(src).max(dst)
+    }
+
+    /// The quantum of one DRR++ refill of flow `i`: the tin's flow quantum scaled down by the
+    /// flow's host load, plus a random dither of up to one byte (one draw of `rng`).
+    #[inline(always)]
+    pub fn quantum(&self, i: u16, mode: FlowMode, rng: &mut Rng) -> i32 {
+        let load = usize::from(self.host_load(i, mode));
+        let dither = u64::from(rng.next_u32() >> 16);
+        let div = u64::from(QUANTUM_DIV[load % QUANTUM_DIVS]);
+        ((u64::from(self.params.flow_quantum) * div + dither) >> 16) as i32
+    }
+
+    /// One DRR++ visit to flow `i`, out of deficit: a sparse flow with packets becomes bulk
+    /// (one with none waits as sparse-wait), then the flow gets one more quantum
+    /// ([`Tin::quantum`], from the host load after that step). The caller moves it (to the old
+    /// list's tail, or along the rotation).
+    #[inline(always)]
+    pub fn refill(&mut self, i: u16, mode: FlowMode, rng: &mut Rng) {
+        if self.flows[qi(i)].set == FlowSet::Sparse {
+            self.sparse_visited(i, mode);
         }
-        if ddst(mode) {
-            load = load.max(self.hosts.dst_bulk[qi(f.dsthost)]);
+        let q = self.quantum(i, mode, rng);
+        self.flows[qi(i)].deficit += q;
+    }
+
+    /// [`Tin::refill`]'s step for a sparse flow: bulk when it has packets, else sparse-wait.
+    /// Out of line: most visits are to bulk flows.
+    #[inline(never)]
+    fn sparse_visited(&mut self, i: u16, mode: FlowMode) {
+        let f = &mut self.flows[qi(i)];
+        if f.head != NIL {
+            f.set = FlowSet::Bulk;
+            self.sparse_flow_count -= 1;
+            self.bulk_flow_count += 1;
+            self.inc_host_bulk(i, mode);
+        } else {
+            f.set = FlowSet::SparseWait;
         }
-        load
+    }
+
+    /// The DRR++ visits that start at `i`, the head of the old list, while the new list is
+    /// empty and `i` has no deficit: each visit to a flow without deficit refills it
+    /// ([`Tin::refill`]: the sparse-to-bulk step and one quantum with its random dither) and
+    /// moves it to the tail, so the visits walk the old list in circular order until they reach
+    /// a flow with a positive deficit. Here the flows are refilled in that same order and the
+    /// moves are done at the end as one rotation of the list ([`Tin::rotate_old_to`]), which
+    /// leaves every list, deficit, count and random draw exactly as the visits one by one would
+    /// (with 1,000 bulk flows sharing a host, a packet costs dozens of visits).
+    ///
+    /// Returns the flow the walk stopped at, now the old list's head.
+    #[inline(always)]
+    pub fn refill_old_list(&mut self, mut i: u16, mode: FlowMode, rng: &mut Rng) -> u16 {
+        debug_assert_eq!(self.old.head, i, "the walk starts at the old list's head");
+        loop {
+            debug_assert_eq!(self.flows[qi(i)].list, ListId::Old);
+            self.refill(i, mode, rng);
+            // The list is circular: the tail's next is the head.
+            i = self.flows[qi(i)].next;
+            if self.flows[qi(i)].deficit > 0 {
+                self.rotate_old_to(i);
+                return i;
+            }
+        }
     }
 
     /// Maps a packet to a flow queue with the 8-way set-associative lookup, allocating host
@@ -601,13 +684,17 @@ mod tests {
     use crate::config::CakeConfig;
     use crate::params::DerivedParams;
 
+    /// The old list from its head, checking the links both ways.
     fn order(t: &Tin) -> Vec<u16> {
         let mut v = Vec::new();
-        let mut i = t.old.head;
+        let head = t.old.head;
+        let mut i = head;
         while i != NIL16 {
             v.push(i);
             assert!(v.len() <= QUEUES, "cycle");
-            i = t.flows[qi(i)].next;
+            let next = t.flows[qi(i)].next;
+            assert_eq!(t.flows[qi(next)].prev, i);
+            i = if next == head { NIL16 } else { next };
         }
         v
     }
@@ -628,7 +715,7 @@ mod tests {
                 }
                 a.rotate_old_to(10 + k);
                 assert_eq!(order(&a), order(&b), "n {n} k {k}");
-                assert_eq!((a.old.head, a.old.tail), (b.old.head, b.old.tail));
+                assert_eq!(a.old.head, b.old.head);
                 for i in 0..n {
                     let (fa, fb) = (&a.flows[qi(10 + i)], &b.flows[qi(10 + i)]);
                     assert_eq!((fa.prev, fa.next, fa.list), (fb.prev, fb.next, fb.list));
@@ -640,6 +727,18 @@ mod tests {
                 }
                 assert_eq!(i, a.old.head);
             }
+        }
+    }
+
+    #[test]
+    fn quantum_divisors_are_65535_over_the_clamped_load() {
+        for load in 0..QUANTUM_DIVS {
+            let want = if load == 0 {
+                65535
+            } else {
+                (65535 / load.min(QUEUES)) as u16
+            };
+            assert_eq!(QUANTUM_DIV[load % QUANTUM_DIVS], want, "load {load}");
         }
     }
 }
