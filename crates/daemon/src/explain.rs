@@ -223,7 +223,7 @@ struct DirAcc {
 }
 
 fn mbit(bytes_per_s: u64) -> f64 {
-    bytes_per_s as f64 * 8.0 / 1e6
+    controller::Rate::from_bytes_per_s(bytes_per_s).mbit()
 }
 
 fn shares(m: BTreeMap<String, usize>, of: usize) -> Vec<(String, f64)> {

@@ -142,7 +142,7 @@ pub fn parse_log(text: &str, epoch_wall_s: f64) -> (Vec<ControlPoint>, usize) {
     let mut offset = None;
     let mut points = Vec::new();
     let mut errors = 0;
-    let mbit = |b: u64| b as f64 * 8.0 / 1e6;
+    let mbit = |b: u64| controller::Rate::from_bytes_per_s(b).mbit();
     for line in text.lines() {
         let Ok(Some(r)) = parse_line(line) else {
             continue;

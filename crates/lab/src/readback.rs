@@ -139,7 +139,7 @@ fn sample(source: Source, epoch: Instant, stop: &AtomicBool) -> ReadBacks {
             match reader.read() {
                 Ok(bytes_per_s) => out.samples.push(ReadBack {
                     t: now.as_secs_f64(),
-                    down_mbit: bytes_per_s.map(|b| b as f64 * 8.0 / 1e6),
+                    down_mbit: bytes_per_s.map(|b| controller::Rate::from_bytes_per_s(b).mbit()),
                 }),
                 Err(e) => fail(&mut out, e),
             }
