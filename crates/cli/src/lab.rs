@@ -457,7 +457,9 @@ pub(crate) fn controllers_text(runs: &[Value], heading: &str) -> Option<String> 
             below,
             drops,
             reaction,
-            rt["actuator_errors"].to_string(),
+            rt["actuator_errors"]
+                .as_u64()
+                .map_or("-".to_string(), |n| n.to_string()),
             read,
         ]);
     }
@@ -824,6 +826,59 @@ mod tests {
 
     /// One opportunity of a mahimahi trace in a 100 ms bin, bit/s.
     const OPPORTUNITY_BIT_S: f64 = 1500.0 * 8.0 * 10.0;
+
+    #[test]
+    fn the_controllers_table_shows_tracking_and_read_back_and_names_a_mismatch() {
+        let runs = [
+            json!({"contender": "CAKE static", "test": "t"}),
+            json!({"contender": "CAKE + PURPLE", "test": "t", "rate_trace": {
+                "points": [{}, {}, {}], "actuator_errors": 0,
+                "tracking": {"mean_rate_mbit": 9.46, "below_capacity": 0.855, "drops": 2,
+                    "drops_followed": 2, "reaction_median_s": 0.1, "reaction_max_s": 0.3},
+                "readback": {"samples": 45, "agree": 44, "errors": 1,
+                    "first_error": "netlink: timed out",
+                    "first_mismatch": [12.5, 8.0, 6.5]}}}),
+        ];
+        let t = controllers_text(&runs, "controllers").expect("one controlled run");
+        assert!(t.starts_with("\ncontrollers (download;"), "{t}");
+        let row = t
+            .lines()
+            .find(|l| l.starts_with("CAKE + PURPLE"))
+            .expect("its row");
+        for cell in [
+            "3",
+            "9.5",
+            "86%",
+            "2 of 2",
+            "0.1 / 0.3",
+            "44 / 45 (1 failed)",
+        ] {
+            assert!(row.contains(cell), "{cell:?} in {row}");
+        }
+        assert!(
+            !t.contains("CAKE static"),
+            "no row without a controller: {t}"
+        );
+        assert!(
+            t.contains("read back: CAKE + PURPLE: netlink: timed out"),
+            "{t}"
+        );
+        assert!(
+            t.contains("at 12.5 s the shaper held 8.0 Mbit/s, the controller had applied 6.5"),
+            "{t}"
+        );
+        // Without any controller there is no table; a run without tracking shows dashes.
+        assert_eq!(controllers_text(&runs[..1], "controllers"), None);
+        let bare = [json!({"contender": "x", "rate_trace": {"points": []}})];
+        let t = controllers_text(&bare, "c").expect("a controlled run");
+        let row = t.lines().last().unwrap_or_default();
+        assert!(row.starts_with('x') && !row.contains("null"), "{t}");
+        assert_eq!(
+            row.split_whitespace().filter(|c| *c == "-").count(),
+            6,
+            "{row}"
+        );
+    }
 
     #[test]
     fn a_probe_the_scenario_does_not_run_is_a_dash_in_the_kernel_table_not_zero() {
