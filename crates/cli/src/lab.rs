@@ -134,17 +134,21 @@ pub fn link_file(file: &std::path::Path, seconds: Option<f64>) -> Result<Scenari
     Scenario::for_link_file(&d, &run, seconds).map_err(|e| format!("{}: {e}", file.display()))
 }
 
-/// The radio's test and contenders on the link of section C's scenario `name` for `seed`
-/// (`purple lab run --link-of`, `purple demo --lab --link-of`): its rates as section C chose
-/// them, over its own length (a run's `--seconds` is the load only), with section C's
-/// deployment, or as a home router if `home_router` (`--home-router`,
-/// `LinkScenario::as_home_router`; the link's words then say so). The lab plays the scenario
-/// only where that deployment is its own ([`lab::scenario::Scenario::for_link_scenario`]).
-/// Fails for an unknown name, naming the known ones, and for a deployment the lab cannot
-/// play, naming each part that differs and how to play it as a home router.
+/// Section C's scenario `name` for `seed` in the lab (`purple lab run --link-of`, `purple demo
+/// --lab --link-of`): its link with its rates as section C chose them, over its own length (a
+/// run's `--seconds` is the load only), its load (section C's TCP downloads, uploads and VoIP
+/// calls, `LinkScenario::workload`, beside the radio test's probes) and the radio's
+/// contenders, with section C's deployment, or as a home router if `home_router`
+/// (`--home-router`, `LinkScenario::as_home_router`; the link's words then say so). The lab
+/// plays the scenario only where that deployment is its own
+/// ([`lab::scenario::Scenario::for_link_scenario`]). Fails for an unknown name, naming the
+/// known ones, and for a deployment the lab cannot play, naming each part that differs and how
+/// to play it as a home router.
 pub fn link_of(name: &str, seed: u64, home_router: bool) -> Result<Scenario, String> {
     let c = section_c_link(name, seed, home_router)?;
-    Scenario::for_link_scenario(&c, None).map_err(|e| format!("--link-of {name}: {e}"))
+    Scenario::for_link_scenario(&c, None)
+        .map(|s| s.with_workload(c.workload))
+        .map_err(|e| format!("--link-of {name}: {e}"))
 }
 
 /// Section C's scenario `name` at `seed`, deployed as a home router if `home_router`: the
@@ -908,9 +912,35 @@ mod tests {
     }
 
     #[test]
+    fn link_of_plays_section_cs_load_beside_the_radio_tests_probes() {
+        let c = section_c_link("wisp", 1, true).expect("wisp");
+        let s = link_of("wisp", 1, true).expect("played");
+        assert_eq!(s.workload(), c.workload);
+        assert_eq!((c.workload.downloads, c.workload.uploads), (4, 2));
+        // The probes stay the radio test's, first.
+        let radio = scenario::find("radio").expect("radio");
+        let probes = |s: &Scenario| -> Vec<String> {
+            s.tests[0]
+                .flows
+                .iter()
+                .filter(|f| {
+                    matches!(
+                        f.kind,
+                        scenario::FlowKind::Icmp | scenario::FlowKind::UdpPing
+                    )
+                })
+                .map(|f| f.name.to_string())
+                .collect()
+        };
+        assert_eq!(probes(&s), probes(&radio));
+        assert!(!probes(&s).is_empty());
+    }
+
+    #[test]
     fn link_of_prints_the_simulators_rows_for_the_roles_the_lab_played_and_the_late_oracle() {
         let mut sc = section_c_link("wisp", 2, true).expect("wisp");
-        // As `purple lab run --link-of` runs it: with the lab's bulk TCP.
+        // With the radio test's load (a link file without `[run]` plays it; `--link-of` now
+        // plays section C's): the rows run whatever load the lab ran.
         sc.workload = sim::link_scenario::Workload {
             downloads: 2,
             uploads: 1,

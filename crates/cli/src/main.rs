@@ -312,7 +312,8 @@ struct LabRunArgs {
     /// plays it (radio, step, fade, fast, outage, att-lte, verizon-lte, tmobile-lte,
     /// tmobile-umts, starlink, the held-out wisp, lte-walk, mmwave, cable-evening, wifi,
     /// ...): its capacities (a recorded trace at the seed's offset, written out for `purple
-    /// linkem`), delays and buffer, with the radio's test and contenders, static CAKE at
+    /// linkem`), delays and buffer, with its load (section C's TCP downloads and uploads,
+    /// beside the radio test's probes) and the radio's contenders, static CAKE at
     /// its safe rates and the daemons in its range. The lab deploys as a home router and
     /// probes as it does (see --fault): a scenario section C deploys otherwise (the
     /// synthetic links, the recorded ones but tmobile-lte-router, the held-out ones) is
