@@ -491,14 +491,14 @@ impl Cake {
         let len = pkt.len();
         let (i, mem) = self.slab.insert(pkt, now, adj_len);
         let f = &mut self.tins[tin].flows[qi(flow)];
-        if f.tail == NIL {
+        // `tail` is stale while the queue is empty (see `Flow::tail`): `head` decides.
+        if f.head == NIL {
             f.head = i;
         } else {
             let tail = f.tail;
             self.slab.get_mut(tail).next = i;
         }
         f.tail = i;
-        f.qlen += 1;
         f.backlog += len;
         let set = f.set;
         self.tins[tin].backlog += u64::from(len);
@@ -526,10 +526,8 @@ impl Cake {
         }
         let i = f.head;
         let slot = self.slab.get(i);
+        // Emptied, the queue keeps its stale `tail` (see `Flow::tail`).
         f.head = slot.next;
-        if f.head == NIL {
-            f.tail = NIL;
-        }
         let (len, mem, enqueued, adj) = (slot.pkt.len(), slot.mem, slot.enqueued, slot.adj_len);
         self.unaccount(tin, flow, len, mem);
         Some((i, enqueued, adj))
@@ -538,7 +536,6 @@ impl Cake {
     #[inline]
     fn unaccount(&mut self, tin: usize, flow: u16, len: u32, mem: u32) {
         let f = &mut self.tins[tin].flows[qi(flow)];
-        f.qlen -= 1;
         f.backlog -= len;
         self.tins[tin].backlog -= u64::from(len);
         self.buffer_used -= u64::from(mem);
@@ -576,7 +573,8 @@ impl Cake {
 
     fn run_ack_filter(&mut self, tin: usize, flow: u16) -> Option<usize> {
         let f = &self.tins[tin].flows[qi(flow)];
-        if f.qlen < 2 {
+        // Fewer than two packets queued: nothing for the filter to compare.
+        if f.head == NIL || self.slab.get(f.head).next == NIL {
             return None;
         }
         let slab = &self.slab;
@@ -1275,7 +1273,7 @@ impl Cake {
             drop_next_ns: f.cvars.drop_next.as_nanos() as i64 - now.as_nanos() as i64,
             p_drop: f.cvars.p_drop,
             blue_timer_ns: now.as_nanos() as i64 - f.cvars.blue_timer.as_nanos() as i64,
-            qlen: f.qlen,
+            qlen: self.slab.chain_len(f.head),
             backlog: f.backlog,
         })
     }
@@ -1296,7 +1294,12 @@ impl Cake {
     /// packets, or empty and decaying), tins in user order, queues ascending, with the kernel's
     /// class ids and values. Allocates; meant for statistics, not the packet path.
     pub fn class_stats(&self, now: Instant) -> Vec<crate::tc::ClassStats> {
-        crate::tc::collect_classes(self.tins.as_slice(), tin_order(self.cfg.diffserv), now)
+        crate::tc::collect_classes(
+            self.tins.as_slice(),
+            tin_order(self.cfg.diffserv),
+            &self.slab,
+            now,
+        )
     }
 }
 

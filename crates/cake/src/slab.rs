@@ -133,6 +133,18 @@ impl Slab {
         (before - self.slots.capacity()) * std::mem::size_of::<Slot>()
     }
 
+    /// Packets in the chain that starts at slot `head` (NIL: none): a flow's queue length,
+    /// counted along its links (only statistics read it, so no count is kept per packet).
+    pub fn chain_len(&self, head: u32) -> u32 {
+        let mut n = 0;
+        let mut i = head;
+        while i != NIL {
+            n += 1;
+            i = self.get(i).next;
+        }
+        n
+    }
+
     /// Slot `i`.
     #[inline]
     pub fn get(&self, i: u32) -> &Slot {

@@ -71,10 +71,9 @@ pub enum ListId {
 pub struct Flow {
     /// First packet (slab index) or NIL.
     pub head: u32,
-    /// Last packet or NIL.
+    /// Last packet; meaningful only while `head` is not NIL (unlinking the last packet
+    /// leaves it as it was, and the next packet queued rewrites it).
     pub tail: u32,
-    /// Packets queued.
-    pub qlen: u32,
     /// Bytes queued.
     pub backlog: u32,
     /// DRR deficit.
@@ -97,7 +96,6 @@ impl Default for Flow {
         Flow {
             head: NIL,
             tail: NIL,
-            qlen: 0,
             backlog: 0,
             deficit: 0,
             set: FlowSet::None,
