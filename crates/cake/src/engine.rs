@@ -155,8 +155,13 @@ pub struct Cake {
     rate_bps: u64,
     buffer_used: u64,
     buffer_max_used: u64,
+    /// `min(buffer_max_used, params.buffer_limit)`: an enqueue that leaves `buffer_used` at
+    /// or below it neither raises the high-water mark nor exceeds the limit, so it tests only
+    /// this (`Cake::buffer_grown` does the rest). Kept where either bound changes.
+    buffer_watch: u64,
     qlen: u32,
-    cur_tin: usize,
+    /// The tin served last (below `MAX_TINS`).
+    cur_tin: u8,
     /// The tins with flows to schedule: bit `i` is set exactly when tin `i` has sparse or bulk
     /// flows ([`Tin::active_flows`] above 0). Set when a flow joins the new list, cleared when
     /// the last one retires; the shaped tin choice visits only these tins.
@@ -200,6 +205,7 @@ impl Cake {
             failsafe_next: Instant::ZERO,
             buffer_used: 0,
             buffer_max_used: 0,
+            buffer_watch: 0,
             qlen: 0,
             cur_tin: 0,
             active_tins: 0,
@@ -230,6 +236,9 @@ impl Cake {
     fn reconfigure(&mut self, rate_bps: u64) {
         self.rate_bps = rate_bps;
         self.params = DerivedParams::with_rate(&self.cfg, rate_bps);
+        self.buffer_watch = self
+            .buffer_max_used
+            .min(u64::from(self.params.buffer_limit));
         for (tin, p) in self.tins.iter_mut().zip(self.params.tins.iter()) {
             tin.params = *p;
         }
@@ -898,10 +907,27 @@ impl Cake {
             self.flow_wakes(tin, flow, set);
         }
 
+        debug_assert_eq!(
+            self.buffer_watch,
+            self.buffer_max_used
+                .min(u64::from(self.params.buffer_limit))
+        );
+        if self.buffer_used > self.buffer_watch {
+            self.buffer_grown(tin, now, drops);
+        }
+    }
+
+    /// The end of an enqueue that left `buffer_used` above `buffer_watch`: a new high-water
+    /// mark, or memory over the limit (then drops from the fattest flows, counted in tin
+    /// `tin`). Out of line: once the queue has reached its usual size, rare.
+    #[inline(never)]
+    fn buffer_grown(&mut self, tin: usize, now: Instant, drops: &mut Vec<Dropped>) {
+        let limit = u64::from(self.params.buffer_limit);
         if self.buffer_used > self.buffer_max_used {
             self.buffer_max_used = self.buffer_used;
+            self.buffer_watch = self.buffer_max_used.min(limit);
         }
-        if self.buffer_used > u64::from(self.params.buffer_limit) {
+        if self.buffer_used > limit {
             let dropped = self.drop_overlimit(now, drops);
             self.tins[tin].drop_overlimit += dropped;
         }
@@ -945,7 +971,7 @@ impl Cake {
         if self.global_rate().is_unlimited() {
             let mut wrapped = false;
             let mut empty = true;
-            let mut b = self.cur_tin;
+            let mut b = usize::from(self.cur_tin);
             while self.tins[b].deficit < 0 || self.tins[b].active_flows() == 0 {
                 let t = &mut self.tins[b];
                 if t.deficit <= 0 {
@@ -959,7 +985,7 @@ impl Cake {
                     b = 0;
                     if wrapped {
                         if empty {
-                            self.cur_tin = b;
+                            self.cur_tin = b as u8;
                             return None;
                         }
                     } else {
@@ -967,7 +993,7 @@ impl Cake {
                     }
                 }
             }
-            self.cur_tin = b;
+            self.cur_tin = b as u8;
             Some(b)
         } else {
             // The active tins in index order (the kernel scans every tin and skips the idle
@@ -997,7 +1023,7 @@ impl Cake {
                     }
                 }
             }
-            self.cur_tin = best;
+            self.cur_tin = best as u8;
             Some(best)
         }
     }
