@@ -163,7 +163,8 @@ impl CobaltVars {
                     .saturating_mul(u64::from(bulk_flows))
                     .saturating_mul(2)
             && sojourn > p.mtu_time.saturating_mul(4);
-        if !over_target && self.count == 0 && self.p_drop == 0 {
+        // `count` and `p_drop` both 0, tested at once.
+        if !over_target && self.count | self.p_drop == 0 {
             // What `judge` does here: CoDel leaves (or stays out of) dropping, nothing is due
             // (the count is 0), BLUE is off, and drop_next becomes the activity timeout.
             self.dropping = false;

@@ -498,7 +498,7 @@ impl Cake {
         adj_len: u32,
     ) -> FlowSet {
         let len = pkt.len();
-        let (i, mem) = self.slab.insert(pkt, now, adj_len);
+        let (i, mem) = self.slab.insert(pkt, len, now, adj_len);
         let f = &mut self.tins[tin].flows[qi(flow)];
         // `tail` is stale while the queue is empty (see `Flow::tail`): `head` decides.
         if f.head == NIL {
@@ -537,7 +537,9 @@ impl Cake {
         let slot = self.slab.get(i);
         // Emptied, the queue keeps its stale `tail` (see `Flow::tail`).
         f.head = slot.next;
-        let (len, mem, enqueued, adj) = (slot.pkt.len(), slot.mem, slot.enqueued, slot.adj_len);
+        // The length stored with the packet (see `Slot::len`).
+        debug_assert_eq!(slot.len, slot.pkt.len());
+        let (len, mem, enqueued, adj) = (slot.len, slot.mem, slot.enqueued, slot.adj_len);
         self.unaccount(tin, flow, len, mem);
         Some((i, enqueued, adj))
     }
