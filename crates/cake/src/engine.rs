@@ -1148,7 +1148,13 @@ impl Cake {
             'retry: loop {
                 let t = &self.tins[tin];
                 let mut from_old = false;
-                let head = if first_flow && t.list_head(ListId::Decaying).is_some() {
+                let head = if t.only_old() {
+                    // The common case first, in one compare: with the new and the decaying
+                    // lists empty, the choice below takes the old list's head whatever
+                    // `first_flow` is.
+                    from_old = true;
+                    t.list_head(ListId::Old)
+                } else if first_flow && t.list_head(ListId::Decaying).is_some() {
                     t.list_head(ListId::Decaying)
                 } else {
                     t.list_head(ListId::New)

@@ -427,6 +427,14 @@ impl Tin {
         }
     }
 
+    /// True when the new and the decaying lists are both empty (then a dequeue serves the
+    /// old list's head, if any).
+    #[inline(always)]
+    pub fn only_old(&self) -> bool {
+        // Both heads NIL16 (all ones) exactly when their AND is: one compare.
+        self.new.head & self.decaying.head == NIL16
+    }
+
     /// The head of list `id`, if any.
     #[inline]
     pub fn list_head(&self, id: ListId) -> Option<u16> {
