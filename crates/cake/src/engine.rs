@@ -1198,21 +1198,26 @@ impl Cake {
                     };
                     self.heap_down(tin, flow);
                     let t = &mut self.tins[tin];
-                    let bulk = if self.cfg.ingress {
-                        t.bulk_flow_count
-                    } else {
-                        0
-                    };
+                    // The bulk count (ingress only), read by COBALT only when the sojourn
+                    // exceeds the target: most packets skip the test of the mode.
+                    let ingress = self.cfg.ingress;
+                    let bulk_flow_count = &t.bulk_flow_count;
+                    let bulk = || if ingress { *bulk_flow_count } else { 0 };
                     let params = &t.params.cobalt;
                     let f = &mut t.flows[qi(flow)];
                     let slab = &mut self.slab;
-                    let verdict =
-                        f.cvars
-                            .should_drop(params, now, enqueued, bulk, &mut self.rng, || {
-                                let pkt = &mut slab.get_mut(i).pkt;
-                                let h = Headers::parse(&pkt.data);
-                                packet::mark_ce(&mut pkt.data, &h)
-                            });
+                    let verdict = f.cvars.should_drop_with(
+                        params,
+                        now,
+                        enqueued,
+                        bulk,
+                        &mut self.rng,
+                        || {
+                            let pkt = &mut slab.get_mut(i).pkt;
+                            let h = Headers::parse(&pkt.data);
+                            packet::mark_ce(&mut pkt.data, &h)
+                        },
+                    );
                     let last = f.head == NIL;
                     if !verdict.is_drop() || last {
                         // The packet leaves: its flow's and tin's deficits, the ECN mark count
