@@ -156,14 +156,30 @@ impl CobaltVars {
         rng: &mut Rng,
         try_mark: impl FnOnce() -> bool,
     ) -> Verdict {
+        self.should_drop_with(p, now, sojourn_since, || bulk_flows, rng, try_mark)
+    }
+
+    /// [`CobaltVars::should_drop`] with the bulk flow count read by `bulk_flows`, only when
+    /// the sojourn exceeds the target (most packets do not).
+    #[inline(always)]
+    pub(crate) fn should_drop_with(
+        &mut self,
+        p: &CobaltParams,
+        now: Instant,
+        sojourn_since: Instant,
+        bulk_flows: impl FnOnce() -> u32,
+        rng: &mut Rng,
+        try_mark: impl FnOnce() -> bool,
+    ) -> Verdict {
         let sojourn = now.saturating_duration_since(sojourn_since).as_nanos();
         let over_target = sojourn > p.target
             && sojourn
                 > p.mtu_time
-                    .saturating_mul(u64::from(bulk_flows))
+                    .saturating_mul(u64::from(bulk_flows()))
                     .saturating_mul(2)
             && sojourn > p.mtu_time.saturating_mul(4);
-        if !over_target && self.count == 0 && self.p_drop == 0 {
+        // `count` and `p_drop` both 0, tested at once.
+        if !over_target && self.count | self.p_drop == 0 {
             // What `judge` does here: CoDel leaves (or stays out of) dropping, nothing is due
             // (the count is 0), BLUE is off, and drop_next becomes the activity timeout.
             self.dropping = false;

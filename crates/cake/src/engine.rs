@@ -155,8 +155,13 @@ pub struct Cake {
     rate_bps: u64,
     buffer_used: u64,
     buffer_max_used: u64,
+    /// `min(buffer_max_used, params.buffer_limit)`: an enqueue that leaves `buffer_used` at
+    /// or below it neither raises the high-water mark nor exceeds the limit, so it tests only
+    /// this (`Cake::buffer_grown` does the rest). Kept where either bound changes.
+    buffer_watch: u64,
     qlen: u32,
-    cur_tin: usize,
+    /// The tin served last (below `MAX_TINS`).
+    cur_tin: u8,
     /// The tins with flows to schedule: bit `i` is set exactly when tin `i` has sparse or bulk
     /// flows ([`Tin::active_flows`] above 0). Set when a flow joins the new list, cleared when
     /// the last one retires; the shaped tin choice visits only these tins.
@@ -200,6 +205,7 @@ impl Cake {
             failsafe_next: Instant::ZERO,
             buffer_used: 0,
             buffer_max_used: 0,
+            buffer_watch: 0,
             qlen: 0,
             cur_tin: 0,
             active_tins: 0,
@@ -230,6 +236,9 @@ impl Cake {
     fn reconfigure(&mut self, rate_bps: u64) {
         self.rate_bps = rate_bps;
         self.params = DerivedParams::with_rate(&self.cfg, rate_bps);
+        self.buffer_watch = self
+            .buffer_max_used
+            .min(u64::from(self.params.buffer_limit));
         for (tin, p) in self.tins.iter_mut().zip(self.params.tins.iter()) {
             tin.params = *p;
         }
@@ -489,16 +498,16 @@ impl Cake {
         adj_len: u32,
     ) -> FlowSet {
         let len = pkt.len();
-        let (i, mem) = self.slab.insert(pkt, now, adj_len);
+        let (i, mem) = self.slab.insert(pkt, len, now, adj_len);
         let f = &mut self.tins[tin].flows[qi(flow)];
-        if f.tail == NIL {
+        // `tail` is stale while the queue is empty (see `Flow::tail`): `head` decides.
+        if f.head == NIL {
             f.head = i;
         } else {
             let tail = f.tail;
             self.slab.get_mut(tail).next = i;
         }
         f.tail = i;
-        f.qlen += 1;
         f.backlog += len;
         let set = f.set;
         self.tins[tin].backlog += u64::from(len);
@@ -526,11 +535,11 @@ impl Cake {
         }
         let i = f.head;
         let slot = self.slab.get(i);
+        // Emptied, the queue keeps its stale `tail` (see `Flow::tail`).
         f.head = slot.next;
-        if f.head == NIL {
-            f.tail = NIL;
-        }
-        let (len, mem, enqueued, adj) = (slot.pkt.len(), slot.mem, slot.enqueued, slot.adj_len);
+        // The length stored with the packet (see `Slot::len`).
+        debug_assert_eq!(slot.len, slot.pkt.len());
+        let (len, mem, enqueued, adj) = (slot.len, slot.mem, slot.enqueued, slot.adj_len);
         self.unaccount(tin, flow, len, mem);
         Some((i, enqueued, adj))
     }
@@ -538,7 +547,6 @@ impl Cake {
     #[inline]
     fn unaccount(&mut self, tin: usize, flow: u16, len: u32, mem: u32) {
         let f = &mut self.tins[tin].flows[qi(flow)];
-        f.qlen -= 1;
         f.backlog -= len;
         self.tins[tin].backlog -= u64::from(len);
         self.buffer_used -= u64::from(mem);
@@ -576,7 +584,8 @@ impl Cake {
 
     fn run_ack_filter(&mut self, tin: usize, flow: u16) -> Option<usize> {
         let f = &self.tins[tin].flows[qi(flow)];
-        if f.qlen < 2 {
+        // Fewer than two packets queued: nothing for the filter to compare.
+        if f.head == NIL || self.slab.get(f.head).next == NIL {
             return None;
         }
         let slab = &self.slab;
@@ -900,10 +909,27 @@ impl Cake {
             self.flow_wakes(tin, flow, set);
         }
 
+        debug_assert_eq!(
+            self.buffer_watch,
+            self.buffer_max_used
+                .min(u64::from(self.params.buffer_limit))
+        );
+        if self.buffer_used > self.buffer_watch {
+            self.buffer_grown(tin, now, drops);
+        }
+    }
+
+    /// The end of an enqueue that left `buffer_used` above `buffer_watch`: a new high-water
+    /// mark, or memory over the limit (then drops from the fattest flows, counted in tin
+    /// `tin`). Out of line: once the queue has reached its usual size, rare.
+    #[inline(never)]
+    fn buffer_grown(&mut self, tin: usize, now: Instant, drops: &mut Vec<Dropped>) {
+        let limit = u64::from(self.params.buffer_limit);
         if self.buffer_used > self.buffer_max_used {
             self.buffer_max_used = self.buffer_used;
+            self.buffer_watch = self.buffer_max_used.min(limit);
         }
-        if self.buffer_used > u64::from(self.params.buffer_limit) {
+        if self.buffer_used > limit {
             let dropped = self.drop_overlimit(now, drops);
             self.tins[tin].drop_overlimit += dropped;
         }
@@ -947,7 +973,7 @@ impl Cake {
         if self.global_rate().is_unlimited() {
             let mut wrapped = false;
             let mut empty = true;
-            let mut b = self.cur_tin;
+            let mut b = usize::from(self.cur_tin);
             while self.tins[b].deficit < 0 || self.tins[b].active_flows() == 0 {
                 let t = &mut self.tins[b];
                 if t.deficit <= 0 {
@@ -961,7 +987,7 @@ impl Cake {
                     b = 0;
                     if wrapped {
                         if empty {
-                            self.cur_tin = b;
+                            self.cur_tin = b as u8;
                             return None;
                         }
                     } else {
@@ -969,7 +995,7 @@ impl Cake {
                     }
                 }
             }
-            self.cur_tin = b;
+            self.cur_tin = b as u8;
             Some(b)
         } else {
             // The active tins in index order (the kernel scans every tin and skips the idle
@@ -999,7 +1025,7 @@ impl Cake {
                     }
                 }
             }
-            self.cur_tin = best;
+            self.cur_tin = best as u8;
             Some(best)
         }
     }
@@ -1122,7 +1148,13 @@ impl Cake {
             'retry: loop {
                 let t = &self.tins[tin];
                 let mut from_old = false;
-                let head = if first_flow && t.list_head(ListId::Decaying).is_some() {
+                let head = if t.only_old() {
+                    // The common case first, in one compare: with the new and the decaying
+                    // lists empty, the choice below takes the old list's head whatever
+                    // `first_flow` is.
+                    from_old = true;
+                    t.list_head(ListId::Old)
+                } else if first_flow && t.list_head(ListId::Decaying).is_some() {
                     t.list_head(ListId::Decaying)
                 } else {
                     t.list_head(ListId::New)
@@ -1166,21 +1198,26 @@ impl Cake {
                     };
                     self.heap_down(tin, flow);
                     let t = &mut self.tins[tin];
-                    let bulk = if self.cfg.ingress {
-                        t.bulk_flow_count
-                    } else {
-                        0
-                    };
+                    // The bulk count (ingress only), read by COBALT only when the sojourn
+                    // exceeds the target: most packets skip the test of the mode.
+                    let ingress = self.cfg.ingress;
+                    let bulk_flow_count = &t.bulk_flow_count;
+                    let bulk = || if ingress { *bulk_flow_count } else { 0 };
                     let params = &t.params.cobalt;
                     let f = &mut t.flows[qi(flow)];
                     let slab = &mut self.slab;
-                    let verdict =
-                        f.cvars
-                            .should_drop(params, now, enqueued, bulk, &mut self.rng, || {
-                                let pkt = &mut slab.get_mut(i).pkt;
-                                let h = Headers::parse(&pkt.data);
-                                packet::mark_ce(&mut pkt.data, &h)
-                            });
+                    let verdict = f.cvars.should_drop_with(
+                        params,
+                        now,
+                        enqueued,
+                        bulk,
+                        &mut self.rng,
+                        || {
+                            let pkt = &mut slab.get_mut(i).pkt;
+                            let h = Headers::parse(&pkt.data);
+                            packet::mark_ce(&mut pkt.data, &h)
+                        },
+                    );
                     let last = f.head == NIL;
                     if !verdict.is_drop() || last {
                         // The packet leaves: its flow's and tin's deficits, the ECN mark count
@@ -1275,7 +1312,7 @@ impl Cake {
             drop_next_ns: f.cvars.drop_next.as_nanos() as i64 - now.as_nanos() as i64,
             p_drop: f.cvars.p_drop,
             blue_timer_ns: now.as_nanos() as i64 - f.cvars.blue_timer.as_nanos() as i64,
-            qlen: f.qlen,
+            qlen: self.slab.chain_len(f.head),
             backlog: f.backlog,
         })
     }
@@ -1296,7 +1333,12 @@ impl Cake {
     /// packets, or empty and decaying), tins in user order, queues ascending, with the kernel's
     /// class ids and values. Allocates; meant for statistics, not the packet path.
     pub fn class_stats(&self, now: Instant) -> Vec<crate::tc::ClassStats> {
-        crate::tc::collect_classes(self.tins.as_slice(), tin_order(self.cfg.diffserv), now)
+        crate::tc::collect_classes(
+            self.tins.as_slice(),
+            tin_order(self.cfg.diffserv),
+            &self.slab,
+            now,
+        )
     }
 }
 

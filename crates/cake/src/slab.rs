@@ -17,6 +17,9 @@ pub struct Slot {
     pub adj_len: u32,
     /// Memory charged for it.
     pub mem: u32,
+    /// The packet's length ([`Packet::len`]) when it was stored; a queued packet's length
+    /// does not change (the slot's last 4 bytes, which were padding).
+    pub len: u32,
 }
 
 /// The slab.
@@ -56,9 +59,11 @@ impl Slab {
         }
     }
 
-    /// Stores a packet, returning its index and the memory charged for it (the slot's `mem`).
+    /// Stores a packet of length `len` ([`Packet::len`]), returning its index and the memory
+    /// charged for it (the slot's `mem`).
     #[inline(always)]
-    pub fn insert(&mut self, pkt: Packet, enqueued: Instant, adj_len: u32) -> (u32, u32) {
+    pub fn insert(&mut self, pkt: Packet, len: u32, enqueued: Instant, adj_len: u32) -> (u32, u32) {
+        debug_assert_eq!(len, pkt.len());
         let mem = charge(&pkt);
         if self.free != NIL {
             // Written field by field into the free slot: no slot-sized temporary.
@@ -75,6 +80,7 @@ impl Slab {
             s.enqueued = enqueued;
             s.adj_len = adj_len;
             s.mem = mem;
+            s.len = len;
             (i, mem)
         } else {
             self.slots.push(Slot {
@@ -83,6 +89,7 @@ impl Slab {
                 enqueued,
                 adj_len,
                 mem,
+                len,
             });
             ((self.slots.len() - 1) as u32, mem)
         }
@@ -108,13 +115,14 @@ impl Slab {
     #[inline]
     pub fn remove(&mut self, i: u32) -> Slot {
         let s = &self.slots[i as usize];
-        let (next, enqueued, adj_len, mem) = (s.next, s.enqueued, s.adj_len, s.mem);
+        let (next, enqueued, adj_len, mem, len) = (s.next, s.enqueued, s.adj_len, s.mem, s.len);
         Slot {
             pkt: self.free(i),
             next,
             enqueued,
             adj_len,
             mem,
+            len,
         }
     }
 
@@ -131,6 +139,18 @@ impl Slab {
         self.slots.shrink_to(KEEP_SLOTS);
         self.free = NIL;
         (before - self.slots.capacity()) * std::mem::size_of::<Slot>()
+    }
+
+    /// Packets in the chain that starts at slot `head` (NIL: none): a flow's queue length,
+    /// counted along its links (only statistics read it, so no count is kept per packet).
+    pub fn chain_len(&self, head: u32) -> u32 {
+        let mut n = 0;
+        let mut i = head;
+        while i != NIL {
+            n += 1;
+            i = self.get(i).next;
+        }
+        n
     }
 
     /// Slot `i`.
@@ -178,7 +198,7 @@ mod tests {
     fn shrink_empty_releases_all_but_the_reserve() {
         let mut s = Slab::new();
         let ids: Vec<u32> = (0..5_000)
-            .map(|_| s.insert(Packet::new(vec![0; 60]), Instant::ZERO, 60).0)
+            .map(|_| s.insert(Packet::new(vec![0; 60]), 60, Instant::ZERO, 60).0)
             .collect();
         for i in ids {
             s.remove(i);
@@ -189,7 +209,7 @@ mod tests {
             "{freed}"
         );
         assert_eq!(s.shrink_empty(), 0);
-        let (i, mem) = s.insert(Packet::new(vec![1; 10]), Instant::ZERO, 10);
+        let (i, mem) = s.insert(Packet::new(vec![1; 10]), 10, Instant::ZERO, 10);
         assert_eq!(mem, 10 + SLOT_OVERHEAD);
         assert_eq!(s.get(i).pkt.data, vec![1; 10]);
         assert_eq!(s.get(i).mem, 10 + SLOT_OVERHEAD);

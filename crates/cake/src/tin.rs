@@ -71,10 +71,9 @@ pub enum ListId {
 pub struct Flow {
     /// First packet (slab index) or NIL.
     pub head: u32,
-    /// Last packet or NIL.
+    /// Last packet; meaningful only while `head` is not NIL (unlinking the last packet
+    /// leaves it as it was, and the next packet queued rewrites it).
     pub tail: u32,
-    /// Packets queued.
-    pub qlen: u32,
     /// Bytes queued.
     pub backlog: u32,
     /// DRR deficit.
@@ -97,7 +96,6 @@ impl Default for Flow {
         Flow {
             head: NIL,
             tail: NIL,
-            qlen: 0,
             backlog: 0,
             deficit: 0,
             set: FlowSet::None,
@@ -427,6 +425,14 @@ impl Tin {
         if self.flows[qi(i)].list == ListId::Old {
             self.old.head = i;
         }
+    }
+
+    /// True when the new and the decaying lists are both empty (then a dequeue serves the
+    /// old list's head, if any).
+    #[inline(always)]
+    pub fn only_old(&self) -> bool {
+        // Both heads NIL16 (all ones) exactly when their AND is: one compare.
+        self.new.head & self.decaying.head == NIL16
     }
 
     /// The head of list `id`, if any.

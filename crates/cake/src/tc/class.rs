@@ -26,6 +26,7 @@ use qdisc::tc_units::{format_size, format_time};
 use qdisc::Instant;
 
 use crate::config::CakeConfig;
+use crate::slab::Slab;
 use crate::tin::{FlowSet, Tin, QUEUES};
 
 /// What the kernel reports for one cake class (one flow queue), in the kernel's units.
@@ -83,7 +84,7 @@ fn us_since(now: Instant, then: Instant) -> i32 {
 
 /// The classes of `tins` (kernel index order) that `tc class show` lists, in its order: tins in
 /// user order (`order[user] = kernel index`), queues ascending, only flows on a DRR++ list.
-pub(crate) fn collect(tins: &[Tin], order: &[u8; 8], now: Instant) -> Vec<ClassStats> {
+pub(crate) fn collect(tins: &[Tin], order: &[u8; 8], slab: &Slab, now: Instant) -> Vec<ClassStats> {
     let mut out = Vec::new();
     for (user, &k) in order.iter().take(tins.len()).enumerate() {
         let Some(t) = tins.get(usize::from(k)) else {
@@ -97,7 +98,7 @@ pub(crate) fn collect(tins: &[Tin], order: &[u8; 8], now: Instant) -> Vec<ClassS
                 class_id: ClassStats::class_id_for(user, q),
                 drops: t.flow_drops[q],
                 backlog_bytes: f.backlog,
-                backlog_packets: f.qlen,
+                backlog_packets: slab.chain_len(f.head),
                 deficit: f.deficit,
                 count: f.cvars.count,
                 dropping: f.cvars.dropping,
