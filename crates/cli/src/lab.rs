@@ -488,10 +488,11 @@ pub(crate) fn controllers_text(runs: &[Value], heading: &str) -> Option<String> 
         }
         if let Some(m) = rb["first_mismatch"].as_array() {
             s += &format!(
-                "read back: {}: at {} s the shaper held {} Mbit/s, the controller had applied {}\n",
+                "read back: {}: at {} s the shaper held {}, the controller had applied {} Mbit/s\n",
                 r["contender"].as_str().unwrap_or("-"),
                 secs(&m[0]),
-                m[1],
+                m[1].as_f64()
+                    .map_or("no rate (unlimited)".to_string(), |x| format!("{x} Mbit/s")),
                 m[2]
             );
         }
@@ -868,7 +869,7 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("at 12.5 s the shaper held 8.0 Mbit/s, the controller had applied 6.5"),
+            t.contains("at 12.5 s the shaper held 8 Mbit/s, the controller had applied 6.5 Mbit/s"),
             "{t}"
         );
         // Without any controller there is no table; a run without tracking shows dashes.

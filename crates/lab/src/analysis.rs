@@ -125,7 +125,9 @@ pub const READBACK_LAG_S: f64 = 1.0;
 /// ([`readback_check`]).
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct ReadBackCheck {
-    /// Readings taken after the controller's first applied download rate.
+    /// Readings taken [`READBACK_LAG_S`] or more after the controller's first applied
+    /// download rate (before that the shaper may still hold the rate the testbed started it
+    /// at, which no log line names).
     pub samples: usize,
     /// Of those, how many equal (within 0.5%) a download rate the controller applied and that
     /// was in force at some time in the [`READBACK_LAG_S`] before the reading.
@@ -135,8 +137,8 @@ pub struct ReadBackCheck {
     /// The first failure, if any.
     pub first_error: Option<String>,
     /// The first reading that agreed with no applied rate: (seconds on the run's clock, Mbit/s
-    /// read, Mbit/s applied then).
-    pub first_mismatch: Option<(f64, f64, f64)>,
+    /// read (`None`: unlimited), Mbit/s applied then).
+    pub first_mismatch: Option<(f64, Option<f64>, f64)>,
 }
 
 /// Checks the controller's read-back samples against the download rates it applied
@@ -158,25 +160,22 @@ pub fn readback_check(c: &crate::control::ControlTrace) -> Option<ReadBackCheck>
         ..Default::default()
     };
     let same = |a: f64, b: f64| (a - b).abs() <= 0.005 * b.abs() + 1e-9;
-    for s in &rb.samples {
+    let Some(&(first, _)) = applied.first() else {
+        return Some(out);
+    };
+    for s in rb.samples.iter().filter(|s| s.t >= first + READBACK_LAG_S) {
         // The applied rate in force at the window's start, and every one applied in it (a
         // few ms beyond the reading too: the two clocks are anchored apart).
         let from = applied.partition_point(|p| p.0 <= s.t - READBACK_LAG_S);
         let to = applied.partition_point(|p| p.0 <= s.t + 0.05);
-        if to == 0 {
-            continue;
-        }
         out.samples += 1;
         let window = &applied[from.saturating_sub(1)..to];
         match s.down_mbit {
             Some(r) if window.iter().any(|p| same(r, p.1)) => out.agree += 1,
             read => {
-                if out.first_mismatch.is_none() {
-                    out.first_mismatch = Some((
-                        s.t,
-                        read.unwrap_or(f64::INFINITY),
-                        window[window.len() - 1].1,
-                    ));
+                // `window` is not empty: the first applied rate is at or before the lag.
+                if let (None, Some(last)) = (out.first_mismatch, window.last()) {
+                    out.first_mismatch = Some((s.t, read, last.1));
                 }
             }
         }
@@ -468,6 +467,7 @@ mod tests {
             &d,
             &[
                 (-0.5, Some(10.0)), // before any applied rate: not counted
+                (0.5, Some(10.0)),  // the testbed's start rate, still in force: not counted
                 (1.0, Some(8.0)),
                 (2.5, Some(8.0)), // the old rate, 0.5 s after the change: within the lag
                 (3.5, Some(6.0)), // the applied rate holds; 7 was never sent
@@ -478,7 +478,13 @@ mod tests {
         );
         let k = readback_check(&c).unwrap();
         assert_eq!((k.samples, k.agree, k.errors), (5, 3, 0));
-        assert_eq!(k.first_mismatch, Some((4.0, 8.0, 6.0)));
+        assert_eq!(k.first_mismatch, Some((4.0, Some(8.0), 6.0)));
+        // An unlimited shaper is a mismatch too, and says so.
+        let u = readback_check(&trace(&d, &[(1.0, None)], 0)).unwrap();
+        assert_eq!(
+            (u.samples, u.agree, u.first_mismatch),
+            (1, 0, Some((1.0, None, 8.0)))
+        );
         // Nothing read: no check; only failures: a check with its errors.
         assert_eq!(readback_check(&trace(&d, &[], 0)), None);
         let f = readback_check(&trace(&d, &[], 2)).unwrap();
