@@ -448,14 +448,14 @@ pub fn refusal(text: &str) -> Option<String> {
         .map(|m| m.trim().to_string())
 }
 
-/// Reads CAKE's counters from a `stats --json` answer: a JSON array of per-direction objects,
-/// each with a `purple.direction` naming its direction in either spelling ([`DirNames`]), and,
-/// where the stage is a qdisc, tc's `"backlog"` (bytes) and `"drops"` (packets), for CAKE
-/// `"tins"` each with `"ecn_mark"` (summed), and the bridge's `purple.tx_wire_bytes` (sent)
-/// and `purple.rx_wire_bytes` (arrived). A direction whose object lacks `"backlog"` (a stage
-/// that is no qdisc) is `None`: unknown, not an empty queue. Errors: an `error: ...` answer,
-/// not JSON, not an array.
-pub fn parse_stats_counters(text: &str) -> Result<PerDir<Option<CakeCounters>>, ResponseError> {
+/// The per-direction objects of a `stats --json` answer: a JSON array whose objects name their
+/// direction in `purple.direction`, in either spelling ([`DirNames`]); a direction no object
+/// names is `None`, objects naming none are skipped. What each holds is tc's JSON for its
+/// stage (e.g. `options.bandwidth`, bytes per second, for CAKE) plus the bridge's `purple`
+/// part. Errors: an `error: ...` answer, not JSON, not an array.
+pub fn parse_stats_directions(
+    text: &str,
+) -> Result<PerDir<Option<serde_json::Value>>, ResponseError> {
     let Response::StatsJson(t) = Response::parse_ok(&Request::Stats { json: true }, text)? else {
         return Err(ResponseError::malformed(
             "a JSON array of directions",
@@ -466,8 +466,26 @@ pub fn parse_stats_counters(text: &str) -> Result<PerDir<Option<CakeCounters>>, 
     let arr: Vec<serde_json::Value> = serde_json::from_str(&t)
         .map_err(|e| ResponseError::malformed("a JSON array of directions", e, text))?;
     let mut out = PerDir::both(None);
-    for o in &arr {
-        let Some((_, dir)) = o["purple"]["direction"].as_str().and_then(DirNames::parse) else {
+    for o in arr {
+        if let Some((_, dir)) = o["purple"]["direction"].as_str().and_then(DirNames::parse) {
+            out[dir] = Some(o);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads CAKE's counters from a `stats --json` answer ([`parse_stats_directions`]): a JSON array of per-direction objects,
+/// each with a `purple.direction` naming its direction in either spelling ([`DirNames`]), and,
+/// where the stage is a qdisc, tc's `"backlog"` (bytes) and `"drops"` (packets), for CAKE
+/// `"tins"` each with `"ecn_mark"` (summed), and the bridge's `purple.tx_wire_bytes` (sent)
+/// and `purple.rx_wire_bytes` (arrived). A direction whose object lacks `"backlog"` (a stage
+/// that is no qdisc) is `None`: unknown, not an empty queue. Errors: an `error: ...` answer,
+/// not JSON, not an array.
+pub fn parse_stats_counters(text: &str) -> Result<PerDir<Option<CakeCounters>>, ResponseError> {
+    let objects = parse_stats_directions(text)?;
+    let mut out = PerDir::both(None);
+    for dir in Direction::ALL {
+        let Some(o) = &objects[dir] else {
             continue;
         };
         let Some(backlog) = o["backlog"].as_u64() else {

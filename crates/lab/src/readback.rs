@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use controller::ctl::{DirNames, Request};
+use controller::ctl::{parse_stats_directions, Request};
 use controller::Direction;
 
 /// How often the shaper is read: a read costs an exec-free system call or a socket round
@@ -197,18 +197,13 @@ impl Reader {
 }
 
 /// The download's (the bridge's ingress) rate in bytes per second from the bridge's
-/// `stats --json` answer (`None`: unlimited).
+/// `stats --json` answer, read through the control protocol's own parser
+/// ([`controller::ctl::parse_stats_directions`]) (`None`: unlimited).
 pub fn bridge_down_rate(text: &str) -> Result<Option<u64>, ReadError> {
     let bad = ReadError::BridgeStats;
-    let arr: Vec<serde_json::Value> = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
-    let down = arr
-        .iter()
-        .find(|o| {
-            o["purple"]["direction"]
-                .as_str()
-                .and_then(DirNames::parse)
-                .is_some_and(|(_, d)| d == Direction::Down)
-        })
+    let dirs = parse_stats_directions(text).map_err(|e| bad(e.to_string()))?;
+    let down = dirs[Direction::Down]
+        .as_ref()
         .ok_or_else(|| bad("no ingress (download) direction".into()))?;
     match &down["options"]["bandwidth"] {
         serde_json::Value::Number(n) => n
