@@ -6,7 +6,9 @@
 //! `cargo run --release -p purple-experiments --example c_judge -- radio,step 1..=10 [VARIANT ..]`
 //! where a variant is `key=value,...` over any of PURPLE's parameters as the daemon's `[purple]`
 //! section names them (durations in ms; `drain` for `drain_time`) or `-` for the defaults, or
-//! `contender=i` for `Contender::all`'s i-th contender instead of purple; `SECS=x` scales
+//! `contender=i` for `Contender::all`'s i-th contender instead of purple, or `oracle=censored-G`
+//! / `oracle=saturated-G` for a reference at a probe gain of G% (`Contender::OracleCensored`,
+//! `Contender::OracleSaturated`); `SECS=x` scales
 //! the scenario length; `OWD_MS=x` sets the radio hop's one-way delay
 //! both ways, `ORACLE_LAG=n` tells the oracle the capacity n intervals late (default 1), `MIN_MBIT=x` sets the controllers' configured minimum rate (both directions), `AT_ROUTER=1` shapes the download at the router after the radio, `FROM_SHAPER=1` measures
 //! throughput from CAKE's sent bytes as the daemon does, `PER_SEED=1` prints each seed's
@@ -28,7 +30,7 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
     let mut p = base;
     for kv in v.split(',').filter(|s| s.contains('=')) {
         let (k, x) = kv.split_once('=').unwrap_or(("", ""));
-        if k == "contender" {
+        if k == "contender" || k == "oracle" {
             continue;
         }
         let k = if k == "drain" { "drain_time" } else { k };
@@ -42,6 +44,27 @@ fn parse(base: PurpleParams, v: &str) -> PurpleParams {
         }
     }
     p
+}
+
+/// The reference variant `v` names (`oracle=censored-G` or `oracle=saturated-G`: that oracle
+/// at a probe gain of G% per interval), if any; a malformed one stops the run, naming it.
+fn reference(v: &str) -> Option<Contender> {
+    let o = v.split(',').find_map(|kv| kv.strip_prefix("oracle="))?;
+    let c = o.split_once('-').and_then(|(kind, g)| {
+        let g = g.parse::<u16>().ok()?;
+        match kind {
+            "censored" => Some(Contender::OracleCensored(g)),
+            "saturated" => Some(Contender::OracleSaturated(g)),
+            _ => None,
+        }
+    });
+    if c.is_none() {
+        eprintln!(
+            "c_judge: variant {v:?}: oracle: expected censored-G or saturated-G (G: gain, %)"
+        );
+        std::process::exit(2);
+    }
+    c
 }
 
 /// The upper median of `v`; NaN when empty.
@@ -161,7 +184,9 @@ fn main() {
                         .find_map(|kv| kv.strip_prefix("contender="))
                         .and_then(|i| i.parse::<usize>().ok())
                 });
+                let oracle = var.and_then(|k| reference(&variants[k]));
                 let c = match (var, pick) {
+                    _ if oracle.is_some() => oracle.unwrap_or(Contender::Purple),
                     (Some(_), Some(i)) => Contender::all(&s)
                         .get(i)
                         .cloned()

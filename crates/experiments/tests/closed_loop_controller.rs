@@ -217,3 +217,59 @@ fn the_censored_oracle_is_told_the_capacity_only_when_the_link_was_the_bottlenec
     }
     assert!(told > 100 && probed > 100, "told {told}, probed {probed}");
 }
+
+/// The saturated oracle (the tighter reference: what a perfect delivery reading shows) is told
+/// the previous interval's capacity only when the radio was busy for all of it, so only after
+/// an interval that delivered (about) the capacity; then it shapes to 95% of it, and otherwise
+/// raises its rate by its gain, within the controllers' range. Unlike the censored oracle it is
+/// not told in an interval whose capacity was below its rate but which the senders did not fill.
+#[test]
+fn the_saturated_oracle_is_told_the_capacity_only_after_an_interval_the_link_was_busy() {
+    let spec = drop_spec(Contender::OracleSaturated(25));
+    let cfg = spec.config();
+    let r = run(&spec).expect("probe samples");
+    let (mut told, mut probed, mut unfilled) = (0, 0, 0);
+    for w in r.series.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        for (cap, set, thr, next, lo, hi) in [
+            (
+                a.cap.down,
+                a.rate.down,
+                a.thr.down,
+                b.rate.down,
+                cfg.min.down,
+                cfg.max.down,
+            ),
+            (
+                a.cap.up, a.rate.up, a.thr.up, b.rate.up, cfg.min.up, cfg.max.up,
+            ),
+        ] {
+            let told_rate = (cap * 0.95).clamp(lo.mbit(), hi.mbit());
+            let probe_rate = (set * 1.25).clamp(lo.mbit(), hi.mbit());
+            let close = |want: f64| (next - want).abs() <= 1e-4 * want;
+            if close(told_rate) && !close(probe_rate) {
+                told += 1;
+                assert!(
+                    thr >= 0.95 * cap,
+                    "t {}: told after delivering {thr} of {cap} Mbit/s",
+                    b.t
+                );
+            } else {
+                assert!(
+                    close(probe_rate),
+                    "t {}: capacity {cap}, set {set}, next {next}",
+                    b.t
+                );
+                probed += 1;
+                if cap <= set && thr < 0.9 * cap {
+                    unfilled += 1;
+                }
+            }
+        }
+    }
+    assert!(told > 100 && probed > 100, "told {told}, probed {probed}");
+    assert!(
+        unfilled > 0,
+        "no interval below its rate that the senders left unfilled"
+    );
+}

@@ -49,6 +49,14 @@ pub enum Contender {
     /// their configured range as a law does. Not in the tables; the matrix runs it at three
     /// gains (`oracle-censored-5`, `-25`, `-100`).
     OracleCensored(u16),
+    /// The saturated oracle (a reference since stop 39): as the censored one, but told the
+    /// capacity of the interval just gone only when the radio was busy for all of it (at least
+    /// [`SATURATED`](super::SATURATED) of it), which is exactly when that interval's delivery
+    /// *is* the capacity: what a perfect delivery reading can show, no more. Otherwise it raises
+    /// its rate by the gain (per cent) per interval. Only on links with a rate or a schedule
+    /// (the simulator counts the radio's busy time there); on a recorded trace it is never told.
+    /// Not in the tables; `c_judge`'s `oracle=saturated-G` runs it.
+    OracleSaturated(u16),
     /// `purple` with the probes and the passive delay signal (`delay_source = "both"`, the
     /// daemon's default), on scenarios with the shaper at the router.
     PurplePassive,
@@ -73,6 +81,7 @@ impl Contender {
             Contender::Purple => "purple (ours)".into(),
             Contender::OracleLagged => "oracle, one interval late".into(),
             Contender::OracleCensored(g) => format!("oracle, censored, +{g}%"),
+            Contender::OracleSaturated(g) => format!("oracle, saturated, +{g}%"),
             Contender::PurplePassive => "purple, probes + passive".into(),
             Contender::PurplePassiveOnly => "purple, passive only".into(),
         }
@@ -120,6 +129,7 @@ impl Contender {
                 | Contender::OracleLookahead
                 | Contender::OracleLagged
                 | Contender::OracleCensored(_)
+                | Contender::OracleSaturated(_)
         )
     }
 
@@ -141,7 +151,8 @@ impl Contender {
             | Contender::Oracle
             | Contender::OracleLookahead
             | Contender::OracleLagged
-            | Contender::OracleCensored(_) => return None,
+            | Contender::OracleCensored(_)
+            | Contender::OracleSaturated(_) => return None,
         })
     }
 

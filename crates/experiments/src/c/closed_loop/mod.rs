@@ -200,6 +200,7 @@ pub fn run(spec: &LoopSpec) -> Result<LoopResult, NoSamples> {
             ),
             (cfg.min.up.bytes_per_s_f64(), cfg.max.up.bytes_per_s_f64()),
         ),
+        last_busy: PerDir::new(Duration::ZERO, Duration::ZERO),
     };
     while lp.t < rec.end {
         lp.step(spec, &mut net, shell.as_mut(), &mut rec);
@@ -240,6 +241,11 @@ fn initial_rates(spec: &LoopSpec, cfg: &Config) -> PerDir<f64> {
     rate_now
 }
 
+/// The share of an interval the radio must have been transmitting for the saturated oracle
+/// ([`Contender::OracleSaturated`]) to be told its capacity: all of it, less a millisecond of
+/// the 50 ms (a frame straddling the interval's edge is counted where it ends).
+pub const SATURATED: f64 = 0.98;
+
 /// The loop's state between steps.
 struct Loop {
     /// The start of the next step.
@@ -251,6 +257,8 @@ struct Loop {
     /// The controllers' configured range per direction, bytes/s `(min, max)`: the censored
     /// oracle stays within it as a law does.
     range: PerDir<(f64, f64)>,
+    /// The radio links' busy time at the start of the step (the saturated oracle's reading).
+    last_busy: PerDir<Duration>,
 }
 
 impl Loop {
@@ -347,6 +355,26 @@ impl Loop {
                         };
                         // Within the range as the agent keeps a law (min first, then max;
                         // unlike `clamp`, this cannot panic on a range given upside down).
+                        r.max(lo).min(hi) as u64
+                    }
+                    Contender::OracleSaturated(g) => {
+                        let set = self.rate_now[d] * 1e6 / 8.0;
+                        // How long the radio transmitted during the interval that just ended.
+                        let busy = net
+                            .sim
+                            .link(net.radio[d])
+                            .map_or(Duration::ZERO, |m| m.busy);
+                        let db = busy.as_nanos().saturating_sub(self.last_busy[d].as_nanos());
+                        self.last_busy[d] = busy;
+                        let c = late(1) as f64;
+                        let (lo, hi) = self.range[d];
+                        let saturated =
+                            t > Instant::ZERO && db as f64 >= SATURATED * STEP.as_nanos() as f64;
+                        let r = if saturated {
+                            c * 0.95
+                        } else {
+                            set * (1.0 + f64::from(g) / 100.0)
+                        };
                         r.max(lo).min(hi) as u64
                     }
                     _ => caps[d] * 95 / 100,
