@@ -448,7 +448,13 @@ pub(crate) fn controllers_text(runs: &[Value], heading: &str) -> Option<String> 
         let read = if rb.is_null() {
             "-".to_string()
         } else {
-            let mut s = format!("{} / {}", rb["agree"], rb["samples"]);
+            let mut s = if rb["samples"].as_u64() == Some(0) {
+                // Every reading fell before the first applied rate's lag: a count of none is
+                // not a check that passed.
+                format!("none judged ({} read)", rb["unjudged"])
+            } else {
+                format!("{} / {}", rb["agree"], rb["samples"])
+            };
             if rb["errors"].as_u64().unwrap_or(0) > 0 {
                 s += &format!(" ({} failed)", rb["errors"]);
             }
@@ -870,6 +876,14 @@ mod tests {
         );
         assert!(
             t.contains("at 12.5 s the shaper held 8 Mbit/s, the controller had applied 6.5 Mbit/s"),
+            "{t}"
+        );
+        // Readings that all fell in the unjudged first second say so, not "0 / 0".
+        let early = [json!({"contender": "c", "rate_trace": {"points": [{}],
+            "readback": {"samples": 0, "unjudged": 2, "agree": 0, "errors": 0}}})];
+        let t = controllers_text(&early, "c").expect("a controlled run");
+        assert!(
+            t.contains("none judged (2 read)") && !t.contains("0 / 0"),
             "{t}"
         );
         // Without any controller there is no table; a run without tracking shows dashes.

@@ -129,7 +129,9 @@ pub struct ReadBackCheck {
     /// download rate (before that the shaper may still hold the rate the testbed started it
     /// at, which no log line names).
     pub samples: usize,
-    /// Of those, how many equal (within 0.5%) a download rate the controller applied and that
+    /// Readings taken before that, not judged.
+    pub unjudged: usize,
+    /// Of those judged, how many equal (within 0.5%) a download rate the controller applied and that
     /// was in force at some time in the [`READBACK_LAG_S`] before the reading.
     pub agree: usize,
     /// Reads that failed.
@@ -161,8 +163,14 @@ pub fn readback_check(c: &crate::control::ControlTrace) -> Option<ReadBackCheck>
     };
     let same = |a: f64, b: f64| (a - b).abs() <= 0.005 * b.abs() + 1e-9;
     let Some(&(first, _)) = applied.first() else {
+        out.unjudged = rb.samples.len();
         return Some(out);
     };
+    out.unjudged = rb
+        .samples
+        .iter()
+        .filter(|s| s.t < first + READBACK_LAG_S)
+        .count();
     for s in rb.samples.iter().filter(|s| s.t >= first + READBACK_LAG_S) {
         // The applied rate in force at the window's start, and every one applied in it (a
         // few ms beyond the reading too: the two clocks are anchored apart).
@@ -478,7 +486,11 @@ mod tests {
         );
         let k = readback_check(&c).unwrap();
         assert_eq!((k.samples, k.agree, k.errors), (5, 3, 0));
+        assert_eq!(k.unjudged, 2);
         assert_eq!(k.first_mismatch, Some((4.0, Some(8.0), 6.0)));
+        // Readings only within the first second: none judged, and counted as such.
+        let early = readback_check(&trace(&d, &[(0.2, Some(10.0)), (0.7, Some(8.0))], 0)).unwrap();
+        assert_eq!((early.samples, early.unjudged, early.agree), (0, 2, 0));
         // An unlimited shaper is a mismatch too, and says so.
         let u = readback_check(&trace(&d, &[(1.0, None)], 0)).unwrap();
         assert_eq!(
