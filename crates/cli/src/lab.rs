@@ -524,6 +524,13 @@ fn contenders_table(scn: &Scenario, runs: &[Value]) -> experiments::Table {
         let c = r["contender"].as_str().unwrap_or("-");
         let test = r["test"].as_str().unwrap_or("-");
         let i = &r["induced_ms"][ProbeId::Icmp.label()];
+        // A run during which the host stalled carries a mark in the table itself, not only in
+        // the warning below it ([`HOST_MARK_NOTE`]).
+        let mark = if r["host"]["stalls"].as_u64().unwrap_or(0) > 0 {
+            " *"
+        } else {
+            ""
+        };
         // BE, BK, EF.
         let udp: Vec<String> = [0, 8, 46]
             .into_iter()
@@ -532,7 +539,7 @@ fn contenders_table(scn: &Scenario, runs: &[Value]) -> experiments::Table {
             .map(|v| format!("{:.0}", f(&v["max"])))
             .collect();
         t.row(vec![
-            c.into(),
+            format!("{c}{mark}"),
             test.into(),
             format!("{:.2}", f(&r["up_mbit"])),
             format!("{:.2}", f(&r["down_mbit"])),
@@ -559,14 +566,32 @@ fn contenders_table(scn: &Scenario, runs: &[Value]) -> experiments::Table {
     t
 }
 
+/// The note under a contenders' table with a run marked `*` by [`contenders_table`].
+const HOST_MARK_NOTE: &str =
+    "*: the host stalled during this run (see its warning): its latency figures include the \
+     host's own delays, and under heavy hypervisor steal its throughput is the host's too\n";
+
+/// `HOST_MARK_NOTE` when any of `runs` (as [`run_json`] prints them) is marked.
+fn host_mark_note(runs: &[Value]) -> &'static str {
+    if runs
+        .iter()
+        .any(|r| r["host"]["stalls"].as_u64().unwrap_or(0) > 0)
+    {
+        HOST_MARK_NOTE
+    } else {
+        ""
+    }
+}
+
 /// The reference kernel's runs (its `--json` output) as a table like ours.
 fn kernel_text(scn: &Scenario, k: &Value) -> String {
     let runs = k["runs"].as_array().map(Vec::as_slice).unwrap_or_default();
     let t = contenders_table(scn, runs);
     let mut s = format!(
-        "\nreference kernel (Linux 6.1 under QEMU TCG; Linux's qdiscs via tc; {}):\n{}",
+        "\nreference kernel (Linux 6.1 under QEMU TCG; Linux's qdiscs via tc; {}):\n{}{}",
         k["delay_stage"].as_str().unwrap_or("-"),
-        t.to_text()
+        t.to_text(),
+        host_mark_note(runs)
     );
     let runs = k["runs"].as_array().map(Vec::as_slice).unwrap_or_default();
     if let Some(d) = controllers_text(runs, "reference kernel's controllers") {
@@ -616,6 +641,13 @@ pub fn run_json(r: &LabRun, load_at_s: f64) -> Value {
         m.insert("down_mbit".into(), json!(r.down_mbit));
         m.insert("delay_stage".into(), json!(r.delay_stage));
         m.insert("warnings".into(), json!(r.warnings));
+        if let Some(h) = &r.host {
+            m.insert(
+                "host".into(),
+                json!({"stalls": h.stalls, "max_ms": h.max_ms, "p99_ms": h.p99_ms,
+                    "steal_share": h.steal_share}),
+            );
+        }
         if let Some(c) = &r.control {
             let pts: Vec<Value> = c
                 .points
@@ -813,6 +845,7 @@ fn text(
     );
     let js: Vec<Value> = runs.iter().map(|r| run_json(r, load_at_s)).collect();
     out += &contenders_table(scn, &js).to_text();
+    out += host_mark_note(&js);
     for r in runs {
         for w in &r.warnings {
             out += &format!("warning: {} {}: {w}\n", r.contender, r.test);
@@ -897,6 +930,22 @@ mod tests {
             6,
             "{row}"
         );
+    }
+
+    #[test]
+    fn a_run_during_which_the_host_stalled_is_marked_in_the_table_itself() {
+        let scn = scenario::find("radio").expect("radio");
+        let run = |c: &str, stalls: u64| {
+            json!({"contender": c, "test": "rrul_voip", "up_mbit": 1.0, "down_mbit": 9.0,
+                "induced_ms": {}, "host": {"stalls": stalls, "max_ms": 40.0}})
+        };
+        let runs = [run("quiet", 0), run("stalled", 3)];
+        let t = contenders_table(&scn, &runs).to_text();
+        let row = |c: &str| t.lines().find(|l| l.starts_with(c)).unwrap_or_default();
+        assert!(row("stalled").starts_with("stalled *"), "{t}");
+        assert!(!row("quiet").contains('*'), "{t}");
+        assert_eq!(host_mark_note(&runs), HOST_MARK_NOTE);
+        assert_eq!(host_mark_note(&runs[..1]), "");
     }
 
     #[test]
