@@ -50,12 +50,11 @@ pub enum Contender {
     /// gains (`oracle-censored-5`, `-25`, `-100`).
     OracleCensored(u16),
     /// The saturated oracle (a reference since stop 39): as the censored one, but told the
-    /// capacity of the interval just gone only when the radio was busy for all of it (at least
-    /// [`SATURATED`](super::SATURATED) of it), which is exactly when that interval's delivery
-    /// *is* the capacity: what a perfect delivery reading can show, no more. Otherwise it raises
-    /// its rate by the gain (per cent) per interval. Only on links with a rate or a schedule
-    /// (the simulator counts the radio's busy time there); on a recorded trace it is never told.
-    /// Not in the tables; `c_judge`'s `oracle=saturated-G` runs it.
+    /// capacity of the interval just gone only when the radio delivered all of it (at least
+    /// [`SATURATED`](super::SATURATED) of it, less one frame), which is exactly when that
+    /// interval's delivery *is* the capacity: what a perfect delivery reading can show, no
+    /// more. Otherwise it raises its rate by the gain (per cent) per interval. Not in the
+    /// tables; `c_judge`'s `oracle=saturated-G` runs it.
     OracleSaturated(u16),
     /// `purple` with the probes and the passive delay signal (`delay_source = "both"`, the
     /// daemon's default), on scenarios with the shaper at the router.

@@ -200,7 +200,7 @@ pub fn run(spec: &LoopSpec) -> Result<LoopResult, NoSamples> {
             ),
             (cfg.min.up.bytes_per_s_f64(), cfg.max.up.bytes_per_s_f64()),
         ),
-        last_busy: PerDir::new(Duration::ZERO, Duration::ZERO),
+        last_tx: PerDir::new(0, 0),
     };
     while lp.t < rec.end {
         lp.step(spec, &mut net, shell.as_mut(), &mut rec);
@@ -241,10 +241,15 @@ fn initial_rates(spec: &LoopSpec, cfg: &Config) -> PerDir<f64> {
     rate_now
 }
 
-/// The share of an interval the radio must have been transmitting for the saturated oracle
-/// ([`Contender::OracleSaturated`]) to be told its capacity: all of it, less a millisecond of
-/// the 50 ms (a frame straddling the interval's edge is counted where it ends).
+/// The share of an interval's capacity the radio must have delivered in it, less one frame
+/// (a frame straddling the interval's edge counts where it ends), for the saturated oracle
+/// ([`Contender::OracleSaturated`]) to be told that capacity: on a link with a rate, a
+/// transmitter busy all the interval but a millisecond; on a recorded trace, every delivery
+/// opportunity used.
 pub const SATURATED: f64 = 0.98;
+
+/// One full frame, bytes: the slack of [`SATURATED`]'s test.
+const FRAME: f64 = 1514.0;
 
 /// The loop's state between steps.
 struct Loop {
@@ -257,8 +262,9 @@ struct Loop {
     /// The controllers' configured range per direction, bytes/s `(min, max)`: the censored
     /// oracle stays within it as a law does.
     range: PerDir<(f64, f64)>,
-    /// The radio links' busy time at the start of the step (the saturated oracle's reading).
-    last_busy: PerDir<Duration>,
+    /// The radio links' transmitted bytes at the start of the step (the saturated oracle's
+    /// reading).
+    last_tx: PerDir<u64>,
 }
 
 impl Loop {
@@ -359,17 +365,15 @@ impl Loop {
                     }
                     Contender::OracleSaturated(g) => {
                         let set = self.rate_now[d] * 1e6 / 8.0;
-                        // How long the radio transmitted during the interval that just ended.
-                        let busy = net
-                            .sim
-                            .link(net.radio[d])
-                            .map_or(Duration::ZERO, |m| m.busy);
-                        let db = busy.as_nanos().saturating_sub(self.last_busy[d].as_nanos());
-                        self.last_busy[d] = busy;
+                        // What the radio delivered during the interval that just ended, against
+                        // what its capacity could carry in it.
+                        let tx = net.sim.link(net.radio[d]).map_or(0, |m| m.tx_bytes);
+                        let sent = tx.saturating_sub(self.last_tx[d]) as f64;
+                        self.last_tx[d] = tx;
                         let c = late(1) as f64;
                         let (lo, hi) = self.range[d];
                         let saturated =
-                            t > Instant::ZERO && db as f64 >= SATURATED * STEP.as_nanos() as f64;
+                            t > Instant::ZERO && sent + FRAME >= SATURATED * c * STEP.as_secs_f64();
                         let r = if saturated {
                             c * 0.95
                         } else {
