@@ -200,7 +200,8 @@ struct DemoArgs {
     /// With --matrix: only these contenders (comma-separated): fifo, fq-codel, static-safe,
     /// static-optimistic, purple-radio, purple-aimd, cake-autorate, sqm-autorate,
     /// autorate-ingress, purple, oracle, oracle-late, oracle-lookahead, oracle-censored-5,
-    /// oracle-censored-25, oracle-censored-100.
+    /// oracle-censored-25, oracle-censored-100; on request only: oracle-saturated-5,
+    /// oracle-saturated-25, oracle-saturated-100 (docs/matrix.md).
     #[arg(long, value_delimiter = ',', requires = "matrix")]
     contenders: Vec<String>,
     /// With --matrix: purple's latency targets to sweep, ms (comma-separated; default

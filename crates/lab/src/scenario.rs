@@ -1075,6 +1075,7 @@ fn is_oracle(role: ContenderRole) -> bool {
             | ContenderRole::OracleLate
             | ContenderRole::OracleLookahead
             | ContenderRole::OracleCensored(_)
+            | ContenderRole::OracleSaturated(_)
     )
 }
 
@@ -1088,7 +1089,8 @@ fn role_refused(role: ContenderRole) -> LabPlayError {
         ContenderRole::Oracle
         | ContenderRole::OracleLate
         | ContenderRole::OracleLookahead
-        | ContenderRole::OracleCensored(_) => {
+        | ContenderRole::OracleCensored(_)
+        | ContenderRole::OracleSaturated(_) => {
             "an oracle reads the link's true capacity, which no real controller can"
         }
         ContenderRole::Fifo

@@ -398,6 +398,10 @@ pub enum Role {
     /// The censored oracle (section C's `Contender::OracleCensored`) at this probe gain, per cent: the
     /// reference for what delivery readings could tell a law at best.
     OracleCensored(u16),
+    /// The saturated oracle (section C's `Contender::OracleSaturated`) at this probe gain, per
+    /// cent: told the capacity only after an interval the radio delivered all of, what a
+    /// perfect delivery reading shows. Run on request only (not in [`Role::MATRIX`]).
+    OracleSaturated(u16),
 }
 
 /// The censored oracle's probe gains the matrix runs, per cent per interval, with their ids.
@@ -407,9 +411,40 @@ pub const CENSORED_GAINS: [(u16, &str); 3] = [
     (100, "oracle-censored-100"),
 ];
 
+/// The saturated oracle's probe gains, per cent per interval, with their ids.
+pub const SATURATED_GAINS: [(u16, &str); 3] = [
+    (5, "oracle-saturated-5"),
+    (25, "oracle-saturated-25"),
+    (100, "oracle-saturated-100"),
+];
+
 impl Role {
     /// Every role, in table order.
-    pub const ALL: [Role; 16] = [
+    pub const ALL: [Role; 19] = [
+        Role::Fifo,
+        Role::FqCodel,
+        Role::StaticSafe,
+        Role::StaticOptimistic,
+        Role::PurpleRadio,
+        Role::PurpleAimd,
+        Role::CakeAutorate,
+        Role::SqmAutorate,
+        Role::AutorateIngress,
+        Role::Purple,
+        Role::Oracle,
+        Role::OracleLate,
+        Role::OracleLookahead,
+        Role::OracleCensored(CENSORED_GAINS[0].0),
+        Role::OracleCensored(CENSORED_GAINS[1].0),
+        Role::OracleCensored(CENSORED_GAINS[2].0),
+        Role::OracleSaturated(SATURATED_GAINS[0].0),
+        Role::OracleSaturated(SATURATED_GAINS[1].0),
+        Role::OracleSaturated(SATURATED_GAINS[2].0),
+    ];
+
+    /// The roles a matrix runs unless told which: every role but the saturated oracle's (a
+    /// development reference, run with `--contenders`).
+    pub const MATRIX: [Role; 16] = [
         Role::Fifo,
         Role::FqCodel,
         Role::StaticSafe,
@@ -448,6 +483,10 @@ impl Role {
                 .iter()
                 .find(|(x, _)| *x == g)
                 .map_or("oracle-censored", |(_, id)| id),
+            Role::OracleSaturated(g) => SATURATED_GAINS
+                .iter()
+                .find(|(x, _)| *x == g)
+                .map_or("oracle-saturated", |(_, id)| id),
         }
     }
 
@@ -638,6 +677,25 @@ mod tests {
             .expect_err("typo")
             .to_string();
         assert!(e.contains("download") && e.contains("t.toml"), "{e}");
+    }
+
+    #[test]
+    fn the_matrix_runs_every_role_but_the_saturated_oracle_unless_told() {
+        let left: Vec<Role> = Role::ALL
+            .into_iter()
+            .filter(|r| !Role::MATRIX.contains(r))
+            .collect();
+        assert_eq!(
+            left,
+            SATURATED_GAINS
+                .map(|(g, _)| Role::OracleSaturated(g))
+                .to_vec()
+        );
+        assert!(Role::MATRIX.iter().all(|r| Role::ALL.contains(r)));
+        assert_eq!(
+            Role::parse("oracle-saturated-25"),
+            Ok(Role::OracleSaturated(25))
+        );
     }
 
     #[test]

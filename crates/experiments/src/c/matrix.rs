@@ -68,6 +68,7 @@ pub fn role_contender(role: Role, s: &Scenario) -> Option<Contender> {
         Role::OracleLookahead if !s.link.down.capacity.is_series() => Contender::OracleLookahead,
         Role::OracleLookahead => return None,
         Role::OracleCensored(g) => Contender::OracleCensored(g),
+        Role::OracleSaturated(g) => Contender::OracleSaturated(g),
     })
 }
 
@@ -222,7 +223,7 @@ impl MatrixSpec {
                 .map(|n| MatrixLink::Named(n.to_string()))
                 .collect(),
             seeds: (1..=seeds).collect(),
-            roles: Role::ALL.to_vec(),
+            roles: Role::MATRIX.to_vec(),
             targets_ms: DEFAULT_TARGETS_MS.to_vec(),
             secs: None,
             threads: 0,
