@@ -53,8 +53,10 @@ pub enum Contender {
     /// capacity of the interval just gone only when the radio delivered all of it (at least
     /// [`SATURATED`](super::SATURATED) of it, less one frame), which is exactly when that
     /// interval's delivery *is* the capacity: what a perfect delivery reading can show, no
-    /// more. Otherwise it raises its rate by the gain (per cent) per interval. Not in the
-    /// tables; `c_judge`'s `oracle=saturated-G` runs it.
+    /// more (an interval whose capacity carries less than a frame, an outage, passes whatever
+    /// was offered). Otherwise it raises its rate by the gain (per cent) per interval. Not in
+    /// the tables; the matrix runs it on request (`oracle-saturated-G`), `c_judge` as
+    /// `oracle=saturated-G`.
     OracleSaturated(u16),
     /// `purple` with the probes and the passive delay signal (`delay_source = "both"`, the
     /// daemon's default), on scenarios with the shaper at the router.
