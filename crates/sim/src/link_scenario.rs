@@ -419,28 +419,21 @@ pub const SATURATED_GAINS: [(u16, &str); 3] = [
 ];
 
 impl Role {
-    /// Every role, in table order.
-    pub const ALL: [Role; 19] = [
-        Role::Fifo,
-        Role::FqCodel,
-        Role::StaticSafe,
-        Role::StaticOptimistic,
-        Role::PurpleRadio,
-        Role::PurpleAimd,
-        Role::CakeAutorate,
-        Role::SqmAutorate,
-        Role::AutorateIngress,
-        Role::Purple,
-        Role::Oracle,
-        Role::OracleLate,
-        Role::OracleLookahead,
-        Role::OracleCensored(CENSORED_GAINS[0].0),
-        Role::OracleCensored(CENSORED_GAINS[1].0),
-        Role::OracleCensored(CENSORED_GAINS[2].0),
-        Role::OracleSaturated(SATURATED_GAINS[0].0),
-        Role::OracleSaturated(SATURATED_GAINS[1].0),
-        Role::OracleSaturated(SATURATED_GAINS[2].0),
-    ];
+    /// Every role, in table order: [`Role::MATRIX`]'s, then the saturated oracle's.
+    pub const ALL: [Role; 19] = {
+        let mut all = [Role::Fifo; 19];
+        let mut i = 0;
+        while i < Role::MATRIX.len() {
+            all[i] = Role::MATRIX[i];
+            i += 1;
+        }
+        let mut k = 0;
+        while k < SATURATED_GAINS.len() {
+            all[i + k] = Role::OracleSaturated(SATURATED_GAINS[k].0);
+            k += 1;
+        }
+        all
+    };
 
     /// The roles a matrix runs unless told which: every role but the saturated oracle's (a
     /// development reference, run with `--contenders`).
