@@ -340,3 +340,30 @@ fn a_link_files_run_table_is_the_scenario_each_simulated_backend_runs() {
         "{e}"
     );
 }
+
+/// The saturated oracle runs only on request; when it does, the summary gains its column with
+/// its points against the late oracle, and without it the summary has no such column.
+#[test]
+fn the_saturated_reference_runs_on_request_and_gets_its_own_summary_column() {
+    assert!(!MatrixSpec::new(1).roles.contains(&Role::OracleSaturated(5)));
+    let mut spec = MatrixSpec::new(1);
+    spec.links = vec![MatrixLink::Named("fast".into())];
+    spec.roles = vec![Role::Purple, Role::OracleLate, Role::OracleSaturated(5)];
+    spec.targets_ms = vec![];
+    spec.secs = Some(6.0);
+    let r = matrix::run(&spec, &|_, _| {}).unwrap();
+    let f = r.scenarios[0]
+        .figures
+        .expect("purple and the late oracle ran");
+    let p = f.saturated[0].expect("the +5% point");
+    assert_eq!(p.gain_pct, 5);
+    assert!(p.throughput_fraction > 0.0 && p.p99_excess_ms.is_finite());
+    assert!(f.saturated[1].is_none() && f.censored.iter().all(Option::is_none));
+    let text = r.summary_table().to_text();
+    assert!(text.contains("saturated oracle +5/25/100%"), "{text}");
+    let row = text.lines().find(|l| l.starts_with("fast")).unwrap();
+    assert!(row.trim_end().ends_with("| - | -"), "{row}");
+    spec.roles.pop();
+    let r = matrix::run(&spec, &|_, _| {}).unwrap();
+    assert!(!r.summary_table().to_text().contains("saturated"));
+}

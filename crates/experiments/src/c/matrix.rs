@@ -47,7 +47,7 @@ pub const TARGET_WORST_FRACTION: f64 = 0.80;
 /// Section C's roles, their ids and their parsing are the one link-level scenario's
 /// ([`sim::link_scenario::Role`]), shared with the lab (`purple lab run --link-of NAME
 /// --contenders`).
-pub use sim::link_scenario::{Role, UnknownRole, CENSORED_GAINS};
+pub use sim::link_scenario::{Role, UnknownRole, CENSORED_GAINS, SATURATED_GAINS};
 
 /// The contender playing `role` on `s` (`None`: the lookahead oracle on a synthetic link, where
 /// it would repeat the oracle).
@@ -517,12 +517,17 @@ pub struct TargetFigures {
     /// oracle (`None` where the matrix did not run it). Where no gain meets both the
     /// throughput and the p99 target, exact delivery readings one interval late with that
     /// probing do not reach the pair either.
-    pub censored: [Option<CensoredPoint>; CENSORED_GAINS.len()],
+    pub censored: [Option<ReferencePoint>; CENSORED_GAINS.len()],
+    /// The tighter reference: the saturated oracle at each of [`SATURATED_GAINS`] (told the
+    /// capacity only after an interval the link delivered all of), `None` where the matrix did
+    /// not run it (it runs on request only).
+    pub saturated: [Option<ReferencePoint>; SATURATED_GAINS.len()],
 }
 
-/// The censored oracle at one probe gain against the late oracle, seed medians.
+/// A reference oracle (censored or saturated) at one probe gain against the late oracle,
+/// seed medians.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct CensoredPoint {
+pub struct ReferencePoint {
     /// Its probe gain, per cent per interval.
     pub gain_pct: u16,
     /// Its download throughput / the late oracle's.
@@ -531,7 +536,7 @@ pub struct CensoredPoint {
     pub p99_excess_ms: f64,
 }
 
-impl CensoredPoint {
+impl ReferencePoint {
     /// Whether it meets both seed-median targets that purple is held to (throughput and p99).
     pub fn meets_both(&self) -> bool {
         self.throughput_fraction >= TARGET_FRACTION && self.p99_excess_ms <= TARGET_P99_EXCESS_MS
@@ -739,19 +744,22 @@ pub fn targets(l: &LinkResult) -> (Option<TargetFigures>, Vec<Claim>) {
             .zip(&o.seeds)
             .map(|(a, b)| (a.seed, a.down_mbit / b.down_mbit))
             .fold((0, f64::INFINITY), |w, x| if x.1 < w.1 { x } else { w });
-        let censored = CENSORED_GAINS.map(|(g, _)| {
-            l.row(Role::OracleCensored(g).id()).map(|c| CensoredPoint {
+        let point = |role: Role, g: u16| {
+            l.row(role.id()).map(|c| ReferencePoint {
                 gain_pct: g,
                 throughput_fraction: c.median.down_mbit / o.median.down_mbit,
                 p99_excess_ms: c.median.rtt.p99 - o.median.rtt.p99,
             })
-        });
+        };
+        let censored = CENSORED_GAINS.map(|(g, _)| point(Role::OracleCensored(g), g));
+        let saturated = SATURATED_GAINS.map(|(g, _)| point(Role::OracleSaturated(g), g));
         figures = Some(TargetFigures {
             throughput_fraction: frac,
             p99_excess_ms: excess,
             worst_fraction: worst,
             worst_seed,
             censored,
+            saturated,
         });
         claims.push(throughput_claim(
             "seed-median",
@@ -872,9 +880,9 @@ pub fn p99_claim(scope: &str, purple: f64, late: f64) -> Claim {
     )
 }
 
-/// The censored oracle's points for the summary table: `0.78 -71 | 0.98 -46*` (`-` for a
+/// A reference oracle's points for the summary table: `0.78 -71 | 0.98 -46*` (`-` for a
 /// gain the matrix did not run; `*` where it meets both targets).
-fn censored_cell(points: &[Option<CensoredPoint>]) -> String {
+fn reference_cell(points: &[Option<ReferencePoint>]) -> String {
     points
         .iter()
         .map(|p| match p {
@@ -957,34 +965,49 @@ impl LinkResult {
 
 impl MatrixResult {
     /// One line per link: the targets as figures and how many of its claims hold.
+    /// The saturated oracle's column appears only where the matrix ran it (on request).
     pub fn summary_table(&self) -> Table {
-        let mut t = Table::new(&[
+        let saturated = self
+            .scenarios
+            .iter()
+            .filter_map(|s| s.figures)
+            .any(|f| f.saturated.iter().any(Option::is_some));
+        let mut headers = vec![
             "scenario",
             "purple / late oracle (down, median)",
             "p99 - late oracle's (ms)",
             "worst seed fraction",
             "targets met",
             "censored oracle +5/25/100%: fraction, p99 - (*: meets both)",
-        ]);
+        ];
+        if saturated {
+            headers.push("saturated oracle +5/25/100%");
+        }
+        let mut t = Table::new(&headers);
         for s in &self.scenarios {
-            let (a, b, c, d) = match s.figures {
+            let (a, b, c, d, e) = match s.figures {
                 Some(f) => (
                     frac(f.throughput_fraction),
                     format!("{:+.1}", f.p99_excess_ms),
                     format!("{} (seed {})", frac(f.worst_fraction), f.worst_seed),
-                    censored_cell(&f.censored),
+                    reference_cell(&f.censored),
+                    reference_cell(&f.saturated),
                 ),
-                None => ("-".into(), "-".into(), "-".into(), "-".into()),
+                None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
             };
             let met = s.claims.iter().filter(|c| c.pass).count();
-            t.row(vec![
+            let mut row = vec![
                 s.name.clone(),
                 a,
                 b,
                 c,
                 format!("{met}/{}", s.claims.len()),
                 d,
-            ]);
+            ];
+            if saturated {
+                row.push(e);
+            }
+            t.row(row);
         }
         t
     }
@@ -1009,7 +1032,7 @@ mod tests {
 
     #[test]
     fn the_censored_reference_meets_both_targets_only_at_both_bounds() {
-        let p = |f: f64, e: f64| CensoredPoint {
+        let p = |f: f64, e: f64| ReferencePoint {
             gain_pct: 25,
             throughput_fraction: f,
             p99_excess_ms: e,
@@ -1017,7 +1040,7 @@ mod tests {
         assert!(p(TARGET_FRACTION, TARGET_P99_EXCESS_MS).meets_both());
         assert!(!p(TARGET_FRACTION - 0.01, -50.0).meets_both());
         assert!(!p(1.2, TARGET_P99_EXCESS_MS + 0.1).meets_both());
-        let cell = censored_cell(&[Some(p(0.47, -89.0)), None, Some(p(0.98, -46.0))]);
+        let cell = reference_cell(&[Some(p(0.47, -89.0)), None, Some(p(0.98, -46.0))]);
         assert_eq!(cell, "0.47 -89 | - | 0.98 -46*");
     }
 
