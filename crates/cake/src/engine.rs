@@ -487,6 +487,18 @@ impl Cake {
         self.heap.heapify_flow(Self::flat(tin, flow), &backlog);
     }
 
+    /// The heap's step for a packet that leaves flow `flow` of tin `tin` (dequeue calls it
+    /// only while the heap is kept, `heap.timeout` not 0): the flow's entry sifted down after
+    /// the unlink shrank its backlog, and one dequeue less before the heap goes stale (the
+    /// kernel counts the timeout down once per packet dequeued). Out of line and cold, for
+    /// the reasons of [`Self::heapify_flow`].
+    #[cold]
+    #[inline(never)]
+    fn heap_dequeued(&mut self, tin: usize, flow: u16) {
+        self.heapify_flow(tin, flow);
+        self.heap.timeout -= 1;
+    }
+
     /// Appends a packet to a flow's queue; returns the flow's DRR++ state (unchanged).
     #[inline(always)]
     fn queue_push(
@@ -1090,7 +1102,8 @@ impl Cake {
     }
 
     /// Drops the packet COBALT judged (`verdict`, a drop), in slot `i`, already unlinked from
-    /// flow `flow` of tin `tin`; returns true when the caller must go back to choosing a flow
+    /// flow `flow` of tin `tin` (the overflow heap's step for that unlink is taken here);
+    /// returns true when the caller must go back to choosing a flow
     /// (ingress mode, where the drop is charged to the shaper and the deficits). Out of line:
     /// most packets pass.
     #[cold]
@@ -1106,6 +1119,8 @@ impl Cake {
         now: Instant,
         drops: &mut Vec<Dropped>,
     ) -> bool {
+        // The heap's step for the unlink of the dropped packet (see `dequeue_inner`).
+        self.heap_down(tin, flow);
         let t = &mut self.tins[tin];
         t.flow_drops[qi(flow)] += 1;
         t.dropped += 1;
@@ -1196,7 +1211,9 @@ impl Cake {
                         self.retire_empty_flow(tin, flow, now);
                         continue 'begin;
                     };
-                    self.heap_down(tin, flow);
+                    // The heap's step for this unlink comes after COBALT's verdict (which
+                    // changes no backlog): with the timeout's count-down for a packet that
+                    // leaves, or in `drop_head` for one dropped.
                     let t = &mut self.tins[tin];
                     // The bulk count (ingress only), read by COBALT only when the sojourn
                     // exceeds the target: most packets skip the test of the mode.
@@ -1252,7 +1269,11 @@ impl Cake {
                 // side they compile to one 16-byte vector add of six instructions).
                 self.stats.dequeued.packets += 1;
                 self.advance_shaper(tin, adj, now, false);
-                self.heap.timeout = self.heap.timeout.saturating_sub(1);
+                // One test per packet while the heap is not kept (most of the time), where
+                // the count-down saturated on every dequeue.
+                if self.heap.timeout != 0 {
+                    self.heap_dequeued(tin, flow);
+                }
                 let pkt = self.slab.free(i);
                 self.stats.dequeued.bytes += u64::from(pkt.len());
                 return Dequeue::Packet(pkt);
