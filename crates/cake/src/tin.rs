@@ -254,7 +254,8 @@ fn find_way(set: &[u32; SET_WAYS], inner: usize, want: u32) -> Option<usize> {
 const QUANTUM_DIVS: usize = 2048;
 const _: () = assert!(QUANTUM_DIVS.is_power_of_two() && QUANTUM_DIVS > QUEUES);
 
-/// The host-load quantum divisors: `65535 / min(i, QUEUES)` (and 65535 for 0). A load is a
+/// The host-load quantum divisors: `65535 / min(i, QUEUES)`, and 65535 for 0, the divisor of a
+/// load of 1 (the kernel's load is at least 1; [`Tin::host_load`] leaves it 0). A load is a
 /// bulk count, which never exceeds [`QUEUES`] (`Tin::inc_host_bulk` clamps it there), and the
 /// entries above `QUEUES` repeat `65535 / QUEUES`, so `QUANTUM_DIV[load % QUANTUM_DIVS]` is
 /// `65535 / min(load, QUEUES)` for every load below `QUANTUM_DIVS` without a clamp or a bounds
@@ -422,9 +423,8 @@ impl Tin {
     /// tail one after the other; the list being circular, the head just moves.
     #[inline]
     pub fn rotate_old_to(&mut self, i: u16) {
-        if self.flows[qi(i)].list == ListId::Old {
-            self.old.head = i;
-        }
+        debug_assert_eq!(self.flows[qi(i)].list, ListId::Old);
+        self.old.head = i;
     }
 
     /// True when the new and the decaying lists are both empty (then a dequeue serves the
@@ -479,7 +479,8 @@ impl Tin {
     }
 
     /// The host load of flow `i`: the larger bulk count of its hosts that the mode isolates,
-    /// at least 1.
+    /// 0 when both are 0 (which [`QUANTUM_DIV`] treats as a load of 1: its entries 0 and 1
+    /// are both 65535, so the refill needs no `max` with 1).
     ///
     /// Both counts are read whatever the mode: a tin is driven with one flow mode, and a count
     /// of a direction the mode does not isolate is always 0 (only [`Tin::inc_host_bulk`] raises
@@ -498,7 +499,7 @@ impl Tin {
             ddst(mode) || dst == 0,
             "destination bulk count {dst} in {mode:?}"
         );
-        1u16.max(src).max(dst)
+        src.max(dst)
     }
 
     /// The quantum of one DRR++ refill of flow `i`: the tin's flow quantum scaled down by the
@@ -550,14 +551,16 @@ impl Tin {
     ///
     /// Returns the flow the walk stopped at, now the old list's head.
     #[inline(always)]
-    pub fn refill_old_list(&mut self, mut i: u16, mode: FlowMode, rng: &mut Rng) -> u16 {
+    pub fn refill_old_list(&mut self, i: u16, mode: FlowMode, rng: &mut Rng) -> u16 {
         debug_assert_eq!(self.old.head, i, "the walk starts at the old list's head");
+        let mut q = qi(i);
         loop {
-            debug_assert_eq!(self.flows[qi(i)].list, ListId::Old);
-            self.refill(i, mode, rng);
+            debug_assert_eq!(self.flows[q].list, ListId::Old);
+            self.refill(q as u16, mode, rng);
             // The list is circular: the tail's next is the head.
-            i = self.flows[qi(i)].next;
-            if self.flows[qi(i)].deficit > 0 {
+            q = qi(self.flows[q].next);
+            if self.flows[q].deficit > 0 {
+                let i = q as u16;
                 self.rotate_old_to(i);
                 return i;
             }
