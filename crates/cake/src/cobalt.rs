@@ -157,10 +157,13 @@ impl CobaltVars {
         try_mark: impl FnOnce() -> bool,
     ) -> Verdict {
         self.should_drop_with(p, now, sojourn_since, || bulk_flows, rng, try_mark)
+            .0
     }
 
     /// [`CobaltVars::should_drop`] with the bulk flow count read by `bulk_flows`, only when
-    /// the sojourn exceeds the target (most packets do not).
+    /// the sojourn exceeds the target (most packets do not). Returns the verdict with the
+    /// [`CobaltVars::ecn_marked`] it leaves, so that the caller tests the value in hand (a
+    /// constant false for a flow at rest) instead of reading the field back.
     #[inline(always)]
     pub(crate) fn should_drop_with(
         &mut self,
@@ -170,7 +173,7 @@ impl CobaltVars {
         bulk_flows: impl FnOnce() -> u32,
         rng: &mut Rng,
         try_mark: impl FnOnce() -> bool,
-    ) -> Verdict {
+    ) -> (Verdict, bool) {
         let sojourn = now.saturating_duration_since(sojourn_since).as_nanos();
         let over_target = sojourn > p.target
             && sojourn
@@ -185,9 +188,10 @@ impl CobaltVars {
             self.dropping = false;
             self.ecn_marked = false;
             self.drop_next = now + qdisc::Duration::from_nanos(p.interval);
-            return Verdict::Pass;
+            return (Verdict::Pass, false);
         }
-        self.judge(p, now, over_target, rng, try_mark)
+        let verdict = self.judge(p, now, over_target, rng, try_mark);
+        (verdict, self.ecn_marked)
     }
 
     /// [`CobaltVars::should_drop`] past its common case: CoDel's dropping state and schedule,

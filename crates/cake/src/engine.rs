@@ -1223,7 +1223,7 @@ impl Cake {
                     let params = &t.params.cobalt;
                     let f = &mut t.flows[qi(flow)];
                     let slab = &mut self.slab;
-                    let verdict = f.cvars.should_drop_with(
+                    let (verdict, marked) = f.cvars.should_drop_with(
                         params,
                         now,
                         enqueued,
@@ -1240,7 +1240,6 @@ impl Cake {
                         // The packet leaves: its flow's and tin's deficits, the ECN mark count
                         // and the tin's delay averages, through the flow and tin in hand.
                         f.deficit -= adj as i32;
-                        let marked = f.cvars.ecn_marked;
                         t.deficit -= adj as i32;
                         if marked {
                             t.ecn_marks += 1;
