@@ -33,20 +33,23 @@ const INV_SQRT_CACHE: [u32; REC_INV_SQRT_CACHE] = [
     1_108_955_788,
 ];
 
-/// Per-queue COBALT state (the kernel's `cobalt_vars`).
+/// Per-queue COBALT state (the kernel's `cobalt_vars`). Laid out `repr(C)` with `count` and
+/// `p_drop` side by side, so that the resting test ([`CobaltVars::should_drop`]) reads both as
+/// one 64-bit word.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct CobaltVars {
-    /// CoDel drop count.
-    pub count: u32,
-    /// `2^32 / sqrt(count)` in Q0.32. Starts at 0, as in the kernel (so the first drop of a fresh
-    /// queue is scheduled at once after the sojourn first exceeds the target).
-    pub rec_inv_sqrt: u32,
     /// Next scheduled drop; also used as an activity timeout.
     pub drop_next: Instant,
     /// When BLUE last changed `p_drop`.
     pub blue_timer: Instant,
+    /// CoDel drop count.
+    pub count: u32,
     /// BLUE drop probability, Q0.32.
     pub p_drop: u32,
+    /// `2^32 / sqrt(count)` in Q0.32. Starts at 0, as in the kernel (so the first drop of a fresh
+    /// queue is scheduled at once after the sojourn first exceeds the target).
+    pub rec_inv_sqrt: u32,
     /// CoDel is in its dropping state.
     pub dropping: bool,
     /// The last packet judged was ECN-marked.
@@ -181,8 +184,9 @@ impl CobaltVars {
                     .saturating_mul(u64::from(bulk_flows()))
                     .saturating_mul(2)
             && sojourn > p.mtu_time.saturating_mul(4);
-        // `count` and `p_drop` both 0, tested at once.
-        if !over_target && self.count | self.p_drop == 0 {
+        // `count` and `p_drop` both 0, tested at once: the word they make (adjacent fields,
+        // one load).
+        if !over_target && (u64::from(self.count) | u64::from(self.p_drop) << 32) == 0 {
             // What `judge` does here: CoDel leaves (or stays out of) dropping, nothing is due
             // (the count is 0), BLUE is off, and drop_next becomes the activity timeout.
             self.dropping = false;

@@ -552,7 +552,11 @@ impl Cake {
         // The length stored with the packet (see `Slot::len`).
         debug_assert_eq!(slot.len, slot.pkt.len());
         let (len, mem, enqueued, adj) = (slot.len, slot.mem, slot.enqueued, slot.adj_len);
-        self.unaccount(tin, flow, len, mem);
+        // The counts of `unaccount`, the flow's through the flow in hand.
+        f.backlog -= len;
+        self.tins[tin].backlog -= u64::from(len);
+        self.buffer_used -= u64::from(mem);
+        self.qlen -= 1;
         Some((i, enqueued, adj))
     }
 
@@ -1054,7 +1058,8 @@ impl Cake {
     /// the walk stopped at, now the old list's head.
     #[inline(always)]
     fn refill_old_list(&mut self, tin: usize, flow: u16) -> u16 {
-        self.tins[tin].refill_old_list(flow, self.cfg.flow_mode, &mut self.rng)
+        let cfg = &self.cfg;
+        self.tins[tin].refill_old_list(flow, || cfg.flow_mode, &mut self.rng)
     }
 
     /// Handles a flow found empty at dequeue: to the decaying list while COBALT holds state,
@@ -1217,9 +1222,9 @@ impl Cake {
                     let t = &mut self.tins[tin];
                     // The bulk count (ingress only), read by COBALT only when the sojourn
                     // exceeds the target: most packets skip the test of the mode.
-                    let ingress = self.cfg.ingress;
+                    let cfg = &self.cfg;
                     let bulk_flow_count = &t.bulk_flow_count;
-                    let bulk = || if ingress { *bulk_flow_count } else { 0 };
+                    let bulk = || if cfg.ingress { *bulk_flow_count } else { 0 };
                     let params = &t.params.cobalt;
                     let f = &mut t.flows[qi(flow)];
                     let slab = &mut self.slab;

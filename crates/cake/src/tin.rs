@@ -549,14 +549,21 @@ impl Tin {
     /// leaves every list, deficit, count and random draw exactly as the visits one by one would
     /// (with 1,000 bulk flows sharing a host, a packet costs dozens of visits).
     ///
-    /// Returns the flow the walk stopped at, now the old list's head.
+    /// Returns the flow the walk stopped at, now the old list's head. `mode` gives the flow
+    /// mode, read only for a sparse flow's step (most visits are to bulk flows).
     #[inline(always)]
-    pub fn refill_old_list(&mut self, i: u16, mode: FlowMode, rng: &mut Rng) -> u16 {
+    pub fn refill_old_list(&mut self, i: u16, mode: impl Fn() -> FlowMode, rng: &mut Rng) -> u16 {
         debug_assert_eq!(self.old.head, i, "the walk starts at the old list's head");
         let mut q = qi(i);
         loop {
             debug_assert_eq!(self.flows[q].list, ListId::Old);
-            self.refill(q as u16, mode, rng);
+            if self.flows[q].set == FlowSet::Sparse {
+                self.sparse_visited(q as u16, mode());
+            }
+            // The rest of `Tin::refill`. The host load reads the mode only in its debug
+            // checks (see `Tin::host_load`): release builds read it for sparse flows alone.
+            let quantum = self.quantum(q as u16, mode(), rng);
+            self.flows[q].deficit += quantum;
             // The list is circular: the tail's next is the head.
             q = qi(self.flows[q].next);
             if self.flows[q].deficit > 0 {
