@@ -136,8 +136,10 @@ impl Default for Hosts {
 
 /// A DRR++ list: circular and doubly linked through its flows' `prev` and `next` (the head's
 /// `prev` is the tail, the tail's `next` the head), so that rotating the list is moving its
-/// head. A flow on no list has both links [`NIL16`].
+/// head. A flow on no list has both links [`NIL16`]. Laid out as its head (`repr(transparent)`,
+/// see [`NewDecaying`]).
 #[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
 struct List {
     /// The first flow, or `NIL16` when the list is empty.
     head: u16,
@@ -147,6 +149,15 @@ impl Default for List {
     fn default() -> Self {
         List { head: NIL16 }
     }
+}
+
+/// The new and the decaying lists side by side (`repr(C)`, new first), so that
+/// [`Tin::only_old`] reads both heads as one 32-bit word.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+struct NewDecaying {
+    new: List,
+    decaying: List,
 }
 
 /// One tin's state.
@@ -165,9 +176,9 @@ pub struct Tin {
     /// that the lookup finds a free way without reading the set's 8 flows (8 cache lines).
     /// Kept by [`Tin::set_flow_set`].
     busy: [u8; SETS],
-    new: List,
+    /// The new and the decaying lists.
+    nd: NewDecaying,
     old: List,
-    decaying: List,
     /// Derived parameters.
     pub params: TinParams,
     /// Tin shaper clock.
@@ -289,9 +300,8 @@ impl Tin {
             hosts: Box::default(),
             flow_drops: table(0),
             busy: [0; SETS],
-            new: List::default(),
+            nd: NewDecaying::default(),
             old: List::default(),
-            decaying: List::default(),
             params,
             time_next: Instant::ZERO,
             deficit: 0,
@@ -351,9 +361,9 @@ impl Tin {
     fn list_mut(&mut self, id: ListId) -> Option<&mut List> {
         match id {
             ListId::None => None,
-            ListId::New => Some(&mut self.new),
+            ListId::New => Some(&mut self.nd.new),
             ListId::Old => Some(&mut self.old),
-            ListId::Decaying => Some(&mut self.decaying),
+            ListId::Decaying => Some(&mut self.nd.decaying),
         }
     }
 
@@ -431,8 +441,9 @@ impl Tin {
     /// old list's head, if any).
     #[inline(always)]
     pub fn only_old(&self) -> bool {
-        // Both heads NIL16 (all ones) exactly when their AND is: one compare.
-        self.new.head & self.decaying.head == NIL16
+        // Both heads NIL16 (all ones) exactly when the word they make is all ones: one
+        // 32-bit load and compare (the compiler joins the two adjacent loads).
+        (u32::from(self.nd.new.head) | u32::from(self.nd.decaying.head) << 16) == u32::MAX
     }
 
     /// The head of list `id`, if any.
@@ -440,9 +451,9 @@ impl Tin {
     pub fn list_head(&self, id: ListId) -> Option<u16> {
         let h = match id {
             ListId::None => NIL16,
-            ListId::New => self.new.head,
+            ListId::New => self.nd.new.head,
             ListId::Old => self.old.head,
-            ListId::Decaying => self.decaying.head,
+            ListId::Decaying => self.nd.decaying.head,
         };
         (h != NIL16).then_some(h)
     }
