@@ -33,20 +33,23 @@ const INV_SQRT_CACHE: [u32; REC_INV_SQRT_CACHE] = [
     1_108_955_788,
 ];
 
-/// Per-queue COBALT state (the kernel's `cobalt_vars`).
+/// Per-queue COBALT state (the kernel's `cobalt_vars`). Laid out `repr(C)` with `count` and
+/// `p_drop` side by side, so that the resting test ([`CobaltVars::should_drop`]) reads both as
+/// one 64-bit word.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct CobaltVars {
-    /// CoDel drop count.
-    pub count: u32,
-    /// `2^32 / sqrt(count)` in Q0.32. Starts at 0, as in the kernel (so the first drop of a fresh
-    /// queue is scheduled at once after the sojourn first exceeds the target).
-    pub rec_inv_sqrt: u32,
     /// Next scheduled drop; also used as an activity timeout.
     pub drop_next: Instant,
     /// When BLUE last changed `p_drop`.
     pub blue_timer: Instant,
+    /// CoDel drop count.
+    pub count: u32,
     /// BLUE drop probability, Q0.32.
     pub p_drop: u32,
+    /// `2^32 / sqrt(count)` in Q0.32. Starts at 0, as in the kernel (so the first drop of a fresh
+    /// queue is scheduled at once after the sojourn first exceeds the target).
+    pub rec_inv_sqrt: u32,
     /// CoDel is in its dropping state.
     pub dropping: bool,
     /// The last packet judged was ECN-marked.
@@ -157,10 +160,13 @@ impl CobaltVars {
         try_mark: impl FnOnce() -> bool,
     ) -> Verdict {
         self.should_drop_with(p, now, sojourn_since, || bulk_flows, rng, try_mark)
+            .0
     }
 
     /// [`CobaltVars::should_drop`] with the bulk flow count read by `bulk_flows`, only when
-    /// the sojourn exceeds the target (most packets do not).
+    /// the sojourn exceeds the target (most packets do not). Returns the verdict with the
+    /// [`CobaltVars::ecn_marked`] it leaves, so that the caller tests the value in hand (a
+    /// constant false for a flow at rest) instead of reading the field back.
     #[inline(always)]
     pub(crate) fn should_drop_with(
         &mut self,
@@ -170,7 +176,7 @@ impl CobaltVars {
         bulk_flows: impl FnOnce() -> u32,
         rng: &mut Rng,
         try_mark: impl FnOnce() -> bool,
-    ) -> Verdict {
+    ) -> (Verdict, bool) {
         let sojourn = now.saturating_duration_since(sojourn_since).as_nanos();
         let over_target = sojourn > p.target
             && sojourn
@@ -178,16 +184,18 @@ impl CobaltVars {
                     .saturating_mul(u64::from(bulk_flows()))
                     .saturating_mul(2)
             && sojourn > p.mtu_time.saturating_mul(4);
-        // `count` and `p_drop` both 0, tested at once.
-        if !over_target && self.count | self.p_drop == 0 {
+        // `count` and `p_drop` both 0, tested at once: the word they make (adjacent fields,
+        // one load).
+        if !over_target && (u64::from(self.count) | u64::from(self.p_drop) << 32) == 0 {
             // What `judge` does here: CoDel leaves (or stays out of) dropping, nothing is due
             // (the count is 0), BLUE is off, and drop_next becomes the activity timeout.
             self.dropping = false;
             self.ecn_marked = false;
             self.drop_next = now + qdisc::Duration::from_nanos(p.interval);
-            return Verdict::Pass;
+            return (Verdict::Pass, false);
         }
-        self.judge(p, now, over_target, rng, try_mark)
+        let verdict = self.judge(p, now, over_target, rng, try_mark);
+        (verdict, self.ecn_marked)
     }
 
     /// [`CobaltVars::should_drop`] past its common case: CoDel's dropping state and schedule,

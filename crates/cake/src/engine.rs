@@ -487,6 +487,18 @@ impl Cake {
         self.heap.heapify_flow(Self::flat(tin, flow), &backlog);
     }
 
+    /// The heap's step for a packet that leaves flow `flow` of tin `tin` (dequeue calls it
+    /// only while the heap is kept, `heap.timeout` not 0): the flow's entry sifted down after
+    /// the unlink shrank its backlog, and one dequeue less before the heap goes stale (the
+    /// kernel counts the timeout down once per packet dequeued). Out of line and cold, for
+    /// the reasons of [`Self::heapify_flow`].
+    #[cold]
+    #[inline(never)]
+    fn heap_dequeued(&mut self, tin: usize, flow: u16) {
+        self.heapify_flow(tin, flow);
+        self.heap.timeout -= 1;
+    }
+
     /// Appends a packet to a flow's queue; returns the flow's DRR++ state (unchanged).
     #[inline(always)]
     fn queue_push(
@@ -540,7 +552,11 @@ impl Cake {
         // The length stored with the packet (see `Slot::len`).
         debug_assert_eq!(slot.len, slot.pkt.len());
         let (len, mem, enqueued, adj) = (slot.len, slot.mem, slot.enqueued, slot.adj_len);
-        self.unaccount(tin, flow, len, mem);
+        // The counts of `unaccount`, the flow's through the flow in hand.
+        f.backlog -= len;
+        self.tins[tin].backlog -= u64::from(len);
+        self.buffer_used -= u64::from(mem);
+        self.qlen -= 1;
         Some((i, enqueued, adj))
     }
 
@@ -846,12 +862,16 @@ impl Cake {
         drops: &mut Vec<Dropped>,
         bufs: &mut dyn packet::Buffers,
     ) {
-        // The common frame (untagged IPv4, TCP or UDP) with the common settings (`v4_fast`):
-        // read and hashed without building its headers' mapped addresses. Anything else
-        // through the parsed headers.
+        // The common frame (untagged IPv4, TCP or UDP) with the common settings (`v4_fast`)
+        // and no priority override to test: read and hashed without building its headers'
+        // mapped addresses, its tin the DSCP's. Anything else through the parsed headers (the
+        // same tin and flow for such a frame: `select_tin` tests the priority, and the hashes
+        // of the mapped tuple equal the IPv4 ones). A priority with a minor number, which may
+        // name a tin, is rare: testing it here as part of the guard keeps the common path free
+        // of a call, around which the parsed fields were spilled on every packet.
         let (tin, flow, net_off) = match FlowV4::parse(&pkt.data) {
-            Some(v) if self.v4_fast => {
-                let tin = self.select_tin_dscp(&pkt, v.dscp);
+            Some(v) if self.v4_fast && pkt.meta.priority & 0xFFFF == 0 => {
+                let tin = self.tin_map.of_dscp[v.dscp as usize & 63] as usize;
                 let flow = self.classify_v4(tin, &v);
                 (tin, flow, u32::from(FlowV4::NETWORK_OFFSET))
             }
@@ -1042,7 +1062,8 @@ impl Cake {
     /// the walk stopped at, now the old list's head.
     #[inline(always)]
     fn refill_old_list(&mut self, tin: usize, flow: u16) -> u16 {
-        self.tins[tin].refill_old_list(flow, self.cfg.flow_mode, &mut self.rng)
+        let cfg = &self.cfg;
+        self.tins[tin].refill_old_list(flow, || cfg.flow_mode, &mut self.rng)
     }
 
     /// Handles a flow found empty at dequeue: to the decaying list while COBALT holds state,
@@ -1090,7 +1111,8 @@ impl Cake {
     }
 
     /// Drops the packet COBALT judged (`verdict`, a drop), in slot `i`, already unlinked from
-    /// flow `flow` of tin `tin`; returns true when the caller must go back to choosing a flow
+    /// flow `flow` of tin `tin` (the overflow heap's step for that unlink is taken here);
+    /// returns true when the caller must go back to choosing a flow
     /// (ingress mode, where the drop is charged to the shaper and the deficits). Out of line:
     /// most packets pass.
     #[cold]
@@ -1106,6 +1128,8 @@ impl Cake {
         now: Instant,
         drops: &mut Vec<Dropped>,
     ) -> bool {
+        // The heap's step for the unlink of the dropped packet (see `dequeue_inner`).
+        self.heap_down(tin, flow);
         let t = &mut self.tins[tin];
         t.flow_drops[qi(flow)] += 1;
         t.dropped += 1;
@@ -1136,11 +1160,16 @@ impl Cake {
             if self.qlen == 0 {
                 return Dequeue::Empty;
             }
-            // Both clocks ahead of `now` exactly when the earlier of the two is.
-            let gate = self.time_next.min(self.failsafe_next);
-            if gate > now {
-                self.stats.overlimits += 1;
-                return Dequeue::NotBefore(gate);
+            // Gated while both clocks are ahead of `now`; the gate is the earlier of the two.
+            // The shaper's clock is tested first, alone, and the held case marked cold: a
+            // dequeue that finds it due tests nothing else. (Without the hint the compiler
+            // evaluates both comparisons on every call, as it did for `a > now && b > now`.)
+            if self.time_next > now {
+                std::hint::cold_path();
+                if self.failsafe_next > now {
+                    self.stats.overlimits += 1;
+                    return Dequeue::NotBefore(self.time_next.min(self.failsafe_next));
+                }
             }
             let Some(tin) = self.choose_tin(now) else {
                 return Dequeue::Empty;
@@ -1196,17 +1225,19 @@ impl Cake {
                         self.retire_empty_flow(tin, flow, now);
                         continue 'begin;
                     };
-                    self.heap_down(tin, flow);
+                    // The heap's step for this unlink comes after COBALT's verdict (which
+                    // changes no backlog): with the timeout's count-down for a packet that
+                    // leaves, or in `drop_head` for one dropped.
                     let t = &mut self.tins[tin];
                     // The bulk count (ingress only), read by COBALT only when the sojourn
                     // exceeds the target: most packets skip the test of the mode.
-                    let ingress = self.cfg.ingress;
+                    let cfg = &self.cfg;
                     let bulk_flow_count = &t.bulk_flow_count;
-                    let bulk = || if ingress { *bulk_flow_count } else { 0 };
+                    let bulk = || if cfg.ingress { *bulk_flow_count } else { 0 };
                     let params = &t.params.cobalt;
                     let f = &mut t.flows[qi(flow)];
                     let slab = &mut self.slab;
-                    let verdict = f.cvars.should_drop_with(
+                    let (verdict, marked) = f.cvars.should_drop_with(
                         params,
                         now,
                         enqueued,
@@ -1223,7 +1254,6 @@ impl Cake {
                         // The packet leaves: its flow's and tin's deficits, the ECN mark count
                         // and the tin's delay averages, through the flow and tin in hand.
                         f.deficit -= adj as i32;
-                        let marked = f.cvars.ecn_marked;
                         t.deficit -= adj as i32;
                         if marked {
                             t.ecn_marks += 1;
@@ -1252,7 +1282,11 @@ impl Cake {
                 // side they compile to one 16-byte vector add of six instructions).
                 self.stats.dequeued.packets += 1;
                 self.advance_shaper(tin, adj, now, false);
-                self.heap.timeout = self.heap.timeout.saturating_sub(1);
+                // One test per packet while the heap is not kept (most of the time), where
+                // the count-down saturated on every dequeue.
+                if self.heap.timeout != 0 {
+                    self.heap_dequeued(tin, flow);
+                }
                 let pkt = self.slab.free(i);
                 self.stats.dequeued.bytes += u64::from(pkt.len());
                 return Dequeue::Packet(pkt);

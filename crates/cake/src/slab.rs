@@ -43,7 +43,7 @@ const _: () = assert!(SLOT_OVERHEAD < 256, "a queue slot of 256 bytes or more");
 #[inline(always)]
 fn charge(pkt: &Packet) -> u32 {
     let sum = pkt.data.capacity() as u64 + u64::from(pkt.meta.pad) + u64::from(SLOT_OVERHEAD);
-    u32::try_from(sum).unwrap_or(u32::MAX)
+    sum.min(u64::from(u32::MAX)) as u32
 }
 
 /// Slots [`Slab::shrink_empty`] keeps (about 110 KiB): enough for ordinary backlogs, so that

@@ -136,8 +136,10 @@ impl Default for Hosts {
 
 /// A DRR++ list: circular and doubly linked through its flows' `prev` and `next` (the head's
 /// `prev` is the tail, the tail's `next` the head), so that rotating the list is moving its
-/// head. A flow on no list has both links [`NIL16`].
+/// head. A flow on no list has both links [`NIL16`]. Laid out as its head (`repr(transparent)`,
+/// see [`NewDecaying`]).
 #[derive(Clone, Copy, Debug)]
+#[repr(transparent)]
 struct List {
     /// The first flow, or `NIL16` when the list is empty.
     head: u16,
@@ -147,6 +149,15 @@ impl Default for List {
     fn default() -> Self {
         List { head: NIL16 }
     }
+}
+
+/// The new and the decaying lists side by side (`repr(C)`, new first), so that
+/// [`Tin::only_old`] reads both heads as one 32-bit word.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+struct NewDecaying {
+    new: List,
+    decaying: List,
 }
 
 /// One tin's state.
@@ -165,9 +176,9 @@ pub struct Tin {
     /// that the lookup finds a free way without reading the set's 8 flows (8 cache lines).
     /// Kept by [`Tin::set_flow_set`].
     busy: [u8; SETS],
-    new: List,
+    /// The new and the decaying lists.
+    nd: NewDecaying,
     old: List,
-    decaying: List,
     /// Derived parameters.
     pub params: TinParams,
     /// Tin shaper clock.
@@ -254,7 +265,8 @@ fn find_way(set: &[u32; SET_WAYS], inner: usize, want: u32) -> Option<usize> {
 const QUANTUM_DIVS: usize = 2048;
 const _: () = assert!(QUANTUM_DIVS.is_power_of_two() && QUANTUM_DIVS > QUEUES);
 
-/// The host-load quantum divisors: `65535 / min(i, QUEUES)` (and 65535 for 0). A load is a
+/// The host-load quantum divisors: `65535 / min(i, QUEUES)`, and 65535 for 0, the divisor of a
+/// load of 1 (the kernel's load is at least 1; [`Tin::host_load`] leaves it 0). A load is a
 /// bulk count, which never exceeds [`QUEUES`] (`Tin::inc_host_bulk` clamps it there), and the
 /// entries above `QUEUES` repeat `65535 / QUEUES`, so `QUANTUM_DIV[load % QUANTUM_DIVS]` is
 /// `65535 / min(load, QUEUES)` for every load below `QUANTUM_DIVS` without a clamp or a bounds
@@ -288,9 +300,8 @@ impl Tin {
             hosts: Box::default(),
             flow_drops: table(0),
             busy: [0; SETS],
-            new: List::default(),
+            nd: NewDecaying::default(),
             old: List::default(),
-            decaying: List::default(),
             params,
             time_next: Instant::ZERO,
             deficit: 0,
@@ -350,9 +361,9 @@ impl Tin {
     fn list_mut(&mut self, id: ListId) -> Option<&mut List> {
         match id {
             ListId::None => None,
-            ListId::New => Some(&mut self.new),
+            ListId::New => Some(&mut self.nd.new),
             ListId::Old => Some(&mut self.old),
-            ListId::Decaying => Some(&mut self.decaying),
+            ListId::Decaying => Some(&mut self.nd.decaying),
         }
     }
 
@@ -422,17 +433,17 @@ impl Tin {
     /// tail one after the other; the list being circular, the head just moves.
     #[inline]
     pub fn rotate_old_to(&mut self, i: u16) {
-        if self.flows[qi(i)].list == ListId::Old {
-            self.old.head = i;
-        }
+        debug_assert_eq!(self.flows[qi(i)].list, ListId::Old);
+        self.old.head = i;
     }
 
     /// True when the new and the decaying lists are both empty (then a dequeue serves the
     /// old list's head, if any).
     #[inline(always)]
     pub fn only_old(&self) -> bool {
-        // Both heads NIL16 (all ones) exactly when their AND is: one compare.
-        self.new.head & self.decaying.head == NIL16
+        // Both heads NIL16 (all ones) exactly when the word they make is all ones: one
+        // 32-bit load and compare (the compiler joins the two adjacent loads).
+        (u32::from(self.nd.new.head) | u32::from(self.nd.decaying.head) << 16) == u32::MAX
     }
 
     /// The head of list `id`, if any.
@@ -440,9 +451,9 @@ impl Tin {
     pub fn list_head(&self, id: ListId) -> Option<u16> {
         let h = match id {
             ListId::None => NIL16,
-            ListId::New => self.new.head,
+            ListId::New => self.nd.new.head,
             ListId::Old => self.old.head,
-            ListId::Decaying => self.decaying.head,
+            ListId::Decaying => self.nd.decaying.head,
         };
         (h != NIL16).then_some(h)
     }
@@ -479,7 +490,8 @@ impl Tin {
     }
 
     /// The host load of flow `i`: the larger bulk count of its hosts that the mode isolates,
-    /// at least 1.
+    /// 0 when both are 0 (which [`QUANTUM_DIV`] treats as a load of 1: its entries 0 and 1
+    /// are both 65535, so the refill needs no `max` with 1).
     ///
     /// Both counts are read whatever the mode: a tin is driven with one flow mode, and a count
     /// of a direction the mode does not isolate is always 0 (only [`Tin::inc_host_bulk`] raises
@@ -498,7 +510,7 @@ impl Tin {
             ddst(mode) || dst == 0,
             "destination bulk count {dst} in {mode:?}"
         );
-        1u16.max(src).max(dst)
+        src.max(dst)
     }
 
     /// The quantum of one DRR++ refill of flow `i`: the tin's flow quantum scaled down by the
@@ -548,16 +560,25 @@ impl Tin {
     /// leaves every list, deficit, count and random draw exactly as the visits one by one would
     /// (with 1,000 bulk flows sharing a host, a packet costs dozens of visits).
     ///
-    /// Returns the flow the walk stopped at, now the old list's head.
+    /// Returns the flow the walk stopped at, now the old list's head. `mode` gives the flow
+    /// mode, read only for a sparse flow's step (most visits are to bulk flows).
     #[inline(always)]
-    pub fn refill_old_list(&mut self, mut i: u16, mode: FlowMode, rng: &mut Rng) -> u16 {
+    pub fn refill_old_list(&mut self, i: u16, mode: impl Fn() -> FlowMode, rng: &mut Rng) -> u16 {
         debug_assert_eq!(self.old.head, i, "the walk starts at the old list's head");
+        let mut q = qi(i);
         loop {
-            debug_assert_eq!(self.flows[qi(i)].list, ListId::Old);
-            self.refill(i, mode, rng);
+            debug_assert_eq!(self.flows[q].list, ListId::Old);
+            if self.flows[q].set == FlowSet::Sparse {
+                self.sparse_visited(q as u16, mode());
+            }
+            // The rest of `Tin::refill`. The host load reads the mode only in its debug
+            // checks (see `Tin::host_load`): release builds read it for sparse flows alone.
+            let quantum = self.quantum(q as u16, mode(), rng);
+            self.flows[q].deficit += quantum;
             // The list is circular: the tail's next is the head.
-            i = self.flows[qi(i)].next;
-            if self.flows[qi(i)].deficit > 0 {
+            q = qi(self.flows[q].next);
+            if self.flows[q].deficit > 0 {
+                let i = q as u16;
                 self.rotate_old_to(i);
                 return i;
             }

@@ -189,6 +189,32 @@ fn priority_major_equal_to_the_handle_selects_the_tin_by_minor() {
     assert_eq!(tin_of(&cfg, p), 2);
 }
 
+#[test]
+fn a_priority_minor_number_that_names_no_tin_leaves_tin_and_flow_as_they_are() {
+    // Enqueue reads an IPv4 frame by its fast path only when the priority has no minor number;
+    // the others take the parsed headers. Both must pick the same tin and flow queue.
+    let classes = |prio: u32| {
+        let mut q = Cake::new(CakeConfig::with_rate(RATE), 7);
+        let mut drops = Vec::new();
+        for i in 0..200u16 {
+            let mut p = pkt([0, 8, 46][usize::from(i % 3)], 2000 + i);
+            p.meta.priority = prio;
+            q.enqueue(Instant::ZERO, p, &mut drops);
+        }
+        let c: Vec<(u32, u32)> = q
+            .class_stats(Instant::ZERO)
+            .iter()
+            .map(|c| (c.class_id, c.backlog_packets))
+            .collect();
+        c
+    };
+    let plain = classes(0);
+    assert!(plain.len() > 100, "{} classes", plain.len());
+    // Another major number, and a minor beyond the tin count: the DSCP decides either way.
+    assert_eq!(classes(0x8002_0001), plain);
+    assert_eq!(classes(0x8001_0004), plain);
+}
+
 fn first_dequeued(cfg: CakeConfig, p: Packet) -> (Packet, usize) {
     let mut q = Cake::new(cfg, 1);
     let mut drops = Vec::new();
