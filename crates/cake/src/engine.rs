@@ -552,18 +552,17 @@ impl Cake {
         // The length stored with the packet (see `Slot::len`).
         debug_assert_eq!(slot.len, slot.pkt.len());
         let (len, mem, enqueued, adj) = (slot.len, slot.mem, slot.enqueued, slot.adj_len);
-        // The counts of `unaccount`, the flow's through the flow in hand.
+        // The flow's count through the flow in hand, the rest as every removal counts them.
         f.backlog -= len;
-        self.tins[tin].backlog -= u64::from(len);
-        self.buffer_used -= u64::from(mem);
-        self.qlen -= 1;
+        self.unaccount_beyond_flow(tin, len, mem);
         Some((i, enqueued, adj))
     }
 
-    #[inline]
-    fn unaccount(&mut self, tin: usize, flow: u16, len: u32, mem: u32) {
-        let f = &mut self.tins[tin].flows[qi(flow)];
-        f.backlog -= len;
+    /// The counts a packet of `len` bytes (charged `mem`) leaving tin `tin` takes beyond its
+    /// flow's backlog, which the caller has taken off already: the tin's backlog, the memory
+    /// used and the packet count. Every removal from a flow's queue calls it.
+    #[inline(always)]
+    fn unaccount_beyond_flow(&mut self, tin: usize, len: u32, mem: u32) {
         self.tins[tin].backlog -= u64::from(len);
         self.buffer_used -= u64::from(mem);
         self.qlen -= 1;
@@ -594,7 +593,8 @@ impl Cake {
         if f.tail == i {
             f.tail = prev;
         }
-        self.unaccount(tin, flow, slot.pkt.len(), slot.mem);
+        f.backlog -= slot.pkt.len();
+        self.unaccount_beyond_flow(tin, slot.pkt.len(), slot.mem);
         Some(slot)
     }
 
