@@ -106,6 +106,12 @@ struct TinMap {
 }
 
 impl TinMap {
+    /// The kernel tin of DSCP `dscp` (its low six bits).
+    #[inline(always)]
+    fn of_dscp(&self, dscp: u8) -> usize {
+        self.of_dscp[dscp as usize & 63] as usize
+    }
+
     fn new(cfg: &CakeConfig) -> Self {
         let mode = cfg.diffserv;
         let count = mode.tin_count();
@@ -296,7 +302,7 @@ impl Cake {
             // carry none.
             return self.select_tin_prio(prio, dscp);
         }
-        self.tin_map.of_dscp[dscp as usize & 63] as usize
+        self.tin_map.of_dscp(dscp)
     }
 
     /// [`Cake::select_tin_dscp`] for a packet whose priority has a minor number: the tin it
@@ -308,7 +314,7 @@ impl Cake {
         if (prio >> 16) as u16 == self.cfg.handle_major && minor > 0 && minor <= map.count {
             return map.order[(minor - 1) % MAX_TINS] as usize;
         }
-        map.of_dscp[dscp as usize & 63] as usize
+        map.of_dscp(dscp)
     }
 
     /// [`Cake::select_tin`] with any configuration (washing, besteffort, a fwmark mask). Out
@@ -338,7 +344,7 @@ impl Cake {
             return map.order[(minor - 1) % MAX_TINS] as usize;
         }
         let dscp = dscp.unwrap_or_else(|| Self::diffserv(pkt, h, false));
-        map.of_dscp[dscp as usize & 63] as usize
+        map.of_dscp(dscp)
     }
 
     /// Reads the DSCP (ARP counts as 56, other non-IP as 0), clearing it when washing.
@@ -871,7 +877,7 @@ impl Cake {
         // of a call, around which the parsed fields were spilled on every packet.
         let (tin, flow, net_off) = match FlowV4::parse(&pkt.data) {
             Some(v) if self.v4_fast && pkt.meta.priority & 0xFFFF == 0 => {
-                let tin = self.tin_map.of_dscp[v.dscp as usize & 63] as usize;
+                let tin = self.tin_map.of_dscp(v.dscp);
                 let flow = self.classify_v4(tin, &v);
                 (tin, flow, u32::from(FlowV4::NETWORK_OFFSET))
             }
