@@ -526,11 +526,7 @@ fn contenders_table(scn: &Scenario, runs: &[Value]) -> experiments::Table {
         let i = &r["induced_ms"][ProbeId::Icmp.label()];
         // A run during which the host stalled carries a mark in the table itself, not only in
         // the warning below it ([`HOST_MARK_NOTE`]).
-        let mark = if r["host"]["stalls"].as_u64().unwrap_or(0) > 0 {
-            " *"
-        } else {
-            ""
-        };
+        let mark = if host_stalled(r) { " *" } else { "" };
         // BE, BK, EF.
         let udp: Vec<String> = [0, 8, 46]
             .into_iter()
@@ -571,12 +567,14 @@ const HOST_MARK_NOTE: &str =
     "*: the host stalled during this run (see its warning): its latency figures include the \
      host's own delays, and under heavy hypervisor steal its throughput is the host's too\n";
 
+/// Whether the host stalled during run `r` (as [`run_json`] prints it): the table marks it.
+fn host_stalled(r: &Value) -> bool {
+    r["host"]["stalls"].as_u64().unwrap_or(0) > 0
+}
+
 /// `HOST_MARK_NOTE` when any of `runs` (as [`run_json`] prints them) is marked.
 fn host_mark_note(runs: &[Value]) -> &'static str {
-    if runs
-        .iter()
-        .any(|r| r["host"]["stalls"].as_u64().unwrap_or(0) > 0)
-    {
+    if runs.iter().any(host_stalled) {
         HOST_MARK_NOTE
     } else {
         ""
