@@ -174,9 +174,9 @@ pub struct Cake {
     active_tins: u8,
     sizes: SizeStats,
     autorate: Autorate,
-    /// The qdisc counters, except `enqueued`, `backlog` and the packets `dequeued`: those are
-    /// derived on read ([`Qdisc::stats`]) from the tins' packet and byte counts, the tins'
-    /// backlogs and `qlen`, which every enqueue and dequeue updates anyway, and the drop counts.
+    /// The qdisc counters, except `enqueued` and `backlog`: those are derived on read
+    /// ([`Qdisc::stats`]) from the tins' packet and byte counts, the tins' backlogs and `qlen`,
+    /// which every enqueue and dequeue updates anyway.
     stats: QdiscStats,
     seg_buf: Vec<Packet>,
 }
@@ -1311,6 +1311,9 @@ impl Cake {
                     }
                 };
 
+                // The dequeued packet and byte counts are updated apart (as at enqueue: side by
+                // side they compile to one 16-byte vector add of six instructions).
+                self.stats.dequeued.packets += 1;
                 self.advance_shaper(tin, adj, now, false);
                 // One test per packet while the heap is not kept (most of the time), where
                 // the count-down saturated on every dequeue.
@@ -1318,9 +1321,6 @@ impl Cake {
                     self.heap_dequeued(tin, flow);
                 }
                 let pkt = self.slab.free(i);
-                // Only the dequeued bytes are counted here: `Qdisc::stats` derives the packets.
-                // (Without this read of the packet's length the compiler copies the packet out
-                // of its slot through a stack temporary, which costs more than the count saves.)
                 self.stats.dequeued.bytes += u64::from(pkt.len());
                 return Dequeue::Packet(pkt);
             }
@@ -1471,17 +1471,9 @@ impl Qdisc for Cake {
             enqueued.packets += t.packets;
             enqueued.bytes += t.bytes;
         }
-        let backlog = self.backlog();
-        // A queued packet leaves by dequeue or by a drop (`hand_back`), so the packets
-        // dequeued are the rest (dequeue counts only their bytes).
-        let dequeued = Counter {
-            packets: enqueued.packets - self.stats.dropped_total().packets - backlog.packets,
-            bytes: self.stats.dequeued.bytes,
-        };
         QdiscStats {
             enqueued,
-            dequeued,
-            backlog,
+            backlog: self.backlog(),
             ..self.stats
         }
     }
