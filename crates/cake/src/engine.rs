@@ -874,12 +874,17 @@ impl Cake {
         // same tin and flow for such a frame: `select_tin` tests the priority, and the hashes
         // of the mapped tuple equal the IPv4 ones). A priority with a minor number, which may
         // name a tin, is rare: testing it here as part of the guard keeps the common path free
-        // of a call, around which the parsed fields were spilled on every packet.
-        let (tin, flow, net_off) = match FlowV4::parse(&pkt.data) {
+        // of a call, around which the parsed fields were spilled on every packet. Each way
+        // continues with its own inlined copy of the rest (`enqueue_classified`): in the common
+        // one the network offset is the constant 14, so the offset average's sample is one
+        // count (`SizeStats::sample_netoff`), and its values do not meet the other way's where
+        // the two would join.
+        match FlowV4::parse(&pkt.data) {
             Some(v) if self.v4_fast && pkt.meta.priority & 0xFFFF == 0 => {
                 let tin = self.tin_map.of_dscp(v.dscp);
                 let flow = self.classify_v4(tin, &v);
-                (tin, flow, u32::from(FlowV4::NETWORK_OFFSET))
+                let net_off = u32::from(FlowV4::NETWORK_OFFSET);
+                self.enqueue_classified(now, pkt, tin, flow, net_off, drops, bufs);
             }
             v4 => {
                 let h = match v4 {
@@ -888,9 +893,26 @@ impl Cake {
                 };
                 let tin = self.select_tin(&mut pkt, &h);
                 let flow = self.classify_packet(tin, &pkt, &h);
-                (tin, flow, u32::from(h.network_offset))
+                let net_off = u32::from(h.network_offset);
+                self.enqueue_classified(now, pkt, tin, flow, net_off, drops, bufs);
             }
-        };
+        }
+    }
+
+    /// The rest of an enqueue, once the packet's tin, flow and network offset are known.
+    /// Inlined into both ways of [`Cake::enqueue_inner`] (see there).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_classified(
+        &mut self,
+        now: Instant,
+        pkt: Packet,
+        tin: usize,
+        flow: u16,
+        net_off: u32,
+        drops: &mut Vec<Dropped>,
+        bufs: &mut dyn packet::Buffers,
+    ) {
         let len = pkt.len();
 
         // Ensure the shaper state isn't stale.

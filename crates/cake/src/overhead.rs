@@ -37,9 +37,19 @@ pub struct SizeStats {
     pub min_adjlen: u32,
     /// Largest overhead-adjusted length seen.
     pub max_adjlen: u32,
-    /// EWMA of the network header offset, Q16 (report with [`SizeStats::avg_netoff`]).
-    pub avg_netoff_q16: u32,
+    /// EWMA of the network header offset, Q16, without the last `untagged_samples` samples
+    /// (read it with [`SizeStats::avg_netoff_q16`], report it with [`SizeStats::avg_netoff`]).
+    avg_netoff_q16: u32,
+    /// Samples of [`UNTAGGED_OFFSET`] taken since `avg_netoff_q16` was last written: most
+    /// frames have that offset, so a sample of it is only counted, and the average takes them
+    /// in when a sample of another offset comes, or when it is read. Taking `n` samples of one
+    /// offset at once gives exactly what taking them one by one would (the same steps, in the
+    /// same order, nothing else in between).
+    untagged_samples: u64,
 }
+
+/// The network offset of an untagged Ethernet frame (IPv4 or IPv6), the one most frames have.
+const UNTAGGED_OFFSET: u32 = 14;
 
 impl Default for SizeStats {
     fn default() -> Self {
@@ -51,6 +61,7 @@ impl Default for SizeStats {
             min_adjlen: u16::MAX as u32,
             max_adjlen: 0,
             avg_netoff_q16: 0,
+            untagged_samples: 0,
         }
     }
 }
@@ -58,7 +69,41 @@ impl Default for SizeStats {
 impl SizeStats {
     /// The average network header offset, rounded, as tc prints it.
     pub fn avg_netoff(&self) -> u32 {
-        ((u64::from(self.avg_netoff_q16) + 0x8000) >> 16) as u32
+        ((u64::from(self.avg_netoff_q16()) + 0x8000) >> 16) as u32
+    }
+
+    /// The EWMA of the network header offset, Q16: the kernel's `avg_netoff`.
+    pub fn avg_netoff_q16(&self) -> u32 {
+        let mut avg = self.avg_netoff_q16;
+        for _ in 0..self.untagged_samples {
+            let next = ewma(avg, UNTAGGED_OFFSET << 16, 8);
+            // At the fixed point every further step leaves the average as it is: this bounds
+            // the loop (a few thousand steps from any start) whatever the count.
+            if next == avg {
+                break;
+            }
+            avg = next;
+        }
+        avg
+    }
+
+    /// Takes one sample of the network header offset `net_off` into its EWMA (shift 8).
+    #[inline(always)]
+    pub fn sample_netoff(&mut self, net_off: u32) {
+        if net_off == UNTAGGED_OFFSET {
+            self.untagged_samples += 1;
+        } else {
+            self.sample_other_netoff(net_off);
+        }
+    }
+
+    /// [`SizeStats::sample_netoff`] of an offset other than [`UNTAGGED_OFFSET`]: the untagged
+    /// samples counted so far are taken in first. Out of line: most frames are untagged.
+    #[cold]
+    #[inline(never)]
+    fn sample_other_netoff(&mut self, net_off: u32) {
+        self.avg_netoff_q16 = ewma(self.avg_netoff_q16(), net_off << 16, 8);
+        self.untagged_samples = 0;
     }
 }
 
@@ -124,7 +169,7 @@ impl Overhead {
         if !self.identity {
             return self.packet_len(stats, len, net_off, None);
         }
-        stats.avg_netoff_q16 = ewma(stats.avg_netoff_q16, net_off << 16, 8);
+        stats.sample_netoff(net_off);
         debug_assert_eq!(
             (stats.min_adjlen, stats.max_adjlen),
             (stats.min_netlen, stats.max_netlen)
@@ -153,7 +198,7 @@ impl Overhead {
         net_off: u32,
         gso: Option<(u32, u32)>,
     ) -> u32 {
-        stats.avg_netoff_q16 = ewma(stats.avg_netoff_q16, net_off << 16, 8);
+        stats.sample_netoff(net_off);
         match gso {
             Some((gso_size, hdr_len)) if gso_size > 0 && len > hdr_len.saturating_add(gso_size) => {
                 self.gso_len(stats, len, net_off, gso_size, hdr_len)
@@ -212,6 +257,31 @@ mod tests {
                 let _ = o.packet_len(&mut st, len, 14, Some((u32::MAX, u32::MAX)));
             }
         }
+    }
+
+    #[test]
+    fn counted_untagged_offsets_give_the_average_of_one_by_one_samples() {
+        // Runs of the untagged offset (counted) between other offsets (taken at once), read
+        // at every step, against the EWMA taken sample by sample.
+        let mut s = SizeStats::default();
+        let mut avg = 0u32;
+        let runs: [(u32, usize); 7] = [
+            (14, 3),
+            (18, 1),
+            (14, 10_000),
+            (0, 2),
+            (65_535, 1),
+            (14, 700),
+            (22, 1),
+        ];
+        for (off, n) in runs {
+            for _ in 0..n {
+                s.sample_netoff(off);
+                avg = ewma(avg, off << 16, 8);
+                assert_eq!(s.avg_netoff_q16(), avg, "{off}");
+            }
+        }
+        assert_eq!(s.avg_netoff(), ((u64::from(avg) + 0x8000) >> 16) as u32);
     }
 
     #[test]
