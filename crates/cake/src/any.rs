@@ -432,7 +432,7 @@ fn parse_fifo(kind: &str, args: &[&str]) -> Result<AnyQdisc, QdiscSpecError> {
     Ok(match (name, limit) {
         ("pfifo", None) => AnyQdisc::pfifo_default(),
         ("pfifo", Some(n)) => AnyQdisc::pfifo(n as u32),
-        (_, n) => AnyQdisc::bfifo(n.unwrap_or(1000 * 1514)),
+        (_, n) => AnyQdisc::bfifo(n.unwrap_or(1000 * u64::from(qdisc::FULL_FRAME))),
     })
 }
 

@@ -216,7 +216,7 @@ impl Default for CakeConfig {
             memlimit: None,
             fwmark_mask: 0,
             handle_major: 0x8001,
-            psched_mtu: 1514,
+            psched_mtu: qdisc::FULL_FRAME,
         }
     }
 }

@@ -100,12 +100,13 @@ pub struct DerivedParams {
     pub buffer_limit: u32,
 }
 
-/// Per-tin flow quantum for a tin rate (`clamp(rate >> 12, 300, 1514)`, 1514 unlimited).
+/// Per-tin flow quantum for a tin rate (`clamp(rate >> 12, 300, 1514)`, 1514 unlimited: 1514 is
+/// [`qdisc::FULL_FRAME`]).
 pub fn flow_quantum(rate_bps: u64) -> u32 {
     if rate_bps == 0 {
-        1514
+        qdisc::FULL_FRAME
     } else {
-        (rate_bps >> 12).clamp(300, 1514) as u32
+        (rate_bps >> 12).clamp(300, u64::from(qdisc::FULL_FRAME)) as u32
     }
 }
 

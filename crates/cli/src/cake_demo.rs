@@ -129,12 +129,14 @@ pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<Strin
     let b = [10, 0, 0, 2];
     let server = [192, 0, 2, 10];
     let t = Instant::from_secs;
+    // Full-size frames (a `u32` widens losslessly into `usize` on every target we build for).
+    const FULL: usize = qdisc::FULL_FRAME as usize;
     let mut sources = vec![
-        Source::new("bulk-1", "A", a, server, 1001, 0, 2, 1514, aimd(2e6), t(0)),
-        Source::new("bulk-2", "A", a, server, 1002, 0, 2, 1514, aimd(2e6), t(0)),
-        Source::new("bulk-3", "A", a, server, 1003, 0, 0, 1514, aimd(2e6), t(2)),
-        Source::new("bulk-4", "A", a, server, 1004, 0, 0, 1514, aimd(2e6), t(2)),
-        Source::new("bulk-B", "B", b, server, 2001, 0, 0, 1514, aimd(2e6), t(0)),
+        Source::new("bulk-1", "A", a, server, 1001, 0, 2, FULL, aimd(2e6), t(0)),
+        Source::new("bulk-2", "A", a, server, 1002, 0, 2, FULL, aimd(2e6), t(0)),
+        Source::new("bulk-3", "A", a, server, 1003, 0, 0, FULL, aimd(2e6), t(2)),
+        Source::new("bulk-4", "A", a, server, 1004, 0, 0, FULL, aimd(2e6), t(2)),
+        Source::new("bulk-B", "B", b, server, 2001, 0, 0, FULL, aimd(2e6), t(0)),
         Source::new(
             "flood-B",
             "B",
@@ -143,7 +145,7 @@ pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<Strin
             2002,
             0,
             0,
-            1514,
+            FULL,
             Behaviour::Fixed { rate: 30e6 },
             t(4),
         ),
@@ -167,7 +169,7 @@ pub fn run(args: &[String], seconds: u64, seed: u64, json: bool) -> Result<Strin
             4001,
             8,
             0,
-            1514,
+            FULL,
             aimd(1e6),
             t(0),
         ),

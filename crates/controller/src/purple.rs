@@ -89,7 +89,7 @@ use crate::{Direction, Duration, Instant, PerDir, Rate, Reason, ReflectorId, Sam
 const FAST_SLOTS: usize = 8;
 
 /// Bytes of one full-size Ethernet frame (serialisation allowances, quantisation).
-const MTU: f64 = 1514.0;
+const MTU: f64 = qdisc::FULL_FRAME as f64;
 
 /// Volatility: the change of one reading counts up to this (|ln| of the ratio).
 const VOL_CLIP: f64 = 0.5;

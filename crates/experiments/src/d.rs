@@ -24,7 +24,7 @@ pub const ONE_WAY: Duration = Duration::from_millis(10);
 /// Probe interval.
 const PROBE: Duration = Duration::from_millis(100);
 /// Bytes of a full data frame (MSS 1448 with timestamps, Ethernet included).
-const DATA_FRAME: u64 = 1514;
+const DATA_FRAME: u64 = qdisc::FULL_FRAME as u64;
 /// Edge links of the testbed (its hosts' access links).
 const EDGE_BPS: u64 = 1_000_000_000 / 8;
 const EDGE_DELAY: Duration = Duration::from_micros(100);

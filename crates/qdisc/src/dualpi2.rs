@@ -151,7 +151,7 @@ impl Default for DualPi2Config {
             classic_protection: 10,
             classifier: EcnClassifier::L4sEct,
             split_gso: true,
-            mtu: 1514,
+            mtu: crate::FULL_FRAME,
         }
     }
 }

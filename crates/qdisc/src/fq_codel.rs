@@ -53,7 +53,7 @@ impl Default for FqCodelConfig {
     fn default() -> Self {
         FqCodelConfig {
             flows: 1024,
-            quantum: 1514,
+            quantum: crate::FULL_FRAME,
             limit: 10240,
             memory_limit: 32 << 20,
             target: Duration::from_millis(5),

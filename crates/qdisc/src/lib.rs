@@ -30,7 +30,7 @@ pub mod tc_units;
 pub mod time;
 pub mod trace;
 
-pub use packet::{Headers, Packet, PacketMeta};
+pub use packet::{Headers, Packet, PacketMeta, FULL_FRAME};
 pub use qdisc::{Counter, Dequeue, DropReason, Dropped, NoShaper, Qdisc, QdiscStats};
 pub use rate::Rate;
 pub use rng::Rng;

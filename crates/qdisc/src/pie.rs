@@ -67,7 +67,7 @@ impl Default for PieConfig {
             limit: 1000,
             ecn: false,
             bytemode: false,
-            mtu: 1514,
+            mtu: crate::FULL_FRAME,
         }
     }
 }

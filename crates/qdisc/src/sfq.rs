@@ -70,7 +70,7 @@ impl Default for SfqConfig {
     fn default() -> Self {
         SfqConfig {
             limit: SFQ_MAX_DEPTH,
-            quantum: 1514,
+            quantum: crate::FULL_FRAME,
             divisor: 1024,
             flows: 128,
             depth: SFQ_MAX_DEPTH,

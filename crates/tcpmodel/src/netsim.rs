@@ -10,8 +10,8 @@ use qdisc::{Duration, Instant, Packet, Rng};
 
 use crate::{CcKind, SenderConfig, TcpReceiver, TcpSender};
 
-/// Payload bytes per 1514-byte frame.
-const GOODPUT_FRACTION: f64 = 1448.0 / 1514.0;
+/// Payload bytes per full-size (1514-byte) frame.
+const GOODPUT_FRACTION: f64 = 1448.0 / qdisc::FULL_FRAME as f64;
 
 #[derive(Clone, Debug)]
 struct LinkCfg {
@@ -44,7 +44,7 @@ impl LinkCfg {
     }
     /// Bandwidth-delay product in 1514-byte packets.
     fn bdp_packets(rate_bps: u64, rtt: Duration) -> usize {
-        (rate_bps as f64 * rtt.as_secs_f64() / 8.0 / 1514.0).round() as usize
+        (rate_bps as f64 * rtt.as_secs_f64() / 8.0 / f64::from(qdisc::FULL_FRAME)).round() as usize
     }
 }
 

@@ -15,7 +15,7 @@ use sim::{AppId, RunSummary, Sim, UdpSource};
 /// wire beyond its length: FCS 4 + preamble 8 + inter-frame gap 12.
 const WIRE_EXTRA: u64 = 24;
 /// Frame sizes of the two greedy flows (full-size and small packets).
-const BIG: u32 = 1514;
+const BIG: u32 = qdisc::FULL_FRAME;
 const SMALL: u32 = 200;
 
 /// Bytes on the wire (frames plus Ethernet framing) of `app`'s deliveries in bins [a, b).

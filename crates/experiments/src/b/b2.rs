@@ -406,7 +406,7 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
     let mut diffs = Vec::new();
     if let Some(p) = rr(PFIFO.name) {
         // The uplink FIFO's capacity in time: 1000 full-size frames at the uplink rate.
-        let fifo_s = 1000.0 * 1514.0 * 8.0 / UP_BIT_S as f64;
+        let fifo_s = 1000.0 * f64::from(qdisc::FULL_FRAME) * 8.0 / UP_BIT_S as f64;
         diffs.push(format!(
             "pfifo 1000 induces {:.2} s mean (kernel 0.51-0.74 s) and its download gets {:.1} \
              Mbit/s (kernel 19-20): the 1000-packet FIFO on the uplink holds up to {fifo_s:.1} \

@@ -285,7 +285,7 @@ pub(crate) fn run(opts: &RunOpts) -> Report {
              Download {:.1} Mbit/s steady.",
             c.answered,
             c.sent,
-            1000.0 * 1514.0 * 8.0 / UP_BIT_S as f64,
+            1000.0 * f64::from(qdisc::FULL_FRAME) * 8.0 / UP_BIT_S as f64,
             c.down
         ));
     }

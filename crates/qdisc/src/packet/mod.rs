@@ -20,6 +20,12 @@ pub use join::{finish as finish_joined, join, joinable, Joined};
 pub use rewrite::{mark_ce, set_dscp};
 pub use tcp_options::{TcpOption, TcpOptions};
 
+/// The length of a full-size Ethernet frame, bytes: a 1,500-byte IP packet behind its 14-byte
+/// Ethernet header (what Linux's `psched_mtu` gives on an Ethernet device with the usual 1,500-byte
+/// MTU). The one home of the number for the qdiscs' defaults (quantum, MTU), the controllers'
+/// one-frame allowances and the simulator's full-size data frames.
+pub const FULL_FRAME: u32 = 1514;
+
 /// One packet: the frame bytes and the metadata that does not live in them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Packet {

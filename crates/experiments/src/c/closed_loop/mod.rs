@@ -249,7 +249,7 @@ fn initial_rates(spec: &LoopSpec, cfg: &Config) -> PerDir<f64> {
 pub const SATURATED: f64 = 0.98;
 
 /// One full frame, bytes: the slack of [`SATURATED`]'s test.
-const FRAME: f64 = 1514.0;
+const FRAME: f64 = qdisc::FULL_FRAME as f64;
 
 /// The loop's state between steps.
 struct Loop {
