@@ -279,22 +279,28 @@ fn a_link_file_is_played_by_linkem_and_carried_near_its_capacity() {
     let s = scenario::Scenario::for_link(&d, Some(6.0)).unwrap();
     assert_eq!(s.link.down_words(), "40/20 Mbit/s every 3 s");
     assert_eq!(s.link.buffer_packets(), 200);
-    let row = fq_codel_for_6s(&s, "link file");
-    let r = &row.run;
-    assert!(r.delay_stage.contains("5 ms each way"), "{}", r.delay_stage);
-    // The emulator's capacity series is the file's: both steps appear during the run.
-    let cap = &r.capacity_down_mbit;
-    assert!(cap.contains(&40.0), "{cap:?}");
-    assert!(cap.contains(&20.0), "{cap:?}");
-    // Unshaped, the download takes most of the link's capacity and cannot exceed it.
-    let share = row.share().expect("the emulator's capacity");
-    assert!(
-        (0.6..1.05).contains(&share),
-        "download / capacity {share:.2}"
-    );
-    // The base RTT is the file's 5 ms each way (plus the veths and the bridge).
-    let base = row.run.induced(ProbeId::UDP_BE).unwrap().base_ms;
-    assert!((9.5..14.0).contains(&base), "base RTT {base:.1} ms");
+    // The share and the base RTT are real-time figures of the host (CI once saw 0.57 of the
+    // capacity with no stall flagged, where the same code read above 0.6 in the runs before
+    // and after): checked twice, as the other timing checks here are.
+    twice("link file", || {
+        let row = fq_codel_for_6s(&s, "link file");
+        let r = &row.run;
+        assert!(r.delay_stage.contains("5 ms each way"), "{}", r.delay_stage);
+        // The emulator's capacity series is the file's: both steps appear during the run.
+        let cap = &r.capacity_down_mbit;
+        assert!(cap.contains(&40.0), "{cap:?}");
+        assert!(cap.contains(&20.0), "{cap:?}");
+        // Unshaped, the download takes most of the link's capacity and cannot exceed it.
+        let share = row.share().expect("the emulator's capacity");
+        check((0.6..1.05).contains(&share), || {
+            format!("download / capacity {share:.2}")
+        })?;
+        // The base RTT is the file's 5 ms each way (plus the veths and the bridge).
+        let base = row.run.induced(ProbeId::UDP_BE).unwrap().base_ms;
+        check((9.5..14.0).contains(&base), || {
+            format!("base RTT {base:.1} ms")
+        })
+    });
 }
 
 /// `purple lab run --link-of tmobile-lte --seed 2 --home-router`'s testbed: section C's
