@@ -7,6 +7,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use controller::Direction;
 use lab::scenario::{self, Contender, ProbeId, Scenario};
 use lab::{DelayStage, LabOpts, LabRun};
 use serde_json::{json, Value};
@@ -635,8 +636,8 @@ pub fn run_json(r: &LabRun, load_at_s: f64) -> Value {
             })
             .collect();
         m.insert("induced_ms".into(), Value::Object(ind));
-        m.insert("up_mbit".into(), json!(r.up_mbit));
-        m.insert("down_mbit".into(), json!(r.down_mbit));
+        m.insert("up_mbit".into(), json!(r.goodput_mbit(Direction::Up)));
+        m.insert("down_mbit".into(), json!(r.goodput_mbit(Direction::Down)));
         m.insert("delay_stage".into(), json!(r.delay_stage));
         m.insert("warnings".into(), json!(r.warnings));
         if let Some(h) = &r.host {

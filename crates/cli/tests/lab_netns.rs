@@ -3,6 +3,7 @@
 //! end. Reported as skipped (`testkit`) when not root or when namespaces cannot be created.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use controller::Direction;
 use lab::scenario::{self, Contender, ProbeId};
 use lab::{DelayStage, LabOpts, LabRun};
 
@@ -28,8 +29,8 @@ fn run(scn: &str, test: &str, c: Contender, secs: f64) -> LabRun {
         "{} {}: up {:.2} down {:.2} Mbit/s; ICMP induced {:?}; warnings {:?}",
         r.contender,
         r.test,
-        r.up_mbit,
-        r.down_mbit,
+        r.goodput_mbit(Direction::Up),
+        r.goodput_mbit(Direction::Down),
         r.induced(ProbeId::Icmp),
         r.warnings
     );
@@ -79,10 +80,11 @@ fn b1_upload_cake_induces_far_less_latency_than_fifo_at_full_goodput() {
         // Goodput near the shaper; with linkem's 90 ms RTT a 5 s CUBIC flow under CAKE's ECN
         // marks reaches ~2.3 of 3 Mbit/s (the simulator: 2.8 over 10 s).
         for r in [&cake, &fifo] {
-            check((2.0..3.1).contains(&r.up_mbit), || {
+            check((2.0..3.1).contains(&r.goodput_mbit(Direction::Up)), || {
                 format!(
                     "{}: upload goodput {:.2} Mbit/s at a 3 Mbit/s shaper",
-                    r.contender, r.up_mbit
+                    r.contender,
+                    r.goodput_mbit(Direction::Up)
                 )
             })?;
         }
@@ -108,11 +110,12 @@ fn b2_rrul_cake_keeps_icmp_induced_latency_within_the_seed_figures_and_fills_bot
         check(icmp.p99 < 40.0, || {
             format!("ICMP induced p99 {:.1} ms", icmp.p99)
         })?;
-        check((14.0..20.5).contains(&r.down_mbit), || {
-            format!("down {:.2} Mbit/s", r.down_mbit)
-        })?;
-        check((1.8..3.1).contains(&r.up_mbit), || {
-            format!("up {:.2} Mbit/s", r.up_mbit)
+        check(
+            (14.0..20.5).contains(&r.goodput_mbit(Direction::Down)),
+            || format!("down {:.2} Mbit/s", r.goodput_mbit(Direction::Down)),
+        )?;
+        check((1.8..3.1).contains(&r.goodput_mbit(Direction::Up)), || {
+            format!("up {:.2} Mbit/s", r.goodput_mbit(Direction::Up))
         })?;
         // diffserv3: CS1 (bulk tin) gets the least of the downlink.
         let g = |n: &str| r.summary.flow(n).unwrap().goodput_bps;
@@ -172,11 +175,11 @@ fn the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq
         eprintln!(
             "purple: down {:.1} Mbit/s, UDP induced {:?}, {} decisions, log {}; fq_codel: down {:.1}, \
              UDP induced {:?}; warnings {:?}",
-            p.down_mbit,
+            p.goodput_mbit(Direction::Down),
             p.induced(ProbeId::UDP_BE),
             c.points.len(),
             c.log.display(),
-            f.down_mbit,
+            f.goodput_mbit(Direction::Down),
             f.induced(ProbeId::UDP_BE),
             p.warnings
         );
@@ -216,8 +219,11 @@ fn the_purple_daemon_follows_a_capacity_drop_and_keeps_latency_below_unshaped_fq
             )
         })?;
         // And still carries most of the capacity.
-        check(p.down_mbit > 50.0, || {
-            format!("purple download {:.1} Mbit/s", p.down_mbit)
+        check(p.goodput_mbit(Direction::Down) > 50.0, || {
+            format!(
+                "purple download {:.1} Mbit/s",
+                p.goodput_mbit(Direction::Down)
+            )
         })?;
         // `purple demo --lab`'s reduction of the same runs (`lab::analysis`).
         let warm = lab::analysis::warm_up_s(opts.seconds);
@@ -249,8 +255,8 @@ fn fq_codel_for_6s(s: &scenario::Scenario, what: &str) -> lab::analysis::DemoRow
     eprintln!(
         "{what}: down {:.1} up {:.1} Mbit/s; capacity {:?}; UDP induced {:?}; stage {}; \
          warnings {:?}",
-        r.down_mbit,
-        r.up_mbit,
+        r.goodput_mbit(Direction::Down),
+        r.goodput_mbit(Direction::Up),
         r.capacity_down_mbit,
         r.induced(ProbeId::UDP_BE),
         r.delay_stage,

@@ -264,10 +264,14 @@ pub fn demo_row(mut run: LabRun, idle_s: f64, warm_s: f64) -> Result<DemoRow, An
     let from = ((idle_s + warm_s) / run.summary.bin_s).round() as usize;
     let capacity_down_mbit = mean_capacity_mbit(&run.capacity_down_mbit, from);
     let tracking = tracking(&run, idle_s);
+    let throughput_mbit = PerDir::new(
+        run.goodput_mbit(Direction::Down),
+        run.goodput_mbit(Direction::Up),
+    );
     run.summary.loaded = Some(LoadedSummary {
         latency: LatencyStats::of(&samples),
         samples_ms: samples,
-        throughput_mbit: PerDir::new(run.down_mbit, run.up_mbit),
+        throughput_mbit,
         capacity_mbit: PerDir::new(capacity_down_mbit, None),
         one_way: None,
         tracking,
@@ -321,6 +325,10 @@ mod tests {
                     latency_samples_ms: samples,
                     ..sim::FlowSummary::default()
                 }],
+                loaded: Some(sim::LoadedSummary {
+                    throughput_mbit: PerDir::new(45.0, 30.0),
+                    ..sim::LoadedSummary::default()
+                }),
                 ..sim::RunSummary::default()
             },
             induced: vec![crate::ProbeLatency {
@@ -332,8 +340,6 @@ mod tests {
                     ..crate::Induced::default()
                 },
             }],
-            up_mbit: 30.0,
-            down_mbit: 45.0,
             delay_stage: String::new(),
             warnings: Vec::new(),
             namespaces: Vec::new(),

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use crate::cost::{self, Program, TreeCounters};
 use crate::scenario::ProbeId;
+use controller::Direction;
 use os::netns::{Netns, Proc};
 
 /// Environment of the shim: the file its calls are appended to.
@@ -712,8 +713,8 @@ pub fn compare_laws(
         }
         LawRow {
             contender: r.contender.clone(),
-            down_mbit: r.down_mbit,
-            up_mbit: r.up_mbit,
+            down_mbit: r.goodput_mbit(Direction::Down),
+            up_mbit: r.goodput_mbit(Direction::Up),
             icmp_p99_ms: r.induced(ProbeId::Icmp).map(|i| i.p99),
             udp_p99_ms: r.induced(ProbeId::UDP_BE).map(|i| i.p99),
             mean_down_rate_mbit: mean,

@@ -275,7 +275,7 @@ pub fn run_one(
         }
         Err(e) => warnings.push(e.to_string()),
     }
-    let (induced, up, down) = meters_out;
+    let induced = meters_out;
     summary.name = format!("{} {} {}", scn.name, test.name, contender.name);
     let namespaces = [&t.client, &t.router, &t.linkem, &t.server]
         .iter()
@@ -288,8 +288,6 @@ pub fn run_one(
         test: test.name.into(),
         summary,
         induced,
-        up_mbit: up,
-        down_mbit: down,
         delay_stage,
         warnings,
         capacity_down_mbit,

@@ -153,7 +153,10 @@ mod tests {
                 links: Vec::new(),
                 qdiscs: Vec::new(),
                 flent: None,
-                loaded: None,
+                loaded: Some(sim::LoadedSummary {
+                    throughput_mbit: controller::PerDir::new(down, 30.0),
+                    ..sim::LoadedSummary::default()
+                }),
             },
             induced: vec![ProbeLatency {
                 id: ProbeId::Icmp,
@@ -164,8 +167,6 @@ mod tests {
                     ..Induced::default()
                 },
             }],
-            up_mbit: 30.0,
-            down_mbit: down,
             delay_stage: String::new(),
             warnings: Vec::new(),
             namespaces: Vec::new(),

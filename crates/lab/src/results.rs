@@ -6,8 +6,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use controller::{Direction, PerDir};
 use qdisc::quantile::nearest_rank;
-use sim::{FlowSeries, FlowSummary, LatencyMs, LinkSummary, RunSummary};
+use sim::{FlowSeries, FlowSummary, LatencyMs, LinkSummary, LoadedSummary, RunSummary};
 
 use crate::scenario::{FlowKind, ProbeId, Scenario, Test};
 use crate::traffic::Meter;
@@ -48,14 +49,11 @@ pub struct LabRun {
     pub contender: String,
     /// Test name.
     pub test: String,
-    /// What it measured (`name` is `<scenario> <test> <contender>`).
+    /// What it measured (`name` is `<scenario> <test> <contender>`). Its `loaded` part holds
+    /// at least the loaded phase's goodput per direction ([`LabRun::goodput_mbit`]).
     pub summary: RunSummary,
     /// Induced latency per probe flow, in the test's order.
     pub induced: Vec<ProbeLatency>,
-    /// Goodput client → server and server → client, Mbit/s (sum over TCP flows).
-    pub up_mbit: f64,
-    /// Server → client.
-    pub down_mbit: f64,
     /// What the delay stage was (for notes).
     pub delay_stage: String,
     /// Problems that did not stop the run (a tool's error).
@@ -73,6 +71,13 @@ pub struct LabRun {
 }
 
 impl LabRun {
+    /// Goodput in direction `d` over the loaded phase after its warm-up, Mbit/s: the sum over
+    /// the test's TCP flows in that direction (`Down`: server to client), as the summary's
+    /// `loaded` part holds it (0 where a run built elsewhere left that part out).
+    pub fn goodput_mbit(&self, d: Direction) -> f64 {
+        self.summary.loaded_or_empty().throughput_mbit[d]
+    }
+
     /// The induced latency of probe `id` (`None`: the test has no such probe).
     pub fn induced(&self, id: ProbeId) -> Option<Induced> {
         self.induced.iter().find(|p| p.id == id).map(|p| p.induced)
@@ -104,7 +109,7 @@ pub(crate) fn latency_ms(samples_ms: &[f64]) -> Option<LatencyMs> {
 
 /// The probes' induced latency, and the mean upload and download goodput over the steady
 /// window (Mbit/s).
-pub(crate) type Measured = (Vec<ProbeLatency>, f64, f64);
+pub(crate) type Measured = Vec<ProbeLatency>;
 
 /// Builds the summary of a run of `test` on `scn` from its flows' meters and the byte counts
 /// read every [`BIN`] (`bins[i]` for flow `i`): goodput over the steady window (the loaded
@@ -278,8 +283,12 @@ pub(crate) fn summarise(
         qdiscs: Vec::new(),
         // Probes run from 0, the load from the end of the idle period.
         flent: Some(test.flent_labels(opts.idle_seconds)),
-        // The demo's reduction fills it (`analysis::demo_row`).
-        loaded: None,
+        // The loaded phase's goodput per direction (TCP flows, after the warm-up); the
+        // demo's reduction fills in the rest (`analysis::demo_row`).
+        loaded: Some(LoadedSummary {
+            throughput_mbit: PerDir::new(down / 1e6, up / 1e6),
+            ..LoadedSummary::EMPTY
+        }),
     };
-    Ok((summary, (induced, up / 1e6, down / 1e6)))
+    Ok((summary, induced))
 }

@@ -82,11 +82,10 @@ pub fn lab_text(d: &LabDemo) -> String {
             }
         }
         row.extend([
-            format!("{:.1}", r.run.down_mbit),
-            format!("{:.1}", r.run.up_mbit),
-            r.loaded().capacity_mbit.down.map_or("-".into(), |c| {
-                format!("{:.0}%", 100.0 * r.run.down_mbit / c)
-            }),
+            format!("{:.1}", r.loaded().throughput_mbit.down),
+            format!("{:.1}", r.loaded().throughput_mbit.up),
+            r.share()
+                .map_or("-".into(), |s| format!("{:.0}%", 100.0 * s)),
             lab::scenario::seed_figure(&d.scenario.name, &r.run.contender, "").to_string(),
         ]);
         t.row(row);
@@ -142,8 +141,6 @@ mod tests {
                     ..sim::RunSummary::default()
                 },
                 induced: Vec::new(),
-                up_mbit: 31.25,
-                down_mbit: 96.5,
                 delay_stage: String::new(),
                 warnings: Vec::new(),
                 namespaces: Vec::new(),
@@ -185,6 +182,32 @@ mod tests {
         let j = super::super::json::lab_json(&d);
         assert_eq!(j["sim"]["title"], "simulator (the same link):");
         assert_eq!(j["sim"]["table"]["rows"][0][1], "purple");
+    }
+
+    /// The lab's JSON publishes each contender's loaded-phase figures in the simulator demo's
+    /// form (one renderer, `contender_json`): throughput and capacity both ways, `null` for the
+    /// upload capacity the lab does not know and for a latency without samples, and the share
+    /// of the download capacity; the table's throughput and share cells read the same part.
+    #[test]
+    fn the_lab_json_and_table_read_the_runs_loaded_part_as_the_simulators_demo_does() {
+        let d = two_rows();
+        let j = super::super::json::lab_json(&d);
+        let c = &j["contenders"];
+        assert_eq!(c[0]["name"], "CAKE static");
+        assert_eq!(c[0]["throughput_mbit"]["down"], 96.5);
+        assert_eq!(c[0]["throughput_mbit"]["up"], 31.25);
+        assert_eq!(c[0]["capacity_mbit"]["down"], 120.0);
+        assert!(c[0]["capacity_mbit"]["up"].is_null(), "{c}");
+        let share = c[0]["share"].as_f64().unwrap();
+        assert!((share - 96.5 / 120.0).abs() < 1e-12, "{share}");
+        assert_eq!(c[0]["latency_ms"]["n"], 4);
+        assert!(c[1]["latency_ms"].is_null(), "{c}");
+        let text = lab_text(&d);
+        let row = text.lines().find(|l| l.starts_with("CAKE static")).unwrap();
+        assert!(
+            row.contains("96.5") && row.contains("31.2") && row.contains("80%"),
+            "{row}"
+        );
     }
 
     /// The latency columns come from `experiments::LATENCY_COLUMNS`; a contender without a
