@@ -1,10 +1,17 @@
 //! Test-only network: flows share one fixed-rate bottleneck with a FIFO of N packets and a
 //! propagation delay; ACKs return over an uncongested path. Virtual time, seeded randomness.
+//!
+//! The bottleneck's buffer and transmitter are the workspace's one link mechanism,
+//! [`qdisc::link::LinkCore`] (the simulator's and `purple linkem`'s), charged whole frames at a
+//! fixed rate. What only these tests need sits around it: loss and a blackout on entry, ECN
+//! marks on entry above a queue length or on leaving after a sojourn, and the ACK path's own
+//! delay.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::net::{IpAddr, Ipv4Addr};
 
+use qdisc::link::{Capacity, Charge, Departure, Departures, LinkConfig, LinkCore};
 use qdisc::packet::mark_ce;
 use qdisc::{Duration, Instant, Packet, Rng};
 
@@ -81,16 +88,27 @@ struct Flow {
     rcv: TcpReceiver,
 }
 
+/// The frames one [`LinkCore::transmit`] call sent, in order.
+#[derive(Default)]
+struct Sent(Vec<Departure>);
+
+impl Departures for Sent {
+    fn depart(&mut self, d: Departure) {
+        self.0.push(d);
+    }
+}
+
 struct Net {
     now: Instant,
     link: LinkCfg,
     rng: Rng,
     flows: Vec<Flow>,
-    /// Packets with their enqueue time.
-    queue: VecDeque<(Instant, Packet)>,
+    /// The bottleneck's buffer and transmitter.
+    core: LinkCore,
+    /// When the transmitter is due to take its next frame (a `LinkFree` event is scheduled).
+    tx_due: Option<Instant>,
     /// Every dequeued packet's (dequeue time, sojourn).
     sojourns: Vec<(Instant, Duration)>,
-    busy: bool,
     events: BinaryHeap<Scheduled>,
     seq: u64,
     drops: u64,
@@ -103,14 +121,25 @@ struct Net {
 
 impl Net {
     fn new(link: LinkCfg, seed: u64) -> Self {
+        let core = LinkCore::new(
+            LinkConfig {
+                capacity: Capacity::Rate(link.rate_bps / 8),
+                delay: link.delay,
+                buffer_packets: Some(u32::try_from(link.buffer).unwrap_or(u32::MAX)),
+                buffer_bytes: None,
+                charge: Charge::Frame,
+                ..LinkConfig::default()
+            },
+            Instant::ZERO,
+        );
         Net {
             now: Instant::ZERO,
             link,
             rng: Rng::new(seed),
             flows: Vec::new(),
-            queue: VecDeque::new(),
+            core,
+            tx_due: None,
             sojourns: Vec::new(),
-            busy: false,
             events: BinaryHeap::new(),
             seq: 0,
             drops: 0,
@@ -173,45 +202,49 @@ impl Net {
             self.burst_sends += 1;
         }
         self.last_enqueue = Some(now);
+        // Frames leaving by now make room first.
+        self.transmit();
         if self.link.blackout.is_some_and(|(a, b)| a <= now && now < b)
             || (self.link.loss > 0.0 && self.rng.next_f64() < self.link.loss)
-            || self.queue.len() >= self.link.buffer
+            || !self.core.admits(&p)
         {
             self.drops += 1;
             return;
         }
         if let Some(k) = self.link.ce_threshold {
-            if self.queue.len() >= k {
+            if self.core.backlog().packets >= k as u64 {
                 let h = p.headers();
                 if mark_ce(&mut p.data, &h) {
                     self.marks += 1;
                 }
             }
         }
-        self.queue.push_back((now, p));
-        self.max_queue = self.max_queue.max(self.queue.len());
-        if !self.busy {
-            self.start_tx();
-        }
+        self.core.push(now, p);
+        self.max_queue = self.max_queue.max(self.core.backlog().packets as usize);
+        self.transmit();
     }
 
-    fn start_tx(&mut self) {
-        let Some((at, mut p)) = self.queue.pop_front() else {
-            return;
-        };
-        let sojourn = self.now - at;
-        self.sojourns.push((self.now, sojourn));
-        if self.link.ce_step.is_some_and(|t| sojourn > t) {
-            let h = p.headers();
-            if mark_ce(&mut p.data, &h) {
-                self.marks += 1;
+    /// Sends what the link can by now: each frame's sojourn is recorded, marked past
+    /// `ce_step`, and delivered after its transmission and the delay; the next frame's start
+    /// is scheduled.
+    fn transmit(&mut self) {
+        let mut sent = Sent::default();
+        let next = self.core.transmit(self.now, &mut sent);
+        for mut d in sent.0 {
+            self.sojourns.push((d.at, d.sojourn));
+            if self.link.ce_step.is_some_and(|t| d.sojourn > t) {
+                let h = d.pkt.headers();
+                if mark_ce(&mut d.pkt.data, &h) {
+                    self.marks += 1;
+                }
             }
+            let id = d.pkt.meta.tag as usize;
+            self.schedule(d.arrival, Ev::ToRcv(id, d.pkt));
         }
-        self.busy = true;
-        let tx = Duration::from_nanos(u64::from(p.len()) * 8 * 1_000_000_000 / self.link.rate_bps);
-        let id = p.meta.tag as usize;
-        self.schedule(self.now + tx, Ev::LinkFree);
-        self.schedule(self.now + tx + self.link.delay, Ev::ToRcv(id, p));
+        if let Some(t) = next.filter(|&t| self.tx_due != Some(t)) {
+            self.tx_due = Some(t);
+            self.schedule(t, Ev::LinkFree);
+        }
     }
 
     fn pump(&mut self) {
@@ -261,8 +294,10 @@ impl Net {
                 };
                 match ev {
                     Ev::LinkFree => {
-                        self.busy = false;
-                        self.start_tx();
+                        if self.tx_due == Some(t) {
+                            self.tx_due = None;
+                        }
+                        self.transmit();
                     }
                     Ev::ToRcv(id, p) => self.flows[id].rcv.on_segment(t, &p),
                     Ev::ToSnd(id, p) => {
