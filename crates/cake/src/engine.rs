@@ -442,12 +442,19 @@ impl Cake {
         self.tins[tin].classify(key, host_hashes, mode)
     }
 
-    /// Charges `adj_len` to the tin and global shaper clocks.
+    /// Charges `adj_len` to the tin and global shaper clocks (nothing at an unlimited rate).
     #[inline]
     fn advance_shaper(&mut self, tin: usize, adj_len: u32, now: Instant, drop: bool) {
         if self.global_rate().is_unlimited() {
             return;
         }
+        self.charge_shaper(tin, adj_len, now, drop);
+    }
+
+    /// [`Cake::advance_shaper`] for a caller that has found the rate limited.
+    #[inline(always)]
+    fn charge_shaper(&mut self, tin: usize, adj_len: u32, now: Instant, drop: bool) {
+        debug_assert!(!self.global_rate().is_unlimited());
         let t = &mut self.tins[tin];
         let tin_dur = Duration::from_nanos(t.params.rate.tx_time(adj_len));
         let global = self.params.rate.tx_time(adj_len);
@@ -999,11 +1006,13 @@ impl Cake {
         }
     }
 
-    /// Picks the tin to serve; `None` when nothing can be sent.
+    /// Picks the tin to serve; `None` when nothing can be sent. `SHAPED` is whether the rate
+    /// is limited (the caller's test, see `dequeue_inner`).
     #[inline]
-    fn choose_tin(&mut self, now: Instant) -> Option<usize> {
+    fn choose_tin<const SHAPED: bool>(&mut self, now: Instant) -> Option<usize> {
+        debug_assert_eq!(SHAPED, !self.global_rate().is_unlimited());
         let n = self.tins.len();
-        if self.global_rate().is_unlimited() {
+        if !SHAPED {
             let mut wrapped = false;
             let mut empty = true;
             let mut b = usize::from(self.cur_tin);
@@ -1163,8 +1172,25 @@ impl Cake {
         false
     }
 
+    /// One dequeue. The rate, which only enqueue and the configuration change, is tested once:
+    /// each case has its own inlined copy of the dequeue (`dequeue_with`), in which the tin
+    /// choice and the shaper's charge test nothing more.
     #[inline(always)]
     fn dequeue_inner(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
+        if self.global_rate().is_unlimited() {
+            self.dequeue_with::<false>(now, drops)
+        } else {
+            self.dequeue_with::<true>(now, drops)
+        }
+    }
+
+    /// [`Cake::dequeue_inner`] with the rate limited (`SHAPED`) or not, as the caller found it.
+    #[inline(always)]
+    fn dequeue_with<const SHAPED: bool>(
+        &mut self,
+        now: Instant,
+        drops: &mut Vec<Dropped>,
+    ) -> Dequeue {
         // As in the kernel, only the very first pass of a dequeue call prefers the decaying
         // list; `continue 'begin` must not reset this, or an empty decaying flow whose COBALT
         // state is still active is picked, retired to the decaying tail and picked again forever.
@@ -1184,7 +1210,7 @@ impl Cake {
                     return Dequeue::NotBefore(self.time_next.min(self.failsafe_next));
                 }
             }
-            let Some(tin) = self.choose_tin(now) else {
+            let Some(tin) = self.choose_tin::<SHAPED>(now) else {
                 return Dequeue::Empty;
             };
             'retry: loop {
@@ -1302,7 +1328,9 @@ impl Cake {
                 // The dequeued packet and byte counts are updated apart (as at enqueue: side by
                 // side they compile to one 16-byte vector add of six instructions).
                 self.stats.dequeued.packets += 1;
-                self.advance_shaper(tin, adj, now, false);
+                if SHAPED {
+                    self.charge_shaper(tin, adj, now, false);
+                }
                 // One test per packet while the heap is not kept (most of the time), where
                 // the count-down saturated on every dequeue.
                 if self.heap.timeout != 0 {
