@@ -1047,7 +1047,9 @@ impl Cake {
                 .iter()
                 .enumerate()
                 .all(|(i, t)| (t.active_flows() > 0) == (self.active_tins >> i & 1 == 1)));
-            let mut active = self.active_tins;
+            // Widened once: on the `u8` the compiler zero-extended it again for
+            // `trailing_zeros`.
+            let mut active = u32::from(self.active_tins);
             if active == 0 {
                 self.cur_tin = 0;
                 return None;
