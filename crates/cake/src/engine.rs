@@ -16,7 +16,7 @@ use crate::overhead::{ewma, Overhead, SizeStats};
 use crate::params::{DerivedParams, RateFixed, MAX_TINS};
 use crate::slab::Slab;
 use crate::stats::{CakeStats, FlowStats, TinStats};
-use crate::tin::{qi, FlowSet, ListId, Tin, NIL, QUEUES};
+use crate::tin::{qi, Flow, FlowSet, ListId, Tin, NIL, QUEUES};
 use qdisc::packet::{self, FlowHeaders, FlowTuple, FlowV4, Headers, NetKind, Packet};
 use qdisc::{
     Counter, Dequeue, DropReason, Dropped, Duration, Instant, NoShaper, Qdisc, QdiscStats, Rate,
@@ -442,12 +442,19 @@ impl Cake {
         self.tins[tin].classify(key, host_hashes, mode)
     }
 
-    /// Charges `adj_len` to the tin and global shaper clocks.
+    /// Charges `adj_len` to the tin and global shaper clocks (nothing at an unlimited rate).
     #[inline]
     fn advance_shaper(&mut self, tin: usize, adj_len: u32, now: Instant, drop: bool) {
         if self.global_rate().is_unlimited() {
             return;
         }
+        self.charge_shaper(tin, adj_len, now, drop);
+    }
+
+    /// [`Cake::advance_shaper`] for a caller that has found the rate limited.
+    #[inline(always)]
+    fn charge_shaper(&mut self, tin: usize, adj_len: u32, now: Instant, drop: bool) {
+        debug_assert!(!self.global_rate().is_unlimited());
         let t = &mut self.tins[tin];
         let tin_dur = Duration::from_nanos(t.params.rate.tx_time(adj_len));
         let global = self.params.rate.tx_time(adj_len);
@@ -537,36 +544,21 @@ impl Cake {
     /// Removes the head packet of a flow queue, updating backlogs.
     #[inline]
     fn queue_pop(&mut self, tin: usize, flow: u16) -> Option<crate::slab::Slot> {
-        let (i, ..) = self.queue_unlink_head(tin, flow)?;
+        let t = &mut self.tins[tin];
+        let (i, ..) = unlink_head(
+            &mut t.flows[qi(flow)],
+            &mut t.backlog,
+            &self.slab,
+            &mut self.buffer_used,
+            &mut self.qlen,
+        )?;
         Some(self.slab.remove(i))
-    }
-
-    /// Unlinks the head packet of a flow queue and updates backlogs, leaving the packet in its
-    /// slab slot: the caller must [`Slab::free`] slot `i` before the next enqueue (dequeue
-    /// takes the packet out only once, when it hands it over). Returns the slot `i` with the
-    /// packet's enqueue time and adjusted length, read from the slot in the same access.
-    #[inline(always)]
-    fn queue_unlink_head(&mut self, tin: usize, flow: u16) -> Option<(u32, Instant, u32)> {
-        let f = &mut self.tins[tin].flows[qi(flow)];
-        if f.head == NIL {
-            return None;
-        }
-        let i = f.head;
-        let slot = self.slab.get(i);
-        // Emptied, the queue keeps its stale `tail` (see `Flow::tail`).
-        f.head = slot.next;
-        // The length stored with the packet (see `Slot::len`).
-        debug_assert_eq!(slot.len, slot.pkt.len());
-        let (len, mem, enqueued, adj) = (slot.len, slot.mem, slot.enqueued, slot.adj_len);
-        // The flow's count through the flow in hand, the rest as every removal counts them.
-        f.backlog -= len;
-        self.unaccount_beyond_flow(tin, len, mem);
-        Some((i, enqueued, adj))
     }
 
     /// The counts a packet of `len` bytes (charged `mem`) leaving tin `tin` takes beyond its
     /// flow's backlog, which the caller has taken off already: the tin's backlog, the memory
-    /// used and the packet count. Every removal from a flow's queue calls it.
+    /// used and the packet count. The ACK filter's removal calls it; the head's (`unlink_head`)
+    /// takes the same counts off.
     #[inline(always)]
     fn unaccount_beyond_flow(&mut self, tin: usize, len: u32, mem: u32) {
         self.tins[tin].backlog -= u64::from(len);
@@ -1014,11 +1006,13 @@ impl Cake {
         }
     }
 
-    /// Picks the tin to serve; `None` when nothing can be sent.
+    /// Picks the tin to serve; `None` when nothing can be sent. `SHAPED` is whether the rate
+    /// is limited (the caller's test, see `dequeue_inner`).
     #[inline]
-    fn choose_tin(&mut self, now: Instant) -> Option<usize> {
+    fn choose_tin<const SHAPED: bool>(&mut self, now: Instant) -> Option<usize> {
+        debug_assert_eq!(SHAPED, !self.global_rate().is_unlimited());
         let n = self.tins.len();
-        if self.global_rate().is_unlimited() {
+        if !SHAPED {
             let mut wrapped = false;
             let mut empty = true;
             let mut b = usize::from(self.cur_tin);
@@ -1053,7 +1047,9 @@ impl Cake {
                 .iter()
                 .enumerate()
                 .all(|(i, t)| (t.active_flows() > 0) == (self.active_tins >> i & 1 == 1)));
-            let mut active = self.active_tins;
+            // Widened once: on the `u8` the compiler zero-extended it again for
+            // `trailing_zeros`.
+            let mut active = u32::from(self.active_tins);
             if active == 0 {
                 self.cur_tin = 0;
                 return None;
@@ -1178,8 +1174,25 @@ impl Cake {
         false
     }
 
+    /// One dequeue. The rate, which only enqueue and the configuration change, is tested once:
+    /// each case has its own inlined copy of the dequeue (`dequeue_with`), in which the tin
+    /// choice and the shaper's charge test nothing more.
     #[inline(always)]
     fn dequeue_inner(&mut self, now: Instant, drops: &mut Vec<Dropped>) -> Dequeue {
+        if self.global_rate().is_unlimited() {
+            self.dequeue_with::<false>(now, drops)
+        } else {
+            self.dequeue_with::<true>(now, drops)
+        }
+    }
+
+    /// [`Cake::dequeue_inner`] with the rate limited (`SHAPED`) or not, as the caller found it.
+    #[inline(always)]
+    fn dequeue_with<const SHAPED: bool>(
+        &mut self,
+        now: Instant,
+        drops: &mut Vec<Dropped>,
+    ) -> Dequeue {
         // As in the kernel, only the very first pass of a dequeue call prefers the decaying
         // list; `continue 'begin` must not reset this, or an empty decaying flow whose COBALT
         // state is still active is picked, retired to the decaying tail and picked again forever.
@@ -1199,7 +1212,7 @@ impl Cake {
                     return Dequeue::NotBefore(self.time_next.min(self.failsafe_next));
                 }
             }
-            let Some(tin) = self.choose_tin(now) else {
+            let Some(tin) = self.choose_tin::<SHAPED>(now) else {
                 return Dequeue::Empty;
             };
             'retry: loop {
@@ -1248,7 +1261,17 @@ impl Cake {
                 // Retrieve a packet via the AQM. The packet stays in its slab slot until it
                 // is handed over (or dropped): it is moved once.
                 let (i, adj) = loop {
-                    let Some((i, enqueued, adj)) = self.queue_unlink_head(tin, flow) else {
+                    // The flow stays in hand from the unlink to the deficits below.
+                    let t = &mut self.tins[tin];
+                    let f = &mut t.flows[qi(flow)];
+                    let unlinked = unlink_head(
+                        f,
+                        &mut t.backlog,
+                        &self.slab,
+                        &mut self.buffer_used,
+                        &mut self.qlen,
+                    );
+                    let Some((i, enqueued, adj)) = unlinked else {
                         self.heap_down(tin, flow);
                         self.retire_empty_flow(tin, flow, now);
                         continue 'begin;
@@ -1256,14 +1279,12 @@ impl Cake {
                     // The heap's step for this unlink comes after COBALT's verdict (which
                     // changes no backlog): with the timeout's count-down for a packet that
                     // leaves, or in `drop_head` for one dropped.
-                    let t = &mut self.tins[tin];
                     // The bulk count (ingress only), read by COBALT only when the sojourn
                     // exceeds the target: most packets skip the test of the mode.
                     let cfg = &self.cfg;
                     let bulk_flow_count = &t.bulk_flow_count;
                     let bulk = || if cfg.ingress { *bulk_flow_count } else { 0 };
                     let params = &t.params.cobalt;
-                    let f = &mut t.flows[qi(flow)];
                     let slab = &mut self.slab;
                     let (verdict, marked) = f.cvars.should_drop_with(
                         params,
@@ -1309,7 +1330,9 @@ impl Cake {
                 // The dequeued packet and byte counts are updated apart (as at enqueue: side by
                 // side they compile to one 16-byte vector add of six instructions).
                 self.stats.dequeued.packets += 1;
-                self.advance_shaper(tin, adj, now, false);
+                if SHAPED {
+                    self.charge_shaper(tin, adj, now, false);
+                }
                 // One test per packet while the heap is not kept (most of the time), where
                 // the count-down saturated on every dequeue.
                 if self.heap.timeout != 0 {
@@ -1402,6 +1425,39 @@ impl Cake {
             now,
         )
     }
+}
+
+/// Unlinks the head packet of flow `f`, if it holds one, and takes it off the counts: the
+/// flow's backlog, its tin's (`tin_backlog`), the memory used and the packet count. The packet
+/// stays in its slab slot: the caller must [`Slab::free`] (or [`Slab::remove`]) slot `i` before
+/// the next enqueue (dequeue takes the packet out only once, when it hands it over). Returns
+/// the slot `i` with the packet's enqueue time and adjusted length, read from the slot in the
+/// same access. Takes the flow and the counts apart, not `&mut Cake`, so that dequeue goes on
+/// with the flow in hand: derived again from the tin after the stores to the counts, the
+/// compiler read the tin's table address back.
+#[inline(always)]
+fn unlink_head(
+    f: &mut Flow,
+    tin_backlog: &mut u64,
+    slab: &Slab,
+    buffer_used: &mut u64,
+    qlen: &mut u32,
+) -> Option<(u32, Instant, u32)> {
+    if f.head == NIL {
+        return None;
+    }
+    let i = f.head;
+    let slot = slab.get(i);
+    // Emptied, the queue keeps its stale `tail` (see `Flow::tail`).
+    f.head = slot.next;
+    // The length stored with the packet (see `Slot::len`).
+    debug_assert_eq!(slot.len, slot.pkt.len());
+    let (len, mem, enqueued, adj) = (slot.len, slot.mem, slot.enqueued, slot.adj_len);
+    f.backlog -= len;
+    *tin_backlog -= u64::from(len);
+    *buffer_used -= u64::from(mem);
+    *qlen -= 1;
+    Some((i, enqueued, adj))
 }
 
 fn flat_backlog(tins: &Tins, id: FlatId) -> u32 {

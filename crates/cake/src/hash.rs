@@ -101,18 +101,22 @@ impl FlowHasher {
     #[inline(always)]
     pub fn flow_hash_v4(&self, v: &FlowV4) -> u32 {
         let (s, d) = (u32::from_le_bytes(v.src), u32::from_le_bytes(v.dst));
-        let swap = d.swap_bytes() < s.swap_bytes() || (d == s && v.dst_port < v.src_port);
-        let (a, b, pa, pb) = if swap {
-            (d, s, v.dst_port, v.src_port)
+        // Both ports as the word `hash` takes them in (the first port in the upper half),
+        // read as one: swapped, its halves trade places.
+        let ports = v.ports_word();
+        let swap =
+            d.swap_bytes() < s.swap_bytes() || (d == s && (ports as u16) < (ports >> 16) as u16);
+        let (a, b, ports) = if swap {
+            (d, s, ports.rotate_left(16))
         } else {
-            (s, d, v.src_port, v.dst_port)
+            (s, d, ports)
         };
         // `hash` of the mapped addresses: each first half is zero, so `a0 ^ k[0]` is `k[0]`
         // and `b0 ^ k[2]` is `k[2]`; each second half is folded with its key word as
         // `v4_high`.
         let h = fold(self.key[0], self.v4_high(a, 0));
         let h = fold(h ^ self.key[2], self.v4_high(b, 1));
-        self.finish(h, u32::from(pa) << 16 | u32::from(pb), v.proto)
+        self.finish(h, ports, v.proto)
     }
 
     /// The second half of IPv4 address `a` mapped into IPv6 (`::ffff:a`, read little-endian:
@@ -209,8 +213,7 @@ mod tests {
             let v = FlowV4 {
                 src: [small(3), small(2), small(2), small(3)],
                 dst: [small(3), small(2), small(2), small(3)],
-                src_port: u16::from(small(3)) << 8 | u16::from(small(3)),
-                dst_port: u16::from(small(3)) << 8 | u16::from(small(3)),
+                ports: [small(3), small(3), small(3), small(3)],
                 proto: if small(2) == 0 { 6 } else { 17 },
                 dscp: 0,
             };
@@ -227,8 +230,7 @@ mod tests {
             let v = FlowV4 {
                 src: a.to_le_bytes(),
                 dst: b.to_le_bytes(),
-                src_port: p as u16,
-                dst_port: (p >> 16) as u16,
+                ports: p.to_le_bytes(),
                 proto: if a & 1 == 0 { 6 } else { 17 },
                 dscp: 0,
             };

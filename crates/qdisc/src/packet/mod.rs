@@ -244,10 +244,10 @@ pub struct FlowV4 {
     pub src: [u8; 4],
     /// Destination address, in frame byte order.
     pub dst: [u8; 4],
-    /// Source port.
-    pub src_port: u16,
-    /// Destination port.
-    pub dst_port: u16,
+    /// The transport header's first four bytes, in frame byte order: the source port, then
+    /// the destination port ([`FlowV4::src_port`], [`FlowV4::dst_port`]). Kept as they are
+    /// so that a hash of both ports reads them as one big-endian word.
+    pub ports: [u8; 4],
     /// Transport protocol number: TCP (6) or UDP (17).
     pub proto: u8,
     /// The DSCP (the ToS byte's upper six bits).
@@ -263,6 +263,25 @@ impl FlowV4 {
     #[inline(always)]
     pub fn parse(frame: &[u8]) -> Option<FlowV4> {
         parse::parse_flow_v4(frame)
+    }
+
+    /// The source port.
+    #[inline]
+    pub fn src_port(&self) -> u16 {
+        u16::from_be_bytes([self.ports[0], self.ports[1]])
+    }
+
+    /// The destination port.
+    #[inline]
+    pub fn dst_port(&self) -> u16 {
+        u16::from_be_bytes([self.ports[2], self.ports[3]])
+    }
+
+    /// Both ports as one word, the source port in the upper half:
+    /// `u32::from(src_port) << 16 | u32::from(dst_port)`.
+    #[inline]
+    pub fn ports_word(&self) -> u32 {
+        u32::from_be_bytes(self.ports)
     }
 
     /// The same frame's [`FlowHeaders`]: the addresses IPv4-mapped.
@@ -282,8 +301,8 @@ impl FlowV4 {
                     src: mapped(self.src),
                     dst: mapped(self.dst),
                     proto: self.proto,
-                    src_port: self.src_port,
-                    dst_port: self.dst_port,
+                    src_port: self.src_port(),
+                    dst_port: self.dst_port(),
                 },
                 dscp: self.dscp,
             }),

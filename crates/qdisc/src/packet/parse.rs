@@ -368,8 +368,7 @@ pub(super) fn parse_flow_v4(f: &[u8]) -> Option<FlowV4> {
     Some(FlowV4 {
         src: [ip[12], ip[13], ip[14], ip[15]],
         dst: [ip[16], ip[17], ip[18], ip[19]],
-        src_port: u16::from_be_bytes([ip[20], ip[21]]),
-        dst_port: u16::from_be_bytes([ip[22], ip[23]]),
+        ports: [ip[20], ip[21], ip[22], ip[23]],
         proto,
         dscp: ip[1] >> 2,
     })
