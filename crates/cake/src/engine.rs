@@ -558,12 +558,16 @@ impl Cake {
     /// The counts a packet of `len` bytes (charged `mem`) leaving tin `tin` takes beyond its
     /// flow's backlog, which the caller has taken off already: the tin's backlog, the memory
     /// used and the packet count. The ACK filter's removal calls it; the head's (`unlink_head`)
-    /// takes the same counts off.
+    /// takes the same counts off with the same [`unaccount`].
     #[inline(always)]
     fn unaccount_beyond_flow(&mut self, tin: usize, len: u32, mem: u32) {
-        self.tins[tin].backlog -= u64::from(len);
-        self.buffer_used -= u64::from(mem);
-        self.qlen -= 1;
+        unaccount(
+            &mut self.tins[tin].backlog,
+            &mut self.buffer_used,
+            &mut self.qlen,
+            len,
+            mem,
+        );
     }
 
     /// Removes the packet at `pos` (0 = head) of a flow's queue (used by the ACK filter).
@@ -1454,10 +1458,18 @@ fn unlink_head(
     debug_assert_eq!(slot.len, slot.pkt.len());
     let (len, mem, enqueued, adj) = (slot.len, slot.mem, slot.enqueued, slot.adj_len);
     f.backlog -= len;
+    unaccount(tin_backlog, buffer_used, qlen, len, mem);
+    Some((i, enqueued, adj))
+}
+
+/// Takes a packet of `len` bytes (charged `mem`) that left a flow's queue off the counts
+/// beyond its flow's backlog: its tin's backlog, the memory used and the packet count. The one
+/// place every removal's accounting goes through ([`unlink_head`], the ACK filter's removal).
+#[inline(always)]
+fn unaccount(tin_backlog: &mut u64, buffer_used: &mut u64, qlen: &mut u32, len: u32, mem: u32) {
     *tin_backlog -= u64::from(len);
     *buffer_used -= u64::from(mem);
     *qlen -= 1;
-    Some((i, enqueued, adj))
 }
 
 fn flat_backlog(tins: &Tins, id: FlatId) -> u32 {
