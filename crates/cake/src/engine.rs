@@ -485,9 +485,15 @@ impl Cake {
         (tin * QUEUES + flow as usize) as FlatId
     }
 
+    /// The overflow heap's step for a packet that joined flow `flow` of tin `tin`: while the
+    /// heap is kept (`heap.timeout` not 0, for 65,535 dequeues after an overflow drop), the
+    /// flow's entry sifted up after its backlog grew; nothing otherwise.
     #[inline]
     fn heap_up(&mut self, tin: usize, flow: u16) {
         if self.heap.timeout != 0 {
+            // The kept heap marked cold: without the hint the compiler computed the backlog
+            // closure's tins address (`&self.tins`) on every enqueue and kept it on the stack.
+            std::hint::cold_path();
             let tins = &self.tins;
             let backlog = |id: FlatId| flat_backlog(tins, id);
             self.heap.heapify_up_flow(Self::flat(tin, flow), &backlog);
