@@ -995,6 +995,9 @@ impl Cake {
                 .min(u64::from(self.params.buffer_limit))
         );
         if self.buffer_used > self.buffer_watch {
+            // Rare once the queue has reached its usual size (see `buffer_grown`); the hint
+            // keeps the compiler from arranging enqueue's registers around the call.
+            std::hint::cold_path();
             self.buffer_grown(tin, now, drops);
         }
     }
