@@ -156,6 +156,12 @@ pub struct Cake {
     /// comes from the DSCP or priority alone (`TinMap::dscp_only`), `nat` is off and the flow
     /// mode hashes flows. Fixed by the configuration, which never changes.
     v4_fast: bool,
+    /// `v4_fast`, and the rest of the configuration is the plain one: the identity overhead
+    /// (no `overhead`, `mpu` or `atm`; [`Overhead::is_identity`]), no ACK filter and no
+    /// autorate-ingress. Enqueue's IPv4 way then continues with its own copy of the rest
+    /// (`enqueue_classified::<true>`), which does not test those three settings. Fixed by the
+    /// configuration, which never changes.
+    v4_plain: bool,
     time_next: Instant,
     failsafe_next: Instant,
     rate_bps: u64,
@@ -191,12 +197,17 @@ impl Cake {
         let tins = Tins::new(&params);
         let tin_map = TinMap::new(&cfg);
         let v4_fast = tin_map.dscp_only && !cfg.nat && cfg.flow_mode.uses_flows();
+        let overhead = Overhead::from_config(&cfg);
+        let v4_plain = v4_fast
+            && overhead.is_identity()
+            && cfg.ack_filter == AckFilterMode::None
+            && !cfg.autorate;
         let autorate = Autorate {
             avg_peak_bandwidth: cfg.rate_bps,
             ..Autorate::default()
         };
         Cake {
-            overhead: Overhead::from_config(&cfg),
+            overhead,
             rate_bps: cfg.rate_bps,
             cfg,
             params,
@@ -207,6 +218,7 @@ impl Cake {
             rng,
             tin_map,
             v4_fast,
+            v4_plain,
             time_next: Instant::ZERO,
             failsafe_next: Instant::ZERO,
             buffer_used: 0,
@@ -473,9 +485,15 @@ impl Cake {
         (tin * QUEUES + flow as usize) as FlatId
     }
 
+    /// The overflow heap's step for a packet that joined flow `flow` of tin `tin`: while the
+    /// heap is kept (`heap.timeout` not 0, for 65,535 dequeues after an overflow drop), the
+    /// flow's entry sifted up after its backlog grew; nothing otherwise.
     #[inline]
     fn heap_up(&mut self, tin: usize, flow: u16) {
         if self.heap.timeout != 0 {
+            // The kept heap marked cold: without the hint the compiler computed the backlog
+            // closure's tins address (`&self.tins`) on every enqueue and kept it on the stack.
+            std::hint::cold_path();
             let tins = &self.tins;
             let backlog = |id: FlatId| flat_backlog(tins, id);
             self.heap.heapify_up_flow(Self::flat(tin, flow), &backlog);
@@ -759,9 +777,10 @@ impl Cake {
 
     /// Queues `pkt` (adjusted length `adj`) whole, as one packet, and runs the ACK filter when
     /// enabled; returns the bytes this enqueue added net and the flow's DRR++ state (which
-    /// neither changes).
+    /// neither changes). `PLAIN`: the caller has found the filter off (`Cake::v4_plain`), so it
+    /// is not tested.
     #[inline(always)]
-    fn enqueue_whole(
+    fn enqueue_whole<const PLAIN: bool>(
         &mut self,
         tin: usize,
         flow: u16,
@@ -778,7 +797,8 @@ impl Cake {
         let set = self.queue_push(tin, flow, pkt, now, adj);
         let t = &mut self.tins[tin];
         t.bytes += u64::from(len);
-        let added = if self.cfg.ack_filter != AckFilterMode::None {
+        debug_assert!(!PLAIN || self.cfg.ack_filter == AckFilterMode::None);
+        let added = if !PLAIN && self.cfg.ack_filter != AckFilterMode::None {
             self.filter_acks(tin, flow, now, u64::from(len), drops)
         } else {
             u64::from(len)
@@ -810,7 +830,8 @@ impl Cake {
         let adj = self
             .overhead
             .packet_len(&mut self.sizes, pkt.len(), net_off, gso);
-        self.enqueue_whole(tin, flow, pkt, now, adj, drops).0
+        self.enqueue_whole::<false>(tin, flow, pkt, now, adj, drops)
+            .0
     }
 
     /// Runs the ACK filter over flow `flow` after a packet of `added` bytes joined it, dropping
@@ -874,13 +895,18 @@ impl Cake {
         // continues with its own inlined copy of the rest (`enqueue_classified`): in the common
         // one the network offset is the constant 14, so the offset average's sample is one
         // count (`SizeStats::sample_netoff`), and its values do not meet the other way's where
-        // the two would join.
+        // the two would join. With the plain settings (`v4_plain`: the identity overhead, no
+        // ACK filter, no autorate) the IPv4 way's copy tests none of the three.
         match FlowV4::parse(&pkt.data) {
             Some(v) if self.v4_fast && pkt.meta.priority & 0xFFFF == 0 => {
                 let tin = self.tin_map.of_dscp(v.dscp);
                 let flow = self.classify_v4(tin, &v);
                 let net_off = u32::from(FlowV4::NETWORK_OFFSET);
-                self.enqueue_classified(now, pkt, tin, flow, net_off, drops, bufs);
+                if self.v4_plain {
+                    self.enqueue_classified::<true>(now, pkt, tin, flow, net_off, drops, bufs);
+                } else {
+                    self.enqueue_classified::<false>(now, pkt, tin, flow, net_off, drops, bufs);
+                }
             }
             v4 => {
                 let h = match v4 {
@@ -890,16 +916,18 @@ impl Cake {
                 let tin = self.select_tin(&mut pkt, &h);
                 let flow = self.classify_packet(tin, &pkt, &h);
                 let net_off = u32::from(h.network_offset);
-                self.enqueue_classified(now, pkt, tin, flow, net_off, drops, bufs);
+                self.enqueue_classified::<false>(now, pkt, tin, flow, net_off, drops, bufs);
             }
         }
     }
 
     /// The rest of an enqueue, once the packet's tin, flow and network offset are known.
-    /// Inlined into both ways of [`Cake::enqueue_inner`] (see there).
+    /// Inlined into both ways of [`Cake::enqueue_inner`] (see there), the IPv4 way's twice:
+    /// with `PLAIN` (the caller has found `Cake::v4_plain`) the identity overhead, the ACK
+    /// filter and autorate-ingress are not tested, as that setting has them all off.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn enqueue_classified(
+    fn enqueue_classified<const PLAIN: bool>(
         &mut self,
         now: Instant,
         pkt: Packet,
@@ -937,14 +965,22 @@ impl Cake {
         // The flow's DRR++ state, read where the packet is linked behind its flow (queueing
         // does not change it).
         let (added_bytes, set) = if pkt.meta.gso.is_none() {
-            let adj = self.overhead.packet_len_own(&mut self.sizes, len, net_off);
-            self.enqueue_whole(tin, flow, pkt, now, adj, drops)
+            let adj = if PLAIN {
+                self.overhead
+                    .packet_len_identity(&mut self.sizes, len, net_off)
+            } else {
+                self.overhead.packet_len_own(&mut self.sizes, len, net_off)
+            };
+            self.enqueue_whole::<PLAIN>(tin, flow, pkt, now, adj, drops)
         } else {
             let added = self.enqueue_gso(tin, flow, pkt, now, net_off, drops, bufs);
             (added, self.tins[tin].flows[qi(flow)].set)
         };
         self.heap_up(tin, flow);
-        self.update_autorate(now, added_bytes);
+        debug_assert!(!PLAIN || !self.cfg.autorate);
+        if !PLAIN {
+            self.update_autorate(now, added_bytes);
+        }
 
         // Flow chain: a flow already sparse or bulk stays as it is (most packets); any other
         // moves, out of line.
@@ -959,6 +995,9 @@ impl Cake {
                 .min(u64::from(self.params.buffer_limit))
         );
         if self.buffer_used > self.buffer_watch {
+            // Rare once the queue has reached its usual size (see `buffer_grown`); the hint
+            // keeps the compiler from arranging enqueue's registers around the call.
+            std::hint::cold_path();
             self.buffer_grown(tin, now, drops);
         }
     }

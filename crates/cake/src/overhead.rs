@@ -169,6 +169,22 @@ impl Overhead {
         if !self.identity {
             return self.packet_len(stats, len, net_off, None);
         }
+        self.packet_len_identity(stats, len, net_off)
+    }
+
+    /// True when the settings change no length (no MAC subtraction, `overhead`, `mpu` or
+    /// cell framing): [`Overhead::packet_len_identity`] may then be called.
+    pub(crate) fn is_identity(&self) -> bool {
+        self.identity
+    }
+
+    /// [`Overhead::packet_len_own`] for a caller that knows the settings are the identity
+    /// ([`Overhead::is_identity`], fixed at construction), without testing them again: returns
+    /// `len` and updates the statistics exactly as `packet_len_own` does (debug builds check
+    /// the identity).
+    #[inline(always)]
+    pub(crate) fn packet_len_identity(&self, stats: &mut SizeStats, len: u32, net_off: u32) -> u32 {
+        debug_assert!(self.identity);
         stats.sample_netoff(net_off);
         debug_assert_eq!(
             (stats.min_adjlen, stats.max_adjlen),
